@@ -1,0 +1,188 @@
+"""Job configuration: YAML files in conf/ loaded into frozen dataclasses, validated once.
+
+Unknown keys are errors (a typo must not silently fall back to a default).
+"""
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping, get_type_hints
+
+from ctcalc_spark.errors import ConfigError
+
+TASKS = ("binary", "regression", "multiclass")
+
+
+@dataclass(frozen=True)
+class InputConfig:
+    """Where the evaluation rows are: a Parquet/JSON path or a metastore table."""
+
+    path: str | None = None
+    table: str | None = None
+    format: str = "parquet"
+
+
+@dataclass(frozen=True)
+class ColumnsConfig:
+    """Names of the input columns (the input contract)."""
+
+    model: str = "model"
+    run: str = "run"
+    ds: str = "ds"
+    label: str = "label"
+    logit: str | None = "logit"
+    prediction: str | None = None
+    weight: str | None = None
+    example_id: str | None = "example_id"
+    split: str | None = None
+    slices: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class SplitConfig:
+    """Deterministic hash split: a row is val-bias when crc32(salt ':' example_id) / 2^32 < bias_fraction."""
+
+    bias_fraction: float = 0.1
+    salt: str = "ctcalc"
+
+
+@dataclass(frozen=True)
+class HistogramConfig:
+    """Logit histogram of the binary summaries."""
+
+    bin_width: float = 0.05
+
+
+@dataclass(frozen=True)
+class OutputConfig:
+    """Root folder of the output tables (metrics/, summaries/, rolling/ ... partitioned by ds)."""
+
+    path: str = "output"
+
+
+@dataclass(frozen=True)
+class RollingConfig:
+    """Windows for the rolling job: 'day', 'week', 'month' or 'rolling' (last `days` days)."""
+
+    window: str = "day"
+    days: int = 7
+    bias_threshold: float = 0.1
+
+
+@dataclass(frozen=True)
+class SparkConfig:
+    """Session settings used when the job builds its own session (ctcalc CLI); spark-submit flags win."""
+
+    master: str = "local[2]"
+    shuffle_partitions: int = 8
+    driver_memory: str = "2g"
+
+
+@dataclass(frozen=True)
+class JobConfig:
+    """Top-level configuration of every job."""
+
+    task: str = "binary"
+    input: InputConfig = field(default_factory=InputConfig)
+    columns: ColumnsConfig = field(default_factory=ColumnsConfig)
+    split: SplitConfig = field(default_factory=SplitConfig)
+    histogram: HistogramConfig = field(default_factory=HistogramConfig)
+    output: OutputConfig = field(default_factory=OutputConfig)
+    rolling: RollingConfig = field(default_factory=RollingConfig)
+    spark: SparkConfig = field(default_factory=SparkConfig)
+    clip_eps: float = 1e-15
+    on_invalid: str = "error"
+    max_bias_rows_multiclass: int = 2_000_000
+
+    def __post_init__(self) -> None:
+        _validate(self)
+
+
+def _validate(cfg: JobConfig) -> None:
+    if cfg.task not in TASKS:
+        raise ConfigError(f"'task' must be one of {list(TASKS)}, got {cfg.task!r}.")
+    if (cfg.input.path is None) == (cfg.input.table is None):
+        raise ConfigError("Set exactly one of 'input.path' (a Parquet folder) or 'input.table' (a metastore table).")
+    if cfg.input.format not in ("parquet", "json", "csv", "orc"):
+        raise ConfigError(f"'input.format' must be parquet/json/csv/orc, got {cfg.input.format!r}.")
+    if not 0.0 < cfg.split.bias_fraction < 1.0:
+        raise ConfigError(f"'split.bias_fraction' must be in (0, 1), got {cfg.split.bias_fraction}.")
+    if not 0.0 < cfg.histogram.bin_width <= 0.5:
+        raise ConfigError(f"'histogram.bin_width' must be in (0, 0.5], got {cfg.histogram.bin_width}.")
+    if cfg.on_invalid not in ("error", "drop"):
+        raise ConfigError(f"'on_invalid' must be 'error' or 'drop', got {cfg.on_invalid!r}.")
+    if not 0.0 < cfg.clip_eps < 1e-3:
+        raise ConfigError(f"'clip_eps' must be in (0, 1e-3), got {cfg.clip_eps}.")
+    if cfg.rolling.window not in ("day", "week", "month", "rolling"):
+        raise ConfigError(f"'rolling.window' must be day/week/month/rolling, got {cfg.rolling.window!r}.")
+    if cfg.rolling.days < 1:
+        raise ConfigError(f"'rolling.days' must be >= 1, got {cfg.rolling.days}.")
+    c = cfg.columns
+    if cfg.task == "binary" and c.logit is None and c.prediction is None:
+        raise ConfigError("A binary task needs 'columns.logit' or 'columns.prediction'.")
+    if cfg.task == "regression" and c.prediction is None:
+        raise ConfigError("A regression task needs 'columns.prediction'.")
+    if cfg.task == "multiclass" and c.logit is None:
+        raise ConfigError("A multiclass task needs 'columns.logit' (an array<double> column of class logits).")
+    if cfg.task == "multiclass" and c.slices:
+        raise ConfigError("Slices are not supported for the multiclass task yet; remove 'columns.slices'.")
+    if c.example_id is None and c.split is None:
+        raise ConfigError(
+            "Set 'columns.example_id' (rows are split by a hash of it) or 'columns.split' (a 'bias'/'remain' column)."
+        )
+
+
+def _build(cls: type, data: Mapping[str, Any], where: str) -> Any:
+    if not isinstance(data, Mapping):
+        raise ConfigError(f"'{where or 'config'}' must be a mapping, got {type(data).__name__}.")
+    hints = get_type_hints(cls)
+    known = {f.name for f in dataclasses.fields(cls)}
+    unknown = sorted(set(data) - known)
+    if unknown:
+        raise ConfigError(
+            f"Unknown config key(s) {[f'{where}{k}' for k in unknown]}; known keys here: {sorted(known)}."
+        )
+    kwargs: dict[str, Any] = {}
+    for name, value in data.items():
+        hint = hints[name]
+        if dataclasses.is_dataclass(hint):
+            kwargs[name] = _build(hint, value or {}, f"{where}{name}.")
+        elif name == "slices":
+            kwargs[name] = tuple(value or ())
+        else:
+            kwargs[name] = value
+    try:
+        return cls(**kwargs)
+    except TypeError as e:
+        raise ConfigError(f"Invalid config section '{where or 'root'}': {e}") from e
+
+
+def config_from_dict(data: Mapping[str, Any]) -> JobConfig:
+    """Validate a nested mapping (as read from YAML) into a JobConfig."""
+    return _build(JobConfig, data, "")
+
+
+def load_config(path: str | Path, overrides: Mapping[str, Any] | None = None) -> JobConfig:
+    """Read a YAML config file; ``overrides`` maps dotted keys ('output.path') to values."""
+    import yaml
+
+    p = Path(path)
+    if not p.exists():
+        raise ConfigError(f"Config file {str(p)!r} does not exist; see conf/ for examples.")
+    try:
+        data = yaml.safe_load(p.read_text()) or {}
+    except yaml.YAMLError as e:
+        raise ConfigError(f"Config file {str(p)!r} is not valid YAML: {e}") from e
+    for key, value in (overrides or {}).items():
+        node = data
+        *parents, leaf = key.split(".")
+        for part in parents:
+            node = node.setdefault(part, {})
+        node[leaf] = value
+    return config_from_dict(data)
+
+
+def config_to_dict(cfg: JobConfig) -> dict[str, Any]:
+    """Plain nested dict of a config (for logging and for writing the effective config)."""
+    return dataclasses.asdict(cfg)

@@ -1,0 +1,1 @@
+"""Spark layer: sessions, the one-scan summary aggregation, atomic partition writes."""

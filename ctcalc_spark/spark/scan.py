@@ -1,0 +1,137 @@
+"""The one scan: native column expressions and built-in aggregates that yield the summaries.
+
+No Python UDF touches the rows. Every row gets an integer ``invalid`` code
+(0 = valid) so that bad input is counted in the same scan; invalid rows carry
+null moments, which ``sum`` skips.
+"""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from ctcalc_spark.config import JobConfig
+from ctcalc_spark.summary import BINARY_COUNTS, BINARY_MOMENTS
+
+if TYPE_CHECKING:
+    from pyspark.sql import Column, DataFrame
+
+INVALID_REASONS = {
+    1: "null in a required column",
+    2: "NaN or infinite logit/prediction",
+    3: "probability outside [0, 1]",
+    4: "label not allowed for the task",
+    5: "negative or non-finite weight",
+    6: "split value not 'bias'/'remain'",
+}
+TWO_POW_32 = float(2**32)
+
+
+def _not_finite(col: Column) -> Column:
+    from pyspark.sql import functions as F
+
+    return F.isnan(col) | (F.abs(col) == F.lit(float("inf")))
+
+
+def split_expr(cfg: JobConfig) -> Column:
+    """True for val-bias rows: the configured split column, else crc32(salt ':' example_id) < fraction·2³²."""
+    from pyspark.sql import functions as F
+
+    c = cfg.columns
+    if c.split is not None:
+        return F.lower(F.col(c.split).cast("string")) == F.lit("bias")
+    key = F.concat_ws(":", F.lit(cfg.split.salt), F.col(c.example_id).cast("string"))
+    return F.crc32(key.cast("binary")) < F.lit(int(cfg.split.bias_fraction * TWO_POW_32))
+
+
+def group_columns(cfg: JobConfig) -> list[str]:
+    """Keys of a summary group below the day: model, run and every slice column."""
+    return [cfg.columns.model, cfg.columns.run, *cfg.columns.slices]
+
+
+def prepared_rows(df: DataFrame, cfg: JobConfig) -> DataFrame:
+    """Project the rows to keys, y, z (binary: logit; regression: prediction), w, is_bias, clipped, invalid."""
+    from pyspark.sql import functions as F
+
+    c = cfg.columns
+    y = F.col(c.label).cast("double")
+    w = F.col(c.weight).cast("double") if c.weight else F.lit(1.0)
+    clipped = F.lit(0)
+    if cfg.task == "binary" and c.logit is not None:
+        score = F.col(c.logit).cast("double")
+        z = score
+        prob_out = F.lit(False)
+    elif cfg.task == "binary":
+        score = F.col(c.prediction).cast("double")
+        eps = cfg.clip_eps
+        pc = F.least(F.greatest(score, F.lit(eps)), F.lit(1.0 - eps))
+        z = F.log(pc) - F.log1p(-pc)
+        clipped = ((score < eps) | (score > 1.0 - eps)).cast("int")
+        prob_out = (score < 0) | (score > 1)
+    else:
+        score = F.col(c.prediction).cast("double")
+        z = score
+        prob_out = F.lit(False)
+    label_bad = ~y.isin(0.0, 1.0) if cfg.task == "binary" else _not_finite(y)
+    any_null = y.isNull() | score.isNull() | w.isNull()
+    split_col = F.col(c.split) if c.split else F.col(c.example_id)
+    any_null = any_null | split_col.isNull()
+    invalid = (
+        F.when(any_null, 1)
+        .when(_not_finite(score), 2)
+        .when(prob_out, 3)
+        .when(label_bad, 4)
+        .when((w < 0) | _not_finite(w), 5)
+    )
+    if c.split is not None:
+        invalid = invalid.when(~F.lower(F.col(c.split).cast("string")).isin("bias", "remain"), 6)
+    invalid = invalid.otherwise(0)
+    keys = [F.col(k).cast("string").alias(k) for k in group_columns(cfg)]
+    return df.select(
+        *keys,
+        y.alias("_y"),
+        z.alias("_z"),
+        w.alias("_w"),
+        split_expr(cfg).alias("is_bias"),
+        clipped.alias("_clipped"),
+        invalid.alias("invalid"),
+    )
+
+
+def summary_aggregation(df: DataFrame, cfg: JobConfig) -> DataFrame:
+    """Per (model, run, slices, invalid, is_bias[, bin]) additive sums over the day's rows; one scan."""
+    from pyspark.sql import functions as F
+
+    rows = prepared_rows(df, cfg)
+    ok = F.col("invalid") == 0
+    y = F.when(ok, F.col("_y"))
+    z = F.when(ok, F.col("_z"))
+    w = F.when(ok, F.col("_w"))
+    keys = [*group_columns(cfg), "invalid", "is_bias"]
+    if cfg.task == "regression":
+        r = y - z
+        return rows.groupBy(*keys).agg(
+            F.count(F.lit(1)).alias("count"),
+            F.sum(w).alias("weight"),
+            F.sum(w * r).alias("wr"),
+            F.sum(w * r * r).alias("wr2"),
+            F.sum(w * z).alias("wp"),
+            F.sum(w * y).alias("wy"),
+        )
+    h = cfg.histogram.bin_width
+    bin_ = F.floor(z / F.lit(h))
+    d = z - (bin_ + F.lit(0.5)) * F.lit(h)
+    softplus = F.greatest(z, F.lit(0.0)) + F.log1p(F.exp(-F.abs(z)))
+    sigmoid = F.lit(1.0) / (F.lit(1.0) + F.exp(-z))
+    aggs = {
+        "count": F.count(F.lit(1)),
+        "clipped": F.sum(F.col("_clipped")),
+        "weight": F.sum(w),
+        "pos_weight": F.sum(w * y),
+        "m1": F.sum(w * d),
+        "m2": F.sum(w * d * d),
+        "wp": F.sum(w * sigmoid),
+        "wloss": F.sum(w * (softplus - y * z)),
+    }
+    assert set(aggs) == set(BINARY_COUNTS + BINARY_MOMENTS)
+    return rows.withColumn("bin", bin_.cast("long")).groupBy(*keys, "bin").agg(
+        *(expr.alias(name) for name, expr in aggs.items())
+    )
