@@ -1,0 +1,44 @@
+"""Shared fixtures: one session-scoped local SparkSession (local[2], UI off, few shuffle partitions)."""
+from __future__ import annotations
+
+import os
+import sys
+
+import pytest
+
+os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+
+
+@pytest.fixture(scope="session")
+def spark():
+    from ctcalc_spark.config import SparkConfig
+    from ctcalc_spark.spark.session import build_session
+
+    session = build_session(SparkConfig(master="local[2]", shuffle_partitions=4, driver_memory="2g"), app_name="ctcalc-tests")
+    yield session
+    session.stop()
+
+
+@pytest.fixture()
+def demo_config(tmp_path):
+    """A binary config pointing at tmp_path/eval (input) and tmp_path/out (outputs)."""
+    from ctcalc_spark.config import config_from_dict
+
+    def make(**overrides):
+        data = {
+            "task": "binary",
+            "input": {"path": str(tmp_path / "eval")},
+            "output": {"path": str(tmp_path / "out")},
+            "split": {"bias_fraction": 0.1, "salt": "t"},
+        }
+        for key, value in overrides.items():
+            node = data
+            *parents, leaf = key.split("__")
+            for part in parents:
+                node = node.setdefault(part, {})
+            node[leaf] = value
+        return config_from_dict(data)
+
+    return make
