@@ -6,7 +6,7 @@ null moments, which ``sum`` skips.
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Sequence
 
 from ctcalc_spark.config import JobConfig
 from ctcalc_spark.summary import BINARY_COUNTS, BINARY_MOMENTS
@@ -47,8 +47,11 @@ def group_columns(cfg: JobConfig) -> list[str]:
     return [cfg.columns.model, cfg.columns.run, *cfg.columns.slices]
 
 
-def prepared_rows(df: DataFrame, cfg: JobConfig) -> DataFrame:
-    """Project the rows to keys, y, z (binary: logit; regression: prediction), w, is_bias, clipped, invalid."""
+def prepared_rows(df: DataFrame, cfg: JobConfig, extra_keys: Sequence[str] = ()) -> DataFrame:
+    """Project the rows to keys, y, z (binary: logit; regression: prediction), w, is_bias, clipped, invalid.
+
+    ``extra_keys``: further grouping columns of ``df`` kept as strings (e.g. an event-time window).
+    """
     from pyspark.sql import functions as F
 
     c = cfg.columns
@@ -84,7 +87,7 @@ def prepared_rows(df: DataFrame, cfg: JobConfig) -> DataFrame:
     if c.split is not None:
         invalid = invalid.when(~F.lower(F.col(c.split).cast("string")).isin("bias", "remain"), 6)
     invalid = invalid.otherwise(0)
-    keys = [F.col(k).cast("string").alias(k) for k in group_columns(cfg)]
+    keys = [F.col(k).cast("string").alias(k) for k in [*extra_keys, *group_columns(cfg)]]
     return df.select(
         *keys,
         y.alias("_y"),
@@ -96,16 +99,16 @@ def prepared_rows(df: DataFrame, cfg: JobConfig) -> DataFrame:
     )
 
 
-def summary_aggregation(df: DataFrame, cfg: JobConfig) -> DataFrame:
-    """Per (model, run, slices, invalid, is_bias[, bin]) additive sums over the day's rows; one scan."""
+def summary_aggregation(df: DataFrame, cfg: JobConfig, extra_keys: Sequence[str] = ()) -> DataFrame:
+    """Per (extra keys, model, run, slices, invalid, is_bias[, bin]) additive sums over the rows; one scan."""
     from pyspark.sql import functions as F
 
-    rows = prepared_rows(df, cfg)
+    rows = prepared_rows(df, cfg, extra_keys)
     ok = F.col("invalid") == 0
     y = F.when(ok, F.col("_y"))
     z = F.when(ok, F.col("_z"))
     w = F.when(ok, F.col("_w"))
-    keys = [*group_columns(cfg), "invalid", "is_bias"]
+    keys = [*extra_keys, *group_columns(cfg), "invalid", "is_bias"]
     if cfg.task == "regression":
         r = y - z
         return rows.groupBy(*keys).agg(
