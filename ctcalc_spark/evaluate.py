@@ -21,7 +21,14 @@ from ctcalc_spark.finalize import (
 )
 from ctcalc_spark.solvers import solve_temperature
 from ctcalc_spark.spark.io import pandas_to_spark, read_input, replace_partitions
-from ctcalc_spark.spark.scan import INVALID_REASONS, group_columns, split_expr, summary_aggregation
+from ctcalc_spark.spark.scan import (
+    EXACT_COLUMNS,
+    INVALID_REASONS,
+    KNOWN_BIAS_COLUMN,
+    group_columns,
+    split_expr,
+    summary_aggregation,
+)
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -37,6 +44,8 @@ class EvaluateResult:
     metrics: pd.DataFrame
     summaries: pd.DataFrame
     paths: dict[str, str] = field(default_factory=dict)
+    exact: pd.DataFrame = field(default_factory=pd.DataFrame)
+    """With a known bias: per (model, run) c, cal_weight, cal_loss accumulated exactly in the scan."""
 
 
 def table_path(cfg: JobConfig, table: str) -> str:
@@ -74,13 +83,15 @@ def _invalid_counts(agg: pd.DataFrame, cfg: JobConfig, ds: str) -> pd.DataFrame:
 
 
 def _finish(spark: SparkSession, cfg: JobConfig, ds: str, metrics: pd.DataFrame, summaries: pd.DataFrame | None,
-            write: bool) -> EvaluateResult:
+            write: bool, exact: pd.DataFrame | None = None) -> EvaluateResult:
     metrics.insert(0, "task", cfg.task)
     metrics.insert(0, "ds", ds)
     numeric = metrics.select_dtypes(include=[np.number])
     if not np.isfinite(numeric.to_numpy(dtype=np.float64, na_value=0.0)).all():
         raise AssertionError("A metric came out non-finite; this is a bug, please report it with the input.")
     result = EvaluateResult(ds, metrics, summaries if summaries is not None else pd.DataFrame())
+    if exact is not None:
+        result.exact = exact
     if not write:
         return result
     m_types = {k: v for k, v in {**KEY_TYPES, **METRIC_TYPES[cfg.task]}.items() if k != "ds"}
@@ -90,24 +101,38 @@ def _finish(spark: SparkSession, cfg: JobConfig, ds: str, metrics: pd.DataFrame,
     if summaries is not None:
         s_types = {k: "string" for k in group_columns(cfg)} | SUMMARY_TYPES[cfg.task]
         writes.append((pandas_to_spark(spark, summaries, spark_schema(s_types)), table_path(cfg, "summaries"), ds))
+    if exact is not None:
+        writes.append((pandas_to_spark(spark, exact, spark_schema(EXACT_TYPES)), table_path(cfg, "calibrated_exact"), ds))
     paths = replace_partitions(spark, writes)
-    result.paths = dict(zip(["metrics", "summaries"], paths))
+    result.paths = dict(zip(["metrics", "summaries", "calibrated_exact"] if summaries is not None else ["metrics"], paths))
     return result
 
 
-def evaluate(spark: SparkSession, cfg: JobConfig, ds: str, *, write: bool = True) -> EvaluateResult:
+def evaluate(
+    spark: SparkSession, cfg: JobConfig, ds: str, *, write: bool = True, known_bias: pd.DataFrame | None = None
+) -> EvaluateResult:
     """Scan one day of the evaluation table once and write its summaries and metrics partitions.
 
     Metrics rows: one per (model, run, slice); see ``METRIC_TYPES`` for columns.
     Bad rows raise :class:`InputError` (``on_invalid: error``) or are excluded and
     counted in ``n_invalid`` (``on_invalid: drop``). Nothing is written unless
     every metric was computed; the partitions are replaced atomically.
+
+    ``known_bias`` (optional; binary/regression): a frame of model, run, c (e.g. the
+    previous window's bias, known before today's scan). The same scan then also
+    accumulates the exact calibrated sums per (model, run), returned as
+    ``result.exact`` and written to the ``calibrated_exact`` table; the summaries and
+    metrics are the same as without it.
     """
     validate_ds(ds)
     df = read_input(spark, cfg, ds)
     if cfg.task == "multiclass":
+        if known_bias is not None:
+            raise ConfigError("A known bias is supported for binary and regression tasks, not multiclass.")
         return _evaluate_multiclass(spark, cfg, ds, df, write)
-    agg = summary_aggregation(df, cfg).toPandas()
+    agg = summary_aggregation(df, cfg, known_bias=_known_bias_frame(spark, cfg, known_bias)).toPandas()
+    exact = None if known_bias is None else _exact_sums(agg, cfg, known_bias)
+    agg = agg.drop(columns=[c for c in EXACT_COLUMNS if c in agg.columns])
     where = cfg.input.table or cfg.input.path
     if agg.empty:
         raise InputError(f"No evaluation rows for ds={ds} in {where!r}; check the date and the 'columns.ds' name.")
@@ -118,6 +143,9 @@ def evaluate(spark: SparkSession, cfg: JobConfig, ds: str, *, write: bool = True
     summaries["split"] = np.where(summaries.pop("is_bias").astype(bool), "bias", "remain")
     numeric = [c for c in summaries.columns if c not in group_columns(cfg) and c not in ("split", "bin")]
     summaries[numeric] = summaries[numeric].fillna(0)
+    for name, kind in SUMMARY_TYPES[cfg.task].items():  # invalid rows (null bins) may have widened the dtypes
+        if kind == "long" and name in summaries:
+            summaries[name] = summaries[name].astype(np.int64)
     if cfg.task == "binary":
         summaries["bin_width"] = cfg.histogram.bin_width
     metrics = metrics_from_summaries(
@@ -128,7 +156,40 @@ def evaluate(spark: SparkSession, cfg: JobConfig, ds: str, *, write: bool = True
         bin_width=cfg.histogram.bin_width,
         invalid_counts=invalid,
     ).rename(columns={cfg.columns.model: "model", cfg.columns.run: "run"})
-    return _finish(spark, cfg, ds, metrics, summaries, write)
+    return _finish(spark, cfg, ds, metrics, summaries, write, exact)
+
+
+EXACT_TYPES = {"model": "string", "run": "string", "c": "double", "n_rows": "long", "cal_weight": "double",
+               "cal_loss": "double"}
+"""The calibrated_exact table (partitioned by ds): exact Σw and Σw·loss at a known c per (model, run)."""
+
+
+def _known_bias_frame(spark: SparkSession, cfg: JobConfig, known: pd.DataFrame | None) -> DataFrame | None:
+    if known is None:
+        return None
+    if cfg.task not in ("binary", "regression"):
+        raise ConfigError(f"A known bias is supported for binary and regression tasks, not {cfg.task!r}.")
+    missing = [c for c in ("model", "run", "c") if c not in known.columns]
+    if missing:
+        raise ConfigError(f"known_bias lacks column(s) {missing}; present: {list(known.columns)}.")
+    from pyspark.sql import types as T
+
+    known = known[known["c"].notna()]
+    schema = T.StructType([T.StructField(cfg.columns.model, T.StringType()), T.StructField(cfg.columns.run, T.StringType()),
+                           T.StructField(KNOWN_BIAS_COLUMN, T.DoubleType())])
+    rows = [(str(m), str(r), float(c)) for m, r, c in known[["model", "run", "c"]].itertuples(index=False)]
+    return spark.createDataFrame(rows, schema)
+
+
+def _exact_sums(agg: pd.DataFrame, cfg: JobConfig, known: pd.DataFrame) -> pd.DataFrame:
+    m, r = cfg.columns.model, cfg.columns.run
+    ok = agg[(agg["invalid"] == 0) & agg[EXACT_COLUMNS[0]].notna()]
+    sums = ok.groupby([m, r], dropna=False).agg(
+        n_rows=("count", "sum"), cal_weight=(EXACT_COLUMNS[0], "sum"), cal_loss=(EXACT_COLUMNS[1], "sum")
+    ).reset_index().rename(columns={m: "model", r: "run"})
+    c = known.assign(model=known["model"].astype(str), run=known["run"].astype(str))[["model", "run", "c"]]
+    out = sums.merge(c, on=["model", "run"], how="inner")
+    return out[list(EXACT_TYPES)]
 
 
 # ---- multiclass: temperature needs the val-bias rows themselves ------------------------------

@@ -152,7 +152,7 @@ def solve_temperature(y: ArrayLike, z: ArrayLike, *, sample_weight: ArrayLike | 
             "no positive temperature exists.",
         )
     hi = 1.0
-    while grad(hi)[0] < 0:
+    while grad(hi)[0] <= 0:  # exactly 0 at large β: softmax saturated on every row
         hi *= 2.0
         if hi > 1e8:
             raise DegenerateBiasError(

@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Sequence
 
 from ctcalc_spark.config import JobConfig
+from ctcalc_spark.split import bias_threshold
 from ctcalc_spark.summary import BINARY_COUNTS, BINARY_MOMENTS
 
 if TYPE_CHECKING:
@@ -22,7 +23,6 @@ INVALID_REASONS = {
     5: "negative or non-finite weight",
     6: "split value not 'bias'/'remain'",
 }
-TWO_POW_32 = float(2**32)
 
 
 def _not_finite(col: Column) -> Column:
@@ -39,7 +39,7 @@ def split_expr(cfg: JobConfig) -> Column:
     if c.split is not None:
         return F.lower(F.col(c.split).cast("string")) == F.lit("bias")
     key = F.concat_ws(":", F.lit(cfg.split.salt), F.col(c.example_id).cast("string"))
-    return F.crc32(key.cast("binary")) < F.lit(int(cfg.split.bias_fraction * TWO_POW_32))
+    return F.crc32(key.cast("binary")) < F.lit(bias_threshold(cfg.split.bias_fraction))
 
 
 def group_columns(cfg: JobConfig) -> list[str]:
@@ -99,8 +99,29 @@ def prepared_rows(df: DataFrame, cfg: JobConfig, extra_keys: Sequence[str] = ())
     )
 
 
-def summary_aggregation(df: DataFrame, cfg: JobConfig, extra_keys: Sequence[str] = ()) -> DataFrame:
-    """Per (extra keys, model, run, slices, invalid, is_bias[, bin]) additive sums over the rows; one scan."""
+KNOWN_BIAS_COLUMN = "_known_c"
+"""Column of the optional known-bias frame holding c, joined on (model, run)."""
+EXACT_COLUMNS = ("cal_weight", "cal_loss")
+"""Extra sums when a known bias is given: Σw and Σw·loss(y, shifted prediction) over rows that have a c."""
+
+
+def _softplus(x: Column) -> Column:
+    from pyspark.sql import functions as F
+
+    return F.greatest(x, F.lit(0.0)) + F.log1p(F.exp(-F.abs(x)))
+
+
+def summary_aggregation(
+    df: DataFrame, cfg: JobConfig, extra_keys: Sequence[str] = (), known_bias: DataFrame | None = None
+) -> DataFrame:
+    """Per (extra keys, model, run, slices, invalid, is_bias[, bin]) additive sums over the rows; one scan.
+
+    ``known_bias`` (optional, small): columns model, run (config names, strings) and
+    ``_known_c``; broadcast-joined so that the same aggregation also yields the exact
+    calibrated sums ``cal_loss`` = Σw·logloss(y, σ(z - c)) (binary) or Σw·(y - p - c)²
+    (regression) and ``cal_weight`` = Σw over valid rows with a c. Without it the
+    output is unchanged.
+    """
     from pyspark.sql import functions as F
 
     rows = prepared_rows(df, cfg, extra_keys)
@@ -109,6 +130,19 @@ def summary_aggregation(df: DataFrame, cfg: JobConfig, extra_keys: Sequence[str]
     z = F.when(ok, F.col("_z"))
     w = F.when(ok, F.col("_w"))
     keys = [*extra_keys, *group_columns(cfg), "invalid", "is_bias"]
+    exact: list[Column] = []
+    if known_bias is not None:
+        on = [cfg.columns.model, cfg.columns.run]
+        rows = rows.join(F.broadcast(known_bias.select(*on, KNOWN_BIAS_COLUMN)), on=on, how="left")
+        c = F.col(KNOWN_BIAS_COLUMN)
+        wc = F.when(ok & c.isNotNull(), F.col("_w"))
+        if cfg.task == "regression":
+            rc = y - z - c
+            per_row = rc * rc
+        else:
+            u = z - c
+            per_row = _softplus(u) - y * u
+        exact = [F.sum(wc).alias(EXACT_COLUMNS[0]), F.sum(wc * per_row).alias(EXACT_COLUMNS[1])]
     if cfg.task == "regression":
         r = y - z
         return rows.groupBy(*keys).agg(
@@ -118,6 +152,7 @@ def summary_aggregation(df: DataFrame, cfg: JobConfig, extra_keys: Sequence[str]
             F.sum(w * r * r).alias("wr2"),
             F.sum(w * z).alias("wp"),
             F.sum(w * y).alias("wy"),
+            *exact,
         )
     h = cfg.histogram.bin_width
     bin_ = F.floor(z / F.lit(h))
@@ -136,5 +171,5 @@ def summary_aggregation(df: DataFrame, cfg: JobConfig, extra_keys: Sequence[str]
     }
     assert set(aggs) == set(BINARY_COUNTS + BINARY_MOMENTS)
     return rows.withColumn("bin", bin_.cast("long")).groupBy(*keys, "bin").agg(
-        *(expr.alias(name) for name, expr in aggs.items())
+        *(expr.alias(name) for name, expr in aggs.items()), *exact
     )

@@ -1,0 +1,242 @@
+"""The Spark evaluate job: parity with the pure numpy path, end to end, idempotent reruns, bad input."""
+from __future__ import annotations
+
+import glob
+import os
+
+import numpy as np
+import pandas as pd
+import pytest
+from scipy.special import expit
+
+from ctcalc_spark import (
+    BinarySummary,
+    InputError,
+    calibrated_log_loss,
+    calibrated_multiclass_log_loss,
+    calibrated_quadratic_loss,
+    log_loss_from_logits,
+    mean_squared_error,
+    multiclass_log_loss,
+    solve_temperature,
+)
+from ctcalc_spark.config import ConfigError, config_from_dict
+from ctcalc_spark.evaluate import evaluate
+from ctcalc_spark.split import bias_mask
+from ctcalc_spark.summary import finalize_binary
+
+DS = "2026-11-21"
+
+
+def _binary_rows(n=6000, seed=0, models=("a", "b"), runs=(0, 1), ds=DS, weights=False, slices=False):
+    rng = np.random.default_rng(seed)
+    ids = np.arange(n, dtype=np.int64)
+    t = rng.normal(-1.5, 1.0, n)
+    y = (rng.random(n) < expit(t)).astype(np.int64)
+    frames = []
+    for m in models:
+        for r in runs:
+            df = pd.DataFrame({"model": m, "run": r, "ds": ds, "example_id": ids, "label": y,
+                               "logit": t + rng.normal(0.2, 0.3, n)})
+            if weights:
+                df["weight"] = rng.uniform(0.5, 2.0, n)
+            if slices:
+                df["country"] = np.where(ids % 3 == 0, "US", "DE")
+            frames.append(df)
+    return pd.concat(frames, ignore_index=True)
+
+
+def _write(df, path):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    table = pa.Table.from_pandas(df, preserve_index=False)
+    for i, name in enumerate(table.column_names):  # keep NaN as NaN: from_pandas turns it into null
+        if df[name].dtype == np.float64:
+            table = table.set_column(i, name, pa.array(df[name].to_numpy()))
+    pq.write_to_dataset(table, str(path), partition_cols=["ds"])
+
+
+def test_spark_path_equals_numpy_path(spark, demo_config, tmp_path):
+    df = _binary_rows(weights=True)
+    _write(df, tmp_path / "eval")
+    cfg = demo_config(columns={"weight": "weight"})
+    res = evaluate(spark, cfg, DS)
+    m = res.metrics.set_index(["model", "run"])
+    for (model, run), g in df.groupby(["model", "run"]):
+        isb = bias_mask(g["example_id"], salt="t", bias_fraction=0.1)
+        y, z, w = g["label"].to_numpy(float), g["logit"].to_numpy(), g["weight"].to_numpy()
+        row = m.loc[(model, str(run))]
+        # same rows, same summaries -> same numbers (up to float summation order)
+        ref = finalize_binary(BinarySummary.from_logits(y[isb], z[isb], sample_weight=w[isb]),
+                              BinarySummary.from_logits(y[~isb], z[~isb], sample_weight=w[~isb]))
+        for key in ("log_loss", "calibrated_log_loss", "bias", "auc", "normalized_entropy", "calibration", "log_loss_remain"):
+            assert row[key] == pytest.approx(ref[key], rel=1e-11), key
+        assert (row["n_bias"], row["n_remain"]) == (int(isb.sum()), int((~isb).sum()))
+        # and against the exact row-level Algorithm 1 within the histogram bound
+        exact = calibrated_log_loss(y[isb], z[isb], y[~isb], z[~isb], sample_weight_bias=w[isb], sample_weight_remain=w[~isb])
+        assert abs(row["calibrated_log_loss"] - exact) <= 1e-6
+        assert row["log_loss"] == pytest.approx(log_loss_from_logits(y, z, sample_weight=w), rel=1e-11)
+        assert row["status"] == "ok" and row["n_invalid"] == 0
+    assert 0.07 < m["n_bias"].sum() / m["n_rows"].sum() < 0.13
+
+
+def test_end_to_end_writes_partitions_and_rerun_is_idempotent(spark, demo_config, tmp_path):
+    df = pd.concat([_binary_rows(ds=DS, seed=1), _binary_rows(ds="2026-11-22", seed=2)])
+    _write(df, tmp_path / "eval")
+    cfg = demo_config()
+    first = evaluate(spark, cfg, DS)
+    evaluate(spark, cfg, "2026-11-22")
+    out = tmp_path / "out"
+    files_before = sorted(glob.glob(str(out / "metrics" / f"ds={DS}" / "*.parquet")))
+    m1 = pd.read_parquet(out / "metrics" / f"ds={DS}").sort_values(["model", "run"]).reset_index(drop=True)
+    again = evaluate(spark, cfg, DS)
+    m2 = pd.read_parquet(out / "metrics" / f"ds={DS}").sort_values(["model", "run"]).reset_index(drop=True)
+    pd.testing.assert_frame_equal(m1, m2)
+    pd.testing.assert_frame_equal(first.metrics, again.metrics)
+    assert len(glob.glob(str(out / "metrics" / f"ds={DS}" / "*.parquet"))) == len(files_before)
+    whole = pd.read_parquet(out / "metrics")
+    assert sorted(whole["ds"].astype(str).unique()) == [DS, "2026-11-22"]
+    assert len(whole) == 8
+    s = pd.read_parquet(out / "summaries" / f"ds={DS}")
+    assert set(s["split"]) == {"bias", "remain"} and s["count"].sum() == len(df[df["ds"] == DS])
+    assert not [p for p in os.listdir(out / "metrics") if ".old." in p]
+
+
+def test_slices_and_split_column(spark, demo_config, tmp_path):
+    df = _binary_rows(slices=True)
+    df["split"] = np.where(df["example_id"] % 5 == 0, "bias", "remain")
+    _write(df, tmp_path / "eval")
+    cfg = demo_config(columns={"slices": ["country"], "split": "split"})
+    m = evaluate(spark, cfg, DS).metrics
+    assert set(m["slice_name"]) == {"__all__", "country"}
+    assert len(m) == 4 * 3
+    g = df[(df["model"] == "a") & (df["run"] == 0) & (df["country"] == "US")]
+    isb = (g["split"] == "bias").to_numpy()
+    y, z = g["label"].to_numpy(float), g["logit"].to_numpy()
+    row = m[(m["model"] == "a") & (m["run"] == "0") & (m["slice_value"] == "US")].iloc[0]
+    assert row["n_bias"] == isb.sum()
+    assert abs(row["calibrated_log_loss"] - calibrated_log_loss(y[isb], z[isb], y[~isb], z[~isb])) <= 1e-6
+
+
+def test_probabilities_are_clipped_and_counted(spark, demo_config, tmp_path):
+    df = _binary_rows(models=("a",), runs=(0,))
+    df["prediction"] = expit(df["logit"])
+    df.loc[:9, "prediction"] = 0.0
+    df.loc[10:14, "prediction"] = 1.0
+    _write(df.drop(columns=["logit"]), tmp_path / "eval")
+    m = evaluate(spark, demo_config(columns={"logit": None, "prediction": "prediction"}), DS).metrics
+    assert m.loc[0, "n_clipped"] == 15
+    assert np.isfinite(m.loc[0, "log_loss"])
+
+
+def test_regression_task_matches_numpy(spark, demo_config, tmp_path):
+    rng = np.random.default_rng(9)
+    n = 5000
+    p = rng.normal(0, 1, n)
+    df = pd.DataFrame({"model": "m", "run": 0, "ds": DS, "example_id": np.arange(n), "label": p + 0.5 + rng.normal(0, 1, n),
+                       "prediction": p})
+    _write(df, tmp_path / "eval")
+    m = evaluate(spark, demo_config(task="regression", columns={"logit": None, "prediction": "prediction"}), DS).metrics
+    isb = bias_mask(df["example_id"], salt="t", bias_fraction=0.1)
+    y, pr = df["label"].to_numpy(), df["prediction"].to_numpy()
+    assert m.loc[0, "mse"] == pytest.approx(mean_squared_error(y, pr), rel=1e-11)
+    assert m.loc[0, "calibrated_mse"] == pytest.approx(calibrated_quadratic_loss(y[isb], pr[isb], y[~isb], pr[~isb]), rel=1e-11)
+
+
+def test_multiclass_task_matches_numpy(spark, demo_config, tmp_path):
+    rng = np.random.default_rng(10)
+    n, k = 4000, 4
+    y = rng.integers(0, k, n)
+    z = rng.normal(0, 2, (n, k))
+    z[np.arange(n), y] += 1.5
+    df = pd.DataFrame({"model": "m", "run": 0, "ds": DS, "example_id": np.arange(n), "label": y, "logit": list(z)})
+    _write(df, tmp_path / "eval")
+    m = evaluate(spark, demo_config(task="multiclass", split={"bias_fraction": 0.2, "salt": "t"}), DS).metrics
+    isb = bias_mask(df["example_id"], salt="t", bias_fraction=0.2)
+    assert m.loc[0, "status"] == "ok"
+    assert m.loc[0, "temperature"] == pytest.approx(solve_temperature(y[isb], z[isb]), rel=1e-10)
+    assert m.loc[0, "calibrated_log_loss"] == pytest.approx(calibrated_multiclass_log_loss(y[isb], z[isb], y[~isb], z[~isb]), rel=1e-10)
+    assert m.loc[0, "log_loss"] == pytest.approx(multiclass_log_loss(y, z), rel=1e-11)
+    assert m.loc[0, "accuracy"] == pytest.approx(np.mean(z.argmax(1) == y))
+
+
+# ---- bad input ------------------------------------------------------------------------------
+
+def _bad(df_mutator, tmp_path, **cfg_over):
+    df = _binary_rows(models=("a",), runs=(0,))
+    df = df_mutator(df)
+    _write(df, tmp_path / "eval")
+    return df
+
+
+@pytest.mark.parametrize(
+    ("mutate", "cfg_over", "match"),
+    [
+        (lambda d: d.assign(logit=np.where(d.index == 3, np.nan, d["logit"])), {}, "NaN or infinite"),
+        (lambda d: d.assign(logit=np.where(d.index == 3, np.inf, d["logit"])), {}, "NaN or infinite"),
+        (lambda d: d.assign(label=np.where(d.index == 3, None, d["label"])), {}, "null in a required column"),
+        (lambda d: d.assign(label=np.where(d.index == 3, 2, d["label"])), {}, "label not allowed"),
+        (lambda d: d.assign(weight=np.where(d.index == 3, -1.0, 1.0)), {"columns": {"weight": "weight"}}, "negative"),
+        (lambda d: d.assign(prediction=np.where(d.index == 3, 1.5, 0.5)).drop(columns="logit"),
+         {"columns": {"logit": None, "prediction": "prediction"}}, r"outside \[0, 1\]"),
+    ],
+)
+def test_bad_rows_raise_and_write_nothing(spark, demo_config, tmp_path, mutate, cfg_over, match):
+    _bad(mutate, tmp_path)
+    cfg = demo_config(**cfg_over)
+    with pytest.raises(InputError, match=match):
+        evaluate(spark, cfg, DS)
+    assert not (tmp_path / "out" / "metrics").exists()
+
+
+def test_bad_rows_dropped_and_counted_when_asked(spark, demo_config, tmp_path):
+    _bad(lambda d: d.assign(logit=np.where(d.index < 7, np.nan, d["logit"])), tmp_path)
+    m = evaluate(spark, demo_config(on_invalid="drop"), DS).metrics
+    assert m.loc[0, "n_invalid"] == 7 and m.loc[0, "n_rows"] == 6000 - 7 and m.loc[0, "status"] == "ok"
+
+
+def test_failed_rerun_keeps_previous_partition(spark, demo_config, tmp_path):
+    _write(_binary_rows(models=("a",), runs=(0,)), tmp_path / "eval")
+    cfg = demo_config()
+    evaluate(spark, cfg, DS)
+    before = pd.read_parquet(tmp_path / "out" / "metrics" / f"ds={DS}")
+    _write(_binary_rows(models=("a",), runs=(0,)).assign(label=3), tmp_path / "eval2")
+    bad_cfg = config_from_dict({"input": {"path": str(tmp_path / "eval2")}, "output": {"path": str(tmp_path / "out")},
+                                "split": {"salt": "t"}})
+    with pytest.raises(InputError):
+        evaluate(spark, bad_cfg, DS)
+    pd.testing.assert_frame_equal(before, pd.read_parquet(tmp_path / "out" / "metrics" / f"ds={DS}"))
+
+
+def test_single_class_and_empty_splits_get_status(spark, demo_config, tmp_path):
+    df = _binary_rows(models=("a", "b"), runs=(0,))
+    df["split"] = "remain"
+    df.loc[(df["model"] == "a") & (df["example_id"] < 300), "split"] = "bias"
+    df.loc[(df["model"] == "a") & (df["example_id"] < 300), "label"] = 0
+    _write(df, tmp_path / "eval")
+    m = evaluate(spark, demo_config(columns={"split": "split"}), DS).metrics.set_index("model")
+    assert m.loc["a", "status"] == "bias_single_class_negative"
+    assert m.loc["b", "status"] == "no_bias_rows"
+    assert m["calibrated_log_loss"].isna().all() and m["log_loss"].notna().all()
+
+
+def test_missing_column_lists_missing_and_present(spark, demo_config, tmp_path):
+    _write(_binary_rows(models=("a",), runs=(0,)).drop(columns=["label"]), tmp_path / "eval")
+    with pytest.raises(InputError, match=r"lacks column\(s\) \['label'\]; present columns: \[.*'logit'.*\]"):
+        evaluate(spark, demo_config(), DS)
+
+
+def test_missing_day_and_bad_date(spark, demo_config, tmp_path):
+    _write(_binary_rows(models=("a",), runs=(0,)), tmp_path / "eval")
+    with pytest.raises(InputError, match="No evaluation rows for ds=2026-01-01"):
+        evaluate(spark, demo_config(), "2026-01-01")
+    with pytest.raises(ConfigError, match="--ds must be a date"):
+        evaluate(spark, demo_config(), "yesterday")
+
+
+def test_unknown_config_key_is_rejected(tmp_path):
+    with pytest.raises(ConfigError, match=r"Unknown config key\(s\) \['split.bias_fractoin'\]"):
+        config_from_dict({"input": {"path": "x"}, "split": {"bias_fractoin": 0.2}})
+    with pytest.raises(ConfigError, match="exactly one of"):
+        config_from_dict({})

@@ -1,0 +1,150 @@
+"""Mergeable summaries: the histogram path against the exact row path, and algebraic properties.
+
+Stated bound (ctcalc_spark/summary.py): |Δc*| <= (h/2)³/6 and
+|Δ calibrated log loss| <= 1e-6 at the default bin width h = 0.05.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from scipy.special import expit
+from sklearn.metrics import roc_auc_score
+
+from ctcalc_spark import BinarySummary, RegressionSummary, calibrated_log_loss, log_loss_from_logits, solve_logit_shift
+from ctcalc_spark.calibrated import calibrated_quadratic_loss
+from ctcalc_spark.summary import finalize_binary, finalize_regression
+
+H = 0.05
+C_BOUND = (H / 2) ** 3 / 6
+LOSS_BOUND = 1e-6
+
+
+def _rows(n, seed, mu, scale, base_shift=0.0, clip=40.0):
+    rng = np.random.default_rng(seed)
+    z = np.clip(rng.normal(mu, scale, n), -clip, clip)
+    y = (rng.random(n) < expit(z + base_shift)).astype(float)
+    w = rng.uniform(0.1, 5.0, n)
+    return y, z, w
+
+
+CASES = {
+    "ctr_realistic": dict(mu=-2.0, scale=1.0, base_shift=0.2),
+    "base_rate_0.1pct": dict(mu=-7.0, scale=1.5, base_shift=0.3),
+    "balanced_wide": dict(mu=0.0, scale=4.0, base_shift=-0.5),
+    "extreme_logits_40": dict(mu=0.0, scale=25.0, base_shift=1.0),
+    "overconfident": dict(mu=-3.0, scale=8.0, base_shift=-2.0),
+}
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_histogram_path_within_stated_bound(case):
+    y, z, w = _rows(100_000, seed=len(case), **CASES[case])
+    nb = 10_000
+    bias = BinarySummary.from_logits(y[:nb], z[:nb], sample_weight=w[:nb], bin_width=H)
+    remain = BinarySummary.from_logits(y[nb:], z[nb:], sample_weight=w[nb:], bin_width=H)
+    row = finalize_binary(bias, remain)
+    c_exact = solve_logit_shift(y[:nb], z[:nb], sample_weight=w[:nb])
+    cll_exact = calibrated_log_loss(y[:nb], z[:nb], y[nb:], z[nb:], sample_weight_bias=w[:nb], sample_weight_remain=w[nb:])
+    assert row["status"] == "ok"
+    assert abs(row["bias"] - c_exact) <= C_BOUND
+    assert abs(row["calibrated_log_loss"] - cll_exact) <= LOSS_BOUND
+    # vanilla values are exact sums, not approximations
+    assert row["log_loss"] == pytest.approx(log_loss_from_logits(y, z, sample_weight=w), rel=1e-12)
+    assert row["log_loss_remain"] == pytest.approx(log_loss_from_logits(y[nb:], z[nb:], sample_weight=w[nb:]), rel=1e-12)
+    auc_exact = roc_auc_score(y, z, sample_weight=w)
+    assert abs(row["auc"] - auc_exact) <= row["auc_bound"] + 1e-12
+    assert row["calibration"] == pytest.approx(np.sum(w * expit(z)) / np.sum(w * y), rel=1e-12)
+
+
+def test_loss_at_any_shift_matches_rows():
+    y, z, w = _rows(50_000, 11, -1.0, 2.0)
+    s = BinarySummary.from_logits(y, z, sample_weight=w, bin_width=H)
+    for c in (-3.0, -0.4, 0.0, 0.05, 1.3, 6.0):
+        assert abs(s.log_loss(c) - log_loss_from_logits(y, z - c, sample_weight=w)) <= LOSS_BOUND
+    assert s.log_loss(0.0) == pytest.approx(log_loss_from_logits(y, z, sample_weight=w), rel=1e-13)
+
+
+def test_from_probs_counts_clipped_rows():
+    p = np.array([0.0, 1.0, 0.3, 0.7, 0.2])
+    y = np.array([0, 1, 0, 1, 1])
+    s = BinarySummary.from_probs(y, p)
+    assert s.n_clipped == 2 and s.n_rows == 5
+    assert np.isfinite(s.log_loss())
+
+
+def test_degenerate_groups_get_status_not_nan():
+    y, z, _ = _rows(1000, 3, -1.0, 1.0)
+    remain = BinarySummary.from_logits(y, z)
+    cases = {
+        "bias_single_class_negative": BinarySummary.from_logits(np.zeros(50), z[:50]),
+        "bias_single_class_positive": BinarySummary.from_logits(np.ones(50), z[:50]),
+        "no_bias_rows": BinarySummary.empty(),
+    }
+    for status, bias in cases.items():
+        row = finalize_binary(bias, remain)
+        assert row["status"] == status
+        assert row["calibrated_log_loss"] is None and row["bias"] is None
+        assert all(v is None or np.isfinite(v) for v in row.values() if not isinstance(v, str))
+    row = finalize_binary(remain, BinarySummary.empty())
+    assert row["status"] == "no_remain_rows" and row["calibrated_log_loss"] is None
+
+
+summaries = st.builds(
+    lambda seed, n, mu: BinarySummary.from_logits(*_rows(n, seed, mu, 2.0)[:2], bin_width=H),
+    st.integers(0, 10_000), st.integers(1, 300), st.floats(-5, 5),
+)
+
+
+def _close(a: BinarySummary, b: BinarySummary) -> None:
+    np.testing.assert_array_equal(a.bins, b.bins)
+    for name, arr in a.to_columns().items():
+        np.testing.assert_allclose(arr, getattr(b, name), rtol=1e-12, atol=1e-12)
+
+
+@settings(max_examples=40, deadline=None)
+@given(summaries, summaries, summaries)
+def test_merge_is_associative_and_commutative(a, b, c):
+    _close(a.merge(b).merge(c), a.merge(b.merge(c)))
+    _close(a.merge(b), b.merge(a))
+    _close(a.merge(BinarySummary.empty(H)), a)
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.integers(0, 10_000), st.floats(-6, 3), st.floats(0.3, 6), st.floats(0.1, 1.0))
+def test_solved_bias_balances_predictions_and_labels(seed, mu, scale, frac):
+    y, z, w = _rows(2000, seed, mu, scale)
+    k = max(2, int(2000 * frac))
+    y, z, w = y[:k], z[:k], w[:k]
+    if y.sum() == 0 or y.sum() == k:
+        return
+    c = solve_logit_shift(y, z, sample_weight=w)
+    assert np.sum(w * expit(z - c)) == pytest.approx(np.sum(w * y), rel=1e-9, abs=1e-9)
+    s = BinarySummary.from_logits(y, z, sample_weight=w, bin_width=H)
+    assert abs(s.solve_bias() - c) <= C_BOUND
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.integers(0, 10_000), st.integers(2, 12))
+def test_summary_of_parts_equals_summary_of_whole(seed, parts):
+    y, z, w = _rows(3000, seed, -1.0, 3.0)
+    whole = BinarySummary.from_logits(y, z, sample_weight=w, bin_width=H)
+    merged = BinarySummary.empty(H)
+    for idx in np.array_split(np.arange(3000), parts):
+        merged = merged.merge(BinarySummary.from_logits(y[idx], z[idx], sample_weight=w[idx], bin_width=H))
+    _close(merged, whole)
+
+
+def test_regression_summary_is_exact():
+    rng = np.random.default_rng(5)
+    p = rng.normal(0, 1, 5000)
+    y = p + 0.3 + rng.normal(0, 2, 5000)
+    w = rng.uniform(0.5, 2, 5000)
+    bias = RegressionSummary.from_rows(y[:500], p[:500], sample_weight=w[:500])
+    remain = RegressionSummary.from_rows(y[500:], p[500:], sample_weight=w[500:])
+    row = finalize_regression(bias, remain)
+    ref = calibrated_quadratic_loss(y[:500], p[:500], y[500:], p[500:], sample_weight_bias=w[:500], sample_weight_remain=w[500:])
+    assert row["calibrated_mse"] == pytest.approx(ref, rel=1e-12)
+    assert row["mse"] == pytest.approx(np.average((y - p) ** 2, weights=w), rel=1e-12)
+    assert finalize_regression(RegressionSummary(), remain)["status"] == "no_bias_rows"
