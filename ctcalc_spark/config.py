@@ -5,6 +5,7 @@ Unknown keys are errors (a typo must not silently fall back to a default).
 from __future__ import annotations
 
 import dataclasses
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping, get_type_hints
@@ -79,6 +80,39 @@ class SparkConfig:
     driver_memory: str = "2g"
 
 
+DURATION_UNITS = {"second": 1, "minute": 60, "hour": 3600, "day": 86400, "week": 7 * 86400}
+_DURATION = re.compile(r"^\s*(\d+)\s*(second|minute|hour|day|week)s?\s*$")
+
+
+def duration_seconds(text: str, where: str) -> int:
+    """Seconds in a duration like '1 hour', '10 minutes', '1 day' (fixed-length units only)."""
+    m = _DURATION.match(str(text))
+    if not m or int(m.group(1)) <= 0:
+        raise ConfigError(f"'{where}' must be a positive duration like '10 minutes', '1 hour', '1 day', got {text!r}.")
+    return int(m.group(1)) * DURATION_UNITS[m.group(2)]
+
+
+@dataclass(frozen=True)
+class StreamConfig:
+    """Streaming job (ctcalc_spark/stream.py): source, event-time windows, watermark, trigger, checkpoint."""
+
+    source: str = "file"
+    format: str = "parquet"
+    path: str | None = None
+    schema: str | None = None
+    kafka_bootstrap_servers: str | None = None
+    kafka_topic: str | None = None
+    kafka_starting_offsets: str = "earliest"
+    kafka_options: Mapping[str, str] = field(default_factory=dict)
+    event_time: str = "event_time"
+    window: str = "1 hour"
+    watermark: str = "10 minutes"
+    trigger: str = "30 seconds"
+    checkpoint: str | None = None
+    max_files_per_trigger: int | None = None
+    max_offsets_per_trigger: int | None = None
+
+
 @dataclass(frozen=True)
 class JobConfig:
     """Top-level configuration of every job."""
@@ -91,6 +125,7 @@ class JobConfig:
     output: OutputConfig = field(default_factory=OutputConfig)
     rolling: RollingConfig = field(default_factory=RollingConfig)
     spark: SparkConfig = field(default_factory=SparkConfig)
+    stream: StreamConfig = field(default_factory=StreamConfig)
     clip_eps: float = 1e-15
     on_invalid: str = "error"
     max_bias_rows_multiclass: int = 2_000_000
@@ -131,6 +166,24 @@ def _validate(cfg: JobConfig) -> None:
         raise ConfigError(
             "Set 'columns.example_id' (rows are split by a hash of it) or 'columns.split' (a 'bias'/'remain' column)."
         )
+    _validate_stream(cfg.stream)
+
+
+def _validate_stream(s: StreamConfig) -> None:
+    if s.source not in ("file", "kafka"):
+        raise ConfigError(f"'stream.source' must be 'file' or 'kafka', got {s.source!r}.")
+    if s.source == "file" and s.format not in ("parquet", "json"):
+        raise ConfigError(f"'stream.format' must be parquet/json for a file source, got {s.format!r}.")
+    if s.source == "kafka" and not (s.kafka_bootstrap_servers and s.kafka_topic):
+        raise ConfigError("A Kafka stream needs 'stream.kafka_bootstrap_servers' and 'stream.kafka_topic'.")
+    duration_seconds(s.window, "stream.window")
+    duration_seconds(s.watermark, "stream.watermark")
+    if s.trigger not in ("availableNow", "once"):
+        duration_seconds(s.trigger, "stream.trigger")
+    for name in ("max_files_per_trigger", "max_offsets_per_trigger"):
+        value = getattr(s, name)
+        if value is not None and (not isinstance(value, int) or value < 1):
+            raise ConfigError(f"'stream.{name}' must be a positive integer, got {value!r}.")
 
 
 def _build(cls: type, data: Mapping[str, Any], where: str) -> Any:
