@@ -24,7 +24,7 @@ import pyarrow.dataset as pads
 import torch
 
 from ctcalc_spark.ctr.models import CtrModel
-from ctcalc_spark.ctr.train import load_model, resolve_device
+from ctcalc_spark.ctr.train import load_model, resolve_device, torch_threads
 from ctcalc_spark.errors import InputError
 
 if TYPE_CHECKING:
@@ -52,11 +52,19 @@ ModelRef = str | os.PathLike[str] | CtrModel
 
 
 def score_frame(
-    model: CtrModel, df: pd.DataFrame, *, batch_size: int = 65_536, device: str | torch.device | None = None
+    model: CtrModel,
+    df: pd.DataFrame,
+    *,
+    batch_size: int = 65_536,
+    device: str | torch.device | None = None,
+    num_threads: int | None = 1,
 ) -> np.ndarray:
     """Raw logits ``z = model(c*, n*)`` as float64 ``[len(df)]``, in batches under ``torch.no_grad()``.
 
     ``device`` defaults to CUDA when available, else CPU; the model is moved there.
+    ``num_threads`` sets torch's CPU threads for the call (``None``: torch's current
+    setting); 1 by default because spinning OpenMP threads slow down many-fold
+    on a busy machine (``None`` or more threads pay off on an idle many-core one).
 
     Example: ``z = score_frame(model, eval_df, batch_size=65_536)``; ``p = 1 / (1 + exp(-z))``.
     """
@@ -68,7 +76,8 @@ def score_frame(
         )
     cat = df[model.cat_fields].fillna(-1).to_numpy(dtype=np.int64) if model.cat_fields else np.zeros((len(df), 0), np.int64)
     num = df[model.num_fields].to_numpy(dtype=np.float32) if model.num_fields else np.zeros((len(df), 0), np.float32)
-    return _score_arrays(model, cat, num, batch_size=batch_size, device=resolve_device(device))
+    with torch_threads(num_threads):
+        return _score_arrays(model, cat, num, batch_size=batch_size, device=resolve_device(device))
 
 
 def write_scores(
@@ -79,6 +88,7 @@ def write_scores(
     batch_size: int = 65_536,
     device: str | torch.device | None = None,
     overwrite: bool = True,
+    num_threads: int | None = 1,
 ) -> Path:
     """Write the evaluation table for ``{(model_name, run): model file or model}`` as Parquet partitioned by ``ds``.
 
@@ -110,7 +120,7 @@ def write_scores(
     }
     for k, ((name, run), ref) in enumerate(models.items()):
         model = _cached_model(ref, dev) if not isinstance(ref, CtrModel) else ref
-        logits = score_frame(model, df, batch_size=batch_size, device=dev)
+        logits = score_frame(model, df, batch_size=batch_size, device=dev, num_threads=num_threads)
         table = _score_table(str(name), int(run), keys["ds"], keys["example_id"], keys["label"], logits)
         pads.write_dataset(
             table,
@@ -129,13 +139,13 @@ def score_spark(
     model_paths: Mapping[tuple[str, int], str | os.PathLike[str]],
     *,
     batch_size: int = 65_536,
-    torch_threads: int = 1,
+    num_threads: int = 1,
     device: str | None = None,
 ) -> SparkDataFrame:
     """Score a Spark table of any size with ``mapInArrow``: one input scan, every model per Arrow batch.
 
     Each Python worker loads each model once (module-level cache keyed by path)
-    and runs torch with ``torch_threads`` threads, since Spark already runs one
+    and runs torch with ``num_threads`` threads, since Spark already runs one
     worker per core. Model files must be readable at the same path by the
     workers. Returns a DataFrame with schema ``SCORE_SCHEMA_DDL``.
 
@@ -163,7 +173,7 @@ def score_spark(
         *[F.col(c).cast("double") for c in sorted(num_cols)],
     )
     fn = functools.partial(
-        _score_arrow_batches, entries=entries, batch_size=batch_size, torch_threads=torch_threads, device=device
+        _score_arrow_batches, entries=entries, batch_size=batch_size, num_threads=num_threads, device=device
     )
     return selected.mapInArrow(fn, SCORE_SCHEMA_DDL)
 
@@ -178,10 +188,10 @@ def _score_arrow_batches(
     *,
     entries: list[tuple[str, int, str]],
     batch_size: int,
-    torch_threads: int,
+    num_threads: int,
     device: str | None,
 ) -> Iterator[pa.RecordBatch]:
-    torch.set_num_threads(max(1, int(torch_threads)))
+    torch.set_num_threads(max(1, int(num_threads)))
     dev = resolve_device(device)
     models = [(name, run, _cached_model(path, dev)) for name, run, path in entries]
     for batch in batches:
