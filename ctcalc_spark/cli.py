@@ -12,6 +12,7 @@ from ctcalc_spark.errors import CtcalcError
 COMMANDS = {
     "evaluate": ("ctcalc_spark.commands.evaluate", "Scan one day of the evaluation table; write metrics and summaries."),
     "demo": ("ctcalc_spark.commands.demo", "Generate the demo table and run the evaluate job end to end on it."),
+    "compare": ("ctcalc_spark.commands.compare", "Compare two pipelines across runs: Acc of vanilla vs calibrated metric, HTML report."),
 }
 
 

@@ -1,0 +1,365 @@
+"""Comparing two pipelines from their per-run metric values (numpy only).
+
+For pipelines A and B with one metric value per training run,
+``R_A[1..m_A]`` and ``R_B[1..m_B]`` (lower is better), the **metric accuracy**
+is the Mann–Whitney statistic scaled to [0, 1]:
+
+    Acc = (1 / (m_A·m_B)) · Σ_i Σ_j [ 1(R_A[i] < R_B[j]) + ½·1(R_A[i] = R_B[j]) ]
+
+i.e. the probability that one run of A scores better than one run of B, with
+**ties counted one half** (so two identical pipelines give Acc = 0.5 even when
+the metric is discrete). When A is truly better, Acc is the probability that a
+single-run comparison ranks the pipelines correctly; a metric with less seed
+noise has Acc further from 0.5.
+
+Uncertainty: a percentile bootstrap that resamples runs *within* each
+pipeline (runs are the independent units), and the same resampled runs are
+used for the vanilla and the calibrated metric (both come from the same
+trained models), so the interval of their difference is paired.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field
+from typing import Any, Mapping
+
+import numpy as np
+from numpy.typing import ArrayLike
+
+from ctcalc_spark.errors import InputError
+
+DEFAULT_N_BOOT = 2000
+DEFAULT_LEVEL = 0.95
+
+
+def _runs(name: str, x: ArrayLike) -> np.ndarray:
+    arr = np.asarray(x, dtype=np.float64)
+    if arr.ndim != 1 or arr.size == 0:
+        raise InputError(f"Expected '{name}' as a non-empty 1-D array of per-run metric values, got shape {arr.shape}.")
+    bad = ~np.isfinite(arr)
+    if bad.any():
+        raise InputError(
+            f"'{name}' has {int(bad.sum())} NaN/inf values; drop runs without a metric (status != 'ok') first."
+        )
+    return arr
+
+
+def _pair_scores(r_a: np.ndarray, r_b: np.ndarray) -> np.ndarray:
+    """Matrix S[i, j] = 1 if A_i < B_j, ½ if equal, 0 otherwise."""
+    d = r_a[:, None] - r_b[None, :]
+    return (d < 0).astype(np.float64) + 0.5 * (d == 0)
+
+
+def metric_accuracy(r_a: ArrayLike, r_b: ArrayLike) -> float:
+    """P(R_A < R_B) + ½·P(R_A = R_B) over all run pairs (lower metric = better).
+
+    O((m_A + m_B) log m_B) by sorting, so it also serves thousands of runs.
+
+    >>> metric_accuracy([1.0, 2.0], [2.0, 3.0])  # pairs: (1,2) (1,3) (2,3) win, (2,2) tie
+    0.875
+    """
+    a, b = _runs("r_a", r_a), _runs("r_b", r_b)
+    bs = np.sort(b)
+    greater = bs.size - np.searchsorted(bs, a, side="right")
+    equal = np.searchsorted(bs, a, side="right") - np.searchsorted(bs, a, side="left")
+    return float((greater.sum() + 0.5 * equal.sum()) / (a.size * b.size))
+
+
+def accuracy_standard_error(r_a: ArrayLike, r_b: ArrayLike) -> float:
+    """DeLong-style standard error of :func:`metric_accuracy` from the placement values.
+
+    ``se² = Var_i(V_A[i]) / m_A + Var_j(V_B[j]) / m_B`` with ``V_A[i]`` the share
+    of B runs that A run i beats and ``V_B[j]`` the share of A runs that beat B
+    run j. Needs at least two runs per pipeline.
+    """
+    a, b = _runs("r_a", r_a), _runs("r_b", r_b)
+    if a.size < 2 or b.size < 2:
+        raise InputError(f"A standard error needs >= 2 runs per pipeline, got {a.size} and {b.size}.")
+    s = _pair_scores(a, b)
+    return float(math.sqrt(s.mean(axis=1).var(ddof=1) / a.size + s.mean(axis=0).var(ddof=1) / b.size))
+
+
+def _resample_counts(rng: np.random.Generator, m: int, n_boot: int) -> np.ndarray:
+    """Bootstrap multiplicities: row k says how often each run appears in resample k."""
+    return rng.multinomial(m, np.full(m, 1.0 / m), size=n_boot).astype(np.float64)
+
+
+def _boot_accuracy(s: np.ndarray, ca: np.ndarray, cb: np.ndarray) -> np.ndarray:
+    """Acc of every resample: Σ_ij ca_i cb_j S_ij / (m_A m_B)."""
+    return np.sum((ca @ s) * cb, axis=1) / (ca.sum(axis=1) * cb.sum(axis=1))
+
+
+def bootstrap_accuracy(
+    runs_a: Mapping[str, ArrayLike],
+    runs_b: Mapping[str, ArrayLike],
+    *,
+    n_boot: int = DEFAULT_N_BOOT,
+    level: float = DEFAULT_LEVEL,
+    seed: int = 0,
+) -> dict[str, tuple[float, float]]:
+    """Percentile intervals of Acc for each metric, resampling runs within each pipeline.
+
+    ``runs_a`` / ``runs_b`` map a metric name to per-run values, aligned by run
+    across metrics (value k of every metric comes from the same trained model).
+    One set of resampled runs serves every metric, so intervals of differences
+    are paired. Returns ``{metric: (lo, hi)}`` and, for each pair of metrics
+    ``m1, m2``, ``'m2-m1': (lo, hi)`` of the difference in Acc.
+    """
+    if not 0.0 < level < 1.0:
+        raise InputError(f"Expected a confidence level in (0, 1), got {level}.")
+    if n_boot < 100:
+        raise InputError(f"Expected n_boot >= 100 for a percentile interval, got {n_boot}.")
+    names = list(runs_a)
+    if names != list(runs_b) or not names:
+        raise InputError(f"Expected the same metrics for A and B, got {list(runs_a)} and {list(runs_b)}.")
+    a = {n: _runs(f"runs_a[{n}]", runs_a[n]) for n in names}
+    b = {n: _runs(f"runs_b[{n}]", runs_b[n]) for n in names}
+    m_a, m_b = a[names[0]].size, b[names[0]].size
+    if any(v.size != m_a for v in a.values()) or any(v.size != m_b for v in b.values()):
+        raise InputError("Expected every metric to have one value per run (same run count across metrics).")
+    rng = np.random.default_rng(seed)
+    ca, cb = _resample_counts(rng, m_a, n_boot), _resample_counts(rng, m_b, n_boot)
+    boots = {n: _boot_accuracy(_pair_scores(a[n], b[n]), ca, cb) for n in names}
+    q = [(1.0 - level) / 2.0, (1.0 + level) / 2.0]
+    out: dict[str, tuple[float, float]] = {}
+    for n in names:
+        lo, hi = np.quantile(boots[n], q)
+        out[n] = (float(lo), float(hi))
+    for i, n1 in enumerate(names):
+        for n2 in names[i + 1:]:
+            lo, hi = np.quantile(boots[n2] - boots[n1], q)
+            out[f"{n2}-{n1}"] = (float(lo), float(hi))
+    return out
+
+
+def std_reduction(vanilla: ArrayLike, calibrated: ArrayLike) -> float:
+    """1 - std(calibrated) / std(vanilla) across runs (ddof=1); NaN when the vanilla std is 0 or < 2 runs."""
+    v, c = _runs("vanilla", vanilla), _runs("calibrated", calibrated)
+    if v.size < 2 or c.size < 2:
+        return float("nan")
+    sv = float(v.std(ddof=1))
+    return 1.0 - float(c.std(ddof=1)) / sv if sv > 0 else float("nan")
+
+
+@dataclass(frozen=True)
+class MetricSide:
+    """One metric (vanilla or calibrated) of a comparison."""
+
+    metric: str
+    mean_a: float
+    std_a: float
+    mean_b: float
+    std_b: float
+    acc: float
+    acc_se: float
+    acc_ci: tuple[float, float]
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """Pipeline A vs B under a vanilla and a calibrated metric; see :func:`compare_runs`."""
+
+    name_a: str
+    name_b: str
+    m_a: int
+    m_b: int
+    vanilla: MetricSide
+    calibrated: MetricSide
+    std_reduction_a: float
+    std_reduction_b: float
+    acc_gain: float
+    acc_gain_ci: tuple[float, float]
+    level: float
+    n_boot: int
+    verdict: str
+    runs: dict[str, dict[str, list[float]]] = field(repr=False, default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain JSON-ready dict (NaN becomes None)."""
+        def clean(v: Any) -> Any:
+            if isinstance(v, float) and not math.isfinite(v):
+                return None
+            if isinstance(v, dict):
+                return {k: clean(x) for k, x in v.items()}
+            if isinstance(v, (list, tuple)):
+                return [clean(x) for x in v]
+            return v
+
+        return clean(asdict(self))  # type: ignore[no-any-return]
+
+
+def _side(metric: str, a: np.ndarray, b: np.ndarray, ci: tuple[float, float]) -> MetricSide:
+    sd = lambda x: float(x.std(ddof=1)) if x.size > 1 else float("nan")  # noqa: E731
+    se = accuracy_standard_error(a, b) if a.size > 1 and b.size > 1 else float("nan")
+    return MetricSide(metric, float(a.mean()), sd(a), float(b.mean()), sd(b), metric_accuracy(a, b), se, ci)
+
+
+def compare_runs(
+    vanilla_a: ArrayLike,
+    calibrated_a: ArrayLike,
+    vanilla_b: ArrayLike,
+    calibrated_b: ArrayLike,
+    *,
+    name_a: str = "A",
+    name_b: str = "B",
+    metric: str = "log_loss",
+    calibrated_metric: str = "calibrated_log_loss",
+    n_boot: int = DEFAULT_N_BOOT,
+    level: float = DEFAULT_LEVEL,
+    seed: int = 0,
+) -> Comparison:
+    """Means, stds, std reduction, Acc with bootstrap intervals and a verdict, for both metrics.
+
+    Arguments are per-run values aligned by run within each pipeline (the
+    vanilla and calibrated value of run k come from the same model).
+
+    Example::
+
+        c = compare_runs(ll_a, cll_a, ll_b, cll_b, name_a="deepfm_bn", name_b="deepfm")
+        print(c.verdict)
+    """
+    va, ca = _runs("vanilla_a", vanilla_a), _runs("calibrated_a", calibrated_a)
+    vb, cb = _runs("vanilla_b", vanilla_b), _runs("calibrated_b", calibrated_b)
+    if va.size != ca.size or vb.size != cb.size:
+        raise InputError(
+            f"Expected one vanilla and one calibrated value per run; got A {va.size} vs {ca.size}, "
+            f"B {vb.size} vs {cb.size}."
+        )
+    if min(va.size, vb.size) < 2:
+        raise InputError(
+            f"A comparison needs >= 2 runs per pipeline, got {va.size} of {name_a!r} and {vb.size} of {name_b!r}; "
+            "for one run each use single_run_noise with earlier baseline runs."
+        )
+    cis = bootstrap_accuracy(
+        {metric: va, calibrated_metric: ca}, {metric: vb, calibrated_metric: cb}, n_boot=n_boot, level=level, seed=seed
+    )
+    van = _side(metric, va, vb, cis[metric])
+    cal = _side(calibrated_metric, ca, cb, cis[calibrated_metric])
+    partial = Comparison(
+        name_a, name_b, int(va.size), int(vb.size), van, cal, std_reduction(va, ca), std_reduction(vb, cb),
+        cal.acc - van.acc, cis[f"{calibrated_metric}-{metric}"], level, n_boot, "",
+        runs={name_a: {metric: va.tolist(), calibrated_metric: ca.tolist()},
+              name_b: {metric: vb.tolist(), calibrated_metric: cb.tolist()}},
+    )
+    return Comparison(**{**partial.__dict__, "verdict": verdict(partial)})
+
+
+def _pct(x: float) -> str:
+    return f"{100.0 * x:.1f}%"
+
+
+def _prob(x: float) -> str:
+    return f"{100.0 * x:.2g}%" if x >= 1e-4 else "< 0.01%"
+
+
+def _one_metric_sentence(side: MetricSide, name_a: str, name_b: str, level: float) -> str:
+    lo, hi = side.acc_ci
+    interval = f"{_pct(side.acc)} ({int(round(100 * level))}% CI {_pct(lo)}–{_pct(hi)})"
+    if lo > 0.5:
+        call = f"{name_a} is better"
+    elif hi < 0.5:
+        call = f"{name_b} is better"
+    else:
+        call = "no clear winner (the interval includes 50%, a coin flip)"
+    return f"Under {side.metric}, a run of {name_a} beats a run of {name_b} in {interval} of run pairs: {call}."
+
+
+def verdict(c: Comparison) -> str:
+    """Plain-language reading of a comparison (what to conclude, how reliable one run would be)."""
+    v, k = c.vanilla, c.calibrated
+    parts = [_one_metric_sentence(v, c.name_a, c.name_b, c.level), _one_metric_sentence(k, c.name_a, c.name_b, c.level)]
+    winner_cal = c.name_a if k.acc >= 0.5 else c.name_b
+    single = max(k.acc, 1.0 - k.acc)
+    single_v = max(v.acc, 1.0 - v.acc)
+    agree = (v.acc - 0.5) * (k.acc - 0.5) >= 0
+    if agree:
+        parts.append(
+            f"Trained once each, the pipelines would be ranked with {winner_cal} ahead {_pct(single)} of the time "
+            f"under the calibrated metric vs {_pct(single_v)} under the vanilla metric."
+        )
+    else:
+        parts.append(
+            "The two metrics disagree on the direction. The calibrated metric removes a single global bias shift; "
+            "if the difference between the pipelines is in calibration itself, only the vanilla metric sees it — "
+            "look at the calibration gain (vanilla minus calibrated) before concluding."
+        )
+    glo, ghi = c.acc_gain_ci
+    if glo > 0:
+        gain = "the calibrated metric separates the pipelines more reliably (the paired interval is above 0)"
+    elif ghi < 0:
+        gain = "the vanilla metric separates the pipelines more reliably here (the paired interval is below 0)"
+    else:
+        gain = "the change in accuracy is within noise (the paired interval includes 0)"
+    parts.append(
+        f"Accuracy change calibrated minus vanilla: {100 * c.acc_gain:+.1f} points "
+        f"(CI {100 * glo:+.1f} to {100 * ghi:+.1f}): {gain}. Std across runs falls by "
+        f"{_pct(c.std_reduction_a)} for {c.name_a} and {_pct(c.std_reduction_b)} for {c.name_b} under calibration."
+    )
+    if min(c.m_a, c.m_b) < 10:
+        parts.append(f"Only {c.m_a} and {c.m_b} runs: treat the intervals as rough.")
+    return " ".join(parts)
+
+
+def _normal_two_sided_p(z: float) -> float:
+    return math.erfc(abs(z) / math.sqrt(2.0))
+
+
+@dataclass(frozen=True)
+class NoiseCheck:
+    """How likely an observed single-run difference is under run-to-run noise alone (one metric)."""
+
+    metric: str
+    value_a: float
+    value_b: float
+    diff: float
+    noise_std: float
+    z: float
+    p_normal: float
+    p_empirical: float | None
+    n_baseline: int
+
+
+def single_run_noise(value_a: float, value_b: float, baseline_runs: ArrayLike, *, metric: str = "metric") -> NoiseCheck:
+    """P(|noise| >= |observed diff|) when A and B are one run each and baseline runs give the seed noise.
+
+    Noise model: the two single runs are independent draws whose difference is
+    ``N(0, 2·s²)`` under "no real difference", ``s`` the std (ddof=1) of the
+    baseline runs of one pipeline, so ``p_normal = P(|N(0, s·√2)| >= |a - b|)``.
+    ``p_empirical`` is the share of baseline run pairs whose difference is at
+    least as large (no normality assumption; None with fewer than 3 runs).
+
+    >>> round(single_run_noise(1.0, 1.0 + 2 ** 0.5, [0.0, 2.0]).p_normal, 4)  # z = 1
+    0.3173
+    """
+    base = _runs("baseline_runs", baseline_runs)
+    if base.size < 2:
+        raise InputError(f"Expected >= 2 baseline runs to estimate the seed noise, got {base.size}.")
+    if not (math.isfinite(value_a) and math.isfinite(value_b)):
+        raise InputError(f"Expected finite single-run values, got {value_a} and {value_b}.")
+    s = float(base.std(ddof=1))
+    diff = float(value_a - value_b)
+    noise = s * math.sqrt(2.0)
+    if noise > 0:
+        z = diff / noise
+        p = _normal_two_sided_p(z)
+    else:
+        z = math.inf if diff != 0 else 0.0
+        p = 0.0 if diff != 0 else 1.0
+    p_emp: float | None = None
+    if base.size >= 3:
+        iu = np.triu_indices(base.size, k=1)
+        pair_diffs = np.abs(base[:, None] - base[None, :])[iu]
+        p_emp = float(np.mean(pair_diffs >= abs(diff)))
+    return NoiseCheck(metric, float(value_a), float(value_b), diff, noise, z, p, p_emp, int(base.size))
+
+
+def describe_noise_check(check: NoiseCheck, name_a: str = "A", name_b: str = "B") -> str:
+    """One sentence per metric for reports."""
+    better = name_a if check.diff < 0 else name_b
+    emp = "" if check.p_empirical is None else f"; {_pct(check.p_empirical)} of baseline run pairs differ as much"
+    return (
+        f"{check.metric}: {name_a} {check.value_a:.6g} vs {name_b} {check.value_b:.6g}, diff {check.diff:+.3g} "
+        f"({better} lower) = {abs(check.z):.2f} noise stds (seed noise of one difference {check.noise_std:.3g}, "
+        f"from {check.n_baseline} baseline runs): P(noise alone gives a difference this large) = "
+        f"{_prob(check.p_normal)}{emp}."
+    )
