@@ -11,6 +11,9 @@ from ctcalc_spark.errors import CtcalcError
 
 COMMANDS = {
     "evaluate": ("ctcalc_spark.commands.evaluate", "Scan one day of the evaluation table; write metrics and summaries."),
+    "rolling": ("ctcalc_spark.commands.rolling", "Previous-window (rolling) calibrated metrics from stored daily summaries."),
+    "report": ("ctcalc_spark.commands.report", "Drift report (HTML with embedded plots, CSV, JSON) over --start..--end."),
+    "stream": ("ctcalc_spark.commands.stream", "Structured Streaming: calibrated metrics per event-time window as each window closes."),
     "demo": ("ctcalc_spark.commands.demo", "Generate the demo table and run the evaluate job end to end on it."),
     "compare": ("ctcalc_spark.commands.compare", "Compare two pipelines across runs: Acc of vanilla vs calibrated metric, HTML report."),
 }
