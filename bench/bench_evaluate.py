@@ -1,0 +1,119 @@
+"""Benchmark: the evaluate job's scan vs a plain native log-loss aggregation, side by side in one process.
+
+    .venv/bin/python bench/bench_evaluate.py [--rows 20000000] [--repeats 3]
+
+Generates N rows (models x runs x examples of one day) as Parquet, then times
+(a) a plain native Spark aggregation of vanilla log loss per (model, run, ds)
+and (b) the evaluate job's scan + driver finalisation that yields the full
+report (histogram summaries, calibrated log loss, AUC, NE, calibration),
+and prints rows/s for each and the ratio b/a (target <= 1.5 on local[2]).
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import shutil
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from ctcalc_spark._math import sigmoid  # noqa: E402
+from ctcalc_spark.config import SparkConfig, config_from_dict  # noqa: E402
+from ctcalc_spark.evaluate import evaluate  # noqa: E402
+from ctcalc_spark.spark.session import build_session  # noqa: E402
+
+DS = "2026-11-21"
+
+
+def generate(path: Path, rows: int, models: int = 4, runs: int = 5, seed: int = 0) -> None:
+    """Write `rows` evaluation rows (one day) as Parquet, chunked to bound memory."""
+    if path.exists():
+        shutil.rmtree(path)
+    (path / f"ds={DS}").mkdir(parents=True)
+    rng = np.random.default_rng(seed)
+    n_examples = rows // (models * runs)
+    chunk = 250_000
+    part = 0
+    for start in range(0, n_examples, chunk):
+        n = min(chunk, n_examples - start)
+        ids = np.arange(start, start + n, dtype=np.int64)
+        t = rng.normal(-1.8, 1.0, n)
+        y = (rng.random(n) < sigmoid(t)).astype(np.int32)
+        parts = []
+        for m in range(models):
+            for r in range(runs):
+                parts.append(pa.table({
+                    "model": pa.array(np.full(n, f"model_{m}")),
+                    "run": pa.array(np.full(n, r, dtype=np.int32)),
+                    "example_id": ids,
+                    "label": y,
+                    "logit": t + rng.normal(0.1 * r, 0.3, n),
+                }))
+        pq.write_table(pa.concat_tables(parts), path / f"ds={DS}" / f"part-{part:05d}.parquet")
+        part += 1
+
+
+def time_it(fn, repeats: int) -> list[float]:
+    fn()  # warm-up: JIT, file listing cache
+    out = []
+    for _ in range(repeats):
+        t = time.perf_counter()
+        fn()
+        out.append(time.perf_counter() - t)
+    return out
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--rows", type=int, default=20_000_000)
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--out", default="bench/out")
+    ap.add_argument("--master", default="local[2]")
+    ap.add_argument("--keep-data", action="store_true", help="reuse bench/out/eval if it has the right row count")
+    args = ap.parse_args()
+    out = Path(args.out)
+    data = out / "eval"
+    t = time.perf_counter()
+    if not (args.keep_data and data.exists()):
+        generate(data, args.rows)
+    print(f"data: {data} ({args.rows:,} rows) ready in {time.perf_counter() - t:.1f} s")
+
+    spark = build_session(SparkConfig(master=args.master, shuffle_partitions=4, driver_memory="4g"), app_name="bench")
+    from pyspark.sql import functions as F
+
+    cfg = config_from_dict({"input": {"path": str(data)}, "output": {"path": str(out / "result")}})
+    df = spark.read.parquet(str(data))
+    n = df.where(F.col("ds") == DS).count()
+
+    def plain() -> None:
+        z, y = F.col("logit"), F.col("label").cast("double")
+        loss = F.greatest(z, F.lit(0.0)) + F.log1p(F.exp(-F.abs(z))) - y * z
+        (spark.read.parquet(str(data)).where(F.col("ds") == DS).groupBy("model", "run", "ds")
+         .agg(F.sum(loss).alias("loss"), F.count(F.lit(1)).alias("n")).collect())
+
+    def full() -> None:
+        evaluate(spark, cfg, DS, write=False)
+
+    ta = time_it(plain, args.repeats)
+    tb = time_it(full, args.repeats)
+    ma, mb = statistics.median(ta), statistics.median(tb)
+    print(f"machine: {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}, "
+          f"Spark {spark.version}, master {args.master}")
+    print(f"rows scanned per run: {n:,}; median of {args.repeats} runs after one warm-up")
+    print(f"(a) plain native log-loss aggregation : {ma:7.2f} s  {n / ma / 1e6:6.2f} M rows/s  (runs: {', '.join(f'{x:.2f}' for x in ta)})")
+    print(f"(b) evaluate scan -> full report       : {mb:7.2f} s  {n / mb / 1e6:6.2f} M rows/s  (runs: {', '.join(f'{x:.2f}' for x in tb)})")
+    print(f"ratio b/a = {mb / ma:.2f}  (target <= 1.5)")
+    spark.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
