@@ -305,8 +305,18 @@ def test_score_spark_matches_local_scoring(
 ) -> None:
     eval_path = tmp_path / "eval.parquet"
     eval_df.to_parquet(eval_path, index=False)
-    sdf = ctr_spark.read.parquet(str(eval_path)).repartition(3)
-    scored = score_spark(ctr_spark, sdf, two_model_files)
+    sdf = ctr_spark.read.parquet(str(eval_path))
+    key = "spark.sql.execution.arrow.maxRecordsPerBatch"
+    before = ctr_spark.conf.get(key, None)
+    ctr_spark.conf.set(key, "3000")  # several Arrow batches, one Python worker to start (keeps the test short)
+    try:
+        scored = score_spark(ctr_spark, sdf, two_model_files)
+        got = scored.toPandas()
+    finally:
+        if before is None:
+            ctr_spark.conf.unset(key)
+        else:
+            ctr_spark.conf.set(key, before)
     assert [(f.name, f.dataType.simpleString()) for f in scored.schema.fields] == [
         ("model", "string"),
         ("run", "int"),
@@ -315,10 +325,10 @@ def test_score_spark_matches_local_scoring(
         ("label", "int"),
         ("logit", "double"),
     ]
-    got = scored.toPandas()
     assert len(got) == 2 * N_EVAL
     for (name, run), path in two_model_files.items():
-        local = pd.DataFrame({"example_id": eval_df["example_id"], "z": score_frame(load_model(path)[0], eval_df, device="cpu")})
+        z = score_frame(load_model(path)[0], eval_df, device="cpu")
+        local = pd.DataFrame({"example_id": eval_df["example_id"], "z": z})
         part = got[(got["model"] == name) & (got["run"] == run)].merge(local, on="example_id", validate="one_to_one")
         assert len(part) == N_EVAL
         np.testing.assert_allclose(part["logit"].to_numpy(), part["z"].to_numpy(), rtol=0, atol=1e-6)

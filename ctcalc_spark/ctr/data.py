@@ -18,6 +18,7 @@ from __future__ import annotations
 import datetime as _dt
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -165,10 +166,12 @@ def write_ctr_tables(
     out.mkdir(parents=True, exist_ok=True)
     world = make_world(world_seed=world_seed, base_rate=base_rate)
     eval_seed = int(np.random.SeedSequence([int(seed), 1]).generate_state(1)[0])
-    common = dict(start_ds=start_ds, drift_per_day=drift_per_day, world=world, include_true_logit=include_true_logit)
-    train = generate_ctr(n_train, seed=seed, n_days=n_train_days, **common)  # type: ignore[arg-type]
+    common: dict[str, Any] = dict(
+        start_ds=start_ds, drift_per_day=drift_per_day, world=world, include_true_logit=include_true_logit
+    )
+    train = generate_ctr(n_train, seed=seed, n_days=n_train_days, **common)
     evaluation = generate_ctr(
-        n_eval, seed=eval_seed, n_days=n_eval_days, day_offset=n_train_days, id_offset=n_train, **common  # type: ignore[arg-type]
+        n_eval, seed=eval_seed, n_days=n_eval_days, day_offset=n_train_days, id_offset=n_train, **common
     )
     paths = {"train": out / "train.parquet", "eval": out / "eval.parquet"}
     train.to_parquet(paths["train"], index=False, row_group_size=1_000_000)

@@ -74,8 +74,9 @@ def score_frame(
             f"Expected input columns {missing} for this model; the frame has {list(df.columns)}. "
             "Score with the same columns the model was trained on."
         )
-    cat = df[model.cat_fields].fillna(-1).to_numpy(dtype=np.int64) if model.cat_fields else np.zeros((len(df), 0), np.int64)
-    num = df[model.num_fields].to_numpy(dtype=np.float32) if model.num_fields else np.zeros((len(df), 0), np.float32)
+    n = len(df)
+    cat = df[model.cat_fields].fillna(-1).to_numpy(dtype=np.int64) if model.cat_fields else np.zeros((n, 0), np.int64)
+    num = df[model.num_fields].to_numpy(dtype=np.float32) if model.num_fields else np.zeros((n, 0), np.float32)
     with torch_threads(num_threads):
         return _score_arrays(model, cat, num, batch_size=batch_size, device=resolve_device(device))
 
@@ -215,7 +216,9 @@ def _arrow_matrix(batch: pa.RecordBatch, cols: list[str], dtype: type, fill: int
     return out
 
 
-def _score_arrays(model: CtrModel, cat: np.ndarray, num: np.ndarray, *, batch_size: int, device: torch.device) -> np.ndarray:
+def _score_arrays(
+    model: CtrModel, cat: np.ndarray, num: np.ndarray, *, batch_size: int, device: torch.device
+) -> np.ndarray:
     if batch_size < 1:
         raise InputError(f"Expected batch_size >= 1, got {batch_size}.")
     model.to(device).eval()

@@ -75,7 +75,9 @@ def train_model(
         field_cardinalities = {c: int(train_df[c].max()) + 1 for c in cat_cols}
     missing = sorted(set(field_cardinalities) - set(cat_cols))
     if missing:
-        raise InputError(f"field_cardinalities names {missing}, missing from train_df columns {list(train_df.columns)}.")
+        raise InputError(
+            f"field_cardinalities names {missing}, missing from train_df columns {list(train_df.columns)}."
+        )
     dev = resolve_device(device)
     init_seed, order_seed = (int(s) for s in np.random.SeedSequence(int(seed)).generate_state(2))
     cuda_devices = [dev.index or 0] if dev.type == "cuda" else []
@@ -203,12 +205,16 @@ def _validate_frame(df: pd.DataFrame, feature_cols: list[str], *, need_label: bo
     labels = df["label"].to_numpy()
     distinct = np.unique(labels)
     if not np.isin(distinct, [0, 1]).all():
-        raise InputError(f"Expected column 'label' with values 0/1, got {len(distinct)} distinct values: {distinct[:10].tolist()}.")
+        raise InputError(
+            f"Expected column 'label' with values 0/1, got {len(distinct)} distinct values: {distinct[:10].tolist()}."
+        )
     if not feature_cols:
         raise InputError(f"Expected feature columns c0.. and/or n0..; the frame has {list(df.columns)}.")
     nan_cols = [c for c in feature_cols if df[c].isna().any()]
     if nan_cols:
-        raise InputError(f"Expected no missing values in feature columns, found some in {nan_cols}; fill or drop them first.")
+        raise InputError(
+            f"Expected no missing values in feature columns, found some in {nan_cols}; fill or drop them first."
+        )
     return labels
 
 
