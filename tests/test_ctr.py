@@ -49,16 +49,17 @@ def trained(train_df: pd.DataFrame) -> tuple[Any, ModelSpec, dict[str, Any]]:
 
 
 @pytest.fixture(scope="module")
-def ctr_spark() -> Iterator[Any]:
-    """Reuse an active session (the shared fixture's) or start a local[2] one and stop it afterwards."""
+def ctr_spark(request: pytest.FixtureRequest) -> Iterator[Any]:
+    """The shared session-scoped ``spark`` fixture when conftest defines one, else an own local[2] session."""
+    try:
+        yield request.getfixturevalue("spark")
+        return
+    except pytest.FixtureLookupError:
+        pass
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     from pyspark.sql import SparkSession
 
-    active = SparkSession.getActiveSession()
-    if active is not None:
-        yield active
-        return
     session = (
         SparkSession.builder.master("local[2]")
         .appName("test_ctr")
