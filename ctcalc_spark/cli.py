@@ -16,6 +16,8 @@ COMMANDS = {
     "stream": ("ctcalc_spark.commands.stream", "Structured Streaming: calibrated metrics per event-time window as each window closes."),
     "demo": ("ctcalc_spark.commands.demo", "Generate the demo table and run the evaluate job end to end on it."),
     "compare": ("ctcalc_spark.commands.compare", "Compare two pipelines across runs: Acc of vanilla vs calibrated metric, HTML report."),
+    "experiment": ("ctcalc_spark.commands.experiment", "Generate data, train seeds with torch, score, evaluate, compare pipeline pairs."),
+    "reproduce-synthetic": ("ctcalc_spark.commands.reproduce", "The paper's synthetic linear/logistic experiments, ours next to the published figures."),
 }
 
 

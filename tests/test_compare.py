@@ -1,0 +1,165 @@
+"""Tests of the pipeline comparison: metric accuracy, bootstrap intervals, verdict, single-run noise, report."""
+from __future__ import annotations
+
+import itertools
+import json
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+from scipy import stats
+
+from ctcalc_spark.compare import (
+    accuracy_standard_error,
+    bootstrap_accuracy,
+    compare_runs,
+    metric_accuracy,
+    single_run_noise,
+    std_reduction,
+)
+from ctcalc_spark.compare_job import compare_pipelines
+from ctcalc_spark.compare_report import render_html, write_report
+from ctcalc_spark.errors import InputError
+
+
+def test_accuracy_hand_computed_with_ties() -> None:
+    # A = [1, 2, 3], B = [2, 3, 5]; pairs (a, b), lower is better:
+    # a=1: beats 2, 3, 5 -> 3;  a=2: ties 2 (1/2), beats 3, 5 -> 2.5;  a=3: loses to 2, ties 3 (1/2), beats 5 -> 1.5
+    # Acc = (3 + 2.5 + 1.5) / 9 = 7/9
+    assert metric_accuracy([1, 2, 3], [2, 3, 5]) == pytest.approx(7 / 9)
+    assert metric_accuracy([2, 3, 5], [1, 2, 3]) == pytest.approx(2 / 9)  # the complement: Acc(A,B) + Acc(B,A) = 1
+    assert metric_accuracy([4.0, 4.0], [4.0]) == 0.5  # all ties count one half
+    assert metric_accuracy([0.0], [1.0]) == 1.0
+
+
+def test_accuracy_matches_brute_force_and_mann_whitney() -> None:
+    rng = np.random.default_rng(3)
+    a = np.round(rng.normal(0, 1, 40), 1)  # rounded: many ties
+    b = np.round(rng.normal(0.3, 1, 55), 1)
+    brute = np.mean([1.0 if x < y else 0.5 if x == y else 0.0 for x, y in itertools.product(a, b)])
+    assert metric_accuracy(a, b) == pytest.approx(brute, abs=1e-12)
+    u = stats.mannwhitneyu(b, a, alternative="two-sided").statistic  # U of b > a, ties 1/2
+    assert metric_accuracy(a, b) == pytest.approx(u / (a.size * b.size), abs=1e-12)
+
+
+def test_accuracy_rejects_non_finite() -> None:
+    with pytest.raises(InputError, match="NaN"):
+        metric_accuracy([1.0, float("nan")], [2.0])
+    with pytest.raises(InputError, match="non-empty"):
+        metric_accuracy([], [2.0])
+
+
+def test_bootstrap_interval_covers_the_true_accuracy() -> None:
+    # True Acc for A ~ N(0, 1), B ~ N(delta, 1): P(A < B) = Phi(delta / sqrt 2).
+    delta, m, n_sim = 0.8, 30, 300
+    truth = stats.norm.cdf(delta / math.sqrt(2))
+    rng = np.random.default_rng(0)
+    hits = 0
+    for k in range(n_sim):
+        a, b = rng.normal(0, 1, m), rng.normal(delta, 1, m)
+        lo, hi = bootstrap_accuracy({"x": a}, {"x": b}, n_boot=400, seed=k)["x"]
+        hits += lo <= truth <= hi
+    coverage = hits / n_sim
+    assert coverage >= 0.90, f"95% interval covered the truth in only {coverage:.1%} of {n_sim} simulations"
+
+
+def test_standard_error_is_close_to_the_simulated_spread() -> None:
+    rng = np.random.default_rng(1)
+    accs, ses = [], []
+    for _ in range(300):
+        a, b = rng.normal(0, 1, 25), rng.normal(0.5, 1, 25)
+        accs.append(metric_accuracy(a, b))
+        ses.append(accuracy_standard_error(a, b))
+    assert np.mean(ses) == pytest.approx(np.std(accs), rel=0.2)
+
+
+def test_paired_interval_of_the_accuracy_change() -> None:
+    rng = np.random.default_rng(2)
+    bias_a, bias_b = rng.normal(0, 1, 40), rng.normal(0, 1, 40)  # seed noise the calibration removes
+    true_a, true_b = rng.normal(0, 0.1, 40), rng.normal(0.5, 0.1, 40)
+    out = bootstrap_accuracy({"v": true_a + bias_a, "c": true_a}, {"v": true_b + bias_b, "c": true_b}, seed=0)
+    assert out["c"][0] > 0.95  # calibrated: A almost always ahead
+    assert out["c-v"][0] > 0  # and clearly more often than under the vanilla metric
+
+
+def test_std_reduction() -> None:
+    assert std_reduction([1.0, 3.0], [1.0, 2.0]) == pytest.approx(0.5)
+    assert math.isnan(std_reduction([1.0, 1.0], [1.0, 2.0]))
+
+
+def test_compare_runs_and_verdict() -> None:
+    rng = np.random.default_rng(4)
+    noise_a, noise_b = rng.normal(0, 0.004, 20), rng.normal(0, 0.004, 20)
+    c = compare_runs(0.400 + noise_a, 0.400 + rng.normal(0, 3e-4, 20), 0.401 + noise_b, 0.401 + rng.normal(0, 3e-4, 20),
+                     name_a="new", name_b="old", n_boot=500)
+    assert c.calibrated.acc > 0.95 and c.calibrated.acc_ci[0] > 0.5
+    assert c.vanilla.acc_ci[0] < 0.5 < c.vanilla.acc_ci[1]
+    assert c.std_reduction_a > 0.8
+    assert "Under calibrated_log_loss" in c.verdict and "new is better" in c.verdict
+    assert "no clear winner" in c.verdict  # the vanilla metric cannot tell
+    assert "more reliably" in c.verdict
+    d = c.to_dict()
+    json.dumps(d)
+    assert d["calibrated"]["acc"] == c.calibrated.acc
+
+
+def test_verdict_flags_disagreement_and_few_runs() -> None:
+    c = compare_runs([1.0, 1.1, 1.2], [2.0, 2.1, 2.2], [1.5, 1.6, 1.7], [1.0, 1.1, 1.2], n_boot=200)
+    assert "disagree" in c.verdict and "calibration" in c.verdict
+    assert "Only 3 and 3 runs" in c.verdict
+    with pytest.raises(InputError, match=">= 2 runs"):
+        compare_runs([1.0], [1.0], [2.0, 3.0], [2.0, 3.0])
+
+
+def test_single_run_noise_normal_and_empirical() -> None:
+    base = np.array([0.0, 1.0, 2.0, 3.0])  # std (ddof=1) = 1.2910
+    s = base.std(ddof=1)
+    chk = single_run_noise(0.5, 0.5 + 2 * s * math.sqrt(2), base, metric="ll")
+    assert chk.z == pytest.approx(-2.0)
+    assert chk.p_normal == pytest.approx(2 * stats.norm.sf(2.0))
+    # pair differences of the baseline: 1,2,3,1,2,1 -> share >= 3.65 is 0; >= 2 is 3/6
+    assert chk.p_empirical == 0.0
+    assert single_run_noise(0.0, 2.0, base).p_empirical == pytest.approx(0.5)
+    with pytest.raises(InputError, match="baseline"):
+        single_run_noise(0.0, 1.0, [1.0])
+
+
+def test_single_run_noise_is_smaller_for_the_less_noisy_metric() -> None:
+    # Same observed difference; calibrated baseline runs spread less, so the difference is less likely noise.
+    van = single_run_noise(0.400, 0.401, [0.398, 0.401, 0.403, 0.400, 0.402])
+    cal = single_run_noise(0.400, 0.401, [0.4002, 0.4001, 0.4003, 0.4000, 0.4002])
+    assert cal.p_normal < van.p_normal
+
+
+def _per_run() -> pd.DataFrame:
+    rng = np.random.default_rng(5)
+    rows = []
+    for model, shift in (("a", 0.0), ("b", 0.002)):
+        for run in range(8):
+            b = rng.normal(0, 0.003)
+            rows.append({"model": model, "run": str(run), "log_loss": 0.4 + shift + b,
+                         "calibrated_log_loss": 0.4 + shift + rng.normal(0, 3e-4), "status": "ok"})
+    rows.append({"model": "a", "run": "8", "log_loss": 0.4, "calibrated_log_loss": None,
+                 "status": "bias_single_class_negative"})
+    return pd.DataFrame(rows)
+
+
+def test_compare_pipelines_excludes_degenerate_runs_and_checks_single_run(tmp_path) -> None:
+    res = compare_pipelines(_per_run(), "binary", "a", "b", n_boot=300, single_run=("0", "0"))
+    assert res.comparison.m_a == 8 and res.excluded["a"] == ["8: bias_single_class_negative"]
+    assert [c.metric for c in res.noise_checks] == ["log_loss", "calibrated_log_loss"]
+    assert res.noise_checks[0].n_baseline == 7  # a's other ok runs
+    paths = write_report(tmp_path, [res.comparison], noise_checks=[("a", "b", res.noise_checks)])
+    html = paths["html"].read_text()
+    assert "data:image/png;base64," in html and "Metric accuracy" in html and "Single run" in html
+    payload = json.loads(paths["json"].read_text())
+    assert payload["comparisons"][0]["name_a"] == "a"
+    with pytest.raises(InputError, match="models present"):
+        compare_pipelines(_per_run(), "binary", "a", "zzz")
+
+
+def test_render_html_is_self_contained() -> None:
+    c = compare_runs([1.0, 1.2, 1.1], [1.0, 1.01, 1.02], [1.3, 1.4, 1.2], [1.1, 1.12, 1.11], n_boot=200)
+    html = render_html([c], title="t")
+    assert "<script" not in html and "http" not in html.split("<body>")[1]
