@@ -14,6 +14,7 @@ from ctcalc_spark.errors import ConfigError, DegenerateBiasError, InputError
 from ctcalc_spark.finalize import (
     ALL,
     KEY_TYPES,
+    check_row,
     METRIC_TYPES,
     SUMMARY_TYPES,
     metrics_from_summaries,
@@ -62,6 +63,13 @@ def validate_ds(ds: str) -> str:
     return ds
 
 
+def check_finite(frame: pd.DataFrame) -> None:
+    """No inf in an output frame (None/NaN there means 'not computed'; rows were checked by check_row)."""
+    numeric = frame.select_dtypes(include=[np.number]).to_numpy(dtype=np.float64, na_value=0.0)
+    if np.isinf(numeric).any():
+        raise AssertionError("An output metric is infinite; a bug, please report it with the input. Nothing was written.")
+
+
 def _raise_invalid(invalid: pd.DataFrame, cfg: JobConfig, ds: str) -> None:
     by_reason = invalid.groupby("invalid")["count"].sum().sort_index()
     parts = [f"{int(n)} rows: {INVALID_REASONS[int(code)]}" for code, n in by_reason.items()]
@@ -86,9 +94,7 @@ def _finish(spark: SparkSession, cfg: JobConfig, ds: str, metrics: pd.DataFrame,
             write: bool, exact: pd.DataFrame | None = None) -> EvaluateResult:
     metrics.insert(0, "task", cfg.task)
     metrics.insert(0, "ds", ds)
-    numeric = metrics.select_dtypes(include=[np.number])
-    if not np.isfinite(numeric.to_numpy(dtype=np.float64, na_value=0.0)).all():
-        raise AssertionError("A metric came out non-finite; this is a bug, please report it with the input.")
+    check_finite(metrics)
     result = EvaluateResult(ds, metrics, summaries if summaries is not None else pd.DataFrame())
     if exact is not None:
         result.exact = exact
@@ -314,7 +320,7 @@ def _evaluate_multiclass(spark: SparkSession, cfg: JobConfig, ds: str, df: DataF
                 cll = r["cce_remain"] / r["w_remain"]
                 rec.update(status="ok", temperature=float(r["temperature"]), log_loss_remain=llr,
                            calibrated_log_loss=cll, calibration_gain=llr - cll)
-        out.append(rec)
+        out.append(check_row(rec))
     metrics = pd.DataFrame(out).rename(columns={c.model: "model", c.run: "run"})
     metrics.insert(2, "slice_name", ALL)
     metrics.insert(3, "slice_value", ALL)

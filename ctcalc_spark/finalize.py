@@ -53,6 +53,14 @@ SUMMARY_TYPES: dict[str, dict[str, str]] = {
 }
 
 
+def check_row(row: dict[str, Any]) -> dict[str, Any]:
+    """A metrics row holds finite numbers or None, never NaN/inf (that would be a bug, not a result)."""
+    for key, value in row.items():
+        if isinstance(value, (float, np.floating)) and not np.isfinite(value):
+            raise AssertionError(f"Metric {key!r} came out as {value} for {row}; a bug, please report it with the input.")
+    return row
+
+
 def binary_summary_of(rows: pd.DataFrame, bin_width: float) -> BinarySummary:
     """Merge summary-table rows (any days, partitions) into one BinarySummary."""
     if rows.empty:
@@ -108,7 +116,7 @@ def metrics_from_summaries(
                     sel &= (invalid_counts[k] == v).to_numpy()
                 n_inv = int(invalid_counts.loc[sel, "n_invalid"].sum())
             row["n_invalid"] = n_inv
-            out.append(row)
+            out.append(check_row(row))
     cols = list(keys) + ["slice_name", "slice_value"] + list(METRIC_TYPES[task])
     return pd.DataFrame(out, columns=cols)
 

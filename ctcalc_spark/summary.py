@@ -17,12 +17,16 @@ each bin centre, and the calibrated sum as
 so that ``L(0)`` is the exact vanilla sum.
 
 Error bound (bin width ``h``; ``f = softplus``, ``|f'''| <= 1/(6√3)``,
-``|σ'''/σ'| <= 1``):
+``|σ'''/σ'| <= 1``; each expanded sum errs by at most ``(h/2)³/(36√3)`` per
+unit weight):
 
 * ``|Δc*| <= (h/2)³ / 6``  (2.6e-6 at h = 0.05);
-* ``|Δ mean calibrated log loss| <= (h/2)³ / (9√3) + |mean(y - q)|·|Δc*|``,
-  where the second term uses the val-remain residual at c*; at h = 0.05 the
-  whole is below 1e-6 for any base rate, since ``|mean(y - q)| <= 1``.
+* ``|Δ mean calibrated log loss| <= (h/2)³/(18√3) + |r̄|·|Δc*|``, where
+  ``r̄ = mean(y - q)`` is the val-remain residual at c* (the first-order effect
+  of the error in c*). At h = 0.05 that is ``5.0e-7 + 2.6e-6·|r̄|``: below 1e-6
+  whenever ``|r̄| <= 0.19``, which a random val-bias/val-remain split satisfies
+  (r̄ is then sampling noise around 0); :func:`calibrated_log_loss_bound`
+  gives the value for a given summary and shift.
 
 Bins are unbounded integers, so no logit is clipped by the histogram itself.
 Every field is additive: merging summaries of disjoint row sets is a sum,
@@ -268,6 +272,13 @@ class BinarySummary:
                 "mean_predicted": np.where(w > 0, wp / np.where(w > 0, w, 1), np.nan),
                 "observed_rate": np.where(w > 0, pos / np.where(w > 0, w, 1), np.nan),
             }
+
+
+def calibrated_log_loss_bound(remain: BinarySummary, c: float) -> float:
+    """The module's bound on |Δ mean calibrated log loss| for this val-remain summary at shift c."""
+    h3 = (remain.bin_width / 2.0) ** 3
+    resid = abs(remain.total_pos_weight - remain.predicted_positives(c)) / remain.total_weight
+    return h3 / (18.0 * np.sqrt(3.0)) + resid * h3 / 6.0
 
 
 def finalize_binary(bias: BinarySummary, remain: BinarySummary) -> dict[str, Any]:

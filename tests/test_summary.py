@@ -148,3 +148,17 @@ def test_regression_summary_is_exact():
     assert row["calibrated_mse"] == pytest.approx(ref, rel=1e-12)
     assert row["mse"] == pytest.approx(np.average((y - p) ** 2, weights=w), rel=1e-12)
     assert finalize_regression(RegressionSummary(), remain)["status"] == "no_bias_rows"
+
+
+def test_stated_loss_bound_formula_covers_the_error():
+    from ctcalc_spark.summary import calibrated_log_loss_bound
+
+    for case, kw in CASES.items():
+        y, z, w = _rows(40_000, seed=7 + len(case), **kw)
+        bias = BinarySummary.from_logits(y[:4000], z[:4000], sample_weight=w[:4000])
+        remain = BinarySummary.from_logits(y[4000:], z[4000:], sample_weight=w[4000:])
+        c = bias.solve_bias()
+        exact = calibrated_log_loss(y[:4000], z[:4000], y[4000:], z[4000:], sample_weight_bias=w[:4000], sample_weight_remain=w[4000:])
+        bound = calibrated_log_loss_bound(remain, c)
+        assert abs(remain.log_loss(c) - exact) <= bound, case
+        assert bound <= 1e-6, case

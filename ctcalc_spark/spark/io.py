@@ -100,11 +100,22 @@ def replace_partitions(spark: SparkSession, writes: list[tuple[DataFrame, str, s
 
 
 def pandas_to_spark(spark: SparkSession, pdf: pd.DataFrame, schema: StructType) -> DataFrame:
-    """A driver-side frame as a Spark frame with an explicit schema (None stays null, never NaN)."""
-    records = pdf.astype(object).where(pdf.notna(), None).to_dict("records")
+    """A driver-side frame as a Spark frame with an explicit schema, through Arrow; None becomes null.
 
-    def plain(v: object) -> object:
-        return v.item() if hasattr(v, "item") else v
+    Callers guarantee there is no NaN (finalizers use None for undefined values),
+    since Arrow would also turn NaN into null.
+    """
+    import pandas as pd
+    from pyspark.sql import types as T
 
-    rows = [tuple(plain(r.get(f.name)) for f in schema.fields) for r in records]
-    return spark.createDataFrame(rows, schema)
+    cols = {}
+    for f in schema.fields:
+        col = pdf[f.name] if f.name in pdf else pd.Series([None] * len(pdf), dtype=object)
+        if isinstance(f.dataType, T.DoubleType):
+            col = pd.to_numeric(col, errors="raise").astype("float64")
+        elif isinstance(f.dataType, T.LongType):
+            col = pd.to_numeric(col, errors="raise").astype("Int64")
+        else:
+            col = col.astype(object).where(col.notna(), None)
+        cols[f.name] = col.reset_index(drop=True)
+    return spark.createDataFrame(pd.DataFrame(cols), schema)
