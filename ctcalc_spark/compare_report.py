@@ -5,6 +5,7 @@ import base64
 import html
 import io
 import json
+import math
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -172,6 +173,17 @@ def render_html(
     return "\n".join(parts)
 
 
+def _json_safe(value: Any) -> Any:
+    """Non-finite floats (an infinite z when the baseline spread is 0) become null: JSON has no inf/NaN."""
+    if isinstance(value, dict):
+        return {k: _json_safe(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_json_safe(v) for v in value]
+    if isinstance(value, (float, np.floating)):
+        return float(value) if math.isfinite(value) else None
+    return value
+
+
 def write_report(
     out_dir: str | Path,
     comparisons: Sequence[Comparison],
@@ -193,5 +205,5 @@ def write_report(
         ],
         **(extra or {}),
     }
-    json_path.write_text(json.dumps(payload, indent=2, default=lambda o: None if o != o else str(o)))
+    json_path.write_text(json.dumps(_json_safe(payload), indent=2, allow_nan=False, default=str))
     return {"html": html_path, "json": json_path}
