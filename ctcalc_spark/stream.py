@@ -335,18 +335,21 @@ class StreamJob:
         wstart = ev - F.pmod(ev, F.lit(self.window_us))
         wm = state.watermark_us
         late = (wstart + F.lit(self.window_us) <= F.lit(wm)) if wm is not None else F.lit(False)
-        rows = batch_df.withColumn("_event_us", ev).withColumn("_window_us", wstart).withColumn("_late", late)
-        rows = rows.persist()
+        rows = batch_df.withColumn("_window_us", wstart).withColumn("_late", late)
         agg = None
+        phase: dict[str, float] = {}
         try:
-            stats = rows.agg(F.count(F.lit(1)).alias("n"), F.max("_event_us").alias("mx")).first()
+            # the input is not cached: this reads the event-time column only (the aggregation reads its own columns)
+            stats = batch_df.agg(F.count(F.lit(1)).alias("n"), F.max(ev).alias("mx")).first()
             n_rows, max_ev = int(stats["n"]), stats["mx"]
+            phase["stats"] = time.perf_counter() - t0
             report: dict[str, Any] = {"batch_id": batch_id, "rows": n_rows, "on_time": 0, "late": 0, "invalid": 0,
                                       "no_event_time": 0, "closed": [], "refreshed": []}
             new_windows: list[int] = []
             if n_rows:
                 agg = summary_aggregation(rows, self.cfg, extra_keys=["_window_us", "_late"]).persist()
                 tally = self._tally(agg)
+                phase["aggregate"] = time.perf_counter() - t0 - sum(phase.values())
                 counts = tally[tally["kind"] != "on_time"]
                 self._check_invalid(counts, batch_id)
                 for kind in ("on_time", *COUNT_KINDS):
@@ -356,6 +359,7 @@ class StreamJob:
                     self._write_summaries(agg, batch_id, new_windows)
                 if not counts.empty:
                     self._write_counts(counts, batch_id)
+                phase["write"] = time.perf_counter() - t0 - sum(phase.values())
             if self.after_write is not None:
                 self.after_write(batch_id)
             if max_ev is not None:
@@ -368,6 +372,7 @@ class StreamJob:
             for w in to_close:
                 self.finalize_window(w, batch_id)
             report["closed"] = [window_text(w) for w in to_close]
+            phase["close"] = time.perf_counter() - t0 - sum(phase.values())
             if report["late"]:
                 late_windows = self._late_windows(batch_id)
                 for w in sorted(set(late_windows) - set(to_close)):
@@ -383,12 +388,12 @@ class StreamJob:
             self.commit_state(state)
             report["watermark"] = window_text(state.watermark_us) if state.watermark_us is not None else None
             report["seconds"] = time.perf_counter() - t0
+            report["phase_seconds"] = {k: round(v, 3) for k, v in phase.items()}
             self.reports.append(report)
             log.info("batch %d: %s", batch_id, report)
         finally:
             if agg is not None:
                 agg.unpersist()
-            rows.unpersist()
 
     def _tally(self, agg: DataFrame) -> pd.DataFrame:
         """Rows per (window, group, kind): on_time (in the summaries), late, invalid, no_event_time."""
