@@ -35,7 +35,7 @@ start_bg() {  # start_bg <name> <cmd...>: run a daemon in the background, record
     echo "cluster_start: $name already running (PID $(cat "$pidfile")); run scripts/cluster_stop.sh first" >&2
     exit 1
   fi
-  # spark-class execs java, so $! is the daemon's own PID.
+  # The role command and then spark-class exec java, so $! is the daemon's own PID.
   nohup "$@" >"$CTCALC_CLUSTER_DIR/$name.log" 2>&1 &
   echo $! >"$pidfile"
 }
@@ -56,9 +56,10 @@ case "$ROLE" in
       exit 1
     fi
     export SPARK_LOCAL_IP=${SPARK_LOCAL_IP:-$SPARK_MASTER_HOST}
-    start_bg master "${MASTER_CMD[@]}"
+    # The same role commands the containers run (docker/compose.yaml); each execs its java daemon.
+    start_bg master "$HERE/cluster_start.sh" master --foreground
     wait_for "master" 0 || { "$HERE/cluster_stop.sh"; exit 1; }
-    start_bg worker "${WORKER_CMD[@]}"
+    start_bg worker "$HERE/cluster_start.sh" worker --foreground
     wait_for "worker registration" 1 || { "$HERE/cluster_stop.sh"; exit 1; }
     echo "cluster_start: $SPARK_MASTER_URL up with 1 worker (${SPARK_WORKER_CORES} cores, ${SPARK_WORKER_MEMORY});" \
          "PIDs master=$(cat "$CTCALC_CLUSTER_DIR/master.pid") worker=$(cat "$CTCALC_CLUSTER_DIR/worker.pid"); UI $MASTER_JSON_URL"

@@ -18,6 +18,7 @@ REPO = Path(__file__).resolve().parents[1]
 DS = "2026-11-15"
 MASTER = "spark://127.0.0.1:7077"
 KEYS = ["model", "run", "slice_name", "slice_value"]
+FAST_JVM = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
 
 
 def _env(run_dir: Path) -> dict[str, str]:
@@ -51,6 +52,8 @@ def _submit(master: str, data: Path, out: Path, env: dict[str, str]) -> float:
     t = time.perf_counter()
     cmd = [str(Path(sys.executable).parent / "spark-submit"), "--master", master,
            "--conf", "spark.sql.shuffle.partitions=4", "--conf", "spark.ui.enabled=false",
+           # Short-lived JVMs on 2 cores: C1 only and the serial GC halve the CPU time of a small job.
+           "--conf", f"spark.driver.extraJavaOptions={FAST_JVM}", "--conf", f"spark.executor.extraJavaOptions={FAST_JVM}",
            str(REPO / "jobs" / "evaluate.py"), "--config", str(REPO / "conf" / "demo.yaml"), "--ds", DS,
            "--set", f"input.path={data}", "--set", f"output.path={out}"]
     proc = subprocess.run(cmd, env=env, capture_output=True, text=True, cwd=REPO)
