@@ -1,0 +1,95 @@
+"""Compare two training pipelines on demand: train `runs` seeds of each, score the evaluation
+features, evaluate (calibrated metrics), and compare (metric accuracy, vanilla vs calibrated).
+
+Trigger with params, e.g.::
+
+    airflow dags trigger compare_pipelines --conf '{"pipeline_a": "deepfm_bn",
+        "spec_a": {"arch": "deepfm", "batch_norm": true}, "pipeline_b": "deepfm",
+        "spec_b": {"arch": "deepfm"}, "runs": 5, "ds": "2026-11-02",
+        "train_path": "/data/ctr/train.parquet", "features_path": "/data/ctr/eval.parquet",
+        "workdir": "/data/ctcalc/compare/deepfm_bn_vs_deepfm"}'
+
+Everything is written under ``workdir``: models/, eval/ (the scored table), out/ (metrics,
+summaries, compare report). A rerun with the same params replaces the same files.
+"""
+from __future__ import annotations
+
+from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
+from airflow.sdk import Param, dag, task
+
+from ctcalc_spark import orchestration as orch
+
+S = orch.parse_settings(__file__)
+PROJECT = "{{ var.value.get('%s', '%s') }}" % (orch.VAR_PROJECT_DIR, S.project_dir)
+
+
+@dag(
+    dag_id="compare_pipelines",
+    schedule=None,
+    start_date=S.start_date,
+    catchup=False,
+    default_args={"retries": S.retries, "retry_exponential_backoff": True},
+    params={
+        "config": Param(orch.DEFAULT_CONFIG, type="string", description="job YAML (split, histogram, ...)"),
+        "pipeline_a": Param("deepfm_bn", type="string", description="name of pipeline A (the model column)"),
+        "spec_a": Param({"arch": "deepfm", "batch_norm": True}, type="object", description="ModelSpec of A"),
+        "pipeline_b": Param("deepfm", type="string", description="name of pipeline B"),
+        "spec_b": Param({"arch": "deepfm"}, type="object", description="ModelSpec of B"),
+        "runs": Param(5, type="integer", minimum=2, description="training runs (seeds) per pipeline"),
+        "ds": Param("2026-11-02", type="string", description="evaluation day YYYY-MM-DD"),
+        "train_path": Param("output/ctr/train.parquet", type="string", description="training rows (Parquet)"),
+        "features_path": Param("output/ctr/eval.parquet", type="string", description="evaluation rows to score"),
+        "workdir": Param("output/compare_pipelines", type="string", description="folder for every output"),
+    },
+    tags=["ctcalc"],
+    doc_md=__doc__,
+)
+def compare_pipelines():  # type: ignore[no-untyped-def]
+    @task(multiple_outputs=True)
+    def settings(params=None):  # type: ignore[no-untyped-def]
+        """Absolute paths and the job arguments (see ctcalc_spark.orchestration.compare_plan)."""
+        from airflow.sdk import Variable
+
+        project = Variable.get(orch.VAR_PROJECT_DIR, default=None) or S.project_dir
+        return {k: v for k, v in orch.compare_plan(params, project).items() if k != "train_jobs"}
+
+    @task
+    def plan_runs(params=None) -> list[dict]:  # type: ignore[no-untyped-def]
+        """One training job per (pipeline, run): what `train` is mapped over."""
+        from airflow.sdk import Variable
+
+        project = Variable.get(orch.VAR_PROJECT_DIR, default=None) or S.project_dir
+        return orch.compare_plan(params, project)["train_jobs"]  # type: ignore[no-any-return]
+
+    @task(max_active_tis_per_dagrun=2)
+    def train(job: dict) -> dict:
+        """Train one run (seed = run) of one pipeline; save the model file."""
+        import pandas as pd
+
+        from ctcalc_spark.ctr.models import ModelSpec
+        from ctcalc_spark.ctr.train import save_model, train_model
+
+        spec = ModelSpec(**job["spec"])
+        model, meta = train_model(spec, pd.read_parquet(job["train_path"]), seed=int(job["run"]), progress=False)
+        save_model(job["model_path"], model, spec, meta)
+        return {"pipeline": job["pipeline"], "run": job["run"], "model_path": job["model_path"]}
+
+    @task
+    def score(trained: list[dict], features_path: str, eval_path: str) -> str:
+        """Score the evaluation rows with every trained run -> the evaluation table (replaced)."""
+        from ctcalc_spark.ctr.score import write_scores
+
+        models = {(t["pipeline"], int(t["run"])): t["model_path"] for t in trained}
+        return str(write_scores(models, features_path, eval_path))
+
+    s = settings()
+    trained = train.expand(job=plan_runs())
+    scored = score(trained, s["features_path"], s["eval_path"])
+    evaluate = SparkSubmitOperator(task_id="evaluate", conn_id=S.conn_id, application=f"{PROJECT}/jobs/evaluate.py",
+                                   application_args=s["evaluate_args"], name="ctcalc-compare-evaluate")
+    compare = SparkSubmitOperator(task_id="compare", conn_id=S.conn_id, application=f"{PROJECT}/jobs/compare.py",
+                                  application_args=s["compare_args"], name="ctcalc-compare")
+    scored >> evaluate >> compare
+
+
+compare_pipelines()
