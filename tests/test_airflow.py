@@ -50,7 +50,8 @@ def airflow_env(home: Path, scratch: Path) -> dict[str, str]:
         "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
         "AIRFLOW__CORE__DAGS_FOLDER": str(REPO / "dags"),
         "PATH": bin_dir + os.pathsep + os.environ.get("PATH", ""),  # spark-submit and ctcalc of this venv
-        "PYTHONPATH": str(scratch),  # drift_probe.py, the test's alert callback
+        # drift_probe.py, the test's alert callback
+        "PYTHONPATH": os.pathsep.join(p for p in (str(scratch), os.environ.get("PYTHONPATH", "")) if p),
         "SPARK_LOCAL_IP": "127.0.0.1",
         "PYSPARK_PYTHON": sys.executable,
         "AIRFLOW_CONN_SPARK_DEFAULT": json.dumps({"conn_type": "spark", "host": "local[2]"}),
