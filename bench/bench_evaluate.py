@@ -61,14 +61,17 @@ def generate(path: Path, rows: int, models: int = 4, runs: int = 5, seed: int = 
         part += 1
 
 
-def time_it(fn, repeats: int) -> list[float]:
-    fn()  # warm-up: JIT, file listing cache
-    out = []
-    for _ in range(repeats):
-        t = time.perf_counter()
+def time_interleaved(fns: list, repeats: int) -> list[list[float]]:
+    """Run each function once to warm up, then alternate them `repeats` times, so background load hits all alike."""
+    for fn in fns:
         fn()
-        out.append(time.perf_counter() - t)
-    return out
+    times: list[list[float]] = [[] for _ in fns]
+    for _ in range(repeats):
+        for i, fn in enumerate(fns):
+            t = time.perf_counter()
+            fn()
+            times[i].append(time.perf_counter() - t)
+    return times
 
 
 def main() -> int:
@@ -102,12 +105,11 @@ def main() -> int:
     def full() -> None:
         evaluate(spark, cfg, DS, write=False)
 
-    ta = time_it(plain, args.repeats)
-    tb = time_it(full, args.repeats)
+    ta, tb = time_interleaved([plain, full], args.repeats)
     ma, mb = statistics.median(ta), statistics.median(tb)
     print(f"machine: {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}, "
           f"Spark {spark.version}, master {args.master}")
-    print(f"rows scanned per run: {n:,}; median of {args.repeats} runs after one warm-up")
+    print(f"rows scanned per run: {n:,}; median of {args.repeats} interleaved runs after one warm-up each")
     print(f"(a) plain native log-loss aggregation : {ma:7.2f} s  {n / ma / 1e6:6.2f} M rows/s  (runs: {', '.join(f'{x:.2f}' for x in ta)})")
     print(f"(b) evaluate scan -> full report       : {mb:7.2f} s  {n / mb / 1e6:6.2f} M rows/s  (runs: {', '.join(f'{x:.2f}' for x in tb)})")
     print(f"ratio b/a = {mb / ma:.2f}  (target <= 1.5)")

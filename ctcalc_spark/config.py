@@ -42,7 +42,7 @@ class ColumnsConfig:
 
 @dataclass(frozen=True)
 class SplitConfig:
-    """Deterministic hash split: a row is val-bias when crc32(salt ':' example_id) / 2^32 < bias_fraction."""
+    """Deterministic hash split: a row is val-bias when its salted xxhash64 mod 2^32 < bias_fraction * 2^32."""
 
     bias_fraction: float = 0.1
     salt: str = "ctcalc"

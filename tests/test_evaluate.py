@@ -240,3 +240,18 @@ def test_unknown_config_key_is_rejected(tmp_path):
         config_from_dict({"input": {"path": "x"}, "split": {"bias_fractoin": 0.2}})
     with pytest.raises(ConfigError, match="exactly one of"):
         config_from_dict({})
+
+
+@pytest.mark.parametrize("ddl", ["long", "int", "string"])
+def test_pure_python_split_equals_spark_split(spark, demo_config, ddl):
+    from pyspark.sql import functions as F
+
+    from ctcalc_spark.spark.scan import split_expr
+
+    ids = list(range(-50, 2000)) if ddl != "string" else [f"id-{i}" + "x" * (i % 40) for i in range(2000)]
+    df = spark.createDataFrame([(i,) for i in ids], f"example_id {ddl}")
+    cfg = demo_config(split={"bias_fraction": 0.25, "salt": "s"})
+    got = [r[0] for r in df.select(split_expr(cfg, dict(df.dtypes))).collect()]
+    want = bias_mask(ids, salt="s", bias_fraction=0.25)
+    assert got == want.tolist()
+    assert 0.2 < want.mean() < 0.3

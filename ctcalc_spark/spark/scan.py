@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Sequence
 
 from ctcalc_spark.config import JobConfig
-from ctcalc_spark.split import bias_threshold
+from ctcalc_spark.split import bias_threshold, salt_key
 from ctcalc_spark.summary import BINARY_COUNTS, BINARY_MOMENTS
 
 if TYPE_CHECKING:
@@ -25,21 +25,34 @@ INVALID_REASONS = {
 }
 
 
+INTEGRAL_TYPES = ("tinyint", "smallint", "int", "bigint")
+
+
 def _not_finite(col: Column) -> Column:
     from pyspark.sql import functions as F
 
     return F.isnan(col) | (F.abs(col) == F.lit(float("inf")))
 
 
-def split_expr(cfg: JobConfig) -> Column:
-    """True for val-bias rows: the configured split column, else crc32(salt ':' example_id) < fraction·2³²."""
+def split_expr(cfg: JobConfig, schema_types: dict[str, str] | None = None) -> Column:
+    """True for val-bias rows: the configured split column, else the low 32 bits of the
+    split hash below fraction·2³² (see :mod:`ctcalc_spark.split`).
+
+    Integer ids are hashed as longs and others as strings, as :func:`ctcalc_spark.split.bias_mask` does;
+    ``schema_types`` maps column names to Spark simple type names (``df.dtypes``).
+    """
     from pyspark.sql import functions as F
 
     c = cfg.columns
     if c.split is not None:
         return F.lower(F.col(c.split).cast("string")) == F.lit("bias")
-    key = F.concat_ws(":", F.lit(cfg.split.salt), F.col(c.example_id).cast("string"))
-    return F.crc32(key.cast("binary")) < F.lit(bias_threshold(cfg.split.bias_fraction))
+    kind = (schema_types or {}).get(c.example_id, "string")
+    if kind in INTEGRAL_TYPES:
+        hashed = F.xxhash64(F.col(c.example_id).cast("long").bitwiseXOR(F.lit(salt_key(cfg.split.salt))))
+    else:
+        hashed = F.xxhash64(F.lit(cfg.split.salt), F.col(c.example_id).cast("string"))
+    low32 = hashed.bitwiseAND(F.lit(0xFFFFFFFF))
+    return low32 < F.lit(bias_threshold(cfg.split.bias_fraction))
 
 
 def group_columns(cfg: JobConfig) -> list[str]:
@@ -87,13 +100,15 @@ def prepared_rows(df: DataFrame, cfg: JobConfig, extra_keys: Sequence[str] = ())
     if c.split is not None:
         invalid = invalid.when(~F.lower(F.col(c.split).cast("string")).isin("bias", "remain"), 6)
     invalid = invalid.otherwise(0)
-    keys = [F.col(k).cast("string").alias(k) for k in [*extra_keys, *group_columns(cfg)]]
+    # Keys keep their native types here (grouping on an int is cheaper than on a string built per row);
+    # summary_aggregation casts them to strings on the small aggregated result.
+    keys = [F.col(k) for k in [*extra_keys, *group_columns(cfg)]]
     return df.select(
         *keys,
         y.alias("_y"),
         z.alias("_z"),
         w.alias("_w"),
-        split_expr(cfg).alias("is_bias"),
+        split_expr(cfg, dict(df.dtypes)).alias("is_bias"),
         clipped.alias("_clipped"),
         invalid.alias("invalid"),
     )
@@ -133,7 +148,9 @@ def summary_aggregation(
     exact: list[Column] = []
     if known_bias is not None:
         on = [cfg.columns.model, cfg.columns.run]
-        rows = rows.join(F.broadcast(known_bias.select(*on, KNOWN_BIAS_COLUMN)), on=on, how="left")
+        types = dict(rows.dtypes)
+        known = known_bias.select(*[F.col(k).cast(types[k]).alias(k) for k in on], KNOWN_BIAS_COLUMN)
+        rows = rows.join(F.broadcast(known), on=on, how="left")
         c = F.col(KNOWN_BIAS_COLUMN)
         wc = F.when(ok & c.isNotNull(), F.col("_w"))
         if cfg.task == "regression":
@@ -145,7 +162,7 @@ def summary_aggregation(
         exact = [F.sum(wc).alias(EXACT_COLUMNS[0]), F.sum(wc * per_row).alias(EXACT_COLUMNS[1])]
     if cfg.task == "regression":
         r = y - z
-        return rows.groupBy(*keys).agg(
+        return _string_keys(rows.groupBy(*keys).agg(
             F.count(F.lit(1)).alias("count"),
             F.sum(w).alias("weight"),
             F.sum(w * r).alias("wr"),
@@ -153,23 +170,51 @@ def summary_aggregation(
             F.sum(w * z).alias("wp"),
             F.sum(w * y).alias("wy"),
             *exact,
-        )
-    h = cfg.histogram.bin_width
-    bin_ = F.floor(z / F.lit(h))
-    d = z - (bin_ + F.lit(0.5)) * F.lit(h)
-    softplus = F.greatest(z, F.lit(0.0)) + F.log1p(F.exp(-F.abs(z)))
-    sigmoid = F.lit(1.0) / (F.lit(1.0) + F.exp(-z))
-    aggs = {
-        "count": F.count(F.lit(1)),
-        "clipped": F.sum(F.col("_clipped")),
-        "weight": F.sum(w),
-        "pos_weight": F.sum(w * y),
-        "m1": F.sum(w * d),
-        "m2": F.sum(w * d * d),
-        "wp": F.sum(w * sigmoid),
-        "wloss": F.sum(w * (softplus - y * z)),
+        ), keys)
+    # Per-row terms are projected once (one exp per row, shared by softplus and sigmoid), then summed.
+    h = F.lit(cfg.histogram.bin_width)
+    bin_ = F.floor(z / h)
+    d = z - (bin_ + F.lit(0.5)) * h
+    e = F.exp(-F.abs(z))
+    softplus = F.greatest(z, F.lit(0.0)) + F.log1p(e)
+    sigmoid = F.when(z >= 0, F.lit(1.0) / (F.lit(1.0) + e)).otherwise(e / (F.lit(1.0) + e))
+    wd = w * d
+    terms = {
+        "clipped": F.col("_clipped"),
+        "weight": w,
+        "pos_weight": w * y,
+        "m1": wd,
+        "m2": wd * d,
+        "wp": w * sigmoid,
+        "wloss": w * (softplus - y * z),
     }
-    assert set(aggs) == set(BINARY_COUNTS + BINARY_MOMENTS)
-    return rows.withColumn("bin", bin_.cast("long")).groupBy(*keys, "bin").agg(
-        *(expr.alias(name) for name, expr in aggs.items()), *exact
+    assert set(terms) | {"count"} == set(BINARY_COUNTS + BINARY_MOMENTS)
+    # invalid (3 bits), is_bias (1 bit) and the bin are packed into one long group key: hashing one
+    # primitive is cheaper than three (measured), and the small aggregated result is decoded after.
+    packed = (F.coalesce(bin_.cast("long"), F.lit(0)) * F.lit(16) + F.col("is_bias").cast("long") * F.lit(8)
+              + F.col("invalid").cast("long"))
+    outer = [k for k in keys if k not in ("invalid", "is_bias")]
+    projected = rows.select(
+        *outer, packed.alias("_k"), *(t.alias(f"_t_{n}") for n, t in terms.items()),
+        *([F.col(KNOWN_BIAS_COLUMN), F.col("_w"), F.col("_y"), F.col("_z"), F.col("invalid")] if exact else []),
     )
+    agg = projected.groupBy(*outer, "_k").agg(
+        F.count(F.lit(1)).alias("count"), *(F.sum(f"_t_{n}").alias(n) for n in terms), *exact
+    )
+    invalid = F.col("_k").bitwiseAND(F.lit(7)).cast("int")
+    decoded = agg.select(
+        *outer,
+        invalid.alias("invalid"),
+        (F.shiftright(F.col("_k"), 3).bitwiseAND(F.lit(1)) == 1).alias("is_bias"),
+        F.when(invalid == 0, F.shiftright(F.col("_k"), 4)).alias("bin"),
+        *[c for c in agg.columns if c not in (*outer, "_k")],
+    )
+    return _string_keys(decoded, keys)
+
+
+def _string_keys(agg: DataFrame, keys: Sequence[str]) -> DataFrame:
+    """Model, run, slice and extra keys as strings (the summaries-table contract), cast after aggregating."""
+    from pyspark.sql import functions as F
+
+    skip = {"invalid", "is_bias"}
+    return agg.select(*[F.col(c).cast("string").alias(c) if c in keys and c not in skip else F.col(c) for c in agg.columns])
