@@ -238,7 +238,7 @@ def _evaluate_multiclass(spark: SparkSession, cfg: JobConfig, ds: str, df: DataF
         F.col(c.label).alias("_y"),
         F.col(c.logit).cast("array<double>").alias("_z"),
         w.alias("_w"),
-        split_expr(cfg).alias("is_bias"),
+        split_expr(cfg, dict(df.dtypes)).alias("is_bias"),
         _multiclass_invalid(cfg).alias("invalid"),
     )
     bias_rows = rows.where((F.col("invalid") == 0) & F.col("is_bias"))
