@@ -57,7 +57,9 @@ def _env_bool(value: str) -> bool:
     return value.strip().lower() in ("1", "true", "yes", "on")
 
 
-def parse_settings(dag_file: str | os.PathLike[str] | None = None, env: Mapping[str, str] | None = None) -> ParseSettings:
+def parse_settings(
+    dag_file: str | os.PathLike[str] | None = None, env: Mapping[str, str] | None = None
+) -> ParseSettings:
     """Parse-time settings from ``CTCALC_*`` environment variables (cheap: no DB, no network).
 
     ``CTCALC_SPARK_CONN_ID``, ``CTCALC_START_DATE`` (YYYY-MM-DD), ``CTCALC_CATCHUP``,
@@ -155,7 +157,9 @@ def run_settings(
             f"The config reads the metastore table {cfg.input.table!r}: set the Airflow Variable "
             f"{VAR_SENSOR_PATH} to the folder of one day's partition (with '{{ds}}' for the date)."
         )
-    threshold = float(_first(params.get("bias_threshold"), variables.get(VAR_BIAS_THRESHOLD), cfg.rolling.bias_threshold))
+    threshold = float(
+        _first(params.get("bias_threshold"), variables.get(VAR_BIAS_THRESHOLD), cfg.rolling.bias_threshold)
+    )
     report_days = int(_first(params.get("report_days"), variables.get(VAR_REPORT_DAYS), cfg.rolling.days))
     start = (dt.date.fromisoformat(ds) - dt.timedelta(days=report_days - 1)).isoformat()
     job_args = ["--config", str(config), "--ds", ds, *[a for s in sets for a in ("--set", s)]]
@@ -221,7 +225,9 @@ def load_callable(spec: str) -> Callable[..., Any]:
     return getattr(importlib.import_module(module), name)  # type: ignore[no-any-return]
 
 
-def drift_rows(rolling_path: str, threshold: float, *, column: str = BIAS_CHANGE_COLUMN):  # type: ignore[no-untyped-def]
+def drift_rows(
+    rolling_path: str, threshold: float, *, column: str = BIAS_CHANGE_COLUMN
+) -> tuple[Any, int, float | None]:
     """Rows of one rolling partition whose |bias change| exceeds ``threshold`` (a pandas DataFrame).
 
     Also returns the number of rows checked and the largest |bias change| seen.

@@ -40,7 +40,8 @@ PROJECT = "{{ var.value.get('%s', '%s') }}" % (orch.VAR_PROJECT_DIR, S.project_d
         "bias_threshold": Param(None, type=["null", "number"],
                                 description=f"|bias change| threshold (default: Variable {orch.VAR_BIAS_THRESHOLD}, "
                                             "then rolling.bias_threshold of the config)"),
-        "score": Param(None, type=["null", "boolean"], description=f"score before evaluating (default: Variable {orch.VAR_SCORE})"),
+        "score": Param(None, type=["null", "boolean"],
+                       description=f"score before evaluating (default: Variable {orch.VAR_SCORE})"),
         "drift_callback": Param(None, type=["null", "string"],
                                 description=f"'module:function' to call on drift instead of failing "
                                             f"(default: Variable {orch.VAR_DRIFT_CALLBACK})"),
@@ -82,7 +83,8 @@ def daily_calibrated_eval():  # type: ignore[no-untyped-def]
         )
 
     @task
-    def score(models: dict, features_path: str, eval_partition: str | None, ds=None) -> str:  # type: ignore[no-untyped-def]
+    def score(models: dict, features_path: str, eval_partition: str | None,  # type: ignore[no-untyped-def]
+              ds=None) -> str:
         """Score the day's feature rows with the registered models -> the day's evaluation partition."""
         if not eval_partition:
             raise ValueError("Scoring writes the evaluation table, so the config needs 'input.path'.")
@@ -103,7 +105,8 @@ def daily_calibrated_eval():  # type: ignore[no-untyped-def]
         return args[args.index("--out") + 1]
 
     @task
-    def drift_check(rolling_path: str, threshold: float, callback: str | None, ds=None) -> dict:  # type: ignore[no-untyped-def]
+    def drift_check(rolling_path: str, threshold: float, callback: str | None,  # type: ignore[no-untyped-def]
+                    ds=None) -> dict:
         """Fail (or call the configured callback) when any |bias change| of the day exceeds the threshold."""
         from airflow.sdk.exceptions import AirflowFailException
 

@@ -53,7 +53,8 @@ def _submit(master: str, data: Path, out: Path, env: dict[str, str]) -> float:
     cmd = [str(Path(sys.executable).parent / "spark-submit"), "--master", master,
            "--conf", "spark.sql.shuffle.partitions=4", "--conf", "spark.ui.enabled=false",
            # Short-lived JVMs on 2 cores: C1 only and the serial GC halve the CPU time of a small job.
-           "--conf", f"spark.driver.extraJavaOptions={FAST_JVM}", "--conf", f"spark.executor.extraJavaOptions={FAST_JVM}",
+           "--conf", f"spark.driver.extraJavaOptions={FAST_JVM}",
+           "--conf", f"spark.executor.extraJavaOptions={FAST_JVM}",
            str(REPO / "jobs" / "evaluate.py"), "--config", str(REPO / "conf" / "demo.yaml"), "--ds", DS,
            "--set", f"input.path={data}", "--set", f"output.path={out}"]
     proc = subprocess.run(cmd, env=env, capture_output=True, text=True, cwd=REPO)
