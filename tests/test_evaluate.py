@@ -255,3 +255,17 @@ def test_pure_python_split_equals_spark_split(spark, demo_config, ddl):
     want = bias_mask(ids, salt="s", bias_fraction=0.25)
     assert got == want.tolist()
     assert 0.2 < want.mean() < 0.3
+
+
+def test_input_from_a_table_name(spark, tmp_path):
+    df = _binary_rows(models=("a",), runs=(0,))
+    spark.createDataFrame(df).createOrReplaceTempView("ctcalc_eval_rows")
+    cfg = config_from_dict({"input": {"table": "ctcalc_eval_rows"}, "output": {"path": str(tmp_path / "out")},
+                            "split": {"salt": "t"}})
+    m = evaluate(spark, cfg, DS).metrics
+    isb = bias_mask(df["example_id"], salt="t", bias_fraction=0.1)
+    y, z = df["label"].to_numpy(float), df["logit"].to_numpy()
+    assert m.loc[0, "n_rows"] == len(df)
+    assert abs(m.loc[0, "calibrated_log_loss"] - calibrated_log_loss(y[isb], z[isb], y[~isb], z[~isb])) <= 1e-6
+    with pytest.raises(InputError, match="Cannot read the evaluation table 'no_such_table'"):
+        evaluate(spark, config_from_dict({"input": {"table": "no_such_table"}, "split": {"salt": "t"}}), DS)
