@@ -10,6 +10,7 @@ scenario the tests check (one process, so the in-process API server starts once)
 3. day 2 drift check only (other tasks marked success), tiny threshold + callback: alerts, succeeds
 4. the same without a callback: the drift check fails the run
 5. day 3, which has no evaluation partition: the sensor times out, nothing downstream runs
+6. compare_pipelines on tiny generated CTR data
 """
 from __future__ import annotations
 
@@ -73,6 +74,19 @@ def main(dags_folder: str, scratch: str, result_path: str) -> None:
     run("drift_fails", "2026-11-16", mark_success_pattern=only_drift,
         run_conf={"bias_threshold": 1e-9, "drift_callback": None})
     run("missing_day", "2026-11-17", run_conf=defaults)
+
+    # compare_pipelines end to end on tiny generated CTR data: train 2 x 2 runs, score, evaluate, compare.
+    cmp_dag = bag.get_dag("compare_pipelines")
+    ctr = Path(scratch) / "ctr"
+    t = time.perf_counter()
+    dr = cmp_dag.test(logical_date=None, run_conf={
+        "pipeline_a": "lr_a", "spec_a": {"arch": "lr"}, "pipeline_b": "fm_b", "spec_b": {"arch": "fm"}, "runs": 2,
+        "ds": "2026-11-02", "train_path": str(ctr / "train.parquet"), "features_path": str(ctr / "eval.parquet"),
+        "workdir": str(Path(scratch) / "compare")})
+    result["runs"].append({"name": "compare", "state": str(getattr(dr.state, "value", dr.state)),
+                           "tasks": {f"{ti.task_id}[{ti.map_index}]": str(getattr(ti.state, "value", ti.state))
+                                     for ti in dr.get_task_instances()},
+                           "seconds": time.perf_counter() - t})
     result["total_s"] = time.perf_counter() - t0
     Path(result_path).write_text(json.dumps(result, indent=1, default=str))
 

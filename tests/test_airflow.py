@@ -70,12 +70,14 @@ def airflow_env(home: Path, scratch: Path) -> dict[str, str]:
 @pytest.fixture(scope="module")
 def scenario(tmp_path_factory):
     """Migrate a fresh metadata DB, write 2 days of demo data, run tests/_airflow_scenario.py once."""
+    from ctcalc_spark.ctr.data import write_ctr_tables
     from ctcalc_spark.demo import write_demo_eval
 
     scratch = tmp_path_factory.mktemp("airflow")
     env = airflow_env(scratch / "airflow_home", scratch)
     (scratch / "drift_probe.py").write_text(DRIFT_PROBE)
     write_demo_eval(scratch / "eval", n_examples_per_day=2000, n_runs=2, n_days=2)
+    write_ctr_tables(scratch / "ctr", n_train=20_000, n_eval=4000, seed=0)  # eval day 2026-11-02
     t = time.perf_counter()
     subprocess.run([str(Path(sys.executable).parent / "airflow"), "db", "migrate"], env=env, check=True,
                    capture_output=True, cwd=scratch)
@@ -127,6 +129,19 @@ def test_compare_task_graph(scenario):
     assert down["train"] == ["score"] and down["score"] == ["evaluate"] and down["evaluate"] == ["compare"]
     assert g["tasks"]["evaluate"]["type"] == g["tasks"]["compare"]["type"] == "SparkSubmitOperator"
     assert {"pipeline_a", "pipeline_b", "runs", "ds"} <= set(g["params"])
+
+
+def test_compare_dag_runs_end_to_end(scenario):
+    scratch, result, tail = scenario
+    run = _run(result, "compare")
+    assert run["state"] == "success", (run, tail)
+    assert sum(t.startswith("train[") for t in run["tasks"]) == 4  # 2 pipelines x 2 runs, mapped
+    out = scratch / "compare"
+    assert sorted(p.name for p in (out / "models").iterdir()) == ["fm_b", "lr_a"]
+    assert (out / "eval" / "ds=2026-11-02").is_dir() and (out / "out" / "metrics" / "ds=2026-11-02").is_dir()
+    c = json.loads((out / "out" / "compare" / "lr_a_vs_fm_b" / "comparison.json").read_text())["comparisons"][0]
+    assert (c["name_a"], c["name_b"], c["m_a"], c["m_b"]) == ("lr_a", "fm_b", 2, 2)
+    assert 0.0 <= c["vanilla"]["acc"] <= 1.0 and 0.0 <= c["calibrated"]["acc"] <= 1.0
 
 
 def test_daily_dag_runs_two_days_end_to_end(scenario):
@@ -247,3 +262,25 @@ def test_partition_ready(tmp_path):
     (part / "_SUCCESS").unlink()
     (part / "part-0.parquet").write_bytes(b"PAR1")
     assert partition_ready(str(part))[0]
+
+
+def test_score_partition_replaces_only_its_day(scenario, tmp_path):
+    """The daily DAG's optional `score` step, with model files trained by the compare DAG run."""
+    import pandas as pd
+
+    from ctcalc_spark.orchestration import score_partition
+
+    scratch, _, _ = scenario
+    models = {"lr_a": [str(scratch / "compare" / "models" / "lr_a" / f"run{r}.pt") for r in (0, 1)]}
+    other = tmp_path / "eval" / "ds=2026-11-01"
+    other.mkdir(parents=True)
+    (other / "keep.parquet").write_bytes(b"x")
+    target = tmp_path / "eval" / "ds=2026-11-02"
+    for _ in range(2):  # the second call replaces the first
+        score_partition(models, str(scratch / "ctr" / "eval.parquet"), str(target), "2026-11-02")
+    scored = pd.read_parquet(target)
+    assert len(scored) == 2 * 4000 and set(scored["model"]) == {"lr_a"} and sorted(scored["run"].unique()) == [0, 1]
+    assert scored["logit"].notna().all()
+    assert (other / "keep.parquet").read_bytes() == b"x"
+    assert sorted(p.name for p in (tmp_path / "eval").iterdir()) == ["_staging", "ds=2026-11-01", "ds=2026-11-02"]
+    assert not list((tmp_path / "eval" / "_staging").iterdir())
