@@ -87,7 +87,7 @@ def build_report_data(
     table = attach_exact(table, read_days(table_path(cfg, "calibrated_exact"), days, spark))
     present = table[table["n_rows"] > 0]
     whole = present[present["slice_name"] == ALL]
-    moved = whole["bias_change"].abs() > threshold
+    moved = pd.to_numeric(whole["bias_change"], errors="coerce").abs() > threshold  # all-None on first windows
     flags = whole[moved.fillna(False)][["window", "model", "run", "prev_bias", "bias", "bias_change", "status"]]
     latest = windows[-1]
     latest_rows = rows[rows["ds"].astype(str).between(latest.start, min(latest.end, end))]

@@ -64,3 +64,13 @@ def test_regression_report_with_rolling_windows(tmp_path):
     assert page.count("data:image/png;base64,") == len(SECTIONS)
     ok = rep.table[rep.table["status"] == "ok"]
     assert ok["window"].nunique() == 59 and ok["run"].nunique() == 3
+
+
+def test_report_of_first_windows_only(tmp_path):
+    """Day 1 of a backfill: every window is a first window, every bias_change is None; no crash, no flag."""
+    days = _days("2026-11-16", 1)
+    _store(tmp_path / "out", _binary_rows(_binary_stream(days, runs=2, n=300, seed=3)))
+    rep = write_report(_cfg(tmp_path, "binary", window="day", bias_threshold=0.1), days[0], days[0])
+    assert rep.flags.empty
+    assert set(rep.table["status"]) == {"first_window"}
+    assert "data-section" in open(rep.paths["html"], encoding="utf-8").read()
