@@ -178,17 +178,23 @@ def summary_aggregation(
     e = F.exp(-F.abs(z))
     softplus = F.greatest(z, F.lit(0.0)) + F.log1p(e)
     sigmoid = F.when(z >= 0, F.lit(1.0) / (F.lit(1.0) + e)).otherwise(e / (F.lit(1.0) + e))
-    wd = w * d
+    unweighted = cfg.columns.weight is None
+    loss = softplus - y * z
     terms = {
-        "clipped": F.col("_clipped"),
-        "weight": w,
-        "pos_weight": w * y,
-        "m1": wd,
-        "m2": wd * d,
-        "wp": w * sigmoid,
-        "wloss": w * (softplus - y * z),
+        "pos_weight": y if unweighted else w * y,
+        "m1": d if unweighted else w * d,
+        "m2": d * d if unweighted else w * d * d,
+        "wp": sigmoid if unweighted else w * sigmoid,
+        "wloss": loss if unweighted else w * loss,
     }
-    assert set(terms) | {"count"} == set(BINARY_COUNTS + BINARY_MOMENTS)
+    # Sums that are known without summing are filled in after the aggregate: with no weight column the
+    # weight of a (valid) group is its row count; with logits as input no row is ever clipped.
+    if not unweighted:
+        terms["weight"] = w
+    if cfg.columns.logit is None:
+        terms["clipped"] = F.col("_clipped")
+    filled = {"weight": F.col("count").cast("double"), "clipped": F.lit(0).cast("long")}
+    assert set(terms) | set(filled) | {"count"} == set(BINARY_COUNTS + BINARY_MOMENTS)
     # invalid (3 bits), is_bias (1 bit) and the bin are packed into one long group key: hashing one
     # primitive is cheaper than three (measured), and the small aggregated result is decoded after.
     packed = (F.coalesce(bin_.cast("long"), F.lit(0)) * F.lit(16) + F.col("is_bias").cast("long") * F.lit(8)
@@ -208,6 +214,7 @@ def summary_aggregation(
         (F.shiftright(F.col("_k"), 3).bitwiseAND(F.lit(1)) == 1).alias("is_bias"),
         F.when(invalid == 0, F.shiftright(F.col("_k"), 4)).alias("bin"),
         *[c for c in agg.columns if c not in (*outer, "_k")],
+        *[expr.alias(name) for name, expr in filled.items() if name not in terms],
     )
     return _string_keys(decoded, keys)
 
