@@ -216,13 +216,13 @@ def config_from_dict(data: Mapping[str, Any]) -> JobConfig:
     return _build(JobConfig, data, "")
 
 
-def load_config(path: str | Path, overrides: Mapping[str, Any] | None = None) -> JobConfig:
-    """Read a YAML config file; ``overrides`` maps dotted keys ('output.path') to values."""
+def read_yaml(path: str | Path, overrides: Mapping[str, Any] | None = None, *, example: str = "conf/") -> dict[str, Any]:
+    """A YAML config file as a dict, with ``overrides`` (dotted keys like 'output.path') applied."""
     import yaml
 
     p = Path(path)
     if not p.exists():
-        raise ConfigError(f"Config file {str(p)!r} does not exist; see conf/ for examples.")
+        raise ConfigError(f"Config file {str(p)!r} does not exist; see {example} for examples.")
     try:
         data = yaml.safe_load(p.read_text()) or {}
     except yaml.YAMLError as e:
@@ -233,7 +233,12 @@ def load_config(path: str | Path, overrides: Mapping[str, Any] | None = None) ->
         for part in parents:
             node = node.setdefault(part, {})
         node[leaf] = value
-    return config_from_dict(data)
+    return data
+
+
+def load_config(path: str | Path, overrides: Mapping[str, Any] | None = None) -> JobConfig:
+    """Read a YAML job config; ``overrides`` maps dotted keys ('output.path') to values."""
+    return config_from_dict(read_yaml(path, overrides))
 
 
 def config_to_dict(cfg: JobConfig) -> dict[str, Any]:

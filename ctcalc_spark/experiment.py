@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 import pandas as pd
 
-from ctcalc_spark.config import SparkConfig, _build
+from ctcalc_spark.config import SparkConfig, _build, read_yaml
 from ctcalc_spark.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -131,18 +131,7 @@ class _PartialConfig:
 
 def load_experiment_config(path: str | Path, overrides: Mapping[str, Any] | None = None) -> ExperimentConfig:
     """Read a YAML experiment config; ``overrides`` maps dotted keys ('data.n_train') to values."""
-    import yaml
-
-    p = Path(path)
-    if not p.exists():
-        raise ConfigError(f"Config file {str(p)!r} does not exist; see conf/experiment_default.yaml.")
-    data = yaml.safe_load(p.read_text()) or {}
-    for key, value in (overrides or {}).items():
-        node = data
-        *parents, leaf = key.split(".")
-        for part in parents:
-            node = node.setdefault(part, {})
-        node[leaf] = value
+    data = read_yaml(path, overrides, example="conf/experiment_default.yaml")
     return experiment_config_from_dict(data)
 
 
