@@ -15,8 +15,10 @@ if ! command -v java >/dev/null 2>&1; then
 fi
 echo "bootstrap: creating .venv (pyspark, torch==2.13.0 CPU, airflow; first time takes a few minutes)" >&2
 [ -x .venv/bin/python ] || "$PY" -m venv .venv
-.venv/bin/python -m pip install -q -r requirements.txt -r requirements-airflow.txt
-.venv/bin/python -m pip install -q --no-deps -e .
+# This machine's pip config lists local indexes that pip reports as missing for every package: drop that noise.
+quiet() { grep -v "is ignored: it is neither a file nor a directory" || true; }
+.venv/bin/python -m pip install -q -r requirements.txt -r requirements-airflow.txt 2>&1 | quiet
+.venv/bin/python -m pip install -q --no-deps -e . 2>&1 | quiet
 # pyspark and pyspark-client share the pyspark/ folder: refuse a mismatched pair.
 .venv/bin/python - <<'PYCHECK'
 from importlib.metadata import version
