@@ -3,7 +3,5 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/bootstrap.sh
-export PATH="$PWD/.venv/bin:$PATH"
-export SPARK_LOCAL_IP=127.0.0.1
-export PYSPARK_PYTHON="$PWD/.venv/bin/python"
+. scripts/env.sh
 exec .venv/bin/ctcalc demo "$@"

@@ -3,10 +3,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/bootstrap.sh
-export PATH="$PWD/.venv/bin:$PATH"
-export SPARK_LOCAL_IP=127.0.0.1
-export PYSPARK_PYTHON="$PWD/.venv/bin/python"
-export PYSPARK_DRIVER_PYTHON="$PWD/.venv/bin/python"
+. scripts/env.sh
 set +e
 .venv/bin/python -m pytest -q "$@"
 rc=$?
