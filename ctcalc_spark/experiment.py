@@ -106,27 +106,9 @@ class ExperimentConfig:
 def experiment_config_from_dict(data: Mapping[str, Any]) -> ExperimentConfig:
     """Validate a mapping (from YAML) into an ExperimentConfig; unknown keys are errors."""
     data = dict(data)
-    pipelines = data.pop("pipelines", {}) or {}
-    pairs = data.pop("pairs", []) or []
-    base = _build(_PartialConfig, data, "")
-    return ExperimentConfig(**{f.name: getattr(base, f.name) for f in dataclasses.fields(_PartialConfig)},
-                            pipelines=dict(pipelines), pairs=tuple(tuple(p) for p in pairs))
-
-
-@dataclass(frozen=True)
-class _PartialConfig:
-    """ExperimentConfig without pipelines/pairs, so the generic builder validates the plain sections."""
-
-    output: str = "output/experiment"
-    seeds: int = 12
-    data: DataConfig = field(default_factory=DataConfig)
-    evaluate: EvalConfig = field(default_factory=EvalConfig)
-    device: str = "cpu"
-    torch_threads: int = 1
-    bootstrap: int = 2000
-    level: float = 0.95
-    save_models: bool = True
-    spark: SparkConfig = field(default_factory=SparkConfig)
+    data["pipelines"] = dict(data.get("pipelines") or {})
+    data["pairs"] = tuple(tuple(p) for p in data.get("pairs") or ())
+    return _build(ExperimentConfig, data, "")
 
 
 def load_experiment_config(path: str | Path, overrides: Mapping[str, Any] | None = None) -> ExperimentConfig:
