@@ -39,6 +39,23 @@ def _wait_for(pred, timeout: float = 90.0) -> None:
         time.sleep(0.2)
 
 
+def _drain(spark, cfg, *, timeout: float = 120, expect_error: bool = False, **kw):
+    """Run an availableNow query over what has landed, always stopping it; returns the job."""
+    from ctcalc_spark.stream import start_stream
+
+    query, job = start_stream(spark, cfg, trigger="availableNow", **kw)
+    try:
+        if expect_error:
+            with pytest.raises(Exception):
+                query.awaitTermination(timeout)
+        else:
+            query.awaitTermination(timeout)
+    finally:
+        if query.isActive:
+            query.stop()
+    return job
+
+
 def _assert_same_as_batch(spark, cfg, metrics: pd.DataFrame, days: list[str]) -> None:
     """same_window rows == the batch evaluate job; rolling rows == bias of day d-1 applied to day d (batch summaries)."""
     from ctcalc_spark.evaluate import evaluate
@@ -101,24 +118,13 @@ def test_restart_exactly_once_equals_batch(spark, demo_config, tmp_path):
         if batch_id == crash_at:
             raise RuntimeError("simulated crash after the batch's summaries were written")
 
-    query, job = start_stream(spark, cfg, trigger="availableNow", after_write=crash)
-    try:
-        with pytest.raises(Exception):
-            query.awaitTermination(120)
-    finally:
-        if query.isActive:
-            query.stop()
+    job = _drain(spark, cfg, expect_error=True, after_write=crash)
     assert isinstance(job.error, RuntimeError)
     assert job.load_state().batch_id == done_before  # the crashed batch is not committed ...
     assert any(Path(job.paths.summaries).glob(f"window=*/batch_id={crash_at}"))  # ... though its files were written
 
     # 3. restart cleanly: Spark replays the crashed batch id, the job overwrites it, then reads the rest
-    query, job = start_stream(spark, cfg, trigger="availableNow")
-    try:
-        query.awaitTermination(120)
-    finally:
-        if query.isActive:
-            query.stop()
+    job = _drain(spark, cfg)
     assert job.error is None
     assert job.reports[0]["batch_id"] == crash_at  # replayed with the same id
     closed = job.close_open_windows()
@@ -133,12 +139,7 @@ def test_restart_exactly_once_equals_batch(spark, demo_config, tmp_path):
     assert int(all_rows["n_rows"].sum()) == len(rows)
     _assert_same_as_batch(spark, cfg, metrics, days)
     # a second run on the same checkpoint finds nothing new and changes nothing
-    query, job = start_stream(spark, cfg, trigger="availableNow")
-    try:
-        query.awaitTermination(60)
-    finally:
-        if query.isActive:
-            query.stop()
+    job = _drain(spark, cfg, timeout=60)
     assert job.reports == [] and job.load_state().rows == len(rows)
 
 
