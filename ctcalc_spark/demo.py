@@ -87,13 +87,19 @@ def runs_table(per_run: pd.DataFrame, metric: str = "log_loss", calibrated: str 
     return pd.DataFrame(rows)
 
 
+def _num(x: float, spec: str) -> str:
+    """A number, or 'n/a' where it is undefined (one run, or no spread across runs)."""
+    return format(x, spec) if np.isfinite(x) else format("n/a", spec.rstrip("fg").split(".")[0] + "s")
+
+
 def format_runs_table(table: pd.DataFrame, metric: str = "log_loss", calibrated: str = "calibrated_log_loss") -> str:
     """Readable fixed-width text of :func:`runs_table`."""
     head = f"{'model':<12} {'runs':>4}  {metric + ' (mean ± std)':>26}  {calibrated + ' (mean ± std)':>37}  {'std reduction':>13}"
     lines = [head, "-" * len(head)]
     for _, r in table.iterrows():
         lines.append(
-            f"{r['model']:<12} {int(r['runs']):>4}  {r[metric + '_mean']:>14.6f} ± {r[metric + '_std']:<9.6f}  "
-            f"{r[calibrated + '_mean']:>25.6f} ± {r[calibrated + '_std']:<9.6f}  {r['std_reduction_pct']:>12.1f}%"
+            f"{r['model']:<12} {int(r['runs']):>4}  {r[metric + '_mean']:>14.6f} ± {_num(r[metric + '_std'], '<9.6f')}  "
+            f"{r[calibrated + '_mean']:>25.6f} ± {_num(r[calibrated + '_std'], '<9.6f')}  "
+            f"{_num(r['std_reduction_pct'], '>12.1f') + '%' if np.isfinite(r['std_reduction_pct']) else 'n/a':>13}"
         )
     return "\n".join(lines)

@@ -19,12 +19,16 @@ def run(args: argparse.Namespace) -> int:
     import pandas as pd
 
     from ctcalc_spark.commands.common import config_from_args, session_for
+    from ctcalc_spark.errors import ConfigError
     from ctcalc_spark.demo import format_runs_table, runs_table, write_demo_eval
     from ctcalc_spark.evaluate import evaluate, table_path
     from ctcalc_spark.finalize import metrics_from_summaries
 
     cfg = config_from_args(args)
-    assert cfg.input.path is not None
+    if args.runs < 2:
+        raise ConfigError(f"--runs must be >= 2: the demo reports the spread across runs, got {args.runs}.")
+    if cfg.input.path is None:
+        raise ConfigError("The demo writes its generated table to 'input.path'; set it in the config.")
     t0 = time.perf_counter()
     df = write_demo_eval(cfg.input.path, n_examples_per_day=args.examples_per_day, n_runs=args.runs,
                          n_days=args.days, seed=args.seed)
