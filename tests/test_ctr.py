@@ -1,9 +1,6 @@
 """Tests of the upstream torch side: CTR generator, models, training, save/load, local and Spark scoring."""
 from __future__ import annotations
 
-import os
-import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -46,29 +43,6 @@ def trained(train_df: pd.DataFrame) -> tuple[Any, ModelSpec, dict[str, Any]]:
     spec = ModelSpec(arch="deepfm", batch_size=256)
     model, meta = train_model(spec, train_df, seed=5, progress=False)
     return model, spec, meta
-
-
-@pytest.fixture(scope="module")
-def ctr_spark(request: pytest.FixtureRequest) -> Iterator[Any]:
-    """The shared session-scoped ``spark`` fixture when conftest defines one, else an own local[2] session."""
-    try:
-        yield request.getfixturevalue("spark")
-        return
-    except pytest.FixtureLookupError:
-        pass
-    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    from pyspark.sql import SparkSession
-
-    session = (
-        SparkSession.builder.master("local[2]")
-        .appName("test_ctr")
-        .config("spark.ui.enabled", "false")
-        .config("spark.sql.shuffle.partitions", "4")
-        .getOrCreate()
-    )
-    yield session
-    session.stop()
 
 
 def _mean_log_loss(y: np.ndarray, z: np.ndarray) -> float:
@@ -302,22 +276,22 @@ def test_write_scores_schema_and_values(two_model_files: dict, eval_df: pd.DataF
 
 
 def test_score_spark_matches_local_scoring(
-    ctr_spark: Any, two_model_files: dict, eval_df: pd.DataFrame, tmp_path: Path
+    spark: Any, two_model_files: dict, eval_df: pd.DataFrame, tmp_path: Path
 ) -> None:
     eval_path = tmp_path / "eval.parquet"
     eval_df.to_parquet(eval_path, index=False)
-    sdf = ctr_spark.read.parquet(str(eval_path))
+    sdf = spark.read.parquet(str(eval_path))
     key = "spark.sql.execution.arrow.maxRecordsPerBatch"
-    before = ctr_spark.conf.get(key, None)
-    ctr_spark.conf.set(key, "3000")  # several Arrow batches, one Python worker to start (keeps the test short)
+    before = spark.conf.get(key, None)
+    spark.conf.set(key, "3000")  # several Arrow batches, one Python worker to start (keeps the test short)
     try:
-        scored = score_spark(ctr_spark, sdf, two_model_files)
+        scored = score_spark(spark, sdf, two_model_files)
         got = scored.toPandas()
     finally:
         if before is None:
-            ctr_spark.conf.unset(key)
+            spark.conf.unset(key)
         else:
-            ctr_spark.conf.set(key, before)
+            spark.conf.set(key, before)
     assert [(f.name, f.dataType.simpleString()) for f in scored.schema.fields] == [
         ("model", "string"),
         ("run", "int"),
@@ -334,4 +308,4 @@ def test_score_spark_matches_local_scoring(
         assert len(part) == N_EVAL
         np.testing.assert_allclose(part["logit"].to_numpy(), part["z"].to_numpy(), rtol=0, atol=1e-6)
     with pytest.raises(InputError, match="missing columns"):
-        score_spark(ctr_spark, sdf.drop("c2"), two_model_files)
+        score_spark(spark, sdf.drop("c2"), two_model_files)
