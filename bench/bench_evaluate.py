@@ -25,9 +25,9 @@ import pyarrow.parquet as pq
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from ctcalc_spark._math import sigmoid  # noqa: E402
+from ctcalc_spark.core._math import sigmoid  # noqa: E402
 from ctcalc_spark.config import SparkConfig, config_from_dict  # noqa: E402
-from ctcalc_spark.evaluate import evaluate  # noqa: E402
+from ctcalc_spark.jobs.evaluate import evaluate  # noqa: E402
 from ctcalc_spark.spark.session import build_session  # noqa: E402
 
 DS = "2026-11-21"

@@ -63,7 +63,7 @@ def main() -> None:
 
     from ctcalc_spark.config import SparkConfig, config_from_dict
     from ctcalc_spark.spark.session import build_session
-    from ctcalc_spark.stream import read_stream_metrics, start_stream
+    from ctcalc_spark.jobs.stream import read_stream_metrics, start_stream
 
     work = Path(tempfile.mkdtemp(prefix="bench_stream_"))
     src, aside = work / "src", work / "aside"

@@ -94,7 +94,7 @@ def duration_seconds(text: str, where: str) -> int:
 
 @dataclass(frozen=True)
 class StreamConfig:
-    """Streaming job (ctcalc_spark/stream.py): source, event-time windows, watermark, trigger, checkpoint."""
+    """Streaming job (ctcalc_spark/jobs/stream.py): source, event-time windows, watermark, trigger, checkpoint."""
 
     source: str = "file"
     format: str = "parquet"

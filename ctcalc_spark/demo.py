@@ -7,7 +7,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ctcalc_spark._math import sigmoid
+from ctcalc_spark.core._math import sigmoid
 
 DEMO_MODELS = {
     # name: (signal strength, calibration offset of the pipeline, run-to-run bias noise std)

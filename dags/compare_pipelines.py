@@ -17,7 +17,7 @@ from __future__ import annotations
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 from airflow.sdk import Param, dag, task
 
-from ctcalc_spark import orchestration as orch
+from ctcalc_spark.orchestration import tasks as orch
 
 S = orch.parse_settings(__file__)
 PROJECT = "{{ var.value.get('%s', '%s') }}" % (orch.VAR_PROJECT_DIR, S.project_dir)
@@ -47,7 +47,7 @@ PROJECT = "{{ var.value.get('%s', '%s') }}" % (orch.VAR_PROJECT_DIR, S.project_d
 def compare_pipelines():  # type: ignore[no-untyped-def]
     @task(multiple_outputs=True)
     def settings(params=None):  # type: ignore[no-untyped-def]
-        """Absolute paths and the job arguments (see ctcalc_spark.orchestration.compare_plan)."""
+        """Absolute paths and the job arguments (see ctcalc_spark.orchestration.tasks.compare_plan)."""
         from airflow.sdk import Variable
 
         project = Variable.get(orch.VAR_PROJECT_DIR, default=None) or S.project_dir
@@ -66,8 +66,8 @@ def compare_pipelines():  # type: ignore[no-untyped-def]
         """Train one run (seed = run) of one pipeline; save the model file."""
         import pandas as pd
 
-        from ctcalc_spark.ctr.models import ModelSpec
-        from ctcalc_spark.ctr.train import save_model, train_model
+        from ctcalc_spark.upstream.models import ModelSpec
+        from ctcalc_spark.upstream.train import save_model, train_model
 
         spec = ModelSpec(**job["spec"])
         model, meta = train_model(spec, pd.read_parquet(job["train_path"]), seed=int(job["run"]), progress=False)
@@ -77,7 +77,7 @@ def compare_pipelines():  # type: ignore[no-untyped-def]
     @task
     def score(trained: list[dict], features_path: str, eval_path: str) -> str:
         """Score the evaluation rows with every trained run -> the evaluation table (replaced)."""
-        from ctcalc_spark.ctr.score import write_scores
+        from ctcalc_spark.upstream.score import write_scores
 
         models = {(t["pipeline"], int(t["run"])): t["model_path"] for t in trained}
         return str(write_scores(models, features_path, eval_path))

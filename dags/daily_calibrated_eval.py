@@ -6,7 +6,7 @@ backfills (``catchup`` or ``airflow backfill create``) and reruns are safe: the 
 replace their ``ds=`` partitions atomically and the report folder is per day.
 
 Parse-time settings come from ``CTCALC_*`` environment variables and run-time settings from
-DAG params, Airflow Variables ``ctcalc_*`` and the job config: see ctcalc_spark/orchestration.py.
+DAG params, Airflow Variables ``ctcalc_*`` and the job config: see ctcalc_spark/orchestration/tasks.py.
 Nothing heavy is imported at the top level.
 """
 from __future__ import annotations
@@ -16,7 +16,7 @@ import datetime as dt
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 from airflow.sdk import Param, PokeReturnValue, TriggerRule, dag, task
 
-from ctcalc_spark import orchestration as orch
+from ctcalc_spark.orchestration import tasks as orch
 
 S = orch.parse_settings(__file__)
 # Jinja: the project dir (jobs/) may be moved by a Variable without touching the code.

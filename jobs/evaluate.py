@@ -1,7 +1,7 @@
 """spark-submit entry point: spark-submit jobs/evaluate.py --config conf/demo.yaml --ds 2026-11-21"""
 import sys
 
-from ctcalc_spark.cli import main
+from ctcalc_spark.cli.main import main
 
 if __name__ == "__main__":
     sys.exit(main(["evaluate", *sys.argv[1:]], submitted=True))

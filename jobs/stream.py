@@ -4,7 +4,7 @@ Kafka source: add --packages org.apache.spark:spark-sql-kafka-0-10_2.13:4.2.0
 """
 import sys
 
-from ctcalc_spark.cli import main
+from ctcalc_spark.cli.main import main
 
 if __name__ == "__main__":
     sys.exit(main(["stream", *sys.argv[1:]], submitted=True))

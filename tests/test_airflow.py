@@ -70,7 +70,7 @@ def airflow_env(home: Path, scratch: Path) -> dict[str, str]:
 @pytest.fixture(scope="module")
 def scenario(tmp_path_factory):
     """Migrate a fresh metadata DB, write 2 days of demo data, run tests/_airflow_scenario.py once."""
-    from ctcalc_spark.ctr.data import write_ctr_tables
+    from ctcalc_spark.upstream.data import write_ctr_tables
     from ctcalc_spark.demo import write_demo_eval
 
     scratch = tmp_path_factory.mktemp("airflow")
@@ -232,7 +232,7 @@ def test_missing_day_times_out_in_the_sensor(scenario):
 
 def test_drift_rows_and_run_settings(scenario):
     """The helpers the tasks call, on the rolling partition the DAG wrote."""
-    from ctcalc_spark import orchestration as orch
+    from ctcalc_spark.orchestration import tasks as orch
 
     scratch, _, _ = scenario
     part = str(scratch / "out" / "rolling" / f"ds={DAY2}")
@@ -249,7 +249,7 @@ def test_drift_rows_and_run_settings(scenario):
 
 
 def test_partition_ready(tmp_path):
-    from ctcalc_spark.orchestration import partition_ready
+    from ctcalc_spark.orchestration.tasks import partition_ready
 
     part = tmp_path / "ds=2026-11-15"
     assert not partition_ready(str(part))[0]
@@ -268,7 +268,7 @@ def test_score_partition_replaces_only_its_day(scenario, tmp_path):
     """The daily DAG's optional `score` step, with model files trained by the compare DAG run."""
     import pandas as pd
 
-    from ctcalc_spark.orchestration import score_partition
+    from ctcalc_spark.orchestration.tasks import score_partition
 
     scratch, _, _ = scenario
     models = {"lr_a": [str(scratch / "compare" / "models" / "lr_a" / f"run{r}.pt") for r in (0, 1)]}

@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 from scipy import stats
 
-from ctcalc_spark.compare import (
+from ctcalc_spark.core.accuracy import (
     accuracy_standard_error,
     bootstrap_accuracy,
     compare_runs,
@@ -18,8 +18,8 @@ from ctcalc_spark.compare import (
     single_run_noise,
     std_reduction,
 )
-from ctcalc_spark.compare_job import compare_pipelines
-from ctcalc_spark.compare_report import render_html, write_report
+from ctcalc_spark.jobs.compare import compare_pipelines
+from ctcalc_spark.reports.comparison import render_html, write_report
 from ctcalc_spark.errors import InputError
 
 

@@ -13,10 +13,10 @@ from sklearn.metrics import log_loss
 
 torch = pytest.importorskip("torch")
 
-from ctcalc_spark.ctr.data import generate_ctr, make_world, write_ctr_tables  # noqa: E402
-from ctcalc_spark.ctr.models import ARCHS, ModelSpec, build_model  # noqa: E402
-from ctcalc_spark.ctr.score import SCORE_SCHEMA, score_frame, score_spark, write_scores  # noqa: E402
-from ctcalc_spark.ctr.train import load_model, save_model, train_model  # noqa: E402
+from ctcalc_spark.upstream.data import generate_ctr, make_world, write_ctr_tables  # noqa: E402
+from ctcalc_spark.upstream.models import ARCHS, ModelSpec, build_model  # noqa: E402
+from ctcalc_spark.upstream.score import SCORE_SCHEMA, score_frame, score_spark, write_scores  # noqa: E402
+from ctcalc_spark.upstream.train import load_model, save_model, train_model  # noqa: E402
 from ctcalc_spark.errors import ConfigError, InputError  # noqa: E402
 
 N_TRAIN = 20_000

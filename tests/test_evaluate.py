@@ -21,9 +21,9 @@ from ctcalc_spark import (
     solve_temperature,
 )
 from ctcalc_spark.config import ConfigError, config_from_dict
-from ctcalc_spark.evaluate import evaluate
-from ctcalc_spark.split import bias_mask
-from ctcalc_spark.summary import finalize_binary
+from ctcalc_spark.jobs.evaluate import evaluate
+from ctcalc_spark.core.split import bias_mask
+from ctcalc_spark.core.summary import finalize_binary
 
 DS = "2026-11-21"
 

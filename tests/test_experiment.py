@@ -8,7 +8,7 @@ import pytest
 pytest.importorskip("torch")
 
 from ctcalc_spark.errors import ConfigError  # noqa: E402
-from ctcalc_spark.experiment import experiment_config_from_dict, paper_table, run_experiment, spread_table  # noqa: E402
+from ctcalc_spark.paper.experiment import experiment_config_from_dict, paper_table, run_experiment, spread_table  # noqa: E402
 
 
 def _cfg(tmp_path, **kw):
@@ -51,7 +51,7 @@ def test_config_validation(tmp_path) -> None:
 
 
 def test_default_config_loads() -> None:
-    from ctcalc_spark.experiment import load_experiment_config
+    from ctcalc_spark.paper.experiment import load_experiment_config
 
     cfg = load_experiment_config("conf/experiment_default.yaml")
     assert cfg.seeds >= 10 and len(cfg.pairs) >= 2

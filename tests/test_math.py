@@ -28,7 +28,7 @@ from ctcalc_spark import (
     solve_mean_shift,
     solve_temperature,
 )
-from ctcalc_spark.metrics import CLIP_EPS, clip_probabilities
+from ctcalc_spark.core.metrics import CLIP_EPS, clip_probabilities
 
 
 def _binary(n=20_000, seed=0, mu=-1.5, scale=1.2, shift=0.3):

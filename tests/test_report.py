@@ -10,7 +10,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from ctcalc_spark.config import config_from_dict
-from ctcalc_spark.report import SECTIONS, write_report
+from ctcalc_spark.reports.drift import SECTIONS, write_report
 from tests.test_rolling import _binary_rows, _binary_stream, _days, _regression_rows, drift_stream
 
 

@@ -8,11 +8,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from ctcalc_spark._math import sigmoid
-from ctcalc_spark.finalize import ALL
-from ctcalc_spark.solvers import solve_logit_shift, solve_mean_shift
-from ctcalc_spark.summary import BinarySummary, RegressionSummary
-from ctcalc_spark.windows import (
+from ctcalc_spark.core._math import sigmoid
+from ctcalc_spark.core.finalize import ALL
+from ctcalc_spark.core.solvers import solve_logit_shift, solve_mean_shift
+from ctcalc_spark.core.summary import BinarySummary, RegressionSummary
+from ctcalc_spark.core.windows import (
     WindowSpec,
     finalize_rolling,
     merge_windows,
@@ -283,8 +283,8 @@ def _eval_stream(days: list[str], *, n: int = 300, seed: int = 1, shift: float =
 
 
 def test_known_bias_exact_sum_in_the_same_scan_agrees_with_summary_path(spark, demo_config, tmp_path):
-    from ctcalc_spark.evaluate import evaluate
-    from ctcalc_spark.rolling import compute_rolling, previous_window_bias
+    from ctcalc_spark.jobs.evaluate import evaluate
+    from ctcalc_spark.jobs.rolling import compute_rolling, previous_window_bias
 
     days = _days("2026-11-18", 3)
     _write_eval(tmp_path / "eval", _eval_stream(days))
@@ -307,9 +307,9 @@ def test_known_bias_exact_sum_in_the_same_scan_agrees_with_summary_path(spark, d
 
 
 def test_rolling_job_idempotent_and_late_data_recomputes_like_a_clean_run(spark, demo_config, tmp_path):
-    from ctcalc_spark.evaluate import evaluate
-    from ctcalc_spark.rolling import affected_days, list_days, run_rolling
-    from ctcalc_spark.windows import WindowSpec
+    from ctcalc_spark.jobs.evaluate import evaluate
+    from ctcalc_spark.jobs.rolling import affected_days, list_days, run_rolling
+    from ctcalc_spark.core.windows import WindowSpec
 
     days = _days("2026-11-16", 4)
     late, final = _eval_stream(days, seed=5), _eval_stream(days, seed=5)

@@ -41,7 +41,7 @@ def _wait_for(pred, timeout: float = 90.0) -> None:
 
 def _drain(spark, cfg, *, timeout: float = 120, expect_error: bool = False, **kw):
     """Run an availableNow query over what has landed, always stopping it; returns the job."""
-    from ctcalc_spark.stream import start_stream
+    from ctcalc_spark.jobs.stream import start_stream
 
     query, job = start_stream(spark, cfg, trigger="availableNow", **kw)
     try:
@@ -58,8 +58,8 @@ def _drain(spark, cfg, *, timeout: float = 120, expect_error: bool = False, **kw
 
 def _assert_same_as_batch(spark, cfg, metrics: pd.DataFrame, days: list[str]) -> None:
     """same_window rows == the batch evaluate job; rolling rows == bias of day d-1 applied to day d (batch summaries)."""
-    from ctcalc_spark.evaluate import evaluate
-    from ctcalc_spark.finalize import binary_summary_of
+    from ctcalc_spark.jobs.evaluate import evaluate
+    from ctcalc_spark.core.finalize import binary_summary_of
 
     results = {ds: evaluate(spark, cfg, ds, write=False) for ds in days}
     for i, ds in enumerate(days):
@@ -90,7 +90,7 @@ def _assert_same_as_batch(spark, cfg, metrics: pd.DataFrame, days: list[str]) ->
 
 def test_restart_exactly_once_equals_batch(spark, demo_config, tmp_path):
     """Stop mid-stream, crash inside a batch after its files are written, restart: batch-job numbers, no row twice."""
-    from ctcalc_spark.stream import StreamJob, read_stream_metrics, start_stream, write_stream_demo_files
+    from ctcalc_spark.jobs.stream import StreamJob, read_stream_metrics, start_stream, write_stream_demo_files
 
     gen, src = tmp_path / "gen", tmp_path / "src"
     rows = write_stream_demo_files(str(gen), n_examples_per_day=600, n_runs=2, n_days=3, files_per_day=2)
@@ -148,7 +148,7 @@ def test_late_rows_counted_not_dropped(spark, demo_config, tmp_path):
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from ctcalc_spark.stream import read_stream_counts, read_stream_metrics, run_stream, write_stream_demo_files
+    from ctcalc_spark.jobs.stream import read_stream_counts, read_stream_metrics, run_stream, write_stream_demo_files
 
     gen, src, ontime = tmp_path / "gen", tmp_path / "src", tmp_path / "ontime"
     rows = write_stream_demo_files(str(gen), n_examples_per_day=400, n_runs=2, n_days=2, files_per_day=1)
@@ -183,9 +183,9 @@ def test_late_rows_counted_not_dropped(spark, demo_config, tmp_path):
 
 def test_rolling_finalizer_matches_summary_math():
     """Pure: rolling = bias fitted on all of the previous window's rows, applied to all of this window's rows."""
-    from ctcalc_spark.finalize import binary_summary_of
-    from ctcalc_spark.stream import finalize_rolling
-    from ctcalc_spark.summary import BinarySummary
+    from ctcalc_spark.core.finalize import binary_summary_of
+    from ctcalc_spark.jobs.stream import finalize_rolling
+    from ctcalc_spark.core.summary import BinarySummary
 
     rng = np.random.default_rng(3)
 
@@ -215,13 +215,13 @@ def test_stream_config_validation(demo_config):
     with pytest.raises(ConfigError, match="stream.trigger"):
         demo_config(stream={"trigger": "soon"})
     cfg = demo_config(stream={"window": "15 minutes", "watermark": "2 hours"})
-    from ctcalc_spark.stream import window_micros
+    from ctcalc_spark.jobs.stream import window_micros
 
     assert window_micros(cfg) == (900 * 10**6, 7200 * 10**6)
 
 
 def test_kafka_without_connector_names_the_package(spark, demo_config):
-    from ctcalc_spark.stream import KAFKA_PACKAGE, read_stream
+    from ctcalc_spark.jobs.stream import KAFKA_PACKAGE, read_stream
 
     cfg = demo_config(stream={"source": "kafka", "kafka_bootstrap_servers": "localhost:9092", "kafka_topic": "scores"})
     with pytest.raises(ConfigError, match="spark-sql-kafka-0-10_2.13:4.2.0"):

@@ -1,6 +1,6 @@
 """Mergeable summaries: the histogram path against the exact row path, and algebraic properties.
 
-Stated bound (ctcalc_spark/summary.py): |Δc*| <= (h/2)³/6 and
+Stated bound (ctcalc_spark/core/summary.py): |Δc*| <= (h/2)³/6 and
 |Δ calibrated log loss| <= 1e-6 at the default bin width h = 0.05.
 """
 from __future__ import annotations
@@ -13,8 +13,8 @@ from scipy.special import expit
 from sklearn.metrics import roc_auc_score
 
 from ctcalc_spark import BinarySummary, RegressionSummary, calibrated_log_loss, log_loss_from_logits, solve_logit_shift
-from ctcalc_spark.calibrated import calibrated_quadratic_loss
-from ctcalc_spark.summary import finalize_binary, finalize_regression
+from ctcalc_spark.core.calibrated import calibrated_quadratic_loss
+from ctcalc_spark.core.summary import finalize_binary, finalize_regression
 
 H = 0.05
 C_BOUND = (H / 2) ** 3 / 6
@@ -151,7 +151,7 @@ def test_regression_summary_is_exact():
 
 
 def test_stated_loss_bound_formula_covers_the_error():
-    from ctcalc_spark.summary import calibrated_log_loss_bound
+    from ctcalc_spark.core.summary import calibrated_log_loss_bound
 
     for case, kw in CASES.items():
         y, z, w = _rows(40_000, seed=7 + len(case), **kw)

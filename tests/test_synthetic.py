@@ -4,9 +4,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from ctcalc_spark.calibrated import calibrated_log_loss, calibrated_quadratic_loss
-from ctcalc_spark.metrics import log_loss_from_logits, mean_squared_error
-from ctcalc_spark.synthetic import (
+from ctcalc_spark.core.calibrated import calibrated_log_loss, calibrated_quadratic_loss
+from ctcalc_spark.core.metrics import log_loss_from_logits, mean_squared_error
+from ctcalc_spark.paper.synthetic import (
     LINEAR,
     LOGISTIC,
     PAPER,

@@ -9,8 +9,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Sequence
 
 from ctcalc_spark.config import JobConfig
-from ctcalc_spark.split import bias_threshold, salt_key
-from ctcalc_spark.summary import BINARY_COUNTS, BINARY_MOMENTS
+from ctcalc_spark.core.split import bias_threshold, salt_key
+from ctcalc_spark.core.summary import BINARY_COUNTS, BINARY_MOMENTS
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame
@@ -36,9 +36,9 @@ def _not_finite(col: Column) -> Column:
 
 def split_expr(cfg: JobConfig, schema_types: dict[str, str] | None = None) -> Column:
     """True for val-bias rows: the configured split column, else the low 32 bits of the
-    split hash below fraction·2³² (see :mod:`ctcalc_spark.split`).
+    split hash below fraction·2³² (see :mod:`ctcalc_spark.core.split`).
 
-    Integer ids are hashed as longs and others as strings, as :func:`ctcalc_spark.split.bias_mask` does;
+    Integer ids are hashed as longs and others as strings, as :func:`ctcalc_spark.core.split.bias_mask` does;
     ``schema_types`` maps column names to Spark simple type names (``df.dtypes``).
     """
     from pyspark.sql import functions as F

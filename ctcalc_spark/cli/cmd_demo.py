@@ -1,0 +1,60 @@
+"""``ctcalc demo``: generate a CTR-like evaluation table, evaluate every day, print the across-run table."""
+from __future__ import annotations
+
+import argparse
+import time
+from pathlib import Path
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--config", default="conf/demo.yaml", help="demo config (default conf/demo.yaml)")
+    parser.add_argument("--examples-per-day", type=int, default=20_000, help="examples per day (each scored by 3 models x 5 runs)")
+    parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--days", type=int, default=7)
+    parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="config override")
+
+
+def run(args: argparse.Namespace) -> int:
+    import pandas as pd
+
+    from ctcalc_spark.cli.common import config_from_args, session_for
+    from ctcalc_spark.errors import ConfigError
+    from ctcalc_spark.demo import format_runs_table, runs_table, write_demo_eval
+    from ctcalc_spark.jobs.evaluate import evaluate, table_path
+    from ctcalc_spark.core.finalize import metrics_from_summaries
+
+    cfg = config_from_args(args)
+    if args.runs < 2:
+        raise ConfigError(f"--runs must be >= 2: the demo reports the spread across runs, got {args.runs}.")
+    if cfg.input.path is None:
+        raise ConfigError("The demo writes its generated table to 'input.path'; set it in the config.")
+    t0 = time.perf_counter()
+    df = write_demo_eval(cfg.input.path, n_examples_per_day=args.examples_per_day, n_runs=args.runs,
+                         n_days=args.days, seed=args.seed)
+    days = sorted(df["ds"].unique())
+    print(f"generated {len(df):,} evaluation rows ({df['model'].nunique()} models x {args.runs} runs x "
+          f"{len(days)} days) -> {cfg.input.path}  [{time.perf_counter() - t0:.1f} s]")
+    spark = session_for(args, cfg, "ctcalc-demo")
+    for ds in days:
+        t = time.perf_counter()
+        res = evaluate(spark, cfg, ds)
+        print(f"  evaluate ds={ds}: {len(res.metrics)} metrics rows, statuses "
+              f"{res.metrics['status'].value_counts().to_dict()}  [{time.perf_counter() - t:.1f} s]")
+    summaries = spark.read.parquet(table_path(cfg, "summaries")).toPandas()
+    whole = metrics_from_summaries(summaries, cfg.task, keys=["model", "run"], bin_width=cfg.histogram.bin_width)
+    daily = pd.read_parquet(table_path(cfg, "metrics"))
+    print(f"\nWhole period {days[0]}..{days[-1]} (daily summaries summed, then finalised), across {args.runs} runs:")
+    print(format_runs_table(runs_table(whole)))
+    daily["ds"] = daily["ds"].astype(str)
+    per_day = [runs_table(g).assign(ds=ds) for ds, g in daily.groupby("ds")]
+    red = pd.concat(per_day).groupby("model")["std_reduction_pct"].median()
+    print("\nMedian over days of the daily std reduction: "
+          + ", ".join(f"{m} {v:.1f}%" for m, v in red.items()))
+    print("\nStd reduction = 1 - std(calibrated log loss) / std(log loss) across runs. Paper (Avazu, 60 seeds): "
+          "LL std 4.4-7.8e-4 vs CLL std 3.3-5.0e-4, i.e. 15-40% lower; these demo figures are measured on "
+          "generated data whose run-to-run bias noise is set by ctcalc_spark/demo.py, not comparable to Avazu.")
+    out = Path(cfg.output.path)
+    print(f"\noutputs: metrics -> {out / 'metrics'}   summaries -> {out / 'summaries'}   "
+          f"(Parquet, partitioned by ds)\ntotal {time.perf_counter() - t0:.1f} s")
+    return 0

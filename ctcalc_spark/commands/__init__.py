@@ -1,1 +1,0 @@
-"""Subcommands of the ``ctcalc`` console script; each module has add_arguments(parser) and run(args)."""

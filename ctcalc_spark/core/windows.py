@@ -1,0 +1,412 @@
+"""Calendar and rolling windows over ``ds`` and rolling (previous-window) calibration from daily summaries.
+
+Pure: numpy and pandas only. A window's summary is the **sum** of its daily
+summary rows (every split merged: the bias is fitted on *all* of a window),
+then finalised by :mod:`ctcalc_spark.core.summary`; daily metric values are never
+averaged.
+
+Windows (``WindowSpec.kind``):
+
+* ``day``: one ``ds``; the previous window is the day before.
+* ``week``: ISO week, Monday..Sunday, labelled ``2026-W47``.
+* ``month``: calendar month, labelled ``2026-11``.
+* ``rolling``: the ``days`` days ending at a ``ds``, labelled
+  ``2026-11-15..2026-11-21``; its previous window is the ``days`` days right
+  before it (disjoint, so the bias is never fitted on the rows it is applied to).
+
+Rolling calibration (the paper's stock-return setting): with ``c*(t-1)``
+fitted on all rows of window ``t-1``, the calibrated metric of window ``t`` is
+the vanilla metric of window ``t``'s rows shifted by ``c*(t-1)``:
+``BinarySummary.log_loss(c)`` (histogram path; its error bound is reported per
+row as ``calibrated_bound``) or ``RegressionSummary.mse(c)`` (exact).
+"""
+from __future__ import annotations
+
+import datetime as dt
+import math
+from dataclasses import dataclass
+from typing import Any, Iterable, Mapping, Sequence
+
+import numpy as np
+import pandas as pd
+
+from ctcalc_spark.errors import ConfigError, DegenerateBiasError
+from ctcalc_spark.core.finalize import ALL, REGRESSION_FIELDS
+from ctcalc_spark.core.summary import BINARY_COUNTS, BINARY_MOMENTS, BinarySummary, RegressionSummary
+
+WINDOW_KINDS = ("day", "week", "month", "rolling")
+
+STATUS_OK = "ok"
+STATUS_FIRST_WINDOW = "first_window"
+STATUS_MISSING_PREVIOUS = "missing_previous_window"
+STATUS_EMPTY_WINDOW = "empty_window"
+_PREVIOUS_DEGENERATE = {
+    "no_bias_rows": "previous_window_empty",
+    "zero_weight": "previous_window_empty",
+    "bias_single_class_negative": "previous_window_no_positives",
+    "bias_single_class_positive": "previous_window_no_negatives",
+}
+
+METRIC_NAME = {"binary": "log_loss", "regression": "mse"}
+
+# Rolling table columns after the partition column ds: name -> 'string' | 'long' | 'double'.
+ROLLING_TYPES: dict[str, str] = {
+    "task": "string", "window_kind": "string", "window": "string", "window_start": "string",
+    "window_end": "string", "prev_window": "string", "model": "string", "run": "string",
+    "slice_name": "string", "slice_value": "string", "metric": "string",
+    "n_days": "long", "n_days_expected": "long", "prev_n_days": "long",
+    "n_rows": "long", "prev_n_rows": "long", "weight": "double", "prev_weight": "double",
+    "vanilla": "double", "calibrated": "double", "calibrated_bound": "double", "calibrated_exact": "double",
+    "calibration_gain": "double", "best_shift_gain": "double",
+    "bias": "double", "prev_bias": "double", "bias_change": "double",
+    "calibration": "double", "mean_prediction": "double", "mean_label": "double",
+    "bias_status": "string", "status": "string",
+}
+
+
+# ---- windows ------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class WindowSpec:
+    """Which windows: ``kind`` in day/week/month/rolling; ``days`` is the rolling length."""
+
+    kind: str = "day"
+    days: int = 7
+
+    def __post_init__(self) -> None:
+        if self.kind not in WINDOW_KINDS:
+            raise ConfigError(f"Window kind must be one of {list(WINDOW_KINDS)}, got {self.kind!r}.")
+        if self.kind == "rolling" and self.days < 1:
+            raise ConfigError(f"A rolling window needs days >= 1, got {self.days}.")
+
+    @classmethod
+    def from_config(cls, rolling: Any) -> WindowSpec:
+        """From a :class:`ctcalc_spark.config.RollingConfig`."""
+        return cls(rolling.window, int(rolling.days))
+
+
+@dataclass(frozen=True, order=True)
+class Window:
+    """Inclusive range of days [start, end] (ISO dates) and its label."""
+
+    start: str
+    end: str
+    label: str
+
+    @property
+    def n_days(self) -> int:
+        return (_date(self.end) - _date(self.start)).days + 1
+
+    def days(self, until: str | None = None) -> list[str]:
+        """Every ds of the window (up to ``until`` inclusive, if given)."""
+        last = min(_date(self.end), _date(until)) if until else _date(self.end)
+        d0 = _date(self.start)
+        return [(d0 + dt.timedelta(days=i)).isoformat() for i in range((last - d0).days + 1)]
+
+    def contains(self, ds: str) -> bool:
+        return self.start <= ds <= self.end
+
+
+def _date(ds: str) -> dt.date:
+    try:
+        return dt.date.fromisoformat(str(ds))
+    except ValueError as e:
+        raise ConfigError(f"Expected a date like 2026-11-21, got {ds!r}.") from e
+
+
+def window_of(ds: str, spec: WindowSpec) -> Window:
+    """The window containing ``ds`` (for 'rolling': the ``days`` days ending at ``ds``)."""
+    d = _date(ds)
+    if spec.kind == "day":
+        return Window(d.isoformat(), d.isoformat(), d.isoformat())
+    if spec.kind == "week":
+        start = d - dt.timedelta(days=d.weekday())
+        year, week, _ = start.isocalendar()
+        return Window(start.isoformat(), (start + dt.timedelta(days=6)).isoformat(), f"{year}-W{week:02d}")
+    if spec.kind == "month":
+        start = d.replace(day=1)
+        nxt = (start + dt.timedelta(days=32)).replace(day=1)
+        return Window(start.isoformat(), (nxt - dt.timedelta(days=1)).isoformat(), f"{d.year}-{d.month:02d}")
+    start = d - dt.timedelta(days=spec.days - 1)
+    return Window(start.isoformat(), d.isoformat(), f"{start.isoformat()}..{d.isoformat()}")
+
+
+def previous_window(w: Window, spec: WindowSpec) -> Window:
+    """The window right before ``w`` (disjoint from it)."""
+    day_before = (_date(w.start) - dt.timedelta(days=1)).isoformat()
+    return window_of(day_before, spec)
+
+
+def windows_between(start: str, end: str, spec: WindowSpec) -> list[Window]:
+    """Windows to report for days in [start, end]: each calendar window touching the range,
+    or for 'rolling' the window ending at each day."""
+    days = Window(_date(start).isoformat(), _date(end).isoformat(), "").days()
+    if not days:
+        raise ConfigError(f"--start {start} is after --end {end}.")
+    return sorted({window_of(d, spec) for d in days})
+
+
+# ---- merging daily summary rows per window --------------------------------------------------------
+
+def _cell_columns(rows: pd.DataFrame, task: str) -> list[str]:
+    data = set(BINARY_COUNTS + BINARY_MOMENTS + ("bin", "bin_width")) if task == "binary" else set(REGRESSION_FIELDS)
+    return [c for c in rows.columns if c not in data | {"ds", "split"}]
+
+
+def merge_windows(summaries: pd.DataFrame, task: str, windows: Iterable[Window]) -> pd.DataFrame:
+    """Summary rows summed per (window label, group cells[, bin]) over days and splits.
+
+    ``summaries``: summaries-table rows with a string 'ds' column. Rows whose ds is
+    in no window are dropped; with overlapping (rolling) windows a day counts in each.
+    The output has 'window' and a 'n_days' column (distinct days with rows, per group).
+    """
+    wins = list(windows)
+    if summaries.empty or not wins:
+        return pd.DataFrame()
+    ds = summaries["ds"].astype(str)
+    members = pd.DataFrame([(d, w.label) for w in wins for d in w.days()], columns=["ds", "window"])
+    cells = _cell_columns(summaries, task)
+    keep = ds.isin(members["ds"]).to_numpy()
+    rows = summaries[keep].assign(ds=ds[keep])
+    # days per group and window, counted before the day rows are summed away
+    days = rows[cells + ["ds"]].drop_duplicates().merge(members, on="ds")
+    n_days = days.groupby(["window", *cells], dropna=False).size().rename("n_days").reset_index()
+    if task == "binary":
+        fields = list(BINARY_COUNTS + BINARY_MOMENTS)
+        by = ["ds", *cells, "bin"]
+    else:
+        fields = list(REGRESSION_FIELDS)
+        by = ["ds", *cells]
+    daily = rows.groupby(by, dropna=False, sort=False)[fields].sum().reset_index()  # splits merged
+    merged = daily.merge(members, on="ds").drop(columns="ds")
+    out = merged.groupby(["window", *cells, *(["bin"] if task == "binary" else [])], dropna=False, sort=True)[
+        fields
+    ].sum().reset_index()
+    return out.merge(n_days, on=["window", *cells], how="left")
+
+
+Summary = BinarySummary | RegressionSummary
+
+
+def _group_summaries(merged: pd.DataFrame, task: str, by: Sequence[str], bin_width: float) -> dict[tuple, tuple[Summary, int]]:
+    """(window, *by values) -> (summary of the group's cells merged, n_days)."""
+    out: dict[tuple, tuple[Summary, int]] = {}
+    if merged.empty:
+        return out
+    keys = ["window", *by]
+    if task == "binary":
+        fields = list(BINARY_COUNTS + BINARY_MOMENTS)
+        agg = merged.groupby([*keys, "bin"], dropna=False, sort=True)[fields].sum().reset_index()
+        days = merged.groupby(keys, dropna=False)["n_days"].max()
+        gid = agg.groupby(keys, dropna=False, sort=False).ngroup().to_numpy()  # agg is sorted by keys
+        change = np.flatnonzero(gid[1:] != gid[:-1]) + 1
+        starts = np.concatenate([[0], change])
+        ends = np.concatenate([change, [len(agg)]])
+        key_vals = list(agg[keys].itertuples(index=False, name=None))
+        cols = {n: agg[n].to_numpy() for n in ["bin", *fields]}
+        for s, e in zip(starts, ends):
+            k = key_vals[s]
+            summary = BinarySummary(
+                float(bin_width),
+                cols["bin"][s:e].astype(np.int64),
+                **{n: cols[n][s:e].astype(np.int64) for n in BINARY_COUNTS},
+                **{n: cols[n][s:e].astype(np.float64) for n in BINARY_MOMENTS},
+            )
+            out[k] = (summary, int(days.loc[k]))
+        return out
+    fields = list(REGRESSION_FIELDS)
+    agg = merged.groupby(keys, dropna=False, sort=True).agg(
+        **{f: (f, "sum") for f in fields}, n_days=("n_days", "max")
+    ).reset_index()
+    for rec in agg.itertuples(index=False):
+        d = rec._asdict()
+        k = tuple(d[c] for c in keys) if len(keys) > 1 else (d[keys[0]],)
+        out[k] = (RegressionSummary(int(d["count"]), *(float(d[f]) for f in fields[1:])), int(d["n_days"]))
+    return out
+
+
+# ---- rolling finalisation --------------------------------------------------------------------------
+
+def binary_calibrated_bound(current: BinarySummary, c: float) -> float:
+    """Bound on |histogram - exact| mean calibrated log loss of ``current`` at the previous window's c.
+
+    ``(h/2)³/(9√3)`` for evaluating L(c) from the bins plus ``|mean(y - q)|·(h/2)³/6``
+    for the histogram error in the previous window's c* (summary.py's bound).
+    """
+    h3 = (current.bin_width / 2.0) ** 3
+    resid = abs(current.total_pos_weight - current.predicted_positives(c)) / current.total_weight
+    return h3 / (9.0 * math.sqrt(3.0)) + min(1.0, resid) * h3 / 6.0
+
+
+def _bias_of(s: Summary | None) -> tuple[float | None, str]:
+    if s is None:
+        return None, "no_bias_rows"
+    try:
+        return float(s.solve_bias()), STATUS_OK
+    except DegenerateBiasError as e:
+        return None, e.status
+
+
+def _weight(s: Summary) -> float:
+    return s.total_weight if isinstance(s, BinarySummary) else s.weight
+
+
+def _rows(s: Summary) -> int:
+    return s.n_rows if isinstance(s, BinarySummary) else s.count
+
+
+def _metric(s: Summary, c: float = 0.0) -> float:
+    return s.log_loss(c) if isinstance(s, BinarySummary) else s.mse(c)
+
+
+def finalize_rolling(
+    current: Summary,
+    previous: Summary | None,
+    *,
+    first_window: bool = False,
+    bias: tuple[float | None, str] | None = None,
+    prev_bias: tuple[float | None, str] | None = None,
+) -> dict[str, Any]:
+    """One rolling row from the merged summaries of window t (``current``) and t-1 (``previous``).
+
+    ``vanilla`` is the metric of window t; ``calibrated`` the same metric with every
+    prediction shifted by c*(t-1) (fitted on all of window t-1); ``bias`` is c*(t)
+    and ``bias_change = bias - prev_bias``. ``status`` says why ``calibrated`` is
+    missing: first_window, missing_previous_window, previous_window_empty,
+    previous_window_no_positives / _no_negatives (binary), empty_window.
+    ``bias``/``prev_bias``: precomputed (c, status) pairs, to solve each window once.
+    Values that cannot be computed are None, never NaN or inf.
+    """
+    row: dict[str, Any] = {k: None for k in (
+        "vanilla", "calibrated", "calibrated_bound", "calibration_gain", "best_shift_gain", "bias", "prev_bias",
+        "bias_change", "calibration", "mean_prediction", "mean_label", "prev_weight")}
+    row.update(n_rows=_rows(current), weight=_weight(current), prev_n_rows=0 if previous is None else _rows(previous))
+    if _weight(current) <= 0:
+        row.update(bias_status="no_bias_rows", status=STATUS_EMPTY_WINDOW)
+        return row
+    binary = isinstance(current, BinarySummary)
+    vanilla = _metric(current)
+    row["vanilla"] = vanilla
+    if binary:
+        assert isinstance(current, BinarySummary)
+        row["mean_label"] = current.total_pos_weight / current.total_weight
+        row["mean_prediction"] = current.predicted_positives() / current.total_weight
+    else:
+        assert isinstance(current, RegressionSummary)
+        row["mean_label"] = current.wy / current.weight
+        row["mean_prediction"] = current.wp / current.weight
+    if row["mean_label"] != 0:
+        row["calibration"] = row["mean_prediction"] / row["mean_label"]
+    c_cur, row["bias_status"] = bias if bias is not None else _bias_of(current)
+    if c_cur is not None:
+        row["bias"] = c_cur
+        row["best_shift_gain"] = vanilla - _metric(current, c_cur)
+    if previous is None or _rows(previous) == 0:
+        row["status"] = STATUS_FIRST_WINDOW if first_window else STATUS_MISSING_PREVIOUS
+        return row
+    row["prev_weight"] = _weight(previous)
+    c_prev, prev_status = prev_bias if prev_bias is not None else _bias_of(previous)
+    if c_prev is None:
+        row["status"] = _PREVIOUS_DEGENERATE.get(prev_status, f"previous_window_{prev_status}")
+        return row
+    calibrated = _metric(current, c_prev)
+    row.update(prev_bias=c_prev, calibrated=calibrated, calibration_gain=vanilla - calibrated, status=STATUS_OK)
+    row["calibrated_bound"] = binary_calibrated_bound(current, c_prev) if binary else 0.0
+    if c_cur is not None:
+        row["bias_change"] = c_cur - c_prev
+    return row
+
+
+def rolling_metrics(
+    summaries: pd.DataFrame,
+    task: str,
+    windows: Sequence[Window],
+    spec: WindowSpec,
+    *,
+    model: str = "model",
+    run: str = "run",
+    slices: Sequence[str] = (),
+    bin_width: float = 0.05,
+    first_ds: str | None = None,
+    until: str | None = None,
+) -> pd.DataFrame:
+    """One row per (model, run, window, slice view) of ``windows`` with its rolling calibrated metric.
+
+    ``summaries`` must hold the days of ``windows`` and of their previous windows
+    (other days are ignored). Slice views as in ``metrics_from_summaries``: every
+    slice merged ('__all__') and each slice column's values, each with its own bias.
+    ``first_ds``: the earliest day that has summaries at all; a window whose previous
+    window ends before it is the first window. ``until``: days after it do not count
+    (a partial current window when the job runs mid-week/month).
+    Columns: :data:`ROLLING_TYPES` (no ds).
+    """
+    if task not in METRIC_NAME:
+        raise ConfigError(f"Rolling calibration supports tasks {list(METRIC_NAME)}, got {task!r}.")
+    targets = sorted(set(windows))
+    prevs = {w.label: previous_window(w, spec) for w in targets}
+    needed = sorted(set(targets) | set(prevs.values()))
+    rows = summaries
+    if until is not None and not summaries.empty:
+        rows = summaries[summaries["ds"].astype(str) <= until]
+    merged = merge_windows(rows, task, needed)
+    views: list[tuple[str, str | None]] = [(ALL, None)] + [(s, s) for s in slices]
+    out: list[dict[str, Any]] = []
+    for slice_name, col in views:
+        by = [model, run] + ([col] if col else [])
+        groups = _group_summaries(merged, task, by, bin_width)
+        biases = {k: _bias_of(s) for k, (s, _) in groups.items()}
+        for w in targets:
+            pw = prevs[w.label]
+            first = first_ds is None or pw.end < first_ds
+            for key, (cur, n_days) in groups.items():
+                if key[0] != w.label:
+                    continue
+                pkey = (pw.label, *key[1:])
+                prev, prev_days = groups.get(pkey, (None, 0))
+                rec = finalize_rolling(cur, prev, first_window=first, bias=biases[key], prev_bias=biases.get(pkey))
+                rec.update(
+                    task=task, window_kind=spec.kind, window=w.label, window_start=w.start, window_end=w.end,
+                    prev_window=pw.label, model=str(key[1]), run=str(key[2]), slice_name=slice_name,
+                    slice_value=ALL if col is None else str(key[3]), metric=METRIC_NAME[task], n_days=n_days,
+                    n_days_expected=len(w.days(until)), prev_n_days=prev_days, calibrated_exact=None,
+                )
+                out.append(rec)
+    frame = pd.DataFrame(out, columns=list(ROLLING_TYPES))
+    return frame.sort_values(["window_start", "model", "run", "slice_name", "slice_value"], kind="stable").reset_index(
+        drop=True
+    )
+
+
+def attach_exact(rolling: pd.DataFrame, exact: pd.DataFrame, *, rtol: float = 1e-9) -> pd.DataFrame:
+    """Fill ``calibrated_exact`` from in-scan exact sums (item: known bias during the scan).
+
+    ``exact``: rows of the calibrated_exact table (ds, model, run, c, cal_weight,
+    cal_loss). A window gets a value only where every day with summaries in it has an
+    exact row whose c equals the row's prev_bias (to ``rtol``) and the weights agree.
+    Only the '__all__' slice view is covered.
+    """
+    out = rolling.copy()
+    if exact.empty or out.empty:
+        return out
+    ex = exact.assign(ds=exact["ds"].astype(str), model=exact["model"].astype(str), run=exact["run"].astype(str))
+    for i, r in out.iterrows():
+        if r["slice_name"] != ALL or r["prev_bias"] is None or pd.isna(r["prev_bias"]):
+            continue
+        sel = ex[(ex["model"] == r["model"]) & (ex["run"] == r["run"])
+                 & (ex["ds"] >= r["window_start"]) & (ex["ds"] <= r["window_end"])]
+        if len(sel) != int(r["n_days"]):
+            continue
+        if not np.allclose(sel["c"].to_numpy(float), float(r["prev_bias"]), rtol=rtol, atol=1e-12):
+            continue
+        w = float(sel["cal_weight"].sum())
+        if w > 0 and math.isclose(w, float(r["weight"]), rel_tol=1e-9):
+            out.at[i, "calibrated_exact"] = float(sel["cal_loss"].sum()) / w
+    return out
+
+
+def window_summaries(
+    summaries: pd.DataFrame, task: str, window: Window, *, by: Sequence[str], bin_width: float = 0.05
+) -> Mapping[tuple, Summary]:
+    """Merged summary per ``by`` group for one window (e.g. for a reliability diagram)."""
+    merged = merge_windows(summaries, task, [window])
+    return {k[1:]: s for k, (s, _) in _group_summaries(merged, task, list(by), bin_width).items()}

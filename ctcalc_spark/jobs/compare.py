@@ -1,0 +1,204 @@
+"""The compare job: per-run metrics of two pipelines from the evaluate job's tables, compared and reported.
+
+One value per run: for one day, the ``slice_name = '__all__'`` row of the
+metrics table; for several days, the summaries of those days summed per
+(model, run) and finalised (:func:`ctcalc_spark.core.finalize.metrics_from_summaries`),
+never an average of daily values. Runs whose status is not ``ok`` have no
+calibrated value and are left out of both metrics (and counted).
+"""
+from __future__ import annotations
+
+import logging
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Sequence
+
+import pandas as pd
+
+from ctcalc_spark.core.accuracy import Comparison, NoiseCheck, compare_runs, single_run_noise
+from ctcalc_spark.config import JobConfig
+from ctcalc_spark.errors import ConfigError, InputError
+from ctcalc_spark.jobs.evaluate import table_path, validate_ds
+from ctcalc_spark.core.finalize import ALL, metrics_from_summaries
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+log = logging.getLogger(__name__)
+
+METRIC_NAMES = {
+    "binary": ("log_loss", "calibrated_log_loss"),
+    "multiclass": ("log_loss", "calibrated_log_loss"),
+    "regression": ("mse", "calibrated_mse"),
+}
+
+
+def metric_names(task: str) -> tuple[str, str]:
+    """(vanilla, calibrated) column names of the metrics table for a task."""
+    return METRIC_NAMES[task]
+
+
+def _is_local(path: str) -> bool:
+    return "://" not in path or path.startswith("file://")
+
+
+def _local(path: str) -> str:
+    return path[len("file://"):] if path.startswith("file://") else path
+
+
+def available_days(cfg: JobConfig, table: str = "metrics", spark: SparkSession | None = None) -> list[str]:
+    """The ds partitions present in an output table, sorted."""
+    root = table_path(cfg, table)
+    if spark is None and _is_local(root):
+        p = Path(_local(root))
+        if not p.exists():
+            raise InputError(f"No {table} table at {root!r}; run the evaluate job first (ctcalc evaluate).")
+        return sorted(m.group(1) for d in p.iterdir() if (m := re.fullmatch(r"ds=(\d{4}-\d\d-\d\d)", d.name)))
+    assert spark is not None
+    return sorted(r[0] for r in spark.read.parquet(root).select("ds").distinct().collect())
+
+
+def _read_table(cfg: JobConfig, table: str, days: Sequence[str], models: Sequence[str],
+                spark: SparkSession | None) -> pd.DataFrame:
+    root = table_path(cfg, table)
+    if spark is None and _is_local(root):
+        import pyarrow as pa
+        import pyarrow.dataset as pads
+
+        parts = [f"{_local(root)}/ds={d}" for d in days]
+        missing = [p for p in parts if not Path(p).exists()]
+        if missing:
+            raise InputError(f"Missing {table} partitions {missing}; run the evaluate job for those days first.")
+        frames = []
+        for d, p in zip(days, parts):
+            t = pads.dataset(p, format="parquet").to_table(filter=pads.field("model").isin(list(models)))
+            frames.append(t.append_column("ds", pa.array([d] * t.num_rows, pa.string())).to_pandas())
+        return pd.concat(frames, ignore_index=True)
+    if spark is None:
+        raise ConfigError(f"Reading {root!r} (not a local path) needs a SparkSession; run via spark-submit.")
+    from pyspark.sql import functions as F
+
+    df = spark.read.parquet(root).where(F.col("ds").cast("string").isin(list(days)) & F.col("model").isin(list(models)))
+    return df.toPandas()
+
+
+def run_metrics(cfg: JobConfig, models: Sequence[str], days: Sequence[str], *,
+                spark: SparkSession | None = None) -> pd.DataFrame:
+    """Per (model, run): the vanilla and calibrated metric over ``days`` (columns model, run, <metrics>, status)."""
+    days = [validate_ds(d) for d in days]
+    if not days:
+        raise ConfigError("Expected at least one ds to compare.")
+    if len(days) == 1:
+        m = _read_table(cfg, "metrics", days, models, spark)
+        m = m[(m["slice_name"] == ALL) & (m["slice_value"] == ALL)]
+    else:
+        if cfg.task == "multiclass":
+            raise ConfigError("Several days can only be merged from summaries, which the multiclass task has not; "
+                              "compare one ds at a time.")
+        s = _read_table(cfg, "summaries", days, models, spark)
+        for col in ("model", "run"):
+            s[col] = s[col].astype(str)
+        m = metrics_from_summaries(s, cfg.task, keys=["model", "run"], bin_width=cfg.histogram.bin_width)
+    if m.empty:
+        raise InputError(f"No metrics rows for models {list(models)} on days {list(days)}.")
+    m = m.assign(model=m["model"].astype(str), run=m["run"].astype(str))
+    dup = m.duplicated(["model", "run"])
+    if dup.any():
+        raise InputError(f"Several metrics rows per (model, run) for {m.loc[dup, ['model', 'run']].head().values.tolist()}.")
+    van, cal = metric_names(cfg.task)
+    return m[["model", "run", van, cal, "status"]].sort_values(["model", "run"], key=_natural).reset_index(drop=True)
+
+
+def _natural(col: pd.Series) -> pd.Series:
+    """Sort runs '2' before '10'."""
+    return col.map(lambda v: (0, int(v), "") if str(v).isdigit() else (1, 0, str(v)))
+
+
+@dataclass
+class PairResult:
+    """A comparison with the runs it used and left out."""
+
+    comparison: Comparison
+    excluded: dict[str, list[str]] = field(default_factory=dict)
+    noise_checks: list[NoiseCheck] = field(default_factory=list)
+
+
+def compare_pipelines(
+    per_run: pd.DataFrame,
+    task: str,
+    model_a: str,
+    model_b: str,
+    *,
+    n_boot: int = 2000,
+    level: float = 0.95,
+    seed: int = 0,
+    single_run: tuple[str, str] | None = None,
+    baseline: str | None = None,
+) -> PairResult:
+    """Compare two models of a :func:`run_metrics` frame; optionally the single-run noise check.
+
+    ``single_run = (run_a, run_b)``: how likely the difference between that run
+    of A and that run of B is noise, given the other runs of ``baseline``
+    (default: A) as the seed-noise reference.
+    """
+    van, cal = metric_names(task)
+    excluded: dict[str, list[str]] = {}
+    values: dict[str, pd.DataFrame] = {}
+    for name in (model_a, model_b):
+        rows = per_run[per_run["model"] == name]
+        if rows.empty:
+            have = sorted(per_run["model"].unique())
+            raise InputError(f"No runs of model {name!r} in the metrics table; models present: {have}.")
+        bad = (rows["status"] != "ok") | rows[cal].isna() | rows[van].isna()
+        excluded[name] = [f"{r}: {s}" for r, s in zip(rows.loc[bad, "run"], rows.loc[bad, "status"])]
+        values[name] = rows[~bad]
+    comp = compare_runs(
+        values[model_a][van].to_numpy(float), values[model_a][cal].to_numpy(float),
+        values[model_b][van].to_numpy(float), values[model_b][cal].to_numpy(float),
+        name_a=model_a, name_b=model_b, metric=van, calibrated_metric=cal, n_boot=n_boot, level=level, seed=seed,
+    )
+    checks: list[NoiseCheck] = []
+    if single_run is not None:
+        checks = single_run_checks(per_run, task, model_a, single_run[0], model_b, single_run[1], baseline or model_a)
+    return PairResult(comp, excluded, checks)
+
+
+def single_run_checks(per_run: pd.DataFrame, task: str, model_a: str, run_a: str, model_b: str, run_b: str,
+                      baseline: str) -> list[NoiseCheck]:
+    """The single-run helper on table rows: one check per metric (vanilla, calibrated)."""
+    ok = per_run[per_run["status"] == "ok"]
+
+    def one(model: str, run: str) -> pd.Series:
+        r = ok[(ok["model"] == model) & (ok["run"] == str(run))]
+        if r.empty:
+            raise InputError(f"No run {run!r} of model {model!r} with status ok in the metrics table.")
+        return r.iloc[0]
+
+    ra, rb = one(model_a, run_a), one(model_b, run_b)
+    base = ok[ok["model"] == baseline]
+    base = base[~(((base["model"] == model_a) & (base["run"] == str(run_a)))
+                  | ((base["model"] == model_b) & (base["run"] == str(run_b))))]
+    return [single_run_noise(float(ra[m]), float(rb[m]), base[m].to_numpy(float), metric=m)
+            for m in metric_names(task)]
+
+
+def resolve_days(cfg: JobConfig, ds: str | None, ds_from: str | None, ds_to: str | None,
+                 spark: SparkSession | None = None) -> list[str]:
+    """``--ds`` alone, or every metrics partition in ``[ds_from, ds_to]``."""
+    if ds is not None:
+        if ds_from or ds_to:
+            raise ConfigError("Give either --ds or --ds-from/--ds-to, not both.")
+        return [validate_ds(ds)]
+    if not (ds_from and ds_to):
+        raise ConfigError("Give --ds DATE, or --ds-from DATE and --ds-to DATE (inclusive).")
+    lo, hi = validate_ds(ds_from), validate_ds(ds_to)
+    days = [d for d in available_days(cfg, "metrics", spark) if lo <= d <= hi]
+    if not days:
+        raise InputError(f"No metrics partitions between {lo} and {hi} under {table_path(cfg, 'metrics')!r}.")
+    return days
+
+
+def summary_payload(result: PairResult, days: Sequence[str]) -> dict[str, Any]:
+    """Extra JSON fields of one compare run."""
+    return {"days": list(days), "excluded_runs": result.excluded}
