@@ -15,13 +15,18 @@ from ctcalc_spark.errors import ConfigError
 TASKS = ("binary", "regression", "multiclass")
 
 
+INPUT_FORMATS = ("parquet", "json", "csv", "orc", "avro", "delta", "iceberg")
+
+
 @dataclass(frozen=True)
 class InputConfig:
-    """Where the evaluation rows are: a Parquet/JSON path or a metastore table."""
+    """Where the evaluation rows are: a path (``format``, reader ``options``) or a catalog table."""
 
     path: str | None = None
     table: str | None = None
     format: str = "parquet"
+    options: Mapping[str, str] = field(default_factory=dict)
+    """Reader options passed to ``spark.read.options(...)``, e.g. ``{header: "true"}`` for CSV with a header row."""
 
 
 @dataclass(frozen=True)
@@ -30,7 +35,8 @@ class ColumnsConfig:
 
     model: str = "model"
     run: str = "run"
-    ds: str = "ds"
+    ds: str | None = "ds"
+    """The date column; null for a fixed evaluation set without dates (every row is the ``--ds`` given)."""
     label: str = "label"
     logit: str | None = "logit"
     prediction: str | None = None
@@ -55,11 +61,31 @@ class HistogramConfig:
     bin_width: float = 0.05
 
 
+OUTPUT_TABLES = ("metrics", "summaries", "rolling", "calibrated_exact", "stream_summaries", "stream_counts",
+                 "stream_metrics", "stream_rolling")
+
+
 @dataclass(frozen=True)
 class OutputConfig:
-    """Root folder of the output tables (metrics/, summaries/, rolling/ ... partitioned by ds)."""
+    """Where the output tables go: folders under ``path`` (default) or catalog tables.
+
+    ``path`` always holds what is not a table (reports, run leases, stream state). Catalog mode is on when
+    ``database`` or ``tables`` is set: a table is ``tables[name]`` if given, else
+    ``<database>.<table_prefix><name>``; the jobs create missing tables (``format``, partitioned) and replace
+    exactly the partitions they compute.
+    """
 
     path: str = "output"
+    format: str = "parquet"
+    database: str | None = None
+    table_prefix: str = "ctcalc_"
+    tables: Mapping[str, str] = field(default_factory=dict)
+    lease_timeout_s: int = 600
+    """A run whose heartbeat is older than this is dead (runs on other hosts); leftovers of dead runs are removed."""
+
+    @property
+    def catalog(self) -> bool:
+        return self.database is not None or bool(self.tables)
 
 
 @dataclass(frozen=True)
@@ -73,11 +99,20 @@ class RollingConfig:
 
 @dataclass(frozen=True)
 class SparkConfig:
-    """Session settings used when the job builds its own session (ctcalc CLI); spark-submit flags win."""
+    """Session settings used when the job builds its own session (``ctcalc`` CLI).
+
+    ``remote``: a Spark Connect URL (``sc://host:15002``), or ``local[N]`` for a local Connect server; unset
+    for a classic session on ``master``. ``conf``: any Spark settings. Under spark-submit the session exists
+    already: runtime settings (``spark.sql.*``) from ``conf`` are still applied, launch settings (master,
+    memory, ``spark.sql.catalogImplementation``) must be spark-submit ``--conf`` flags.
+    """
 
     master: str = "local[2]"
+    remote: str | None = None
     shuffle_partitions: int = 8
     driver_memory: str = "2g"
+    conf: Mapping[str, str] = field(default_factory=dict)
+    log_level: str | None = None
 
 
 DURATION_UNITS = {"second": 1, "minute": 60, "hour": 3600, "day": 86400, "week": 7 * 86400}
@@ -139,8 +174,10 @@ def _validate(cfg: JobConfig) -> None:
         raise ConfigError(f"'task' must be one of {list(TASKS)}, got {cfg.task!r}.")
     if (cfg.input.path is None) == (cfg.input.table is None):
         raise ConfigError("Set exactly one of 'input.path' (a Parquet folder) or 'input.table' (a metastore table).")
-    if cfg.input.format not in ("parquet", "json", "csv", "orc"):
-        raise ConfigError(f"'input.format' must be parquet/json/csv/orc, got {cfg.input.format!r}.")
+    if cfg.input.format not in INPUT_FORMATS:
+        raise ConfigError(f"'input.format' must be one of {list(INPUT_FORMATS)}, got {cfg.input.format!r}; "
+                          "any other source can be registered as a table and read with 'input.table'.")
+    _validate_output(cfg.output)
     if not 0.0 < cfg.split.bias_fraction < 1.0:
         raise ConfigError(f"'split.bias_fraction' must be in (0, 1), got {cfg.split.bias_fraction}.")
     if not 0.0 < cfg.histogram.bin_width <= 0.5:
@@ -167,6 +204,19 @@ def _validate(cfg: JobConfig) -> None:
             "Set 'columns.example_id' (rows are split by a hash of it) or 'columns.split' (a 'bias'/'remain' column)."
         )
     _validate_stream(cfg.stream)
+
+
+def _validate_output(o: OutputConfig) -> None:
+    unknown = sorted(set(o.tables) - set(OUTPUT_TABLES))
+    if unknown:
+        raise ConfigError(f"Unknown table(s) {unknown} under 'output.tables'; known: {list(OUTPUT_TABLES)}.")
+    if o.tables and o.database is None:
+        missing = [t for t in OUTPUT_TABLES if t not in o.tables]
+        if missing:
+            raise ConfigError(f"'output.tables' names only some tables; set 'output.database' for the others "
+                              f"({missing}) or name them all.")
+    if o.lease_timeout_s < 30:
+        raise ConfigError(f"'output.lease_timeout_s' must be >= 30 s, got {o.lease_timeout_s}.")
 
 
 def _validate_stream(s: StreamConfig) -> None:
@@ -202,6 +252,9 @@ def _build(cls: type, data: Mapping[str, Any], where: str) -> Any:
         if dataclasses.is_dataclass(hint):
             kwargs[name] = _build(hint, value or {}, f"{where}{name}.")
         elif name == "slices":
+            if isinstance(value, str):
+                raise ConfigError(f"'{where}slices' must be a list of column names, got the string {value!r}; "
+                                  f"write [{value}] (YAML) or --set {where}slices=[{value}].")
             kwargs[name] = tuple(value or ())
         else:
             kwargs[name] = value

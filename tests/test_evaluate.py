@@ -22,6 +22,7 @@ from ctcalc_spark import (
 )
 from ctcalc_spark.config import ConfigError, config_from_dict
 from ctcalc_spark.jobs.evaluate import evaluate
+from ctcalc_spark.spark.storage import OutputStore
 from ctcalc_spark.core.split import bias_mask
 from ctcalc_spark.core.summary import finalize_binary
 
@@ -92,8 +93,14 @@ def test_end_to_end_writes_partitions_and_rerun_is_idempotent(spark, demo_config
     m1 = pd.read_parquet(out / "metrics" / f"ds={DS}").sort_values(["model", "run"]).reset_index(drop=True)
     again = evaluate(spark, cfg, DS)
     m2 = pd.read_parquet(out / "metrics" / f"ds={DS}").sort_values(["model", "run"]).reset_index(drop=True)
-    pd.testing.assert_frame_equal(m1, m2)
+    # the same numbers; only the run id (which run wrote the partition) differs
+    assert set(m1["run_id"]) == {first.run_id} and set(m2["run_id"]) == {again.run_id} != {first.run_id}
+    pd.testing.assert_frame_equal(m1.drop(columns="run_id"), m2.drop(columns="run_id"))
     pd.testing.assert_frame_equal(first.metrics, again.metrics)
+    store = OutputStore(cfg)
+    assert store.check_days([DS, "2026-11-22"]) == []
+    commits = store.commits().set_index(["table", "partition"])["run_id"]
+    assert commits[("metrics", f"ds={DS}")] == commits[("summaries", f"ds={DS}")] == again.run_id
     assert len(glob.glob(str(out / "metrics" / f"ds={DS}" / "*.parquet"))) == len(files_before)
     whole = pd.read_parquet(out / "metrics")
     assert sorted(whole["ds"].astype(str).unique()) == [DS, "2026-11-22"]

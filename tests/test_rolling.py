@@ -308,8 +308,9 @@ def test_known_bias_exact_sum_in_the_same_scan_agrees_with_summary_path(spark, d
 
 def test_rolling_job_idempotent_and_late_data_recomputes_like_a_clean_run(spark, demo_config, tmp_path):
     from ctcalc_spark.jobs.evaluate import evaluate
-    from ctcalc_spark.jobs.rolling import affected_days, list_days, run_rolling
     from ctcalc_spark.core.windows import WindowSpec
+    from ctcalc_spark.jobs.rolling import affected_days, run_rolling
+    from ctcalc_spark.spark.storage import OutputStore
 
     days = _days("2026-11-16", 4)
     late, final = _eval_stream(days, seed=5), _eval_stream(days, seed=5)
@@ -326,19 +327,87 @@ def test_rolling_job_idempotent_and_late_data_recomputes_like_a_clean_run(spark,
     first = run_all(cfg, late)
     again = run_rolling(spark, cfg, days[-1])
     pd.testing.assert_frame_equal(first[days[-1]].table, again.table)  # idempotent
-    on_disk = pd.read_parquet(tmp_path / "out" / "rolling" / f"ds={days[-1]}")
-    assert len(on_disk) == len(again.table) and set(on_disk["status"]) <= {"ok", "first_window"}
+    on_disk = pd.read_parquet(tmp_path / "out" / "rolling" / "window_spec=rolling_2d" / f"ds={days[-1]}")
+    assert len(on_disk) == len(again.table)
+    # run 1 lacks day 2 until the late delivery: its window says so instead of a plain 'ok'
+    assert dict(zip(on_disk["run"], on_disk["status"])) == {"0": "ok", "1": "incomplete_previous_window"}
 
     _write_eval(tmp_path / "eval", final)  # late delivery: rerun the old day, then the affected windows
     evaluate(spark, cfg, days[1])
-    todo = affected_days(days[1], spec, list_days(str(tmp_path / "out" / "summaries")))
+    todo = affected_days(days[1], spec, OutputStore(cfg).days("summaries"))
     assert todo == days[1:]
     for ds in todo:
         run_rolling(spark, cfg, ds)
     clean_cfg = demo_config(rolling={"window": "rolling", "days": 2}, output={"path": str(tmp_path / "clean")})
     clean = run_all(clean_cfg, final)
     for ds in days:
-        got = pd.read_parquet(tmp_path / "out" / "rolling" / f"ds={ds}").sort_values(["model", "run"]).reset_index(drop=True)
-        want = pd.read_parquet(tmp_path / "clean" / "rolling" / f"ds={ds}").sort_values(["model", "run"]).reset_index(drop=True)
+        got, want = (OutputStore(c).read("rolling", days=[ds]).sort_values(["model", "run"]).reset_index(drop=True)
+                     for c in (cfg, clean_cfg))
         pd.testing.assert_frame_equal(got, want)
     assert clean[days[-1]].table["status"].eq("ok").all()
+
+
+def test_week_and_month_rows_coexist_and_a_range_equals_the_per_day_jobs(spark, demo_config, tmp_path):
+    from ctcalc_spark.jobs.evaluate import evaluate
+    from ctcalc_spark.jobs.rolling import run_rolling
+    from ctcalc_spark.spark.storage import OutputStore
+
+    days = _days("2026-10-28", 9)  # crosses a month end and an ISO week boundary
+    _write_eval(tmp_path / "eval", _eval_stream(days, n=300, seed=11))
+    range_cfg = demo_config()
+    evaluate(spark, range_cfg, f"{days[0]}..{days[-1]}")
+    store = OutputStore(range_cfg)
+    assert store.days("summaries") == days
+    for kind in ("week", "month"):
+        run_rolling(spark, demo_config(rolling={"window": kind}), days)
+    week = demo_config(rolling={"window": "week"})
+    again = run_rolling(spark, week, days[-3:])  # a rerun of one spec's days leaves the other spec alone
+    rolled = store.read("rolling")
+    assert sorted(rolled["window_spec"].unique()) == ["month", "week"]
+    for spec, kind in (("week", "week"), ("month", "month")):
+        part = rolled[rolled["window_spec"] == spec]
+        assert set(part["window_kind"]) == {kind} and sorted(part["ds"].unique()) == days
+    week_rows = store.read("rolling", where={"window_spec": ["week"]}, with_run_id=True)
+    assert set(week_rows.loc[week_rows["ds"].isin(days[-3:]), "run_id"]) == {again.run_id}
+
+    per_day_cfg = demo_config(rolling={"window": "week"}, output={"path": str(tmp_path / "per_day")})
+    for ds in days:
+        evaluate(spark, per_day_cfg, ds)
+        run_rolling(spark, per_day_cfg, ds)
+    keys = ["ds", "model", "run", "slice_name", "slice_value"]
+    got = store.read("rolling", where={"window_spec": ["week"]}).sort_values(keys).reset_index(drop=True)
+    want = OutputStore(per_day_cfg).read("rolling").sort_values(keys).reset_index(drop=True)
+    assert list(got.columns) == list(want.columns) and len(got) == len(want) > 0
+    for col in got.columns:
+        if pd.api.types.is_float_dtype(got[col]):
+            np.testing.assert_allclose(got[col].to_numpy(float), want[col].to_numpy(float), rtol=1e-12, atol=1e-12,
+                                       err_msg=col)
+        else:
+            assert got[col].tolist() == want[col].tolist(), col
+    m_range = store.read("metrics").sort_values(keys).reset_index(drop=True)
+    m_days = OutputStore(per_day_cfg).read("metrics").sort_values(keys).reset_index(drop=True)
+    for col in m_range.columns:
+        if pd.api.types.is_float_dtype(m_range[col]):
+            np.testing.assert_allclose(m_range[col].to_numpy(float), m_days[col].to_numpy(float), rtol=1e-12,
+                                       atol=1e-12, err_msg=col)
+        else:
+            assert m_range[col].tolist() == m_days[col].tolist(), col
+
+
+def test_a_window_with_a_missing_day_gets_its_own_status(spark, demo_config, tmp_path):
+    from ctcalc_spark.jobs.evaluate import evaluate
+    from ctcalc_spark.jobs.rolling import run_rolling
+
+    days = _days("2026-11-09", 21)  # three Monday..Sunday weeks
+    _write_eval(tmp_path / "eval", _eval_stream(days, n=200, seed=3))
+    cfg = demo_config(rolling={"window": "week"})
+    gap = "2026-11-19"  # the Thursday of the second week has no summaries partition
+    evaluate(spark, cfg, [d for d in days if d != gap])
+    res = run_rolling(spark, cfg, ["2026-11-22", "2026-11-29"])
+    whole = res.table[res.table["slice_name"] == ALL].set_index("ds")
+    second, third = whole.loc["2026-11-22"], whole.loc["2026-11-29"]
+    assert (second["n_days"] == 6).all() and (second["n_days_expected"] == 7).all()
+    assert set(second["status"]) == {"incomplete_window"} and second["calibrated"].notna().all()
+    assert set(third["status"]) == {"incomplete_previous_window"} and (third["prev_n_days"] == 6).all()
+    res2 = run_rolling(spark, demo_config(rolling={"window": "day"}), "2026-11-20")  # the day after the gap
+    assert set(res2.table["status"]) == {"missing_previous_window"}

@@ -21,8 +21,9 @@ def run(args: argparse.Namespace) -> int:
     from ctcalc_spark.cli.common import config_from_args, session_for
     from ctcalc_spark.errors import ConfigError
     from ctcalc_spark.demo import format_runs_table, runs_table, write_demo_eval
-    from ctcalc_spark.jobs.evaluate import evaluate, table_path
     from ctcalc_spark.core.finalize import metrics_from_summaries
+    from ctcalc_spark.jobs.evaluate import evaluate
+    from ctcalc_spark.spark.storage import OutputStore
 
     cfg = config_from_args(args)
     if args.runs < 2:
@@ -36,14 +37,14 @@ def run(args: argparse.Namespace) -> int:
     print(f"generated {len(df):,} evaluation rows ({df['model'].nunique()} models x {args.runs} runs x "
           f"{len(days)} days) -> {cfg.input.path}  [{time.perf_counter() - t0:.1f} s]")
     spark = session_for(args, cfg, "ctcalc-demo")
-    for ds in days:
-        t = time.perf_counter()
-        res = evaluate(spark, cfg, ds)
-        print(f"  evaluate ds={ds}: {len(res.metrics)} metrics rows, statuses "
-              f"{res.metrics['status'].value_counts().to_dict()}  [{time.perf_counter() - t:.1f} s]")
-    summaries = spark.read.parquet(table_path(cfg, "summaries")).toPandas()
+    t = time.perf_counter()
+    res = evaluate(spark, cfg, f"{days[0]}..{days[-1]}")
+    print(f"  evaluate ds={days[0]}..{days[-1]} in one scan: {len(res.metrics)} metrics rows, statuses "
+          f"{res.metrics['status'].value_counts().to_dict()}  [{time.perf_counter() - t:.1f} s]")
+    store = OutputStore(cfg, spark)
+    summaries = store.read("summaries", days=days)
     whole = metrics_from_summaries(summaries, cfg.task, keys=["model", "run"], bin_width=cfg.histogram.bin_width)
-    daily = pd.read_parquet(table_path(cfg, "metrics"))
+    daily = store.read("metrics", days=days)
     print(f"\nWhole period {days[0]}..{days[-1]} (daily summaries summed, then finalised), across {args.runs} runs:")
     print(format_runs_table(runs_table(whole)))
     daily["ds"] = daily["ds"].astype(str)

@@ -8,6 +8,8 @@ from ctcalc_spark.cli.common import add_config_arguments, config_from_args, sess
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_config_arguments(parser)
+    parser.add_argument("--allow-missing-days", action="store_true",
+                        help="with a range: skip days without evaluation rows instead of failing")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -15,12 +17,15 @@ def run(args: argparse.Namespace) -> int:
 
     cfg = config_from_args(args)
     spark = session_for(args, cfg, "ctcalc-evaluate")
-    result = evaluate(spark, cfg, args.ds)
+    result = evaluate(spark, cfg, args.ds, allow_missing_days=args.allow_missing_days)
     m = result.metrics
     not_ok = m[m["status"] != "ok"]
-    print(f"ds={result.ds}: {len(m)} metrics rows ({len(not_ok)} without a calibrated value) -> {result.paths['metrics']}")
+    days = result.days
+    span = days[0] if len(days) == 1 else f"{days[0]}..{days[-1]} ({len(days)} days)"
+    print(f"ds={span}: {len(m)} metrics rows ({len(not_ok)} without a calibrated value) -> {result.paths['metrics']}")
     if "summaries" in result.paths:
         print(f"summaries -> {result.paths['summaries']}")
     for _, r in not_ok.iterrows():
-        print(f"  model={r['model']} run={r['run']} slice={r['slice_name']}={r['slice_value']}: status={r['status']}")
+        print(f"  ds={r['ds']} model={r['model']} run={r['run']} slice={r['slice_name']}={r['slice_value']}: "
+              f"status={r['status']}")
     return 0

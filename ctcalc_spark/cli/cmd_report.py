@@ -19,17 +19,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ctcalc_spark.jobs.evaluate import table_path, validate_ds
-    from ctcalc_spark.reports.drift import write_report
-    from ctcalc_spark.jobs.rolling import local_path
     from ctcalc_spark.core.windows import WindowSpec
+    from ctcalc_spark.jobs.evaluate import validate_ds
+    from ctcalc_spark.reports.drift import write_report
+    from ctcalc_spark.spark.files import is_local
 
     cfg = config_from_args(args)
     validate_ds(args.start)
     validate_ds(args.end)
     spec = WindowSpec(args.window or cfg.rolling.window, args.days or cfg.rolling.days)
     spark = None
-    if local_path(table_path(cfg, "summaries")) is None:  # remote tables: read them with Spark
+    if cfg.output.catalog or not is_local(cfg.output.path):  # catalog or remote tables: read them with Spark
         from ctcalc_spark.cli.common import session_for
 
         spark = session_for(args, cfg, "ctcalc-report")

@@ -4,6 +4,7 @@ from __future__ import annotations
 import argparse
 
 from ctcalc_spark.cli.common import add_config_arguments, config_from_args, session_for
+from ctcalc_spark.errors import ConfigError
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -13,29 +14,33 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "exact calibrated sum is accumulated in the same scan (day/week/month windows)")
     parser.add_argument("--affected", action="store_true",
                         help="also recompute every later rolling partition that depends on --ds (late data)")
+    parser.add_argument("--allow-missing-days", action="store_true",
+                        help="with a range: skip days that have no summaries instead of failing")
 
 
 def run(args: argparse.Namespace) -> int:
-    from ctcalc_spark.jobs.evaluate import evaluate, table_path
-    from ctcalc_spark.jobs.rolling import affected_days, list_days, previous_window_bias, run_rolling
     from ctcalc_spark.core.windows import WindowSpec
+    from ctcalc_spark.jobs.evaluate import evaluate, parse_days
+    from ctcalc_spark.jobs.rolling import affected_days, previous_window_bias, run_rolling
+    from ctcalc_spark.spark.storage import OutputStore
 
     cfg = config_from_args(args)
+    days = parse_days(args.ds)
     spark = session_for(args, cfg, "ctcalc-rolling")
     if args.scan:
-        known = previous_window_bias(cfg, args.ds, spark)
-        res = evaluate(spark, cfg, args.ds, known_bias=known)
-        print(f"evaluate ds={args.ds} with {len(known)} known biases: {len(res.exact)} exact calibrated sums "
+        if len(days) != 1:
+            raise ConfigError("--scan runs one day's evaluate scan with the previous window's bias; give one --ds.")
+        known = previous_window_bias(cfg, days[0], spark)
+        res = evaluate(spark, cfg, days[0], known_bias=known)
+        print(f"evaluate ds={days[0]} with {len(known)} known biases: {len(res.exact)} exact calibrated sums "
               f"-> {res.paths.get('calibrated_exact', '-')}")
-    days = [args.ds]
     if args.affected:
         spec = WindowSpec.from_config(cfg.rolling)
-        days = affected_days(args.ds, spec, list_days(table_path(cfg, "summaries"), spark))
-    for ds in days:
-        result = run_rolling(spark, cfg, ds)
-        t = result.table
-        statuses = t["status"].value_counts().to_dict()
-        print(f"ds={ds}: window {result.window.label} (previous {result.previous.label}), {len(t)} rows, "
-              f"statuses {statuses}, from {len(result.days_read)} daily summaries in {result.seconds:.2f} s "
-              f"-> {result.path}")
+        days = affected_days(days[0], spec, OutputStore(cfg, spark).days("summaries"))
+    result = run_rolling(spark, cfg, days, allow_missing_days=args.allow_missing_days)
+    t = result.table
+    span = result.days[0] if len(result.days) == 1 else f"{result.days[0]}..{result.days[-1]} ({len(result.days)} days)"
+    print(f"ds={span}: {result.spec} windows, last {result.window.label} (previous {result.previous.label}), "
+          f"{len(t)} rows, statuses {t['status'].value_counts().to_dict()}, from {len(result.days_read)} daily "
+          f"summaries in {result.seconds:.2f} s -> {result.path} (window_spec={result.spec})")
     return 0

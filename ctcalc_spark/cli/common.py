@@ -14,7 +14,8 @@ def add_config_arguments(parser: argparse.ArgumentParser, *, ds: bool = True) ->
     """--config, --ds and repeatable --set key=value overrides."""
     parser.add_argument("--config", required=True, help="YAML job config (see conf/)")
     if ds:
-        parser.add_argument("--ds", required=True, help="logical date YYYY-MM-DD (the partition to process)")
+        parser.add_argument("--ds", required=True,
+                            help="logical date YYYY-MM-DD, or a range START..END (one job for every day of it)")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                         help="override a config key, e.g. --set output.path=/tmp/out (repeatable)")
 

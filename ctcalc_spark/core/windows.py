@@ -40,6 +40,8 @@ STATUS_OK = "ok"
 STATUS_FIRST_WINDOW = "first_window"
 STATUS_MISSING_PREVIOUS = "missing_previous_window"
 STATUS_EMPTY_WINDOW = "empty_window"
+STATUS_INCOMPLETE_WINDOW = "incomplete_window"
+STATUS_INCOMPLETE_PREVIOUS = "incomplete_previous_window"
 _PREVIOUS_DEGENERATE = {
     "no_bias_rows": "previous_window_empty",
     "zero_weight": "previous_window_empty",
@@ -83,6 +85,11 @@ class WindowSpec:
     def from_config(cls, rolling: Any) -> WindowSpec:
         """From a :class:`ctcalc_spark.config.RollingConfig`."""
         return cls(rolling.window, int(rolling.days))
+
+    @property
+    def label(self) -> str:
+        """The spec as a partition value: 'day', 'week', 'month' or 'rolling_<N>d'."""
+        return f"rolling_{self.days}d" if self.kind == "rolling" else self.kind
 
 
 @dataclass(frozen=True, order=True)
@@ -275,7 +282,8 @@ def finalize_rolling(
     missing: first_window, missing_previous_window, previous_window_empty,
     previous_window_no_positives / _no_negatives (binary), empty_window.
     ``bias``/``prev_bias``: precomputed (c, status) pairs, to solve each window once.
-    Values that cannot be computed are None, never NaN or inf.
+    Values that cannot be computed are None, never NaN or inf. A window computed without some of its days
+    gets status incomplete_window (or incomplete_previous_window) from :func:`rolling_metrics`.
     """
     row: dict[str, Any] = {k: None for k in (
         "vanilla", "calibrated", "calibrated_bound", "calibration_gain", "best_shift_gain", "bias", "prev_bias",
@@ -364,12 +372,17 @@ def rolling_metrics(
                 pkey = (pw.label, *key[1:])
                 prev, prev_days = groups.get(pkey, (None, 0))
                 rec = finalize_rolling(cur, prev, first_window=first, bias=biases[key], prev_bias=biases.get(pkey))
+                expected = len(w.days(until))
                 rec.update(
                     task=task, window_kind=spec.kind, window=w.label, window_start=w.start, window_end=w.end,
                     prev_window=pw.label, model=str(key[1]), run=str(key[2]), slice_name=slice_name,
                     slice_value=ALL if col is None else str(key[3]), metric=METRIC_NAME[task], n_days=n_days,
-                    n_days_expected=len(w.days(until)), prev_n_days=prev_days, calibrated_exact=None,
+                    n_days_expected=expected, prev_n_days=prev_days, calibrated_exact=None,
                 )
+                if rec["status"] == STATUS_OK and n_days < expected:
+                    rec["status"] = STATUS_INCOMPLETE_WINDOW
+                elif rec["status"] == STATUS_OK and not first and prev_days < pw.n_days:
+                    rec["status"] = STATUS_INCOMPLETE_PREVIOUS
                 out.append(rec)
     frame = pd.DataFrame(out, columns=list(ROLLING_TYPES))
     return frame.sort_values(["window_start", "model", "run", "slice_name", "slice_value"], kind="stable").reset_index(

@@ -9,9 +9,7 @@ calibrated value and are left out of both metrics (and counted).
 from __future__ import annotations
 
 import logging
-import re
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, Sequence
 
 import pandas as pd
@@ -19,7 +17,8 @@ import pandas as pd
 from ctcalc_spark.core.accuracy import Comparison, NoiseCheck, compare_runs, single_run_noise
 from ctcalc_spark.config import JobConfig
 from ctcalc_spark.errors import ConfigError, InputError
-from ctcalc_spark.jobs.evaluate import table_path, validate_ds
+from ctcalc_spark.jobs.evaluate import validate_ds
+from ctcalc_spark.spark.storage import OutputStore
 from ctcalc_spark.core.finalize import ALL, metrics_from_summaries
 
 if TYPE_CHECKING:
@@ -39,48 +38,23 @@ def metric_names(task: str) -> tuple[str, str]:
     return METRIC_NAMES[task]
 
 
-def _is_local(path: str) -> bool:
-    return "://" not in path or path.startswith("file://")
-
-
-def _local(path: str) -> str:
-    return path[len("file://"):] if path.startswith("file://") else path
-
-
 def available_days(cfg: JobConfig, table: str = "metrics", spark: SparkSession | None = None) -> list[str]:
     """The ds partitions present in an output table, sorted."""
-    root = table_path(cfg, table)
-    if spark is None and _is_local(root):
-        p = Path(_local(root))
-        if not p.exists():
-            raise InputError(f"No {table} table at {root!r}; run the evaluate job first (ctcalc evaluate).")
-        return sorted(m.group(1) for d in p.iterdir() if (m := re.fullmatch(r"ds=(\d{4}-\d\d-\d\d)", d.name)))
-    assert spark is not None
-    return sorted(r[0] for r in spark.read.parquet(root).select("ds").distinct().collect())
+    store = OutputStore(cfg, spark)
+    if not store.exists(table):
+        raise InputError(f"No {table} table at {store.location(table)!r}; run the evaluate job first "
+                         "(ctcalc evaluate).")
+    return store.days(table)
 
 
 def _read_table(cfg: JobConfig, table: str, days: Sequence[str], models: Sequence[str],
                 spark: SparkSession | None) -> pd.DataFrame:
-    root = table_path(cfg, table)
-    if spark is None and _is_local(root):
-        import pyarrow as pa
-        import pyarrow.dataset as pads
-
-        parts = [f"{_local(root)}/ds={d}" for d in days]
-        missing = [p for p in parts if not Path(p).exists()]
-        if missing:
-            raise InputError(f"Missing {table} partitions {missing}; run the evaluate job for those days first.")
-        frames = []
-        for d, p in zip(days, parts):
-            t = pads.dataset(p, format="parquet").to_table(filter=pads.field("model").isin(list(models)))
-            frames.append(t.append_column("ds", pa.array([d] * t.num_rows, pa.string())).to_pandas())
-        return pd.concat(frames, ignore_index=True)
-    if spark is None:
-        raise ConfigError(f"Reading {root!r} (not a local path) needs a SparkSession; run via spark-submit.")
-    from pyspark.sql import functions as F
-
-    df = spark.read.parquet(root).where(F.col("ds").cast("string").isin(list(days)) & F.col("model").isin(list(models)))
-    return df.toPandas()
+    store = OutputStore(cfg, spark)
+    missing = sorted(set(days) - set(store.days(table)))
+    if missing:
+        raise InputError(f"Missing {table} partitions ds={missing} under {store.location(table)!r}; run the "
+                         "evaluate job for those days first.")
+    return store.read(table, days=days, where={"model": list(models)})
 
 
 def run_metrics(cfg: JobConfig, models: Sequence[str], days: Sequence[str], *,
@@ -195,7 +169,8 @@ def resolve_days(cfg: JobConfig, ds: str | None, ds_from: str | None, ds_to: str
     lo, hi = validate_ds(ds_from), validate_ds(ds_to)
     days = [d for d in available_days(cfg, "metrics", spark) if lo <= d <= hi]
     if not days:
-        raise InputError(f"No metrics partitions between {lo} and {hi} under {table_path(cfg, 'metrics')!r}.")
+        raise InputError(f"No metrics partitions between {lo} and {hi} under "
+                         f"{OutputStore(cfg, spark).location('metrics')!r}.")
     return days
 
 

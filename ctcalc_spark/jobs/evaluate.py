@@ -1,35 +1,39 @@
-"""The evaluate job: one scan of a day's evaluation rows -> summaries and metrics partitions."""
+"""The evaluate job: one scan of the evaluation rows of one day or a range of days -> summaries and metrics.
+
+``ds`` is a group key of the scan: a range of days costs one pass over its rows, and each day's partitions
+are written by one transaction of the storage layer (:mod:`ctcalc_spark.spark.storage`).
+"""
 from __future__ import annotations
 
 import datetime as dt
 import logging
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Sequence
 
 import numpy as np
 import pandas as pd
 
 from ctcalc_spark.config import JobConfig
-from ctcalc_spark.errors import ConfigError, DegenerateBiasError, InputError
 from ctcalc_spark.core.finalize import (
     ALL,
     KEY_TYPES,
-    check_row,
     METRIC_TYPES,
     SUMMARY_TYPES,
+    check_row,
     metrics_from_summaries,
-    spark_schema,
 )
 from ctcalc_spark.core.solvers import solve_temperature
-from ctcalc_spark.spark.storage import pandas_to_spark, read_input, replace_partitions
+from ctcalc_spark.errors import ConfigError, DegenerateBiasError, InputError
 from ctcalc_spark.spark.scan import (
     EXACT_COLUMNS,
     INVALID_REASONS,
     KNOWN_BIAS_COLUMN,
     group_columns,
     split_expr,
+    decode_aggregate,
     summary_aggregation,
 )
+from ctcalc_spark.spark.storage import DS, OutputStore, read_input
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -39,7 +43,7 @@ log = logging.getLogger(__name__)
 
 @dataclass
 class EvaluateResult:
-    """What one evaluate run produced."""
+    """What one evaluate run produced (``ds``: the first day; ``days``: every day evaluated)."""
 
     ds: str
     metrics: pd.DataFrame
@@ -47,11 +51,13 @@ class EvaluateResult:
     paths: dict[str, str] = field(default_factory=dict)
     exact: pd.DataFrame = field(default_factory=pd.DataFrame)
     """With a known bias: per (model, run) c, cal_weight, cal_loss accumulated exactly in the scan."""
+    days: list[str] = field(default_factory=list)
+    run_id: str | None = None
 
 
 def table_path(cfg: JobConfig, table: str) -> str:
-    """Root folder of an output table ('metrics', 'summaries', 'rolling', ...)."""
-    return f"{cfg.output.path.rstrip('/')}/{table}"
+    """Where an output table lives: its folder (path mode) or its catalog name."""
+    return OutputStore(cfg).location(table)
 
 
 def validate_ds(ds: str) -> str:
@@ -60,7 +66,33 @@ def validate_ds(ds: str) -> str:
         dt.date.fromisoformat(ds)
     except (TypeError, ValueError) as e:
         raise ConfigError(f"--ds must be a date like 2026-11-21, got {ds!r}.") from e
+    if len(ds) != 10:
+        raise ConfigError(f"--ds must be a date like 2026-11-21, got {ds!r}.")
     return ds
+
+
+def day_range(start: str, end: str) -> list[str]:
+    """Every day from ``start`` to ``end`` inclusive."""
+    d0, d1 = dt.date.fromisoformat(validate_ds(start)), dt.date.fromisoformat(validate_ds(end))
+    if d1 < d0:
+        raise ConfigError(f"The range {start}..{end} ends before it starts.")
+    return [(d0 + dt.timedelta(days=i)).isoformat() for i in range((d1 - d0).days + 1)]
+
+
+def parse_days(spec: str | Sequence[str]) -> list[str]:
+    """Days from '2026-11-21', '2026-11-15..2026-11-21', a comma list of those, or a sequence of days."""
+    parts = [spec] if isinstance(spec, str) else list(spec)
+    days: set[str] = set()
+    for part in parts:
+        for item in str(part).split(","):
+            item = item.strip()
+            if ".." in item:
+                days.update(day_range(*item.split("..", 1)))
+            elif item:
+                days.add(validate_ds(item))
+    if not days:
+        raise ConfigError("Expected at least one day (YYYY-MM-DD or a range START..END).")
+    return sorted(days)
 
 
 def check_finite(frame: pd.DataFrame) -> None:
@@ -70,99 +102,113 @@ def check_finite(frame: pd.DataFrame) -> None:
         raise AssertionError("An output metric is infinite; a bug, please report it with the input. Nothing was written.")
 
 
-def _raise_invalid(invalid: pd.DataFrame, cfg: JobConfig, ds: str) -> None:
+def _raise_invalid(invalid: pd.DataFrame, cfg: JobConfig) -> None:
     by_reason = invalid.groupby("invalid")["count"].sum().sort_index()
     parts = [f"{int(n)} rows: {INVALID_REASONS[int(code)]}" for code, n in by_reason.items()]
     first = invalid.iloc[0]
     c = cfg.columns
+    days = sorted(invalid["ds"].astype(str).unique())
+    where = days[0] if len(days) == 1 else f"{len(days)} days ({days[0]}..{days[-1]})"
     raise InputError(
-        f"Invalid evaluation rows for ds={ds}: " + "; ".join(parts) + f" (e.g. model={first[c.model]!r}, "
-        f"run={first[c.run]!r}). Binary labels must be 0/1 in '{c.label}', scores finite, probabilities in "
-        f"[0, 1], weights >= 0. Fix the upstream table, or set on_invalid: drop to exclude and count them."
+        f"Invalid evaluation rows for ds={where}: " + "; ".join(parts) + f" (e.g. ds={first['ds']}, "
+        f"model={first[c.model]!r}, run={first[c.run]!r}). Binary labels must be 0/1 in '{c.label}', scores "
+        f"finite, probabilities in [0, 1], weights >= 0. Fix the upstream table, or set on_invalid: drop to "
+        "exclude and count them."
     )
 
 
-def _invalid_counts(agg: pd.DataFrame, cfg: JobConfig, ds: str) -> pd.DataFrame:
-    keys = group_columns(cfg)
-    invalid = agg[agg["invalid"] != 0]
+def _invalid_counts(invalid: pd.DataFrame, cfg: JobConfig) -> pd.DataFrame:
+    keys = ["ds", *group_columns(cfg)]
     if not invalid.empty and cfg.on_invalid == "error":
-        _raise_invalid(invalid, cfg, ds)
+        _raise_invalid(invalid, cfg)
     return invalid.groupby(keys, dropna=False)["count"].sum().rename("n_invalid").reset_index()
 
 
-def _finish(spark: SparkSession, cfg: JobConfig, ds: str, metrics: pd.DataFrame, summaries: pd.DataFrame | None,
-            write: bool, exact: pd.DataFrame | None = None) -> EvaluateResult:
-    metrics.insert(0, "task", cfg.task)
-    metrics.insert(0, "ds", ds)
-    check_finite(metrics)
-    result = EvaluateResult(ds, metrics, summaries if summaries is not None else pd.DataFrame())
-    if exact is not None:
-        result.exact = exact
-    if not write:
-        return result
-    m_types = {k: v for k, v in {**KEY_TYPES, **METRIC_TYPES[cfg.task]}.items() if k != "ds"}
-    writes: list[tuple[DataFrame, str, str]] = [
-        (pandas_to_spark(spark, metrics, spark_schema(m_types)), table_path(cfg, "metrics"), ds)
-    ]
-    if summaries is not None:
-        s_types = {k: "string" for k in group_columns(cfg)} | SUMMARY_TYPES[cfg.task]
-        writes.append((pandas_to_spark(spark, summaries, spark_schema(s_types)), table_path(cfg, "summaries"), ds))
-    if exact is not None:
-        writes.append((pandas_to_spark(spark, exact, spark_schema(EXACT_TYPES)), table_path(cfg, "calibrated_exact"), ds))
-    paths = replace_partitions(spark, writes)
-    result.paths = dict(zip(["metrics", "summaries", "calibrated_exact"] if summaries is not None else ["metrics"], paths))
-    return result
+def _check_days(days: Sequence[str], present: Sequence[str], cfg: JobConfig, allow_missing: bool) -> list[str]:
+    missing = sorted(set(days) - set(present))
+    where = cfg.input.table or cfg.input.path
+    if missing and (not allow_missing or len(missing) == len(days)):
+        shown = ", ".join(missing[:10]) + (f" and {len(missing) - 10} more" if len(missing) > 10 else "")
+        raise InputError(f"No evaluation rows for ds={shown} in {where!r}; check the dates and the 'columns.ds' "
+                         "name" + ("" if len(days) == 1 else ", or pass --allow-missing-days to skip such days") + ".")
+    if missing:
+        log.warning("no evaluation rows for %d of %d days (skipped): %s", len(missing), len(days), missing)
+    return missing
+
+
+def _metric_types(task: str) -> dict[str, str]:
+    return {**KEY_TYPES, **METRIC_TYPES[task]}
 
 
 def evaluate(
-    spark: SparkSession, cfg: JobConfig, ds: str, *, write: bool = True, known_bias: pd.DataFrame | None = None
+    spark: SparkSession,
+    cfg: JobConfig,
+    ds: str | Sequence[str],
+    *,
+    write: bool = True,
+    known_bias: pd.DataFrame | None = None,
+    allow_missing_days: bool = False,
 ) -> EvaluateResult:
-    """Scan one day of the evaluation table once and write its summaries and metrics partitions.
+    """Scan the evaluation rows of one day or several (``ds``: a day, 'START..END', or a list) once and
+    write each day's summaries and metrics partitions.
 
-    Metrics rows: one per (model, run, slice); see ``METRIC_TYPES`` for columns.
-    Bad rows raise :class:`InputError` (``on_invalid: error``) or are excluded and
-    counted in ``n_invalid`` (``on_invalid: drop``). Nothing is written unless
-    every metric was computed; the partitions are replaced atomically.
+    Metrics rows: one per (ds, model, run, slice); see ``METRIC_TYPES`` for columns. Bad rows raise
+    :class:`InputError` (``on_invalid: error``) or are excluded and counted in ``n_invalid``
+    (``on_invalid: drop``). Nothing is written unless every metric was computed; the partitions are
+    replaced by one storage transaction (Spark's dynamic partition overwrite, then a commit record).
 
-    ``known_bias`` (optional; binary/regression): a frame of model, run, c (e.g. the
-    previous window's bias, known before today's scan). The same scan then also
-    accumulates the exact calibrated sums per (model, run), returned as
-    ``result.exact`` and written to the ``calibrated_exact`` table; the summaries and
-    metrics are the same as without it.
+    ``known_bias`` (optional; binary/regression, one day): a frame of model, run, c (e.g. the previous
+    window's bias, known before today's scan). The same scan then also accumulates the exact calibrated
+    sums per (model, run), returned as ``result.exact`` and written to the ``calibrated_exact`` table
+    (``window_spec`` from ``rolling``); the summaries and metrics are the same as without it.
     """
-    validate_ds(ds)
-    df = read_input(spark, cfg, ds)
+    days = parse_days(ds)
+    if known_bias is not None and len(days) != 1:
+        raise ConfigError("A known bias (in-scan exact sums) is for one day at a time; evaluate the range first, "
+                          "then run `ctcalc rolling --scan` day by day.")
+    df = read_input(spark, cfg, days)
     if cfg.task == "multiclass":
         if known_bias is not None:
             raise ConfigError("A known bias is supported for binary and regression tasks, not multiclass.")
-        return _evaluate_multiclass(spark, cfg, ds, df, write)
-    agg = summary_aggregation(df, cfg, known_bias=_known_bias_frame(spark, cfg, known_bias)).toPandas()
+        return _evaluate_multiclass(spark, cfg, days, df, write, allow_missing_days)
+    kb = _known_bias_frame(spark, cfg, known_bias)
+    agg = summary_aggregation(df, cfg, extra_keys=[DS], known_bias=kb).toPandas().rename(columns={DS: "ds"})
+    missing = _check_days(days, sorted(agg["ds"].astype(str).unique()), cfg, allow_missing_days)
     exact = None if known_bias is None else _exact_sums(agg, cfg, known_bias)
-    agg = agg.drop(columns=[c for c in EXACT_COLUMNS if c in agg.columns])
-    where = cfg.input.table or cfg.input.path
-    if agg.empty:
-        raise InputError(f"No evaluation rows for ds={ds} in {where!r}; check the date and the 'columns.ds' name.")
-    invalid = _invalid_counts(agg, cfg, ds)
-    summaries = agg[agg["invalid"] == 0].drop(columns=["invalid"]).copy()
-    if summaries.empty:
-        raise InputError(f"Every evaluation row for ds={ds} is invalid ({int(invalid['n_invalid'].sum())} rows).")
-    summaries["split"] = np.where(summaries.pop("is_bias").astype(bool), "bias", "remain")
-    numeric = [c for c in summaries.columns if c not in group_columns(cfg) and c not in ("split", "bin")]
-    summaries[numeric] = summaries[numeric].fillna(0)
-    for name, kind in SUMMARY_TYPES[cfg.task].items():  # invalid rows (null bins) may have widened the dtypes
-        if kind == "long" and name in summaries:
-            summaries[name] = summaries[name].astype(np.int64)
-    if cfg.task == "binary":
-        summaries["bin_width"] = cfg.histogram.bin_width
+    summaries, tally = decode_aggregate(agg, cfg, extra=["ds"])
+    invalid = _invalid_counts(tally, cfg)
+    empty = sorted(set(agg["ds"]) - set(summaries["ds"]))
+    if empty:
+        raise InputError(f"Every evaluation row for ds={', '.join(empty)} is invalid "
+                         f"({int(invalid['n_invalid'].sum())} rows in all).")
     metrics = metrics_from_summaries(
         summaries,
         cfg.task,
-        keys=[cfg.columns.model, cfg.columns.run],
+        keys=["ds", cfg.columns.model, cfg.columns.run],
         slices=list(cfg.columns.slices),
         bin_width=cfg.histogram.bin_width,
         invalid_counts=invalid,
     ).rename(columns={cfg.columns.model: "model", cfg.columns.run: "run"})
-    return _finish(spark, cfg, ds, metrics, summaries, write, exact)
+    metrics.insert(1, "task", cfg.task)
+    check_finite(metrics)
+    done = [d for d in days if d not in missing]
+    result = EvaluateResult(done[0], metrics, summaries, days=done)
+    if exact is not None:
+        result.exact = exact
+    if write:
+        s_types = {"ds": "string", **{k: "string" for k in group_columns(cfg)}, **SUMMARY_TYPES[cfg.task]}
+        with OutputStore(cfg, spark).transaction("evaluate") as tx:
+            result.paths["summaries"] = tx.write("summaries", summaries, s_types)
+            if exact is not None:
+                from ctcalc_spark.core.windows import WindowSpec
+
+                spec = WindowSpec.from_config(cfg.rolling).label
+                result.paths["calibrated_exact"] = tx.write(
+                    "calibrated_exact", exact.assign(ds=done[0], window_spec=spec),
+                    {**EXACT_TYPES, "window_spec": "string", "ds": "string"})
+            result.paths["metrics"] = tx.write("metrics", metrics, _metric_types(cfg.task))
+        result.run_id = tx.run_id
+    return result
 
 
 EXACT_TYPES = {"model": "string", "run": "string", "c": "double", "n_rows": "long", "cal_weight": "double",
@@ -227,11 +273,12 @@ def _multiclass_ce(z, y, t):  # type: ignore[no-untyped-def]
     return lse - F.element_at(z, (y + 1).cast("int")) / t
 
 
-def _evaluate_multiclass(spark: SparkSession, cfg: JobConfig, ds: str, df: DataFrame, write: bool) -> EvaluateResult:
+def _evaluate_multiclass(spark: SparkSession, cfg: JobConfig, days: list[str], df: DataFrame, write: bool,
+                         allow_missing: bool) -> EvaluateResult:
     from pyspark.sql import functions as F
 
     c = cfg.columns
-    keys = group_columns(cfg)
+    keys = [DS, *group_columns(cfg)]
     w = F.col(c.weight).cast("double") if c.weight else F.lit(1.0)
     rows = df.select(
         *[F.col(k).cast("string").alias(k) for k in keys],
@@ -245,7 +292,7 @@ def _evaluate_multiclass(spark: SparkSession, cfg: JobConfig, ds: str, df: DataF
     n_bias_total = bias_rows.count()
     if n_bias_total > cfg.max_bias_rows_multiclass:
         raise InputError(
-            f"{n_bias_total} val-bias rows for ds={ds} exceed max_bias_rows_multiclass="
+            f"{n_bias_total} val-bias rows for ds={days[0]}..{days[-1]} exceed max_bias_rows_multiclass="
             f"{cfg.max_bias_rows_multiclass}; lower split.bias_fraction."
         )
     bias_pdf = bias_rows.select(*keys, "_y", "_z", "_w").toPandas()
@@ -292,11 +339,12 @@ def _evaluate_multiclass(spark: SparkSession, cfg: JobConfig, ds: str, df: DataF
         )
         .toPandas()
     )
-    if agg.empty:
-        raise InputError(f"No evaluation rows for ds={ds}; check the date and the 'columns.ds' name.")
+    agg = agg.rename(columns={DS: "ds"})
+    missing = _check_days(days, sorted(agg["ds"].astype(str).unique()), cfg, allow_missing)
+    keys = ["ds", *keys[1:]]
     if int(agg["n_invalid"].sum()) and cfg.on_invalid == "error":
-        bad = rows.where(~ok).groupBy("invalid").count().toPandas()
-        _raise_invalid(bad.assign(**{k: agg.loc[agg["n_invalid"] > 0, k].iloc[0] for k in keys}), cfg, ds)
+        bad = rows.where(~ok).groupBy(F.col(DS).alias("ds"), *keys[1:], "invalid").count().toPandas()
+        _raise_invalid(bad, cfg)
     out = []
     for _, r in agg.iterrows():
         rec = {k: r[k] for k in keys}
@@ -322,7 +370,15 @@ def _evaluate_multiclass(spark: SparkSession, cfg: JobConfig, ds: str, df: DataF
                            calibrated_log_loss=cll, calibration_gain=llr - cll)
         out.append(check_row(rec))
     metrics = pd.DataFrame(out).rename(columns={c.model: "model", c.run: "run"})
-    metrics.insert(2, "slice_name", ALL)
-    metrics.insert(3, "slice_value", ALL)
-    metrics = metrics[["model", "run", "slice_name", "slice_value", *METRIC_TYPES["multiclass"]]]
-    return _finish(spark, cfg, ds, metrics, None, write)
+    metrics["task"] = cfg.task
+    metrics["slice_name"] = ALL
+    metrics["slice_value"] = ALL
+    metrics = metrics[list(_metric_types("multiclass"))].sort_values(["ds", "model", "run"]).reset_index(drop=True)
+    check_finite(metrics)
+    done = [d for d in days if d not in missing]
+    result = EvaluateResult(done[0], metrics, pd.DataFrame(), days=done)
+    if write:
+        with OutputStore(cfg, spark).transaction("evaluate") as tx:
+            result.paths["metrics"] = tx.write("metrics", metrics, _metric_types("multiclass"))
+        result.run_id = tx.run_id
+    return result

@@ -1,26 +1,22 @@
-"""The rolling job: previous-window calibration from stored daily summaries -> the rolling table partition.
+"""The rolling job: previous-window calibration from stored daily summaries -> the rolling table.
 
-For ``--ds D`` it reads the summaries partitions of the window containing D (days
-up to D) and of the window before it, sums them per window (no rescan of the
-evaluation rows), finalises each (model, run, slice view) with
-:func:`ctcalc_spark.core.windows.rolling_metrics` and replaces
-``<output.path>/rolling/ds=D`` atomically. Rerunning is idempotent; after late
-data for an old day, :func:`affected_days` lists the partitions to recompute.
+For each day D of ``--ds`` (one day or a range) it takes the summaries of the window containing D (days
+up to D) and of the window before it, sums them per window (no rescan of the evaluation rows), finalises
+each (model, run, slice view) with :func:`ctcalc_spark.core.windows.rolling_metrics` and writes the
+``(window_spec, ds=D)`` partitions of the rolling table in one storage transaction: day, week, month and
+rolling-N rows coexist, and a rerun replaces only its own spec's partitions. A range reads the summaries
+once. After late data for an old day, :func:`affected_days` lists the partitions to recompute.
 """
 from __future__ import annotations
 
 import logging
-import os
 import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Iterable
+from typing import TYPE_CHECKING, Iterable, Sequence
 
 import pandas as pd
 
 from ctcalc_spark.config import JobConfig
-from ctcalc_spark.errors import ConfigError, InputError
-from ctcalc_spark.jobs.evaluate import table_path, validate_ds
-from ctcalc_spark.core.finalize import spark_schema
 from ctcalc_spark.core.windows import (
     ROLLING_TYPES,
     Window,
@@ -31,16 +27,22 @@ from ctcalc_spark.core.windows import (
     window_of,
     window_summaries,
 )
+from ctcalc_spark.errors import ConfigError, InputError
+from ctcalc_spark.jobs.evaluate import parse_days
+from ctcalc_spark.spark.storage import OutputStore
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 log = logging.getLogger(__name__)
 
+ROLLING_TABLE_TYPES = {**ROLLING_TYPES, "window_spec": "string", "ds": "string"}
+"""Columns of the rolling table: the rows of :data:`ROLLING_TYPES` plus its partition columns."""
+
 
 @dataclass
 class RollingResult:
-    """What one rolling run produced."""
+    """What one rolling run produced: ``table`` holds the rows of every day in ``days`` (column ``ds``)."""
 
     ds: str
     window: Window
@@ -49,57 +51,10 @@ class RollingResult:
     path: str | None = None
     seconds: float = 0.0
     days_read: list[str] = field(default_factory=list)
+    days: list[str] = field(default_factory=list)
+    spec: str = "day"
+    run_id: str | None = None
 
-
-# ---- reading partitions (pyarrow for local folders, Spark otherwise) --------------------------------
-
-def local_path(root: str) -> str | None:
-    """The local folder of a table root, or None for a remote file system (hdfs://, s3a://, ...)."""
-    if root.startswith("file://"):
-        return root[len("file://"):]
-    if root.startswith("file:"):
-        return root[len("file:"):]
-    return None if "://" in root else root
-
-
-def list_days(root: str, spark: SparkSession | None = None) -> list[str]:
-    """The ds values that have a partition folder under a table root (sorted)."""
-    local = local_path(root)
-    if local is not None:
-        if not os.path.isdir(local):
-            return []
-        names = os.listdir(local)
-    else:
-        if spark is None:
-            raise ConfigError(f"Reading {root!r} needs a Spark session (not a local folder).")
-        from ctcalc_spark.spark.storage import _jvm_fs, path_exists
-
-        if not path_exists(spark, root):
-            return []
-        fs, jpath, _ = _jvm_fs(spark, root)
-        names = [str(st.getPath().getName()) for st in fs.listStatus(jpath)]
-    return sorted(n[3:] for n in names if n.startswith("ds=") and "." not in n[3:])
-
-
-def read_days(root: str, days: Iterable[str], spark: SparkSession | None = None) -> pd.DataFrame:
-    """Rows of the given ds partitions of a table, with a string 'ds' column (missing days are skipped)."""
-    present = set(list_days(root, spark))
-    wanted = [d for d in sorted(set(days)) if d in present]
-    if not wanted:
-        return pd.DataFrame()
-    local = local_path(root)
-    if local is not None:
-        import pyarrow.parquet as pq
-
-        frames = [pq.read_table(f"{local}/ds={d}").to_pandas().assign(ds=d) for d in wanted]
-        return pd.concat(frames, ignore_index=True)
-    assert spark is not None
-    df = spark.read.option("basePath", root).parquet(*[f"{root}/ds={d}" for d in wanted]).toPandas()
-    df["ds"] = df["ds"].astype(str)
-    return df
-
-
-# ---- the job ---------------------------------------------------------------------------------------
 
 def affected_days(changed: str, spec: WindowSpec, days: Iterable[str]) -> list[str]:
     """Rolling partitions (among ``days``) whose numbers depend on day ``changed``: its window as of
@@ -115,16 +70,16 @@ def affected_days(changed: str, spec: WindowSpec, days: Iterable[str]) -> list[s
 def previous_window_bias(cfg: JobConfig, ds: str, spark: SparkSession | None = None) -> pd.DataFrame:
     """(model, run, c): c* fitted on all of the window before the one containing ``ds``.
 
-    Known before ``ds`` is scanned for day/week/month windows, so the evaluate scan
-    can accumulate the exact calibrated sum in the same pass (``evaluate(known_bias=...)``).
-    Groups whose previous window is missing or degenerate are left out.
+    Known before ``ds`` is scanned for day/week/month windows, so the evaluate scan can accumulate the
+    exact calibrated sum in the same pass (``evaluate(known_bias=...)``). Groups whose previous window is
+    missing or degenerate are left out.
     """
     spec = WindowSpec.from_config(cfg.rolling)
     if spec.kind == "rolling":
         raise ConfigError("In-scan exact sums need day/week/month windows: a rolling window's previous window "
                           "moves every day, so its days are not scanned with one known bias.")
     prev = previous_window(window_of(ds, spec), spec)
-    rows = read_days(table_path(cfg, "summaries"), prev.days(), spark)
+    rows = OutputStore(cfg, spark).read("summaries", days=prev.days())
     if rows.empty:
         return pd.DataFrame(columns=["model", "run", "c"])
     groups = window_summaries(rows, cfg.task, prev, by=[cfg.columns.model, cfg.columns.run],
@@ -133,41 +88,60 @@ def previous_window_bias(cfg: JobConfig, ds: str, spark: SparkSession | None = N
     for (m, r), s in groups.items():
         try:
             out.append({"model": str(m), "run": str(r), "c": float(s.solve_bias())})
-        except Exception as e:  # DegenerateBiasError: no finite bias, no exact sum
+        except Exception as e:  # noqa: BLE001 - DegenerateBiasError: no finite bias, no exact sum
             log.info("no known bias for model=%s run=%s: %s", m, r, e)
     return pd.DataFrame(out, columns=["model", "run", "c"])
 
 
-def compute_rolling(cfg: JobConfig, ds: str, spark: SparkSession | None = None) -> RollingResult:
-    """The rolling rows of the window containing ``ds`` (days up to ``ds``), without writing."""
+def compute_rolling(cfg: JobConfig, ds: str | Sequence[str], spark: SparkSession | None = None, *,
+                    allow_missing_days: bool = False) -> RollingResult:
+    """The rolling rows of the window containing each day of ``ds`` (days up to that day), without writing."""
     t0 = time.perf_counter()
-    validate_ds(ds)
+    days = parse_days(ds)
     if cfg.task not in ("binary", "regression"):
         raise ConfigError(f"The rolling job supports binary and regression tasks, got {cfg.task!r}.")
     spec = WindowSpec.from_config(cfg.rolling)
-    cur = window_of(ds, spec)
-    prev = previous_window(cur, spec)
-    root = table_path(cfg, "summaries")
-    available = list_days(root, spark)
-    if ds not in available:
-        raise InputError(f"No summaries partition for ds={ds} under {root!r}; run `ctcalc evaluate --ds {ds}` first "
-                         f"(available: {available[0] + '..' + available[-1] if available else 'none'}).")
-    days = [d for d in prev.days() + cur.days(until=ds) if d in available]
-    rows = read_days(root, days, spark)
-    table = rolling_metrics(rows, cfg.task, [cur], spec, model=cfg.columns.model, run=cfg.columns.run,
-                            slices=cfg.columns.slices, bin_width=cfg.histogram.bin_width,
-                            first_ds=available[0], until=ds)
-    exact = read_days(table_path(cfg, "calibrated_exact"), cur.days(until=ds), spark)
-    table = attach_exact(table, exact)
-    return RollingResult(ds, cur, prev, table, seconds=time.perf_counter() - t0, days_read=days)
+    store = OutputStore(cfg, spark)
+    available = store.days("summaries")
+    missing = [d for d in days if d not in available]
+    if missing and (not allow_missing_days or len(missing) == len(days)):
+        span = f"{available[0]}..{available[-1]}" if available else "none"
+        raise InputError(f"No summaries partition for ds={', '.join(missing[:10])} under "
+                         f"{store.location('summaries')!r}; run `ctcalc evaluate --ds ...` for those days first "
+                         f"(available: {span}).")
+    days = [d for d in days if d not in missing]
+    plan = {d: (window_of(d, spec), previous_window(window_of(d, spec), spec)) for d in days}
+    have = set(available)
+    needed = sorted({x for d, (cur, prev) in plan.items() for x in prev.days() + cur.days(until=d)} & have)
+    rows = store.read("summaries", days=needed)
+    rows["ds"] = rows["ds"].astype(str)
+    by_day = {d: g for d, g in rows.groupby("ds", sort=False)}
+    exact_rows = store.read("calibrated_exact", days=sorted({x for d, (cur, _) in plan.items()
+                                                             for x in cur.days(until=d)}),
+                            where={"window_spec": [spec.label]})
+    tables = []
+    for d, (cur, prev) in plan.items():
+        part = [by_day[x] for x in prev.days() + cur.days(until=d) if x in by_day]
+        subset = pd.concat(part, ignore_index=True) if part else rows.iloc[0:0]
+        table = rolling_metrics(subset, cfg.task, [cur], spec, model=cfg.columns.model, run=cfg.columns.run,
+                                slices=cfg.columns.slices, bin_width=cfg.histogram.bin_width,
+                                first_ds=available[0], until=d)
+        if not exact_rows.empty:
+            table = attach_exact(table, exact_rows[exact_rows["ds"].astype(str).isin(cur.days(until=d))])
+        tables.append(table.assign(ds=d))
+    tables = [t for t in tables if not t.empty]
+    table = pd.concat(tables, ignore_index=True) if tables else pd.DataFrame(columns=list(ROLLING_TABLE_TYPES))
+    last = days[-1]
+    return RollingResult(last, plan[last][0], plan[last][1], table, seconds=time.perf_counter() - t0,
+                         days_read=needed, days=days, spec=spec.label)
 
 
-def run_rolling(spark: SparkSession, cfg: JobConfig, ds: str, *, write: bool = True) -> RollingResult:
-    """Compute the rolling rows for ``ds`` and replace ``<output.path>/rolling/ds=<ds>`` atomically."""
-    from ctcalc_spark.spark.storage import pandas_to_spark, replace_partitions
-
-    result = compute_rolling(cfg, ds, spark)
+def run_rolling(spark: SparkSession, cfg: JobConfig, ds: str | Sequence[str], *, write: bool = True,
+                allow_missing_days: bool = False) -> RollingResult:
+    """Compute the rolling rows for each day of ``ds`` and replace their ``(window_spec, ds)`` partitions."""
+    result = compute_rolling(cfg, ds, spark, allow_missing_days=allow_missing_days)
     if write:
-        frame = pandas_to_spark(spark, result.table, spark_schema(ROLLING_TYPES))
-        result.path = replace_partitions(spark, [(frame, table_path(cfg, "rolling"), ds)])[0]
+        with OutputStore(cfg, spark).transaction("rolling") as tx:
+            result.path = tx.write("rolling", result.table.assign(window_spec=result.spec), ROLLING_TABLE_TYPES)
+        result.run_id = tx.run_id
     return result

@@ -22,9 +22,8 @@ import pandas as pd
 
 from ctcalc_spark.config import JobConfig, config_to_dict
 from ctcalc_spark.errors import InputError
-from ctcalc_spark.jobs.evaluate import table_path
 from ctcalc_spark.core.finalize import ALL
-from ctcalc_spark.jobs.rolling import list_days, read_days
+from ctcalc_spark.spark.storage import OutputStore
 from ctcalc_spark.core.summary import BinarySummary, RegressionSummary
 from ctcalc_spark.core.windows import (
     METRIC_NAME,
@@ -73,18 +72,19 @@ def build_report_data(
     spec = spec or WindowSpec.from_config(cfg.rolling)
     threshold = cfg.rolling.bias_threshold if threshold is None else float(threshold)
     windows = windows_between(start, end, spec)
-    root = table_path(cfg, "summaries")
-    available = list_days(root, spark)
+    store = OutputStore(cfg, spark)
+    root = store.location("summaries")
+    available = store.days("summaries")
     days = sorted({d for w in windows for d in w.days(until=end)}
                   | {d for w in windows for d in previous_window(w, spec).days()})
-    rows = read_days(root, days, spark)
+    rows = store.read("summaries", days=[d for d in days if d in set(available)])
     if rows.empty or not rows["ds"].astype(str).between(start, end).any():
         raise InputError(f"No summaries between {start} and {end} under {root!r} "
                          f"(available: {available[0] + '..' + available[-1] if available else 'none'}).")
     c = cfg.columns
     table = rolling_metrics(rows, cfg.task, windows, spec, model=c.model, run=c.run, slices=c.slices,
                             bin_width=cfg.histogram.bin_width, first_ds=available[0], until=end)
-    table = attach_exact(table, read_days(table_path(cfg, "calibrated_exact"), days, spark))
+    table = attach_exact(table, store.read("calibrated_exact", days=days, where={"window_spec": [spec.label]}))
     present = table[table["n_rows"] > 0]
     whole = present[present["slice_name"] == ALL]
     moved = pd.to_numeric(whole["bias_change"], errors="coerce").abs() > threshold  # all-None on first windows

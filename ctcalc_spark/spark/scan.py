@@ -13,6 +13,7 @@ from ctcalc_spark.core.split import bias_threshold, salt_key
 from ctcalc_spark.core.summary import BINARY_COUNTS, BINARY_MOMENTS
 
 if TYPE_CHECKING:
+    import pandas as pd
     from pyspark.sql import Column, DataFrame
 
 INVALID_REASONS = {
@@ -225,3 +226,32 @@ def _string_keys(agg: DataFrame, keys: Sequence[str]) -> DataFrame:
 
     skip = {"invalid", "is_bias"}
     return agg.select(*[F.col(c).cast("string").alias(c) if c in keys and c not in skip else F.col(c) for c in agg.columns])
+
+
+
+def decode_aggregate(agg: pd.DataFrame, cfg: JobConfig, extra: Sequence[str] = ()) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(summaries-table rows, invalid-row tally) of a collected :func:`summary_aggregation` output.
+
+    Summaries: valid groups only; columns ``extra``, model, run, slices, then ``SUMMARY_TYPES[task]``
+    (``split`` as 'bias'/'remain', sums never null, ``bin_width`` for binary). Tally: rows per
+    (``extra``, model, run, slices, invalid code) with a non-zero code, column ``count``.
+    """
+    import numpy as np
+    import pandas as pd
+
+    from ctcalc_spark.core.finalize import SUMMARY_TYPES
+
+    keys = [*extra, *group_columns(cfg)]
+    bad = agg[agg["invalid"] != 0]
+    tally = bad.groupby([*keys, "invalid"], dropna=False)["count"].sum().reset_index()
+    ok = agg[agg["invalid"] == 0]
+    out = {k: ok[k].to_numpy() for k in keys}
+    out["split"] = np.where(ok["is_bias"].astype(bool).to_numpy(), "bias", "remain")
+    for name, kind in SUMMARY_TYPES[cfg.task].items():
+        if name == "split":
+            continue
+        if name == "bin_width":
+            out[name] = np.full(len(ok), float(cfg.histogram.bin_width))
+        else:
+            out[name] = ok[name].fillna(0).to_numpy().astype(np.int64 if kind == "long" else np.float64)
+    return pd.DataFrame(out), tally

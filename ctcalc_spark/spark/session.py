@@ -1,22 +1,32 @@
-"""SparkSession construction with the settings this project relies on."""
+"""SparkSession construction: classic or Spark Connect, with the settings this project relies on.
+
+No JVM handle is used anywhere (``sparkContext``, ``_jvm``, ``_jsc``): every job runs on a Spark Connect
+session as well as on a classic one.
+"""
 from __future__ import annotations
 
+import logging
 import os
 import sys
-from typing import TYPE_CHECKING
+import warnings
+from typing import TYPE_CHECKING, Mapping
 
 from ctcalc_spark.config import SparkConfig
+from ctcalc_spark.errors import ConfigError
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-# Partition folders like ds=2026-11-21 must stay strings, not become dates.
+log = logging.getLogger(__name__)
+
+# Runtime SQL settings every job needs; set on the session after it exists, so they also apply under
+# spark-submit and on Spark Connect. Partition folders like ds=2026-11-21 must stay strings, not dates.
 BASE_CONF = {
     "spark.sql.sources.partitionColumnTypeInference.enabled": "false",
     "spark.sql.execution.arrow.pyspark.enabled": "true",
     "spark.sql.session.timeZone": "UTC",
 }
-STATIC_CONF = {"spark.ui.showConsoleProgress": "false"}
+LOG_LEVELS = ("ALL", "TRACE", "DEBUG", "INFO", "WARN", "ERROR", "FATAL", "OFF")
 
 
 def prepare_environment() -> None:
@@ -26,24 +36,76 @@ def prepare_environment() -> None:
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
 
 
-def build_session(cfg: SparkConfig | None = None, *, app_name: str = "ctcalc", submitted: bool = False) -> SparkSession:
-    """A session for the jobs. ``submitted``: launched by spark-submit, whose --master/--conf win."""
+def spark_log_level(level: str | None) -> str | None:
+    """Spark's name for a log level given as Python's (WARNING -> WARN) or Spark's; None stays None."""
+    if level is None:
+        return None
+    name = {"WARNING": "WARN", "CRITICAL": "FATAL"}.get(level.upper(), level.upper())
+    if name not in LOG_LEVELS:
+        raise ConfigError(f"Log level must be one of {list(LOG_LEVELS)} (or a Python level name), got {level!r}.")
+    return name
+
+
+def is_connect(spark: SparkSession) -> bool:
+    """Whether ``spark`` is a Spark Connect session."""
+    return type(spark).__module__.startswith("pyspark.sql.connect")
+
+
+def build_session(
+    cfg: SparkConfig | None = None, *, app_name: str = "ctcalc", submitted: bool = False, log_level: str | None = None
+) -> SparkSession:
+    """A session for the jobs.
+
+    ``submitted``: launched by spark-submit, whose ``--master``/``--conf`` win: only runtime settings are
+    applied. Otherwise a Spark Connect session when ``cfg.remote`` (or ``SPARK_REMOTE``) is set, else a
+    classic one on ``cfg.master``. ``log_level`` (or ``cfg.log_level``) sets ``spark.log.level``, Spark's
+    own log level, when this call starts Spark.
+    """
     prepare_environment()
     from pyspark.sql import SparkSession
 
     cfg = cfg or SparkConfig()
-    builder = SparkSession.builder.appName(app_name)
+    level = spark_log_level(log_level or cfg.log_level or "WARN")
+    launch: dict[str, str] = {}
     if not submitted:
-        builder = (
-            builder.master(cfg.master)
-            .config("spark.driver.memory", cfg.driver_memory)
-            .config("spark.ui.enabled", "false")
-            .config("spark.sql.shuffle.partitions", str(cfg.shuffle_partitions))
-        )
-    for key, value in {**BASE_CONF, **STATIC_CONF}.items():
-        builder = builder.config(key, value)
-    spark = builder.getOrCreate()
-    spark.sparkContext.setLogLevel("WARN")
-    for key, value in BASE_CONF.items():
-        spark.conf.set(key, value)
+        launch = {
+            "spark.driver.memory": cfg.driver_memory,
+            "spark.ui.enabled": "false",
+            "spark.ui.showConsoleProgress": "false",
+            "spark.sql.shuffle.partitions": str(cfg.shuffle_partitions),
+            "spark.log.level": str(level),
+        }
+    launch.update({str(k): str(v) for k, v in cfg.conf.items()})
+    builder = SparkSession.builder.appName(app_name)
+    remote = cfg.remote or os.environ.get("SPARK_REMOTE")
+    if submitted:
+        builder = builder.config(map=dict(BASE_CONF))
+    elif remote:
+        builder = builder.remote(remote).config(map={**launch, **BASE_CONF})
+    else:
+        builder = builder.master(cfg.master).config(map={**launch, **BASE_CONF})
+    with warnings.catch_warnings():
+        # A local Connect server takes launch settings at start; the client then tries them again as runtime
+        # settings and warns for each static one. Those warnings are noise: _apply_runtime reports real misses.
+        warnings.simplefilter("ignore", UserWarning)
+        spark = builder.getOrCreate()
+    _apply_runtime(spark, {**BASE_CONF, **{str(k): str(v) for k, v in cfg.conf.items()}})
     return spark
+
+
+def _apply_runtime(spark: SparkSession, conf: Mapping[str, str]) -> None:
+    """Set each setting on the live session; a launch-only setting that differs is reported, not hidden."""
+    for key, value in conf.items():
+        try:
+            current = spark.conf.get(key, None)
+        except Exception:  # noqa: BLE001 - some settings cannot be read back; setting them tells
+            current = None
+        if current == value:
+            continue
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", UserWarning)
+                spark.conf.set(key, value)
+        except Exception as e:  # noqa: BLE001 - CANNOT_MODIFY_CONFIG and friends
+            log.warning("Spark setting %s=%s from the config was not applied (%s); it must be given when Spark "
+                        "starts: spark-submit --conf %s=%s", key, value, str(e).splitlines()[0][:120], key, value)

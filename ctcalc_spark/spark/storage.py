@@ -1,49 +1,98 @@
-"""Reading the evaluation table and writing output partitions atomically.
+"""The storage layer: every read of the evaluation rows and every read and write of the output tables.
 
-A partition is written to a staging folder first and moved into place with
-Hadoop FileSystem renames, so readers never see a half-written ``ds=`` folder
-and a rerun replaces exactly that partition.
+Outputs are folders under ``output.path`` (Parquet by default, partitioned) or catalog tables
+(``output.database`` / ``output.tables``), written with Spark's own writers and **dynamic partition
+overwrite**: a run replaces exactly the partitions it computed (``DataFrameWriterV2.overwritePartitions()``
+for v2 tables such as Delta or Iceberg; ``insertInto(overwrite=True)`` in dynamic mode for Hive/Parquet
+tables; a partitioned ``save`` for folders). No JVM handle is used, so every job runs on Spark Connect.
+
+One run = one :class:`Transaction`:
+
+1. it takes a **lease** (``<output.path>/_runs/<run_id>.json``, heartbeat while it runs);
+2. when no other live run holds the same output, it clears what killed runs left (see :func:`recover_root`);
+3. it writes its tables, each row carrying the run's ``run_id``;
+4. it writes its **commit record** last: ``<output.path>/_commits/<run_id>.json`` lists every partition it
+   wrote (moved into place whole, like Spark's ``_SUCCESS``). A partition's data whose ``run_id`` is not
+   the latest committed one was written by a run that did not finish: :meth:`OutputStore.check_days`
+   reports it, and downstream schedulers can wait on the commit record of a day.
+
+What readers can see. Spark stages a write under ``.spark-staging-<id>/`` (hidden) and, at job commit,
+replaces each partition folder by a delete followed by a rename. A run killed at any other moment leaves
+every partition either old or new and complete. A run killed between those two calls (a window of well
+under a millisecond per partition here) leaves that partition absent until the next run of the same
+output, which rolls the complete staged copy forward (Spark writes ``_SUCCESS`` into the staging folder
+only once every task's files are in it). Transactional table formats (Delta, Iceberg) have no such window.
 """
 from __future__ import annotations
 
+import datetime as dt
+import json
+import logging
+import os
+import re
+import socket
+import threading
+import time
 import uuid
-from typing import TYPE_CHECKING, Iterable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
 
-from ctcalc_spark.config import JobConfig
-from ctcalc_spark.errors import InputError
+from ctcalc_spark.config import JobConfig, OutputConfig
+from ctcalc_spark.errors import ConfigError, InputError
+from ctcalc_spark.spark.files import FileStore, is_local, local_path
 
 if TYPE_CHECKING:
     import pandas as pd
     from pyspark.sql import DataFrame, SparkSession
     from pyspark.sql.types import StructType
 
+log = logging.getLogger(__name__)
 
-def read_input(spark: SparkSession, cfg: JobConfig, ds: str | Iterable[str] | None = None) -> DataFrame:
-    """The evaluation rows (of one ds, several, or all), after checking the configured columns exist."""
-    from pyspark.sql import functions as F
+PARTITIONS: dict[str, tuple[str, ...]] = {
+    "metrics": ("ds",),
+    "summaries": ("ds",),
+    "rolling": ("window_spec", "ds"),
+    "calibrated_exact": ("window_spec", "ds"),
+    "stream_summaries": ("window", "batch_id"),
+    "stream_counts": ("window", "batch_id"),
+    "stream_metrics": ("window",),
+    "stream_rolling": ("window",),
+}
+"""Partition columns of each output table, outermost first."""
 
-    try:
-        if cfg.input.table:
-            df = spark.table(cfg.input.table)
-        else:
-            df = spark.read.format(cfg.input.format).load(cfg.input.path)
-    except Exception as e:  # AnalysisException: path or table missing
-        where = cfg.input.table or cfg.input.path
-        raise InputError(f"Cannot read the evaluation table {where!r}: {str(e).splitlines()[0]}") from e
-    check_columns(df.columns, required_columns(cfg))
-    if ds is None:
-        return df
-    days = [ds] if isinstance(ds, str) else list(ds)
-    return df.where(F.col(cfg.columns.ds).cast("string").isin(days))
+RUN_ID = "run_id"
+COMMIT_COLUMNS = ["table", "partition", "ds", RUN_ID, "job", "committed_at", "n_rows"]
+_PARTITION_VALUE = re.compile(r"^[A-Za-z0-9_.:+-]+$")
+_LEGACY_ASIDE = re.compile(r"^ds=\d{4}-\d\d-\d\d\.old\.[0-9a-f]+$")
+
+
+def new_run_id() -> str:
+    """A run id that sorts by start time: ``20261123T041512Z-1a2b3c4d``."""
+    return f"{dt.datetime.now(dt.timezone.utc):%Y%m%dT%H%M%SZ}-{uuid.uuid4().hex[:8]}"
+
+
+def _utc_now() -> str:
+    return dt.datetime.now(dt.timezone.utc).isoformat(timespec="milliseconds")
+
+
+def _absolute(path: str) -> str:
+    """Local paths made absolute, so the client's and Spark's notion of a relative path cannot differ."""
+    return os.path.abspath(local_path(path)) if is_local(path) else path.rstrip("/")
+
+
+# ---- the evaluation rows ----------------------------------------------------------------------------
+
+DS = "_ds"
+"""Normalised date column the scans group on: 'YYYY-MM-DD' strings."""
 
 
 def required_columns(cfg: JobConfig) -> list[str]:
-    """Every column the configuration names."""
+    """Every input column the configuration names."""
     c = cfg.columns
     names = [c.model, c.run, c.ds, c.label, c.logit, c.prediction, c.weight, c.split, *c.slices]
     if c.split is None:
         names.append(c.example_id)
-    return [n for n in names if n is not None]
+    return list(dict.fromkeys(n for n in names if n is not None))
 
 
 def check_columns(present: Iterable[str], required: Iterable[str]) -> None:
@@ -57,53 +106,60 @@ def check_columns(present: Iterable[str], required: Iterable[str]) -> None:
         )
 
 
-def _jvm_fs(spark: SparkSession, path: str):  # type: ignore[no-untyped-def]
-    jvm = spark.sparkContext._jvm
-    jpath = jvm.org.apache.hadoop.fs.Path(path)
-    return jpath.getFileSystem(spark.sparkContext._jsc.hadoopConfiguration()), jpath, jvm
+def read_input(spark: SparkSession, cfg: JobConfig, days: Sequence[str] | None = None) -> DataFrame:
+    """The evaluation rows of ``days`` (all days if None) with a normalised ``_ds`` column.
 
-
-def path_exists(spark: SparkSession, path: str) -> bool:
-    """Whether a file or folder exists on the output file system."""
-    fs, jpath, _ = _jvm_fs(spark, path)
-    return bool(fs.exists(jpath))
-
-
-def replace_partitions(spark: SparkSession, writes: list[tuple[DataFrame, str, str]]) -> list[str]:
-    """Write each (frame, table root, ds) to staging, then swap every partition into place.
-
-    All frames are written before any partition is touched, so a failure while
-    writing leaves the previous partitions intact.
+    Without a date column (``columns.ds: null``, a fixed evaluation set) every row belongs to the one day
+    given, which labels the output partitions.
     """
-    staged = []
-    token = uuid.uuid4().hex[:12]
-    for frame, root, ds in writes:
-        staging = f"{root}/_staging/ds={ds}.{token}"
-        frame.coalesce(1).write.mode("overwrite").parquet(staging)
-        staged.append((staging, f"{root}/ds={ds}"))
-    final_paths = []
-    for staging, final in staged:
-        fs, jfinal, jvm = _jvm_fs(spark, final)
-        jstaging = jvm.org.apache.hadoop.fs.Path(staging)
-        trash = jvm.org.apache.hadoop.fs.Path(f"{final}.old.{token}")
-        had_old = fs.exists(jfinal)
-        if had_old and not fs.rename(jfinal, trash):
-            raise OSError(f"Could not move {final} aside before replacing it.")
-        if not fs.rename(jstaging, jfinal):
-            if had_old:
-                fs.rename(trash, jfinal)
-            raise OSError(f"Could not move staged output {staging} to {final}.")
-        if had_old:
-            fs.delete(trash, True)
-        final_paths.append(final)
-    return final_paths
+    from pyspark.sql import functions as F
+
+    where = cfg.input.table or cfg.input.path
+    try:
+        if cfg.input.table:
+            df = spark.table(cfg.input.table)
+        else:
+            reader = spark.read.format(cfg.input.format)
+            if cfg.input.options:
+                reader = reader.options(**{str(k): str(v) for k, v in cfg.input.options.items()})
+            df = reader.load(_absolute(str(cfg.input.path)))
+        columns = df.columns  # resolves the schema: a missing path or table fails here
+    except Exception as e:  # noqa: BLE001 - AnalysisException and friends: one line, no Java stack
+        raise InputError(f"Cannot read the evaluation table {where!r}: {_first_line(e)}") from None
+    check_columns(columns, required_columns(cfg))
+    c = cfg.columns
+    if c.ds is None:
+        if days is None or len(days) != 1:
+            raise ConfigError("The config has no date column ('columns.ds: null'): give exactly one --ds, the day "
+                              "that labels this fixed evaluation set's output partitions.")
+        return df.withColumn(DS, F.lit(days[0]))
+    kind = dict(df.dtypes)[c.ds]
+    ds = F.date_format(F.col(c.ds), "yyyy-MM-dd") if kind in ("date", "timestamp", "timestamp_ntz") \
+        else F.col(c.ds).cast("string")
+    df = df.withColumn(DS, ds)
+    return df if days is None else df.where(F.col(DS).isin(list(days)))
+
+
+def _first_line(e: BaseException) -> str:
+    text = str(e).strip().splitlines()
+    return text[0][:400] if text else type(e).__name__
+
+
+# ---- pandas <-> Spark ---------------------------------------------------------------------------------
+
+def spark_schema(types: Mapping[str, str]) -> StructType:
+    """A StructType from a {name: 'string'|'long'|'double'} mapping."""
+    from pyspark.sql import types as T
+
+    kinds = {"string": T.StringType(), "long": T.LongType(), "double": T.DoubleType()}
+    return T.StructType([T.StructField(n, kinds[t], True) for n, t in types.items()])
 
 
 def pandas_to_spark(spark: SparkSession, pdf: pd.DataFrame, schema: StructType) -> DataFrame:
     """A driver-side frame as a Spark frame with an explicit schema, through Arrow; None becomes null.
 
-    Callers guarantee there is no NaN (finalizers use None for undefined values),
-    since Arrow would also turn NaN into null.
+    Callers guarantee there is no NaN (finalizers use None for undefined values), since Arrow would also
+    turn NaN into null.
     """
     import pandas as pd
     from pyspark.sql import types as T
@@ -119,3 +175,480 @@ def pandas_to_spark(spark: SparkSession, pdf: pd.DataFrame, schema: StructType) 
             col = col.astype(object).where(col.notna(), None)
         cols[f.name] = col.reset_index(drop=True)
     return spark.createDataFrame(pd.DataFrame(cols), schema)
+
+
+# ---- leases ---------------------------------------------------------------------------------------------
+
+@dataclass
+class Lease:
+    """A running job's claim on an output root, refreshed by a heartbeat thread until released."""
+
+    files: FileStore
+    path: str
+    record: dict[str, Any]
+    interval_s: float
+    _stop: threading.Event = field(default_factory=threading.Event)
+    _thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        self._beat()
+        self._thread = threading.Thread(target=self._run, name="ctcalc-lease", daemon=True)
+        self._thread.start()
+
+    def _beat(self) -> None:
+        self.record["heartbeat_at"] = time.time()
+        self.files.write_text(self.path, json.dumps(self.record))
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.interval_s):
+            try:
+                self._beat()
+            except Exception as e:  # noqa: BLE001 - a missed heartbeat must not kill the job
+                log.warning("lease heartbeat failed: %s", e)
+
+    def release(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+        try:
+            self.files.delete(self.path)
+        except Exception as e:  # noqa: BLE001
+            log.warning("could not remove lease %s: %s", self.path, e)
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def lease_is_live(record: Mapping[str, Any], timeout_s: float, now: float | None = None) -> bool:
+    """A lease is live while its process runs (same host) or its heartbeat is recent (other hosts)."""
+    now = time.time() if now is None else now
+    if record.get("host") == socket.gethostname() and isinstance(record.get("pid"), int):
+        return _pid_alive(int(record["pid"]))
+    return now - float(record.get("heartbeat_at", 0.0)) < timeout_s
+
+
+# ---- recovery of what killed runs left -----------------------------------------------------------------
+
+def recover_root(files: FileStore, root: str, depth: int) -> list[str]:
+    """Clear what killed writes left under a table root; returns what was done, one line per action.
+
+    * ``.spark-staging-<id>/`` holding ``_SUCCESS``: every task's files were merged into it, so its partition
+      folders are complete; one whose final folder is missing was deleted by Spark's swap just before the
+      process died and is moved into place (rolled forward). The rest is removed.
+    * ``.spark-staging-<id>/`` without ``_SUCCESS``, ``_temporary/``: unfinished, removed.
+    * the earlier layout's ``_staging/`` and ``ds=<d>.old.<token>`` folders: the aside copy is moved back if
+      its day is missing, else removed.
+    """
+    done: list[str] = []
+    entries = files.list(root)
+    names = {e.name for e in entries}
+    for e in entries:
+        path = f"{root}/{e.name}"
+        if e.name.startswith(".spark-staging-") and e.is_dir:
+            if files.exists(f"{path}/_SUCCESS"):
+                for part in _partition_dirs(files, path, depth):
+                    final = f"{root}/{part}"
+                    if not files.exists(final):
+                        files.rename(f"{path}/{part}", final)
+                        done.append(f"rolled forward {final} from {e.name} (its writer died during the swap)")
+            files.delete(path)
+            done.append(f"removed {path}")
+        elif e.name in ("_temporary", "_staging") or (e.name.startswith(".") and e.name.endswith(".tmp")):
+            files.delete(path)  # unfinished Spark task output, the earlier layout's staging, a torn small file
+            done.append(f"removed {path}")
+        elif _LEGACY_ASIDE.match(e.name):
+            day = e.name.split(".old.", 1)[0]
+            if day not in names:
+                files.rename(path, f"{root}/{day}")
+                names.add(day)
+                done.append(f"moved {path} back to {root}/{day}")
+            else:
+                files.delete(path)
+                done.append(f"removed {path}")
+    return done
+
+
+def _partition_dirs(files: FileStore, base: str, depth: int, prefix: str = "") -> list[str]:
+    """Relative partition folders ('k=v' or 'k=v/k2=v2') below ``base``, ``depth`` levels deep."""
+    out: list[str] = []
+    for e in files.list(f"{base}/{prefix}".rstrip("/")):
+        if not e.is_dir or "=" not in e.name or e.name[0] in "._":
+            continue
+        rel = f"{prefix}{e.name}"
+        out.extend([rel] if depth == 1 else _partition_dirs(files, base, depth - 1, f"{rel}/"))
+    return out
+
+
+# ---- the store ------------------------------------------------------------------------------------------
+
+class OutputStore:
+    """The output tables of one configuration: where they are, reading them, writing them in transactions."""
+
+    def __init__(self, cfg: JobConfig | OutputConfig, spark: SparkSession | None = None) -> None:
+        self.output = cfg.output if isinstance(cfg, JobConfig) else cfg
+        self.spark = spark
+        self.root = _absolute(self.output.path)
+        self._files: FileStore | None = None
+
+    # ---- where -----------------------------------------------------------------------------------
+    @property
+    def catalog(self) -> bool:
+        return self.output.catalog
+
+    @property
+    def files(self) -> FileStore:
+        if self._files is None:
+            self._files = FileStore(self.root)
+        return self._files
+
+    def location(self, table: str) -> str:
+        """The folder (path mode) or catalog name of a logical output table."""
+        if table not in PARTITIONS:
+            raise ConfigError(f"Unknown output table {table!r}; known: {sorted(PARTITIONS)}.")
+        if not self.catalog:
+            return f"{self.root}/{table}"
+        if table in self.output.tables:
+            return self.output.tables[table]
+        return f"{self.output.database}.{self.output.table_prefix}{table}"
+
+    def _session(self, why: str) -> SparkSession:
+        if self.spark is None:
+            raise ConfigError(f"{why} needs a Spark session (catalog tables or a non-local output path).")
+        return self.spark
+
+    def _local_reads(self) -> bool:
+        """Read path tables with pyarrow here (no Spark job): local folders and no Spark Connect server."""
+        if self.catalog or not is_local(self.root):
+            return False
+        if self.spark is None:
+            return True
+        from ctcalc_spark.spark.session import is_connect
+
+        return not is_connect(self.spark)
+
+    # ---- reading ---------------------------------------------------------------------------------
+    def partitions(self, table: str) -> list[dict[str, str]]:
+        """The partitions present in a table, as {column: value} dicts, sorted."""
+        parts = PARTITIONS[table]
+        if self.catalog:
+            spark = self._session("Listing catalog partitions")
+            name = self.location(table)
+            if not spark.catalog.tableExists(name):
+                return []
+            try:
+                rows = [r[0] for r in spark.sql(f"SHOW PARTITIONS {name}").collect()]
+                found = [dict(kv.split("=", 1) for kv in r.split("/")) for r in rows]
+            except Exception:  # noqa: BLE001 - v2 tables may not support SHOW PARTITIONS
+                found = [r.asDict() for r in spark.table(name).select(*parts).distinct().collect()]
+        else:
+            try:
+                found = [dict(kv.split("=", 1) for kv in p.split("/"))
+                         for p in _partition_dirs(self.files, self.location(table), len(parts))]
+            except ConfigError:  # a file system pyarrow cannot open: ask Spark
+                found = [r.asDict() for r in self.read_spark(table).select(*parts).distinct().collect()]
+        ok = [p for p in found if all(_PARTITION_VALUE.match(str(p.get(k, ""))) for k in parts)]
+        return sorted(({k: str(p[k]) for k in parts} for p in ok), key=lambda p: tuple(p[k] for k in parts))
+
+    def days(self, table: str, **where: str) -> list[str]:
+        """The ds values present in a table (optionally within other partition values, e.g. window_spec)."""
+        return sorted({p["ds"] for p in self.partitions(table) if all(p.get(k) == v for k, v in where.items())})
+
+    def read_spark(self, table: str, *, days: Sequence[str] | None = None,
+                   where: Mapping[str, Sequence[str]] | None = None) -> DataFrame:
+        """A table as a Spark frame, pruned to ``days`` and ``where`` partition/column values."""
+        from pyspark.sql import functions as F
+
+        spark = self._session(f"Reading {table}")
+        loc = self.location(table)
+        if self.catalog:
+            df = spark.table(loc)
+        else:
+            df = spark.read.format(self.output.format).option("mergeSchema", "true").load(loc)
+        if days is not None:
+            df = df.where(F.col("ds").isin(list(days)))
+        for col, values in (where or {}).items():
+            df = df.where(F.col(col).cast("string").isin([str(v) for v in values]))
+        return df
+
+    def exists(self, table: str) -> bool:
+        if self.catalog:
+            return bool(self._session("Checking a catalog table").catalog.tableExists(self.location(table)))
+        return self.files.is_dir(self.location(table))
+
+    def read(self, table: str, *, days: Sequence[str] | None = None,
+             where: Mapping[str, Sequence[str]] | None = None, with_run_id: bool = False) -> pd.DataFrame:
+        """A table (or its ``days`` / ``where`` part) as pandas, partition columns as strings; empty if absent.
+
+        The ``run_id`` column (which run wrote each partition) is dropped unless ``with_run_id``.
+        """
+        import pandas as pd
+
+        if not self.exists(table):
+            return pd.DataFrame()
+        if not self._local_reads():
+            frame = self.read_spark(table, days=days, where=where).toPandas()
+        else:
+            frame = self._read_local(table, days, where)
+        if not with_run_id and RUN_ID in frame.columns:
+            frame = frame.drop(columns=RUN_ID)
+        return frame
+
+    def _read_local(self, table: str, days: Sequence[str] | None,
+                    where: Mapping[str, Sequence[str]] | None) -> pd.DataFrame:
+        import pandas as pd
+
+        import pyarrow as pa
+        import pyarrow.dataset as pads
+
+        parts = PARTITIONS[table]
+        partitioning = pads.partitioning(pa.schema([(p, pa.string()) for p in parts]), flavor="hive")
+        root = self.location(table)
+        files = [f for f in pads.dataset(root, format=self.output.format, partitioning=partitioning).files]
+        if not files:
+            return pd.DataFrame()
+        schema = pa.unify_schemas([pads.dataset(f, format=self.output.format).schema for f in _one_per_dir(files)]
+                                  + [pa.schema([(p, pa.string()) for p in parts])])
+        ds = pads.dataset(root, format=self.output.format, partitioning=partitioning, schema=schema)
+        flt = None
+        conds = dict(where or {})
+        if days is not None:
+            conds["ds"] = list(days)
+        for col, values in conds.items():
+            term = pads.field(col).isin([str(v) for v in values])
+            flt = term if flt is None else flt & term
+        return ds.to_table(filter=flt).to_pandas()
+
+    def commits(self, table: str | None = None) -> pd.DataFrame:
+        """The latest commit per (table, partition): columns :data:`COMMIT_COLUMNS`."""
+        import pandas as pd
+
+        rows = []
+        for record in self._commit_records():
+            for part in record["partitions"]:
+                if table is None or part["table"] == table:
+                    rows.append({**part, RUN_ID: record[RUN_ID], "job": record["job"],
+                                 "committed_at": record["committed_at"]})
+        frame = pd.DataFrame(rows, columns=COMMIT_COLUMNS)
+        frame = frame.sort_values(["committed_at", RUN_ID]).drop_duplicates(["table", "partition"], keep="last")
+        return frame.reset_index(drop=True)
+
+    def _commit_records(self) -> list[dict[str, Any]]:
+        folder = f"{self.root}/_commits"
+        out = []
+        for e in self.files.list(folder):
+            if e.name.endswith(".json") and not e.name.startswith("."):
+                try:
+                    out.append(json.loads(self.files.read_text(f"{folder}/{e.name}")))
+                except (OSError, ValueError) as err:  # a record is moved into place whole; anything else is noise
+                    log.warning("unreadable commit record %s: %s", e.name, err)
+        return out
+
+    def write_commit(self, run_id: str, job: str, partitions: Sequence[Mapping[str, Any]]) -> None:
+        """Record a finished run's partitions, then drop records every partition of which a later run replaced."""
+        record = {RUN_ID: run_id, "job": job, "committed_at": _utc_now(), "partitions": list(partitions)}
+        folder = f"{self.root}/_commits"
+        self.files.write_text(f"{folder}/{run_id}.json", json.dumps(record))
+        latest = self.commits()
+        keep = set(latest[RUN_ID])
+        for other in self._commit_records():
+            if other[RUN_ID] not in keep and other[RUN_ID] != run_id:
+                self.files.delete(f"{folder}/{other[RUN_ID]}.json")
+
+    def check_days(self, days: Sequence[str], tables: Sequence[str] = ("summaries", "metrics")) -> list[str]:
+        """Problems with these days' partitions: data written by a run that did not commit, or tables whose
+        data come from different runs. Empty when every partition holds its latest committed run."""
+        problems = []
+        commits = self.commits()
+        for table in tables:
+            frame = self.read(table, days=days, with_run_id=True)
+            if frame.empty or RUN_ID not in frame:
+                continue
+            got = frame.groupby("ds")[RUN_ID].agg(lambda s: sorted(set(s)))
+            committed = {} if commits.empty else {
+                r["ds"]: r[RUN_ID] for _, r in commits[commits["table"] == table].iterrows()}
+            for day, runs in got.items():
+                if len(runs) != 1 or committed.get(day) != runs[0]:
+                    problems.append(f"{table} ds={day}: holds run(s) {runs}, latest commit "
+                                    f"{committed.get(day, 'none')}; rerun the job for {day}.")
+        return problems
+
+    # ---- writing ---------------------------------------------------------------------------------
+    def transaction(self, job: str) -> Transaction:
+        """A write transaction (use as a context manager): lease, recovery, writes, commit records last."""
+        return Transaction(self, job)
+
+    def recover(self, exclude_run: str | None = None) -> list[str]:
+        """Clear what killed runs left, unless another live run holds this output (then nothing is touched)."""
+        try:
+            leases = self.files.list(f"{self.root}/_runs")
+        except ConfigError as e:
+            log.warning("cannot check leftovers of earlier runs: %s", e)
+            return []
+        live, stale = [], []
+        for e in leases:
+            if not e.name.endswith(".json") or e.name[:-5] == exclude_run:
+                continue
+            try:
+                record = json.loads(self.files.read_text(f"{self.root}/_runs/{e.name}"))
+            except (OSError, ValueError):
+                record = {"heartbeat_at": e.mtime}
+            (live if lease_is_live(record, self.output.lease_timeout_s) else stale).append(e.name)
+        if live:
+            log.info("runs %s are writing to %s: leftovers are left for later", live, self.root)
+            return []
+        done = recover_root(self.files, f"{self.root}/_commits", 1) + recover_root(self.files, f"{self.root}/_runs", 1)
+        for table, parts in PARTITIONS.items():
+            root = self._table_root(table)
+            if root is not None:
+                done += recover_root(self.files, root, len(parts))
+                if self.catalog and any(d.startswith("rolled forward") for d in done):
+                    self._session("Repairing a catalog table").sql(
+                        f"ALTER TABLE {self.location(table)} RECOVER PARTITIONS")
+        for name in stale:
+            self.files.delete(f"{self.root}/_runs/{name}")
+            done.append(f"removed stale lease {name}")
+        for line in done:
+            log.warning("recovery: %s", line)
+        return done
+
+    def _table_root(self, table: str) -> str | None:
+        """The folder holding a table's files, if it has one this process can reach."""
+        if not self.catalog:
+            return self.location(table)
+        spark = self._session("Locating a catalog table")
+        name = self.location(table)
+        if not spark.catalog.tableExists(name):
+            return None
+        rows = {r[0]: r[1] for r in spark.sql(f"DESCRIBE TABLE EXTENDED {name}").collect()}
+        loc = rows.get("Location")
+        if not loc or (self._files is not None and not is_local(loc) and not is_local(self.root)
+                       and loc.split("://")[0] != self.root.split("://")[0]):
+            return None
+        try:
+            FileStore(loc)
+        except ConfigError:
+            return None
+        return _absolute(loc)
+
+
+def _one_per_dir(files: Sequence[str]) -> list[str]:
+    """One file per folder (partitions written by one run share a schema)."""
+    seen: dict[str, str] = {}
+    for f in files:
+        seen.setdefault(f.rsplit("/", 1)[0], f)
+    return list(seen.values())
+
+
+class Transaction:
+    """One run's writes to an output: see the module docstring for the protocol."""
+
+    def __init__(self, store: OutputStore, job: str) -> None:
+        self.store = store
+        self.job = job
+        self.run_id = new_run_id()
+        self.written: list[tuple[str, dict[str, str], int]] = []
+        self.lease: Lease | None = None
+        self.recovered: list[str] = []
+
+    def __enter__(self) -> Transaction:
+        store = self.store
+        record = {"run_id": self.run_id, "job": self.job, "host": socket.gethostname(), "pid": os.getpid(),
+                  "started_at": _utc_now()}
+        try:
+            self.lease = Lease(store.files, f"{store.root}/_runs/{self.run_id}.json", record,
+                               interval_s=max(5.0, store.output.lease_timeout_s / 4))
+            self.lease.start()
+            self.recovered = store.recover(exclude_run=self.run_id)
+        except ConfigError as e:  # output on a file system pyarrow cannot reach: no lease, no recovery
+            log.warning("%s", e)
+            self.lease = None
+        return self
+
+    def __exit__(self, kind: Any, value: Any, tb: Any) -> None:
+        try:
+            if kind is None and self.written:
+                self._commit()
+        finally:
+            if self.lease is not None:
+                self.lease.release()
+
+    def write(self, table: str, frame: pd.DataFrame | DataFrame, types: Mapping[str, str] | None = None) -> str:
+        """Replace the partitions of ``table`` that ``frame`` holds (a pandas frame needs ``types``).
+
+        A Spark frame is counted per partition first (one more Spark job); pass pandas where it exists.
+        """
+        import pandas as pd
+        from pyspark.sql import functions as F
+
+        store = self.store
+        spark = store._session(f"Writing {table}")
+        parts = PARTITIONS[table]
+        if isinstance(frame, pd.DataFrame):
+            if types is None:
+                raise TypeError("A pandas frame needs its column types.")
+            counts = frame.groupby(list(parts), dropna=False).size()
+            written = [(dict(zip(parts, k if isinstance(k, tuple) else (k,))), int(n)) for k, n in counts.items()]
+            sdf = pandas_to_spark(spark, frame, spark_schema(types))
+        else:
+            rows = frame.groupBy(*parts).count().collect()
+            written = [({p: str(r[p]) for p in parts}, int(r["count"])) for r in rows]
+            sdf = frame
+        for values, _ in written:
+            bad = {k: v for k, v in values.items() if not _PARTITION_VALUE.match(str(v))}
+            if bad:
+                raise InputError(f"Partition value(s) {bad} of {table} are not safe folder names "
+                                 "(letters, digits and _ . : + - only).")
+        sdf = sdf.withColumn(RUN_ID, F.lit(self.run_id))
+        sdf = sdf.select(*[c for c in sdf.columns if c not in parts], *[F.col(p).cast("string") for p in parts])
+        loc = store.location(table)
+        if store.catalog:
+            _overwrite_table(spark, loc, sdf, parts, store.output.format)
+        else:
+            (sdf.coalesce(1).write.mode("overwrite").option("partitionOverwriteMode", "dynamic")
+             .partitionBy(*parts).format(store.output.format).save(loc))
+        for values, n in written:
+            self.written.append((table, values, n))
+        return loc
+
+    def _commit(self) -> None:
+        parts = [{"table": t, "partition": "/".join(f"{k}={v}" for k, v in values.items()), "ds": values.get("ds"),
+                  "n_rows": n} for t, values, n in self.written]
+        try:
+            self.store.write_commit(self.run_id, self.job, parts)
+        except ConfigError as e:
+            log.warning("no commit record written: %s", e)
+
+
+def _overwrite_table(spark: SparkSession, name: str, frame: DataFrame, parts: Sequence[str], fmt: str) -> None:
+    """Dynamic partition overwrite of a catalog table, creating it (partitioned) when missing."""
+    from pyspark.sql import functions as F
+
+    if not spark.catalog.tableExists(name):
+        frame.limit(0).write.partitionBy(*parts).format(fmt).saveAsTable(name)
+    have = spark.table(name).columns
+    new = [f for f in frame.schema.fields if f.name not in have]
+    if new:
+        cols = ", ".join(f"`{f.name}` {f.dataType.simpleString()}" for f in new)
+        spark.sql(f"ALTER TABLE {name} ADD COLUMNS ({cols})")
+        have = spark.table(name).columns
+    aligned = frame.select(*[F.col(c) if c in frame.columns else F.lit(None).alias(c) for c in have])
+    try:
+        aligned.writeTo(name).overwritePartitions()
+        return
+    except Exception as e:  # noqa: BLE001 - v1 (Hive/Parquet) tables take the insertInto path
+        if "v1 table" not in str(e):
+            raise
+    key = "spark.sql.sources.partitionOverwriteMode"
+    before = spark.conf.get(key, "static")
+    spark.conf.set(key, "dynamic")
+    try:
+        aligned.write.insertInto(name, overwrite=True)
+    finally:
+        spark.conf.set(key, before)

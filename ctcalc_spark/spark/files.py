@@ -1,0 +1,149 @@
+"""Small file operations on the output file system, without a JVM handle (pyarrow's file systems).
+
+Used by the storage layer for what Spark's writers do not do: run leases, clearing what a killed run
+left, listing partition folders and the streaming job's state files. Local paths, ``file://``, ``hdfs://``
+(needs libhdfs), ``s3://``/``s3a://``, ``gs://`` and ``abfs://`` go through ``pyarrow.fs``; the same
+credentials as the Spark job are expected in the environment.
+"""
+from __future__ import annotations
+
+import os
+import uuid
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from ctcalc_spark.errors import ConfigError
+
+if TYPE_CHECKING:
+    import pyarrow.fs as pafs
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One name in a folder: its name, whether it is a folder, its modification time (seconds)."""
+
+    name: str
+    is_dir: bool
+    mtime: float
+
+
+def is_local(path: str) -> bool:
+    """Whether ``path`` is on the local file system."""
+    return path.startswith("file:") or "://" not in path
+
+
+def local_path(path: str) -> str:
+    """The local path of a ``file:`` URI or plain path."""
+    if path.startswith("file://"):
+        return path[len("file://"):]
+    if path.startswith("file:"):
+        return path[len("file:"):]
+    return path
+
+
+class FileStore:
+    """File operations under one root URI; paths given to the methods are relative to nothing (full URIs)."""
+
+    def __init__(self, root: str) -> None:
+        self.root = root.rstrip("/")
+        self._fs = _filesystem(self.root)
+
+    def _p(self, path: str) -> str:
+        """The path in pyarrow's terms: local absolute path, ``bucket/key``, ``/path`` on HDFS."""
+        path = path.rstrip("/")
+        if is_local(path):
+            return os.path.abspath(local_path(path))
+        scheme, rest = path.split("://", 1)
+        if scheme.lower() in ("hdfs", "viewfs"):
+            return "/" + rest.split("/", 1)[1] if "/" in rest else "/"
+        if scheme.lower() in ("abfs", "abfss"):
+            authority, _, key = rest.partition("/")
+            return f"{authority.split('@', 1)[0]}/{key}"
+        return rest
+
+    def exists(self, path: str) -> bool:
+        import pyarrow.fs as pafs
+
+        return self._fs.get_file_info(self._p(path)).type != pafs.FileType.NotFound
+
+    def is_dir(self, path: str) -> bool:
+        import pyarrow.fs as pafs
+
+        return self._fs.get_file_info(self._p(path)).type == pafs.FileType.Directory
+
+    def list(self, path: str) -> list[Entry]:
+        """The entries of a folder (empty if it does not exist), sorted by name."""
+        import pyarrow.fs as pafs
+
+        if not self.is_dir(path):
+            return []
+        infos = self._fs.get_file_info(pafs.FileSelector(self._p(path), recursive=False, allow_not_found=True))
+        out = [Entry(i.base_name, i.type == pafs.FileType.Directory,
+                     i.mtime.timestamp() if i.mtime is not None else 0.0) for i in infos]
+        return sorted(out, key=lambda e: e.name)
+
+    def newest_mtime(self, path: str) -> float:
+        """The latest modification time of anything below ``path`` (0 if nothing is there)."""
+        import pyarrow.fs as pafs
+
+        infos = self._fs.get_file_info(pafs.FileSelector(self._p(path), recursive=True, allow_not_found=True))
+        times = [i.mtime.timestamp() for i in infos if i.mtime is not None]
+        own = self._fs.get_file_info(self._p(path))
+        if own.mtime is not None:
+            times.append(own.mtime.timestamp())
+        return max(times, default=0.0)
+
+    def delete(self, path: str) -> None:
+        """Remove a file or a folder with everything below it; nothing if it does not exist."""
+        import pyarrow.fs as pafs
+
+        info = self._fs.get_file_info(self._p(path))
+        if info.type == pafs.FileType.Directory:
+            self._fs.delete_dir(self._p(path))
+        elif info.type != pafs.FileType.NotFound:
+            self._fs.delete_file(self._p(path))
+
+    def mkdirs(self, path: str) -> None:
+        self._fs.create_dir(self._p(path), recursive=True)
+
+    def rename(self, src: str, dst: str) -> None:
+        """Move ``src`` to ``dst`` (which must not exist)."""
+        if self.exists(dst):
+            raise OSError(f"Cannot move {src} to {dst}: the destination exists.")
+        self.mkdirs(dst.rstrip("/").rsplit("/", 1)[0])
+        self._fs.move(self._p(src), self._p(dst))
+
+    def read_text(self, path: str) -> str:
+        with self._fs.open_input_stream(self._p(path)) as f:
+            return f.read().decode("utf-8")
+
+    def write_text(self, path: str, text: str) -> None:
+        """Write a file so that readers see the old content or the whole new one (temporary file, then move)."""
+        parent, name = path.rstrip("/").rsplit("/", 1)
+        self.mkdirs(parent)
+        tmp = f"{parent}/.{name}.{uuid.uuid4().hex[:8]}.tmp"
+        with self._fs.open_output_stream(self._p(tmp)) as f:
+            f.write(text.encode("utf-8"))
+        if self.exists(path) and not is_local(path):
+            self.delete(path)  # object stores: move does not replace
+        self._fs.move(self._p(tmp), self._p(path))
+
+
+def _filesystem(root: str) -> pafs.FileSystem:
+    """A pyarrow file system for a root URI."""
+    import pyarrow.fs as pafs
+
+    if is_local(root):
+        return pafs.LocalFileSystem()
+    scheme = root.split("://", 1)[0].lower()
+    uri = root
+    if scheme in ("s3a", "s3n"):
+        uri = "s3://" + root.split("://", 1)[1]
+    try:
+        fs, _ = pafs.FileSystem.from_uri(uri)
+    except Exception as e:  # noqa: BLE001 - pyarrow raises several kinds for unsupported schemes/missing libs
+        raise ConfigError(
+            f"Cannot open {root!r} for file operations ({e}); the output file system must be one pyarrow reaches "
+            "(local, hdfs with libhdfs, s3, gs, abfs), or use catalog tables ('output.database')."
+        ) from e
+    return fs
