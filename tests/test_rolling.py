@@ -33,8 +33,7 @@ def _binary_rows(frame: pd.DataFrame, bin_width: float = 0.05) -> pd.DataFrame:
     out = []
     for (ds, model, run, split), g in frame.groupby(["ds", "model", "run", "split"]):
         cols = BinarySummary.from_logits(g["label"], g["logit"], bin_width=bin_width).to_columns()
-        out.append(pd.DataFrame(cols).rename(columns={"bins": "bin"}).assign(ds=ds, model=model, run=run, split=split,
-                                                                             bin_width=bin_width))
+        out.append(pd.DataFrame(cols).assign(ds=ds, model=model, run=run, split=split, bin_width=bin_width))
     return pd.concat(out, ignore_index=True)
 
 
@@ -87,13 +86,14 @@ def test_window_sum_equals_direct_summary_binary():
     spec = WindowSpec("week")
     wk = window_of("2026-11-18", spec)
     merged = merge_windows(rows, "binary", [wk])
-    got = merged[merged["run"] == "0"].sort_values("bin")
+    got = merged[merged["run"] == "0"].sort_values(["label", "bin"])
     direct_rows = raw[(raw["run"] == "0") & raw["ds"].between(wk.start, wk.end)]
-    direct = BinarySummary.from_logits(direct_rows["label"], direct_rows["logit"])
-    np.testing.assert_array_equal(got["bin"].to_numpy(), direct.bins)
-    np.testing.assert_array_equal(got["count"].to_numpy(), direct.count)
-    for f in ("weight", "pos_weight", "m1", "m2", "wp", "wloss"):
-        np.testing.assert_allclose(got[f].to_numpy(), getattr(direct, f), rtol=1e-12, atol=1e-12)
+    want = BinarySummary.from_logits(direct_rows["label"], direct_rows["logit"]).to_columns()  # label-major order
+    np.testing.assert_array_equal(got["bin"].to_numpy(), want["bin"])
+    np.testing.assert_array_equal(got["label"].to_numpy(), want["label"])
+    np.testing.assert_array_equal(got["count"].to_numpy(), want["count"])
+    for f in ("weight", "m1", "m2", "wmiss", "wloss"):
+        np.testing.assert_allclose(got[f].to_numpy(), want[f], rtol=1e-12, atol=1e-12)
     assert int(got["n_days"].iloc[0]) == 7
 
 
@@ -229,21 +229,25 @@ def test_missing_previous_day_inside_the_table():
 # ---- speed: windows over 90 days x 100 model/run pairs from stored summaries ------------------------
 
 def _synthetic_binary_table(n_pairs: int, days: list[str], n_bins: int = 120) -> pd.DataFrame:
-    """Summary-table rows of n_pairs model/run pairs x days x 2 splits x n_bins bins (vectorised)."""
+    """Summary-table rows of n_pairs model/run pairs x days x 2 splits x n_bins bins x 2 labels (vectorised)."""
     rng = np.random.default_rng(0)
     n_groups = n_pairs * len(days) * 2
     b = np.tile(np.arange(-80, -80 + n_bins), n_groups)
     w = rng.gamma(2.0, 10.0, b.size)
-    p = sigmoid((b + 0.5) * 0.05)
+    p = np.clip(sigmoid((b + 0.5) * 0.05) * rng.uniform(0.8, 1.2, b.size), 0.0, 1.0)
     pair = np.repeat(np.arange(n_pairs), len(days) * 2 * n_bins)
-    return pd.DataFrame({
+    base = pd.DataFrame({
         "ds": np.tile(np.repeat(np.array(days), 2 * n_bins), n_pairs),
         "model": np.char.add("m", (pair // 10).astype(str)), "run": (pair % 10).astype(str),
         "split": np.tile(np.repeat(np.array(["bias", "remain"]), n_bins), n_pairs * len(days)),
-        "bin": b, "count": np.ceil(w).astype(np.int64), "clipped": 0, "weight": w,
-        "pos_weight": w * rng.uniform(0.8, 1.2) * p, "m1": 0.0, "m2": w * 2e-4, "wp": w * p, "wloss": w * 0.4,
-        "bin_width": 0.05,
+        "bin": b, "clipped": 0, "m1": 0.0, "bin_width": 0.05,
     })
+    q = sigmoid((b + 0.5) * 0.05)
+    sides = []
+    for label, wl, miss in ((0, w * (1 - p), q), (1, w * p, 1 - q)):
+        sides.append(base.assign(label=label, count=np.ceil(wl).astype(np.int64), weight=wl, m2=wl * 2e-4,
+                                 wmiss=wl * miss, wloss=wl * 0.4))
+    return pd.concat(sides, ignore_index=True)
 
 
 def test_recompute_any_window_over_90_days_100_pairs_takes_seconds():

@@ -193,7 +193,7 @@ def test_rolling_finalizer_matches_summary_math():
         z = rng.normal(-1.5 + shift, 1.0, n)
         y = (rng.random(n) < 1 / (1 + np.exp(-z + shift))).astype(float)
         s = BinarySummary.from_logits(y, z)
-        return pd.DataFrame({"bin": s.bins, **{k: v for k, v in s.to_columns().items() if k != "bins"}})
+        return pd.DataFrame(s.to_columns())
 
     prev, cur = rows(3000, 0.0), rows(2000, 0.3)
     r = finalize_rolling("binary", prev, cur, 0.05)

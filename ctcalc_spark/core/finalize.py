@@ -47,7 +47,7 @@ METRIC_TYPES: dict[str, dict[str, str]] = {
     },
 }
 SUMMARY_TYPES: dict[str, dict[str, str]] = {
-    "binary": {"split": "string", "bin": "long", **{n: "long" for n in BINARY_COUNTS},
+    "binary": {"split": "string", "bin": "long", "label": "long", **{n: "long" for n in BINARY_COUNTS},
                **{n: "double" for n in BINARY_MOMENTS}, "bin_width": "double"},
     "regression": {"split": "string", "count": "long", **{n: "double" for n in REGRESSION_FIELDS[1:]}},
 }
@@ -66,7 +66,8 @@ def binary_summary_of(rows: pd.DataFrame, bin_width: float) -> BinarySummary:
     if rows.empty:
         return BinarySummary.empty(bin_width)
     return BinarySummary.from_columns(
-        bin_width, rows["bin"].to_numpy(), **{n: rows[n].to_numpy() for n in BINARY_COUNTS + BINARY_MOMENTS}
+        bin_width, rows["bin"].to_numpy(), rows["label"].to_numpy(),
+        **{n: rows[n].to_numpy() for n in BINARY_COUNTS + BINARY_MOMENTS},
     )
 
 

@@ -10,7 +10,7 @@ from typing import Callable
 import numpy as np
 from numpy.typing import ArrayLike
 
-from ctcalc_spark.core._math import F64, logit, logsumexp_rows, sigmoid
+from ctcalc_spark.core._math import F64, logit, logsumexp_rows, sigmoid, softplus
 from ctcalc_spark.errors import DegenerateBiasError
 from ctcalc_spark.core.metrics import (
     _validate_binary_labels,
@@ -87,9 +87,11 @@ def logit_shift_bracket(z_min: float, z_max: float, base_rate: float) -> tuple[f
 def solve_logit_shift(y: ArrayLike, z: ArrayLike, *, sample_weight: ArrayLike | None = None) -> float:
     """c* minimising Σ w·logloss(y, σ(z - c)); at the optimum Σ w·σ(z - c*) = Σ w·y.
 
-    Safeguarded Newton on the convex 1-D problem; converges for logits up to
-    +-40 and base rates down to 0.1% (tested). Raises DegenerateBiasError when
-    the rows are empty or single-class (c* = +-inf).
+    The optimality condition is solved as log Q(c) = log P(c), with Q = Σ_pos w·σ(c - z) the mass
+    missed on the positives and P = Σ_neg w·σ(z - c) the mass put on the negatives, each a log-sum-exp
+    over its rows: the difference increases with c, tiny terms (confidently right rows, |z| >= 30) keep
+    their digits, and no σ underflows at any finite logit. Safeguarded Newton; raises
+    DegenerateBiasError when the rows are empty or single-class (c* = +-inf).
 
     >>> round(solve_logit_shift([1, 0, 0, 0], [0.0, 0.0, 0.0, 0.0]), 6)  # log(1/3)
     1.098612
@@ -100,15 +102,28 @@ def solve_logit_shift(y: ArrayLike, z: ArrayLike, *, sample_weight: ArrayLike | 
     total, pos = float(w.sum()), float(np.sum(w * yv))
     _check_binary_bias_set(pos, total, yv.size)
     keep = w > 0
-    zv, w = zv[keep], w[keep]
+    zv, w, yv = zv[keep], w[keep], yv[keep]
+    z_pos, lw_pos = zv[yv == 1], np.log(w[yv == 1])
+    z_neg, lw_neg = zv[yv == 0], np.log(w[yv == 0])
 
     def grad(c: float) -> tuple[float, float]:
-        s = sigmoid(zv - c)
-        return pos - float(np.sum(w * s)), float(np.sum(w * s * (1.0 - s)))
+        lq, dlq = _log_missed_mass(lw_pos, c - z_pos)
+        lp, dlp = _log_missed_mass(lw_neg, z_neg - c)
+        return lq - lp, dlq + dlp
 
     lo, hi = logit_shift_bracket(float(zv.min()), float(zv.max()), pos / total)
-    x0 = float(np.sum(w * zv) / total) - float(logit(pos / total))
+    x0 = float(np.sum(w * zv) / float(w.sum())) - float(logit(pos / total))
     return safeguarded_newton(grad, lo, hi, x0)
+
+
+def _log_missed_mass(log_w: F64, margin: F64) -> tuple[float, float]:
+    """(log Σ w·σ(margin), Σ share·σ(-margin)): the log of a missed mass and the derivative of that log
+    with respect to the margin, ``share`` being each row's part of the mass."""
+    terms = log_w - softplus(-margin)
+    top = float(terms.max())
+    share = np.exp(terms - top)
+    total = float(share.sum())
+    return top + float(np.log(total)), float(np.sum(share * sigmoid(-margin)) / total)
 
 
 def solve_mean_shift(y: ArrayLike, p: ArrayLike, *, sample_weight: ArrayLike | None = None) -> float:

@@ -1,20 +1,20 @@
 """Mergeable sufficient statistics and the pure finalizers that turn them into metrics.
 
-Binary (log loss). With ``u = z - c`` the per-row log loss is
-``softplus(u) - y·u``, so over a set of rows
+Binary (log loss). Write ``s = 1 - 2y`` (+1 for a negative, -1 for a positive) and ``t = s·(z - c)``,
+the row's margin against its label at shift ``c``. The per-row log loss is ``softplus(t)`` and the
+probability the model puts on the wrong label is ``σ(t)``. :class:`BinarySummary` keeps, per logit bin
+``k = floor(z / h)`` (centre ``m_k = (k + ½)·h``) **and per label**: the row count, ``Σw``, ``Σw·d``,
+``Σw·d²`` (``d = z - m_k``), the exact ``Σw·σ(t)`` at ``c = 0`` (``wmiss``), the exact vanilla loss
+sum ``Σw·softplus(t)`` (``wloss``) and the clipped-row count. Sums over rows of ``softplus(t)`` and
+``σ(t)`` at any ``c`` are evaluated by a second-order expansion around each bin centre; the calibrated
+sum is ``L(c) = L(0) + [S_h(c) - S_h(0)]`` so that ``L(0)`` is the exact vanilla sum.
 
-    L(c) = Σ w·softplus(z - c) - Σ w·y·z + c·Σ w·y.
-
-The label enters only linearly. :class:`BinarySummary` keeps, per logit bin
-``k = floor(z / h)`` with centre ``m_k = (k + ½)·h``: the row count, ``Σw``,
-``Σw·y``, ``Σw·d``, ``Σw·d²`` (``d = z - m_k``), the exact ``Σw·σ(z)``, the
-exact vanilla loss sum ``Σw·(softplus(z) - y·z)`` and the clipped-row count.
-``S(c) = Σ w·softplus(z - c)`` is evaluated by a second-order expansion around
-each bin centre, and the calibrated sum as
-
-    L(c) = L(0) + [S_h(c) - S_h(0)] + c·Σ w·y,
-
-so that ``L(0)`` is the exact vanilla sum.
+Keeping the labels apart keeps small numbers small. The optimum ``c*`` solves ``Q(c) = P(c)`` with
+``Q = Σ_pos w·σ(c - z)`` (mass missed on positives) and ``P = Σ_neg w·σ(z - c)`` (mass put on
+negatives); both sides are formed, and compared, in log space. The earlier form
+``Σw·y - Σw·σ(z - c)`` lost every ``e^-30``-sized term to rounding when all val-bias rows were
+confidently right, and beyond ``|z|`` ~ 700 ``σ`` underflows to 0; here any finite logit gives a
+finite ``c*``.
 
 Error bound (bin width ``h``; ``f = softplus``, ``|f'''| <= 1/(6√3)``,
 ``|σ'''/σ'| <= 1``; each expanded sum errs by at most ``(h/2)³/(36√3)`` per
@@ -60,50 +60,63 @@ from ctcalc_spark.core.solvers import (
 )
 
 DEFAULT_BIN_WIDTH = 0.05
+HIST_LOGIT_LIMIT = 1e9
+"""Logits enter the histogram clamped to +-1e9 (the exact vanilla sums use the real value). The loss and
+missed mass of such a row are linear or flat in any shift a solve can reach, so the calibrated numbers do
+not change; the clamp keeps bin indices (and the scan's packed group key) far from overflow."""
 
 STATUS_OK = "ok"
 STATUS_NO_REMAIN_ROWS = "no_remain_rows"
 
-BINARY_MOMENTS = ("weight", "pos_weight", "m1", "m2", "wp", "wloss")
-"""Float per-bin sums of :class:`BinarySummary`, in table-column order."""
+BINARY_KEYS = ("bin", "label")
+"""Keys of a binary summary row below its group: the logit bin and the label (0/1)."""
+BINARY_MOMENTS = ("weight", "m1", "m2", "wmiss", "wloss")
+"""Float per-(bin, label) sums of :class:`BinarySummary`, in table-column order."""
 BINARY_COUNTS = ("count", "clipped")
-"""Integer per-bin counts of :class:`BinarySummary`."""
+"""Integer per-(bin, label) counts of :class:`BinarySummary`."""
 
 
 @dataclass(frozen=True)
 class BinarySummary:
-    """Logit histogram with per-bin moments; see the module docstring for the fields and the bound."""
+    """Logit histogram with per-bin, per-label moments; see the module docstring for the fields and the bound.
+
+    Every per-bin array has shape ``(2, n_bins)``: row 0 the negatives, row 1 the positives.
+    """
 
     bin_width: float
     bins: np.ndarray = field(repr=False)
     count: np.ndarray = field(repr=False)
     clipped: np.ndarray = field(repr=False)
     weight: np.ndarray = field(repr=False)
-    pos_weight: np.ndarray = field(repr=False)
     m1: np.ndarray = field(repr=False)
     m2: np.ndarray = field(repr=False)
-    wp: np.ndarray = field(repr=False)
+    wmiss: np.ndarray = field(repr=False)
     wloss: np.ndarray = field(repr=False)
 
     # ---- construction -------------------------------------------------
     @classmethod
     def empty(cls, bin_width: float = DEFAULT_BIN_WIDTH) -> BinarySummary:
         """The summary of no rows (the identity of :meth:`merge`)."""
-        e = np.zeros(0)
-        return cls(bin_width, np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.int64), e, e, e, e, e, e)
+        z = np.zeros((2, 0))
+        zi = np.zeros((2, 0), np.int64)
+        return cls(bin_width, np.zeros(0, np.int64), zi, zi, z, z, z, z, z)
 
     @classmethod
-    def from_columns(cls, bin_width: float, bins: ArrayLike, **cols: ArrayLike) -> BinarySummary:
-        """Build from per-bin columns (e.g. rows of the summaries table); duplicate bins are summed."""
+    def from_columns(cls, bin_width: float, bins: ArrayLike, labels: ArrayLike, **cols: ArrayLike) -> BinarySummary:
+        """Build from long-format rows (bin, label 0/1, and the :data:`BINARY_COUNTS` and :data:`BINARY_MOMENTS`
+        columns), e.g. rows of the summaries table; rows of the same (bin, label) are summed."""
         b = np.asarray(bins, dtype=np.int64)
+        lab = np.asarray(labels, dtype=np.int64)
+        if lab.size and not np.isin(lab, (0, 1)).all():
+            raise ValueError(f"Summary labels must be 0/1, got {sorted(set(lab.tolist()))[:5]}.")
         uniq, inv = np.unique(b, return_inverse=True)
+        idx = lab * uniq.size + inv
         out: dict[str, np.ndarray] = {}
-        for name in BINARY_COUNTS:
-            out[name] = np.bincount(inv, weights=np.asarray(cols[name], np.float64), minlength=uniq.size).astype(
-                np.int64
-            )
-        for name in BINARY_MOMENTS:
-            out[name] = np.bincount(inv, weights=np.asarray(cols[name], np.float64), minlength=uniq.size)
+        for name in BINARY_COUNTS + BINARY_MOMENTS:
+            summed = np.bincount(idx, weights=np.asarray(cols[name], np.float64), minlength=2 * uniq.size)
+            out[name] = summed.reshape(2, uniq.size)
+            if name in BINARY_COUNTS:
+                out[name] = np.rint(out[name]).astype(np.int64)
         return cls(float(bin_width), uniq, **out)
 
     @classmethod
@@ -120,20 +133,15 @@ class BinarySummary:
         yv = _validate_binary_labels(y)
         zv = _validate_vector("z", z, yv.size)
         w = _validate_weight(sample_weight, yv.size)
-        k = np.floor(zv / bin_width).astype(np.int64)
-        d = zv - (k + 0.5) * bin_width
+        zh = np.clip(zv, -HIST_LOGIT_LIMIT, HIST_LOGIT_LIMIT)
+        k = np.floor(zh / bin_width).astype(np.int64)
+        d = zh - (k + 0.5) * bin_width
+        margin = (1.0 - 2.0 * yv) * zv
         cl = np.zeros(yv.size) if clipped is None else np.asarray(clipped, dtype=np.float64)
         return cls.from_columns(
-            bin_width,
-            k,
-            count=np.ones(yv.size),
-            clipped=cl,
-            weight=w,
-            pos_weight=w * yv,
-            m1=w * d,
-            m2=w * d * d,
-            wp=w * sigmoid(zv),
-            wloss=w * (softplus(zv) - yv * zv),
+            bin_width, k, yv.astype(np.int64),
+            count=np.ones(yv.size), clipped=cl, weight=w, m1=w * d, m2=w * d * d,
+            wmiss=w * sigmoid(margin), wloss=w * softplus(margin),
         )
 
     @classmethod
@@ -157,12 +165,19 @@ class BinarySummary:
         """Sum of two summaries (rows of both); requires the same bin width."""
         if self.bin_width != other.bin_width:
             raise ValueError(f"Cannot merge summaries with bin widths {self.bin_width} and {other.bin_width}.")
-        cols = {n: np.concatenate([getattr(self, n), getattr(other, n)]) for n in BINARY_COUNTS + BINARY_MOMENTS}
-        return BinarySummary.from_columns(self.bin_width, np.concatenate([self.bins, other.bins]), **cols)
+        a, b = self.to_columns(dense=True), other.to_columns(dense=True)
+        cols = {n: np.concatenate([a[n], b[n]]) for n in a}
+        return BinarySummary.from_columns(self.bin_width, cols.pop("bin"), cols.pop("label"), **cols)
 
-    def to_columns(self) -> dict[str, np.ndarray]:
-        """Per-bin columns, the inverse of :meth:`from_columns`."""
-        return {f.name: getattr(self, f.name) for f in fields(self) if f.name != "bin_width"}
+    def to_columns(self, dense: bool = False) -> dict[str, np.ndarray]:
+        """Long-format columns (bin, label, counts, moments), the inverse of :meth:`from_columns`; (bin, label)
+        cells without rows are left out unless ``dense``."""
+        n = self.bins.size
+        keep = np.ones(2 * n, bool) if dense else (self.count.reshape(-1) > 0) | (self.weight.reshape(-1) != 0)
+        out = {"bin": np.tile(self.bins, 2)[keep], "label": np.repeat(np.arange(2), n)[keep]}
+        for name in BINARY_COUNTS + BINARY_MOMENTS:
+            out[name] = getattr(self, name).reshape(-1)[keep]
+        return out
 
     # ---- totals -----------------------------------------------------------
     @property
@@ -179,31 +194,60 @@ class BinarySummary:
 
     @property
     def total_pos_weight(self) -> float:
-        return float(self.pos_weight.sum())
+        return float(self.weight[1].sum())
+
+    @property
+    def pos_weight(self) -> F64:
+        """Σw of the positives, per bin."""
+        return self.weight[1]
+
+    @property
+    def wp(self) -> F64:
+        """Σw·σ(z) per bin: the predicted positives at c = 0 (exact)."""
+        return self.wmiss[0] + self.weight[1] - self.wmiss[1]
 
     @property
     def centres(self) -> F64:
         return (self.bins + 0.5) * self.bin_width
 
     # ---- the loss as a function of the shift -------------------------------
-    def _expansion(self, c: float) -> tuple[float, float, float]:
-        """(S_h(c), dL/dc without the c·Σwy term's sign, d²L/dc²) from the per-bin expansion."""
-        u = self.centres - c
-        s = sigmoid(u)
-        s1 = s * (1.0 - s)
-        s2 = s1 * (1.0 - 2.0 * s)
-        s3 = s1 * (1.0 - 6.0 * s + 6.0 * s * s)
-        sh = float(np.sum(self.weight * softplus(u) + self.m1 * s + 0.5 * self.m2 * s1))
-        pred = float(np.sum(self.weight * s + self.m1 * s1 + 0.5 * self.m2 * s2))
-        curv = float(np.sum(self.weight * s1 + self.m1 * s2 + 0.5 * self.m2 * s3))
-        return sh, pred, curv
+    def _side(self, label: int, c: float) -> tuple[F64, F64, F64, F64, F64]:
+        """Per bin, for one label at shift c: x = s·(m - c) (the centre's margin), σ(x), σ(-x), the expanded
+        loss sum, and A = (expanded missed mass) / σ(x), which is > 0 for h <= 0.5."""
+        sign = 1.0 - 2.0 * label
+        x = sign * (self.centres - c)
+        s, sc = sigmoid(x), sigmoid(-x)
+        w, m1, m2 = self.weight[label], sign * self.m1[label], self.m2[label]
+        loss = w * softplus(x) + m1 * s + 0.5 * m2 * s * sc
+        a = w + m1 * sc + 0.5 * m2 * sc * (sc - s)
+        return x, s, sc, loss, a
+
+    def _log_mass(self, label: int, c: float) -> tuple[float, float]:
+        """(log of one label's expanded missed mass at shift c, its derivative in c).
+
+        The mass is Σ_b σ(x_b)·A_b; it is summed in log space (log σ(x) = -softplus(-x)), so tiny terms keep
+        their digits and nothing underflows.
+        """
+        live = self.weight[label] > 0
+        if not live.any():
+            return -np.inf, 0.0
+        sign = 1.0 - 2.0 * label
+        x, s, sc, _, a = (v[live] for v in self._side(label, c))
+        w, m1, m2 = self.weight[label][live], sign * self.m1[label][live], self.m2[label][live]
+        log_terms = -softplus(-x) + np.log(a)
+        top = float(log_terms.max())
+        share = np.exp(log_terms - top)
+        total = float(share.sum())
+        # d(mass_b)/dc = -s·σ(x)·σ(-x)·[w + m1·(σ(-x) - σ(x)) + ½·m2·(1 - 6·σ(x)·σ(-x))]
+        b = sc * (w + m1 * (sc - s) + 0.5 * m2 * (1.0 - 6.0 * s * sc))
+        return top + float(np.log(total)), float(-sign * np.sum(share * b / a) / total)
 
     def loss_sum(self, c: float = 0.0) -> float:
         """Σ w·logloss(y, σ(z - c)); exact at c = 0, histogram-expanded elsewhere."""
         exact0 = float(self.wloss.sum())
         if c == 0.0:
             return exact0
-        return exact0 + self._expansion(c)[0] - self._expansion(0.0)[0] + c * self.total_pos_weight
+        return exact0 + sum(float(np.sum(self._side(lab, c)[3]) - np.sum(self._side(lab, 0.0)[3])) for lab in (0, 1))
 
     def log_loss(self, c: float = 0.0) -> float:
         """Weighted mean log loss after shifting every logit by -c."""
@@ -211,18 +255,26 @@ class BinarySummary:
 
     def predicted_positives(self, c: float = 0.0) -> float:
         """Σ w·σ(z - c); exact at c = 0."""
-        return float(self.wp.sum()) if c == 0.0 else self._expansion(c)[1]
+        if c == 0.0:
+            return float(self.wp.sum())
+        neg, pos = self._side(0, c), self._side(1, c)
+        return float(np.sum(neg[1] * neg[4])) + self.total_pos_weight - float(np.sum(pos[1] * pos[4]))
 
     def solve_bias(self) -> float:
-        """c* minimising the expanded L(c); raises DegenerateBiasError for empty or single-class rows."""
+        """c* minimising the expanded L(c); raises DegenerateBiasError for empty or single-class rows.
+
+        Safeguarded Newton on log Q(c) - log P(c) (module docstring), which increases with c.
+        """
         total, pos = self.total_weight, self.total_pos_weight
         _check_binary_bias_set(pos, total, self.n_rows)
 
         def grad(c: float) -> tuple[float, float]:
-            _, pred, curv = self._expansion(c)
-            return pos - pred, curv
+            lq, dlq = self._log_mass(1, c)
+            lp, dlp = self._log_mass(0, c)
+            return lq - lp, dlq - dlp
 
-        live = self.weight > 0
+        per_bin = self.weight.sum(axis=0)
+        live = per_bin > 0
         z_lo = float(self.bins[live].min()) * self.bin_width
         z_hi = float(self.bins[live].max() + 1) * self.bin_width
         lo, hi = logit_shift_bracket(z_lo, z_hi, pos / total)
@@ -234,14 +286,13 @@ class BinarySummary:
             if grad(hi)[0] >= 0:
                 break
             hi += 1.0
-        x0 = float(np.sum(self.weight * self.centres) / total) - float(logit(pos / total))
+        x0 = float(np.sum(per_bin * self.centres) / total) - float(logit(pos / total))
         return safeguarded_newton(grad, lo, hi, x0)
 
     # ---- other metrics from the same bins ------------------------------------
     def auc(self) -> tuple[float, float]:
         """(bucketed AUC, bound): pairs in the same bin count one half; |AUC - exact AUC| <= bound."""
-        pos = self.pos_weight
-        neg = self.weight - self.pos_weight
+        neg, pos = self.weight[0], self.weight[1]
         p_tot, n_tot = float(pos.sum()), float(neg.sum())
         if p_tot <= 0 or n_tot <= 0:
             return float("nan"), float("nan")
@@ -262,7 +313,7 @@ class BinarySummary:
         """Reliability diagram: fine bins grouped into equal-width probability buckets by their centre."""
         p_centre = sigmoid(self.centres)
         bucket = np.minimum((p_centre * n_buckets).astype(np.int64), n_buckets - 1)
-        w = np.bincount(bucket, weights=self.weight, minlength=n_buckets)
+        w = np.bincount(bucket, weights=self.weight.sum(axis=0), minlength=n_buckets)
         wp = np.bincount(bucket, weights=self.wp, minlength=n_buckets)
         pos = np.bincount(bucket, weights=self.pos_weight, minlength=n_buckets)
         with np.errstate(invalid="ignore", divide="ignore"):

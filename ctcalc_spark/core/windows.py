@@ -32,7 +32,7 @@ import pandas as pd
 
 from ctcalc_spark.errors import ConfigError, DegenerateBiasError
 from ctcalc_spark.core.finalize import ALL, REGRESSION_FIELDS
-from ctcalc_spark.core.summary import BINARY_COUNTS, BINARY_MOMENTS, BinarySummary, RegressionSummary
+from ctcalc_spark.core.summary import BINARY_COUNTS, BINARY_KEYS, BINARY_MOMENTS, BinarySummary, RegressionSummary
 
 WINDOW_KINDS = ("day", "week", "month", "rolling")
 
@@ -156,8 +156,9 @@ def windows_between(start: str, end: str, spec: WindowSpec) -> list[Window]:
 # ---- merging daily summary rows per window --------------------------------------------------------
 
 def _cell_columns(rows: pd.DataFrame, task: str) -> list[str]:
-    data = set(BINARY_COUNTS + BINARY_MOMENTS + ("bin", "bin_width")) if task == "binary" else set(REGRESSION_FIELDS)
-    return [c for c in rows.columns if c not in data | {"ds", "split"}]
+    data = set(BINARY_COUNTS + BINARY_MOMENTS + BINARY_KEYS + ("bin_width",)) if task == "binary" \
+        else set(REGRESSION_FIELDS)
+    return [c for c in rows.columns if c not in data | {"ds", "split", "run_id"}]
 
 
 def merge_windows(summaries: pd.DataFrame, task: str, windows: Iterable[Window]) -> pd.DataFrame:
@@ -178,17 +179,11 @@ def merge_windows(summaries: pd.DataFrame, task: str, windows: Iterable[Window])
     # days per group and window, counted before the day rows are summed away
     days = rows[cells + ["ds"]].drop_duplicates().merge(members, on="ds")
     n_days = days.groupby(["window", *cells], dropna=False).size().rename("n_days").reset_index()
-    if task == "binary":
-        fields = list(BINARY_COUNTS + BINARY_MOMENTS)
-        by = ["ds", *cells, "bin"]
-    else:
-        fields = list(REGRESSION_FIELDS)
-        by = ["ds", *cells]
-    daily = rows.groupby(by, dropna=False, sort=False)[fields].sum().reset_index()  # splits merged
+    inner = list(BINARY_KEYS) if task == "binary" else []
+    fields = list(BINARY_COUNTS + BINARY_MOMENTS) if task == "binary" else list(REGRESSION_FIELDS)
+    daily = rows.groupby(["ds", *cells, *inner], dropna=False, sort=False)[fields].sum().reset_index()  # splits merged
     merged = daily.merge(members, on="ds").drop(columns="ds")
-    out = merged.groupby(["window", *cells, *(["bin"] if task == "binary" else [])], dropna=False, sort=True)[
-        fields
-    ].sum().reset_index()
+    out = merged.groupby(["window", *cells, *inner], dropna=False, sort=True)[fields].sum().reset_index()
     return out.merge(n_days, on=["window", *cells], how="left")
 
 
@@ -203,22 +198,18 @@ def _group_summaries(merged: pd.DataFrame, task: str, by: Sequence[str], bin_wid
     keys = ["window", *by]
     if task == "binary":
         fields = list(BINARY_COUNTS + BINARY_MOMENTS)
-        agg = merged.groupby([*keys, "bin"], dropna=False, sort=True)[fields].sum().reset_index()
+        agg = merged.groupby([*keys, *BINARY_KEYS], dropna=False, sort=True)[fields].sum().reset_index()
         days = merged.groupby(keys, dropna=False)["n_days"].max()
         gid = agg.groupby(keys, dropna=False, sort=False).ngroup().to_numpy()  # agg is sorted by keys
         change = np.flatnonzero(gid[1:] != gid[:-1]) + 1
         starts = np.concatenate([[0], change])
         ends = np.concatenate([change, [len(agg)]])
         key_vals = list(agg[keys].itertuples(index=False, name=None))
-        cols = {n: agg[n].to_numpy() for n in ["bin", *fields]}
+        cols = {n: agg[n].to_numpy() for n in [*BINARY_KEYS, *fields]}
         for s, e in zip(starts, ends):
             k = key_vals[s]
-            summary = BinarySummary(
-                float(bin_width),
-                cols["bin"][s:e].astype(np.int64),
-                **{n: cols[n][s:e].astype(np.int64) for n in BINARY_COUNTS},
-                **{n: cols[n][s:e].astype(np.float64) for n in BINARY_MOMENTS},
-            )
+            summary = BinarySummary.from_columns(float(bin_width), cols["bin"][s:e], cols["label"][s:e],
+                                                 **{n: cols[n][s:e] for n in fields})
             out[k] = (summary, int(days.loc[k]))
         return out
     fields = list(REGRESSION_FIELDS)

@@ -129,8 +129,8 @@ def compute_rolling(cfg: JobConfig, ds: str | Sequence[str], spark: SparkSession
         if not exact_rows.empty:
             table = attach_exact(table, exact_rows[exact_rows["ds"].astype(str).isin(cur.days(until=d))])
         tables.append(table.assign(ds=d))
-    tables = [t for t in tables if not t.empty]
-    table = pd.concat(tables, ignore_index=True) if tables else pd.DataFrame(columns=list(ROLLING_TABLE_TYPES))
+    # records, not concat: columns that are all-None in some days must not change dtype or warn
+    table = pd.DataFrame([r for t in tables for r in t.to_dict("records")], columns=list(ROLLING_TABLE_TYPES))
     last = days[-1]
     return RollingResult(last, plan[last][0], plan[last][1], table, seconds=time.perf_counter() - t0,
                          days_read=needed, days=days, spec=spec.label)

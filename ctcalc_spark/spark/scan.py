@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Sequence
 
 from ctcalc_spark.config import JobConfig
 from ctcalc_spark.core.split import bias_threshold, salt_key
-from ctcalc_spark.core.summary import BINARY_COUNTS, BINARY_MOMENTS
+from ctcalc_spark.core.summary import BINARY_COUNTS, BINARY_MOMENTS, HIST_LOGIT_LIMIT
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -173,20 +173,22 @@ def summary_aggregation(
             *exact,
         ), keys)
     # Per-row terms are projected once (one exp per row, shared by softplus and sigmoid), then summed.
+    # The label is part of the group key: per (bin, label) the margin t = (1 - 2y)·z gives the loss
+    # softplus(t) and the missed mass σ(t) (see core/summary.py), and no y·w products are summed.
     h = F.lit(cfg.histogram.bin_width)
-    bin_ = F.floor(z / h)
-    d = z - (bin_ + F.lit(0.5)) * h
+    zh = F.least(F.greatest(z, F.lit(-HIST_LOGIT_LIMIT)), F.lit(HIST_LOGIT_LIMIT))
+    bin_ = F.floor(zh / h)
+    d = zh - (bin_ + F.lit(0.5)) * h
     e = F.exp(-F.abs(z))
-    softplus = F.greatest(z, F.lit(0.0)) + F.log1p(e)
-    sigmoid = F.when(z >= 0, F.lit(1.0) / (F.lit(1.0) + e)).otherwise(e / (F.lit(1.0) + e))
+    t = F.when(y == F.lit(1.0), -z).otherwise(z)
+    softplus = F.greatest(t, F.lit(0.0)) + F.log1p(e)
+    missed = F.when(t >= 0, F.lit(1.0) / (F.lit(1.0) + e)).otherwise(e / (F.lit(1.0) + e))
     unweighted = cfg.columns.weight is None
-    loss = softplus - y * z
     terms = {
-        "pos_weight": y if unweighted else w * y,
         "m1": d if unweighted else w * d,
         "m2": d * d if unweighted else w * d * d,
-        "wp": sigmoid if unweighted else w * sigmoid,
-        "wloss": loss if unweighted else w * loss,
+        "wmiss": missed if unweighted else w * missed,
+        "wloss": softplus if unweighted else w * softplus,
     }
     # Sums that are known without summing are filled in after the aggregate: with no weight column the
     # weight of a (valid) group is its row count; with logits as input no row is ever clipped.
@@ -196,10 +198,11 @@ def summary_aggregation(
         terms["clipped"] = F.col("_clipped")
     filled = {"weight": F.col("count").cast("double"), "clipped": F.lit(0).cast("long")}
     assert set(terms) | set(filled) | {"count"} == set(BINARY_COUNTS + BINARY_MOMENTS)
-    # invalid (3 bits), is_bias (1 bit) and the bin are packed into one long group key: hashing one
-    # primitive is cheaper than three (measured), and the small aggregated result is decoded after.
-    packed = (F.coalesce(bin_.cast("long"), F.lit(0)) * F.lit(16) + F.col("is_bias").cast("long") * F.lit(8)
-              + F.col("invalid").cast("long"))
+    # invalid (3 bits), is_bias (1 bit), the label (1 bit) and the bin are packed into one long group key:
+    # hashing one primitive is cheaper than four (measured), and the small aggregated result is decoded after.
+    label_bit = F.coalesce((F.col("_y") == F.lit(1.0)).cast("long"), F.lit(0))
+    packed = (F.coalesce(bin_.cast("long"), F.lit(0)) * F.lit(32) + label_bit * F.lit(16)
+              + F.col("is_bias").cast("long") * F.lit(8) + F.col("invalid").cast("long"))
     outer = [k for k in keys if k not in ("invalid", "is_bias")]
     projected = rows.select(
         *outer, packed.alias("_k"), *(t.alias(f"_t_{n}") for n, t in terms.items()),
@@ -213,7 +216,8 @@ def summary_aggregation(
         *outer,
         invalid.alias("invalid"),
         (F.shiftright(F.col("_k"), 3).bitwiseAND(F.lit(1)) == 1).alias("is_bias"),
-        F.when(invalid == 0, F.shiftright(F.col("_k"), 4)).alias("bin"),
+        F.when(invalid == 0, F.shiftright(F.col("_k"), 4).bitwiseAND(F.lit(1))).alias("label"),
+        F.when(invalid == 0, F.shiftright(F.col("_k"), 5)).alias("bin"),
         *[c for c in agg.columns if c not in (*outer, "_k")],
         *[expr.alias(name) for name, expr in filled.items() if name not in terms],
     )
