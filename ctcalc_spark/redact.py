@@ -30,7 +30,7 @@ _URL_USERINFO = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*://)(?P<userinfo>
 
 
 def key_words(key: str) -> list[str]:
-    """Lower-case words of a key: ``'kafka.sasl.jaas.config'`` -> kafka, sasl, jaas, config; ``'apiKey'`` -> api, key."""
+    """Lower-case words of a key: ``'kafka.sasl.jaas.config'`` -> kafka sasl jaas config; ``'apiKey'`` -> api key."""
     return [w.lower() for part in re.split(r"[^A-Za-z0-9]+", str(key)) for w in _WORD.findall(part)]
 
 

@@ -2,9 +2,10 @@
 
 Binary task: per (day, model, run) ``n`` rows with a true logit ``x`` and the
 population level ``level(t)``, shared by every model: a mean-reverting walk around
--1.5 (daily step std ``walk_std``, daily persistence ``persistence``). Labels enter as their expectation, ``y = sigmoid(x + level(t))``
-(summaries are sums, so a fractional label is the large-sample limit: no label
-sampling noise, as on a day of millions of rows). Model logits are
+-1.5 (daily step std ``walk_std``, daily persistence ``persistence``). Labels enter
+as their expectation, ``y = sigmoid(x + level(t))`` (summaries are sums, so a
+fractional label is the large-sample limit: no label sampling noise, as on a day
+of millions of rows). Model logits are
 ``z = x - 1.5 + offset(model, run) + shift(model, t) + noise``: each run keeps its own
 persistent bias offset (seed noise, std ``seed_std``), and a model's ``shift`` jumps
 at the days listed in ``jumps`` (a broken feature, a new traffic source).

@@ -61,3 +61,12 @@ def three_years_of_drift():
     cfg = config_from_dict({"task": "binary", "input": {"path": "unused"}, "output": {"path": "unused"},
                             "histogram": {"bin_width": 0.1}, "rolling": {"window": "week"}})
     return days, ReportInput(rows, pd.DataFrame(), days[0], days[-1], "synthetic"), cfg
+
+
+@pytest.fixture(scope="session")
+def three_year_report(three_years_of_drift):
+    """The drift report of :func:`three_years_of_drift` over every week but the first, default flag rule."""
+    from ctcalc_spark.reports.drift import build_report
+
+    days, inp, cfg = three_years_of_drift
+    return cfg, build_report(inp, cfg, days[7], days[-1])

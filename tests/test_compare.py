@@ -181,8 +181,8 @@ def test_distribution_plot_counts_runs_in_integers_from_0_with_shared_bins_and_o
     from ctcalc_spark.reports.plotting import pyplot
 
     rng = np.random.default_rng(6)
-    c = compare_runs(0.4 + rng.normal(0, 0.004, 7), 0.4 + rng.normal(0, 3e-4, 7),
-                     0.402 + rng.normal(0, 0.004, 9), 0.402 + rng.normal(0, 3e-4, 9), name_a="a", name_b="b", n_boot=200)
+    c = compare_runs(0.4 + rng.normal(0, 0.004, 7), 0.4 + rng.normal(0, 3e-4, 7), 0.402 + rng.normal(0, 0.004, 9),
+                     0.402 + rng.normal(0, 3e-4, 9), name_a="a", name_b="b", n_boot=200)
     fig = distributions_figure(c)
     fig.canvas.draw()
     try:

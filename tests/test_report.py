@@ -45,11 +45,10 @@ def _section_order(page: str) -> list[str]:
 
 
 @pytest.fixture(scope="module")
-def three_year_reports(three_years_of_drift):
+def three_year_reports(three_years_of_drift, three_year_report):
     """The 3-year weekly report under the default rule and under the old absolute limit 0.1."""
     days, inp, cfg = three_years_of_drift
-    return (cfg, build_report(inp, cfg, days[7], days[-1]),
-            build_report(inp, cfg, days[7], days[-1], rule=FlagRule(None, 0.1)))
+    return cfg, three_year_report[1], build_report(inp, cfg, days[7], days[-1], rule=FlagRule(None, 0.1))
 
 
 def test_binary_report_leads_with_summary_then_plots_then_flags(tmp_path):
@@ -76,8 +75,8 @@ def test_binary_report_leads_with_summary_then_plots_then_flags(tmp_path):
     csv = pd.read_csv(rep.paths["csv"])
     data = json.load(open(rep.paths["json"]))
     assert len(csv) == len(data["rows"]) == len(rep.table)
-    np.testing.assert_allclose(csv["calibrated"].to_numpy(float),
-                               [np.nan if r["calibrated"] is None else r["calibrated"] for r in data["rows"]], rtol=1e-12)
+    from_json = [np.nan if r["calibrated"] is None else r["calibrated"] for r in data["rows"]]
+    np.testing.assert_allclose(csv["calibrated"].to_numpy(float), from_json, rtol=1e-12)
     assert set(csv["status"]) <= {"ok", "first_window"}  # strings, never NaN
     assert len(data["flags"]) == len(pd.read_csv(rep.paths["flags_csv"])) == 2
     assert data["rule"]["spread_k"] == 2.0 and "seed spread" in data["rule"]["description"]

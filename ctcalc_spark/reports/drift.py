@@ -101,7 +101,8 @@ class FlagRule:
     def describe(self) -> str:
         if self.spread_k is None:
             return f"|Δc̄| > {self.threshold:g}, a fixed limit"
-        return f"|Δc̄| > {self.spread_k:g} × the model's seed spread of c*; models with one run: |Δc̄| > {self.threshold:g}"
+        return (f"|Δc̄| > {self.spread_k:g} × the model's seed spread of c*; "
+                f"models with one run: |Δc̄| > {self.threshold:g}")
 
 
 @dataclass(frozen=True)
@@ -204,8 +205,8 @@ def bias_moves(whole: pd.DataFrame, rule: FlagRule) -> pd.DataFrame:
     """
     w = _numeric(whole, ["bias", "prev_bias", "bias_change"]).dropna(subset=["bias_change"])
     if w.empty:
-        floats = ["prev_bias", "bias", "move", "run_move_min", "run_move_max", "seed_spread", "in_seed_spreads", "limit"]
-        return pd.DataFrame(columns=MOVE_COLUMNS).astype({**{c: float for c in floats}, "runs": int, "flagged": bool})
+        types = {c: float for c in MOVE_COLUMNS if c not in ("window", "window_start", "window_end", "model", "basis")}
+        return pd.DataFrame(columns=MOVE_COLUMNS).astype({**types, "runs": int, "flagged": bool})
     moves = w.groupby(["model", "window"], sort=False).agg(
         window_start=("window_start", "first"), window_end=("window_end", "first"), runs=("run", "nunique"),
         prev_bias=("prev_bias", "mean"), bias=("bias", "mean"), move=("bias_change", "mean"),
@@ -254,7 +255,8 @@ def model_summary(whole: pd.DataFrame, moves: pd.DataFrame, spread: pd.DataFrame
     if frame.empty:
         return frame
     order = frame.assign(_size=pd.to_numeric(frame["largest_move"]).abs().fillna(-1.0))
-    return frame.loc[order.sort_values(["flagged", "_size"], ascending=False, kind="stable").index].reset_index(drop=True)
+    ranked = order.sort_values(["flagged", "_size"], ascending=False, kind="stable").index
+    return frame.loc[ranked].reset_index(drop=True)
 
 
 def build_report(inp: ReportInput, cfg: JobConfig, start: str, end: str, *, spec: WindowSpec | None = None,
@@ -356,6 +358,10 @@ def _finish_ax(ax: Any, title: str, ylabel: str) -> None:
         ax.legend(fontsize=7, ncol=2 if len(handles) > 6 else 1)
 
 
+def _bias_label(task: str) -> str:
+    return "logit shift c*" if task == "binary" else "mean shift c*"
+
+
 def _mark_flags(ax: Any, flags: pd.DataFrame) -> None:
     if not flags.empty:
         ax.scatter(_dates(flags["window_end"]), flags["bias"], marker="x", s=30, color="tab:red", zorder=5,
@@ -371,8 +377,7 @@ def overview_png(report: DriftReport) -> str:
         g = grp.groupby("window_end")["bias"].mean()
         ax.plot(_dates(g.index.to_series()), g.to_numpy(), lw=1, label=plain(model))
     _mark_flags(ax, report.flags)
-    ylabel = "logit shift c*" if report.task == "binary" else "mean shift c*"
-    _finish_ax(ax, f"Mean c* across runs per window; rule {report.rule.describe()}", ylabel)
+    _finish_ax(ax, f"Mean c* across runs per window; rule {report.rule.describe()}", _bias_label(report.task))
     return figure_png(fig, dpi=80, tight=True)
 
 
@@ -389,7 +394,7 @@ def model_plots(report: DriftReport, model: str) -> dict[str, str]:
     fig, ax = plt.subplots(figsize=size)
     _per_run(ax, grp, "bias")
     _mark_flags(ax, report.flags[report.flags["model"] == model])  # at the window's mean c*
-    _finish_ax(ax, f"{name}: c* fitted on all of each window", "logit shift c*" if task == "binary" else "mean shift c*")
+    _finish_ax(ax, f"{name}: c* fitted on all of each window", _bias_label(task))
     out["bias"] = figure_png(fig, dpi=80, tight=True)
 
     fig, ax = plt.subplots(figsize=size)
@@ -506,7 +511,8 @@ _CSS = """
 body{font-family:-apple-system,Segoe UI,Helvetica,Arial,sans-serif;margin:16px 24px;color:#222;max-width:1300px}
 h1{font-size:20px;margin:0 0 4px} h2{font-size:16px;border-bottom:1px solid #ccc;padding-bottom:3px;margin:18px 0 6px}
 h3{font-size:13px;margin:8px 0 2px} p{margin:4px 0}
-table{border-collapse:collapse;font-size:12px;margin:6px 0} th,td{border:1px solid #ddd;padding:2px 6px;text-align:right}
+table{border-collapse:collapse;font-size:12px;margin:6px 0}
+th,td{border:1px solid #ddd;padding:2px 6px;text-align:right}
 th{background:#f3f3f3} td:first-child,th:first-child{text-align:left}
 .grid{display:flex;flex-wrap:wrap;gap:10px} .plot{flex:0 0 auto} .note{color:#555;font-size:12px}
 .headline{font-size:14px} .flag{background:#fff4e5;border:1px solid #f0b35a;padding:4px 8px}
