@@ -19,10 +19,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     rule = parser.add_mutually_exclusive_group()
     rule.add_argument("--spread-k", type=float, default=None, metavar="K",
                       help=f"flag a model's window when the across-run mean bias moved more than K times the "
-                           f"model's seed spread of c* (default {DEFAULT_SPREAD_K:g})")
+                           f"model's seed spread of c* (default {DEFAULT_SPREAD_K:g}; models with one run use "
+                           "rolling.bias_threshold)")
     rule.add_argument("--threshold", type=float, default=None, metavar="X",
-                      help="flag when the across-run mean bias moved more than X (an absolute limit instead of "
-                           "--spread-k; rolling.bias_threshold is the fallback for single-run models)")
+                      help="flag when the across-run mean bias moved more than X, for every model "
+                           "(a fixed limit instead of --spread-k)")
     parser.add_argument("--top", type=int, default=DEFAULT_TOP,
                         help=f"flagged moves listed on the page, largest first (default {DEFAULT_TOP}); "
                              "all of them go to the CSV and JSON")
