@@ -6,7 +6,8 @@ on ``.``, ``_``, ``-`` and case changes (``kafka.sasl.jaas.config``,
 ``ssl.key.password``, ``apiKey``, ``AWS_SECRET_ACCESS_KEY``). Nested mappings
 and lists under such a key are walked rather than blanked, so only the scalar
 values go. Independently of keys, ``user:password@`` in a URL is hidden
-(``s3a://AKIA...:xyz@bucket/path`` becomes ``s3a://***@bucket/path``).
+(``s3a://AKIA...:xyz@bucket/path`` becomes ``s3a://***@bucket/path``), and so are
+secret-looking URL parameters (a Spark Connect ``sc://host:15002/;token=...``).
 
 >>> redact({"stream": {"kafka_options": {"kafka.sasl.jaas.config": "... password='p';", "kafka.acks": "all"}}})
 {'stream': {'kafka_options': {'kafka.sasl.jaas.config': '***', 'kafka.acks': 'all'}}}
@@ -20,13 +21,14 @@ MASK = "***"
 
 SECRET_WORDS = frozenset({
     "password", "passwd", "passphrase", "secret", "secrets", "token", "tokens", "credential", "credentials",
-    "key", "keys", "apikey", "jaas", "auth", "authorization", "cookie", "signature", "sas", "private",
+    "key", "keys", "apikey", "jaas", "auth", "authorization", "cookie", "signature", "sig", "sas", "private",
 })
 """Words that make a key secret. 'key' is broad on purpose (``ssl.key``, ``access_key``); a harmless
 ``key.deserializer`` is hidden too, which costs nothing in a report."""
 
 _WORD = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|\d+")
 _URL_USERINFO = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*://)(?P<userinfo>[^/@\s]+)@")
+_URL_PARAM = re.compile(r"(?P<sep>[;?&])(?P<name>[A-Za-z0-9_.-]+)=(?P<value>[^;&#\s]*)")
 
 
 def key_words(key: str) -> list[str]:
@@ -41,8 +43,13 @@ def is_secret_key(key: str) -> bool:
 
 
 def redact_url(text: str) -> str:
-    """``scheme://user:password@host`` -> ``scheme://***@host`` wherever it appears in ``text``."""
-    return _URL_USERINFO.sub(lambda m: f"{m.group('scheme')}{MASK}@", text)
+    """``scheme://user:password@host`` -> ``scheme://***@host``, and secret URL parameters
+    (``sc://host:15002/;token=abc``, ``?sig=...&password=...``) -> ``name=***``, wherever they appear in ``text``."""
+    if "://" not in text:
+        return text
+    text = _URL_USERINFO.sub(lambda m: f"{m.group('scheme')}{MASK}@", text)
+    return _URL_PARAM.sub(lambda m: f"{m.group('sep')}{m.group('name')}={MASK}" if is_secret_key(m.group("name"))
+                          else m.group(0), text)
 
 
 def redact_assignment(text: str) -> str:

@@ -65,6 +65,11 @@ def test_redact_overrides_and_urls():
         ["--set", f"a.secret={MASK}", ("x", "https://***@host/y")]
     assert redact_url("see https://user:pw@example.org and s3://bucket/key") == \
         "see https://***@example.org and s3://bucket/key"
+    assert redact_url("sc://host:15002/;user_id=ana;token=abc123;use_ssl=true") == \
+        "sc://host:15002/;user_id=ana;token=***;use_ssl=true"
+    assert redact_url("https://acct.blob.core.windows.net/c?sv=2024&sig=XYZ&sp=r&api_key=K") == \
+        "https://acct.blob.core.windows.net/c?sv=2024&sig=***&sp=r&api_key=***"  # sig: an Azure SAS signature
+    assert redact_url("a;token=b") == "a;token=b"  # not a URL: left alone
 
 
 @pytest.mark.parametrize("name", ["../../ESCAPED", "a/b", "/etc/passwd", "..", ".", "", "-rf", "a\\..\\b",

@@ -175,15 +175,20 @@ def test_echoed_config_is_redacted(tmp_path):
     days = _days("2026-11-16", 3)
     _store(tmp_path / "out", _binary_rows(_binary_stream(days, runs=2, n=300, seed=6)))
     jaas = "org.apache.kafka.common.security.plain.PlainLoginModule required username='u' password='hunter2';"
-    cfg = _cfg(tmp_path, "binary", window="day", extra={"stream": {
+    cfg = _cfg(tmp_path, "binary", window="day", extra={"spark": {
+        "remote": "sc://connect:15002/;token=tok3n", "conf": {"spark.hadoop.fs.s3a.secret.key": "aws5ecret"}},
+        "stream": {
         "source": "kafka", "kafka_bootstrap_servers": "broker:9092", "kafka_topic": "scores",
         "kafka_options": {"kafka.sasl.jaas.config": jaas, "kafka.ssl.key.password": "s3cret",
                           "kafka.security.protocol": "SASL_SSL"}}})
     rep = write_report(cfg, days[1], days[-1])
     for path in rep.paths.values():
         text = open(path, encoding="utf-8").read()
-        assert "hunter2" not in text and "s3cret" not in text
-    opts = json.load(open(rep.paths["json"]))["config"]["stream"]["kafka_options"]
+        assert not {"hunter2", "s3cret", "tok3n", "aws5ecret"} & set(re.findall(r"\w+", text)), path
+    config = json.load(open(rep.paths["json"]))["config"]
+    assert config["spark"]["remote"] == "sc://connect:15002/;token=***"
+    assert config["spark"]["conf"] == {"spark.hadoop.fs.s3a.secret.key": "***"}
+    opts = config["stream"]["kafka_options"]
     assert opts == {"kafka.sasl.jaas.config": "***", "kafka.ssl.key.password": "***",
                     "kafka.security.protocol": "SASL_SSL"}
 
