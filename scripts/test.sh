@@ -3,7 +3,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/bootstrap.sh
+bash scripts/ensure_chromium.sh  # headless browser for tests/test_report_browser.py (apt-get, only when missing)
 . scripts/env.sh
+export CTCALC_REQUIRE_BROWSER=1  # here a missing browser fails that test instead of skipping it
 set +e
 .venv/bin/python -m pytest -q "$@"
 rc=$?

@@ -161,7 +161,8 @@ def test_daily_dag_runs_two_days_end_to_end(scenario):
         assert set(metrics["status"]) == {"ok"}
         assert len(metrics[metrics["slice_name"] == "__all__"]) == 3 * 2  # 3 demo models x 2 runs
         report = out / "reports" / f"ds={day}"
-        assert sorted(p.suffix for p in report.iterdir()) == [".csv", ".html", ".json"]
+        assert sorted(p.suffix for p in report.iterdir()) == [".csv", ".csv", ".html", ".json"]  # rows, flags
+        assert len(list(report.glob("drift_*_flags.csv"))) == 1
     # Only the days that ran exist: every task wrote the partition of its own logical date.
     for table in ("metrics", "summaries", "rolling"):
         assert sorted(p.name for p in (out / table).glob("ds=*")) == [f"ds={DAY1}", f"ds={DAY2}"]

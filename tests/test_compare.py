@@ -4,6 +4,7 @@ from __future__ import annotations
 import itertools
 import json
 import math
+import re
 
 import numpy as np
 import pandas as pd
@@ -163,3 +164,127 @@ def test_render_html_is_self_contained() -> None:
     c = compare_runs([1.0, 1.2, 1.1], [1.0, 1.01, 1.02], [1.3, 1.4, 1.2], [1.1, 1.12, 1.11], n_boot=200)
     html = render_html([c], title="t")
     assert "<script" not in html and "http" not in html.split("<body>")[1]
+
+
+# ---- report cosmetics, degenerate intervals, hostile names -------------------------------------------
+
+def _paren_depth(text: str) -> int:
+    depth = most = 0
+    for ch in text:
+        depth += {"(": 1, ")": -1}.get(ch, 0)
+        most = max(most, depth)
+    return most
+
+
+def test_distribution_plot_counts_runs_in_integers_from_0_with_shared_bins_and_one_rounding() -> None:
+    from ctcalc_spark.reports.comparison import distributions_figure
+    from ctcalc_spark.reports.plotting import pyplot
+
+    rng = np.random.default_rng(6)
+    c = compare_runs(0.4 + rng.normal(0, 0.004, 7), 0.4 + rng.normal(0, 3e-4, 7), 0.402 + rng.normal(0, 0.004, 9),
+                     0.402 + rng.normal(0, 3e-4, 9), name_a="a", name_b="b", n_boot=200)
+    fig = distributions_figure(c)
+    fig.canvas.draw()
+    try:
+        for ax in fig.axes:
+            lo, hi = ax.get_ylim()
+            shown = [t for t in ax.get_yticks() if lo <= t <= hi]
+            assert shown[0] == 0 and all(t >= 0 and float(t).is_integer() for t in shown), shown
+            labels = [t.get_text() for t in ax.get_yticklabels() if t.get_text()]
+            assert labels and all(re.fullmatch(r"\d+", s) for s in labels), labels
+            bars = [cont for cont in ax.containers if len(cont)]
+            assert len(bars) == 2
+            edges = [[r.get_x() for r in cont] + [cont[-1].get_x() + cont[-1].get_width()] for cont in bars]
+            np.testing.assert_array_equal(edges[0], edges[1])
+            counts = sum(sum(r.get_height() for r in cont) for cont in bars)
+            assert counts == 7 + 9  # every run in a bin
+            texts = [t.get_text() for t in ax.get_legend().get_texts()]
+            parsed = [re.search(r"mean -?\d+\.(\d+) ± \d+\.(\d+)$", t) for t in texts]
+            assert all(parsed), texts
+            assert len({len(g) for m in parsed for g in m.groups()}) == 1, texts  # same decimals everywhere
+            assert _paren_depth(ax.get_title()) == 0 and _paren_depth(ax.get_xlabel()) == 0
+    finally:
+        pyplot().close(fig)
+
+
+def test_spread_table_uses_one_rounding_per_column() -> None:
+    from ctcalc_spark.reports.comparison import mean_sd, spread_table_rows
+
+    c = compare_runs([0.40123, 0.40571, 0.39802], [0.40001, 0.40012, 0.39995], [0.41011, 0.4152, 0.40313],
+                     [0.41002, 0.41031, 0.4099], name_a="a", name_b="b", n_boot=200)
+    rows = spread_table_rows([c])
+    cells = [r["log_loss mean ± std"] for r in rows] + [r["calibrated_log_loss mean ± std"] for r in rows]
+    assert rows[0]["log_loss mean ± std"] == mean_sd(c.vanilla.mean_a, c.vanilla.std_a, 4)  # smallest std 0.0039
+    for col in ("log_loss mean ± std", "calibrated_log_loss mean ± std"):
+        decimals = {len(part.split(".")[1]) for r in rows for part in r[col].split(" ± ")}
+        assert len(decimals) == 1, cells
+
+
+def test_report_title_has_no_nested_parentheses() -> None:
+    from ctcalc_spark.reports.comparison import report_title
+
+    days = ["2026-11-16", "2026-11-17", "2026-11-18"]
+    assert report_title("a", "b", days) == "a vs b, 2026-11-16..2026-11-18: 3 days, summaries merged"
+    assert report_title("a", "b", days[:1]) == "a vs b, 2026-11-16"
+    c = compare_runs([1.0, 1.2, 1.1], [1.0, 1.01, 1.02], [1.3, 1.4, 1.2], [1.1, 1.12, 1.11], n_boot=200)
+    page = render_html([c], title=report_title("a", "b", days))
+    assert max(_paren_depth(t) for t in re.findall(r"<(?:title|h1|h2)>(.*?)</", page)) <= 1
+
+
+def test_verdict_for_degenerate_intervals_is_exact_not_noise() -> None:
+    apart = compare_runs([1.0, 1.1, 1.2], [1.0, 1.1, 1.2], [2.0, 2.1, 2.2], [2.0, 2.1, 2.2], name_a="a", name_b="b",
+                         n_boot=200)
+    assert apart.acc_gain_ci == (0.0, 0.0) and apart.vanilla.acc_ci == (1.0, 1.0)
+    assert "within noise" not in apart.verdict and "no change, exactly" in apart.verdict
+    assert "both separate the pipelines in every run pair" in apart.verdict
+    assert "a is better, in every run pair" in apart.verdict and "CI 100.0%–100.0%" not in apart.verdict
+    tied = compare_runs([1.0, 1.0], [2.0, 2.0], [1.0, 1.0], [2.0, 2.0], n_boot=200)
+    assert tied.vanilla.acc_ci == (0.5, 0.5)
+    assert "every run pair ties" in tied.verdict and "within noise" not in tied.verdict
+    assert "nan" not in tied.verdict.lower() and "undefined, the vanilla metric does not vary" in tied.verdict
+
+
+def test_hostile_names_render_in_the_compare_report(tmp_path) -> None:
+    c = compare_runs([1.0, 1.2, 1.1], [1.0, 1.01, 1.02], [1.3, 1.4, 1.2], [1.1, 1.12, 1.11], n_boot=200,
+                     name_a="$\\frac{a}{$", name_b="<img src=x onerror=alert(1)>")
+    paths = write_report(tmp_path, [c], title="$\\frac{a}{$ vs <b>")
+    page = paths["html"].read_text()
+    assert "data:image/png;base64," in page and "<img src=x" not in page and "&lt;img src=x" in page
+    assert "$\\frac{a}{$" in page
+
+
+def _metrics_table(root, ds: str, models: dict[str, float]) -> None:
+    """A metrics partition as the evaluate job writes it (the columns run_metrics reads)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    rng = np.random.default_rng(7)
+    rows = [{"model": m, "run": str(r), "slice_name": "__all__", "slice_value": "__all__",
+             "log_loss": 0.4 + shift + rng.normal(0, 0.003), "calibrated_log_loss": 0.4 + shift + rng.normal(0, 3e-4),
+             "status": "ok"} for m, shift in models.items() for r in range(6)]
+    part = root / "metrics" / f"ds={ds}"
+    part.mkdir(parents=True)
+    pq.write_table(pa.Table.from_pylist(rows), part / "part-0.parquet")
+
+
+def test_cli_compare_keeps_hostile_names_inside_the_output_folder(tmp_path, capsys) -> None:
+    import yaml
+
+    from ctcalc_spark.cli.main import main
+
+    out = tmp_path / "work" / "out"
+    hostile = ["../../ESCAPED", "a/b", "$\\frac{a}{$"]
+    _metrics_table(out, "2026-11-16", {hostile[0]: 0.0, hostile[1]: 0.001, hostile[2]: 0.002})
+    conf = tmp_path / "job.yaml"
+    conf.write_text(yaml.safe_dump({"task": "binary", "input": {"path": str(tmp_path / "eval")},
+                                    "output": {"path": str(out)}}))
+    before = {p for p in tmp_path.rglob("*")}
+    for a, b in ((hostile[0], hostile[1]), (hostile[2], hostile[0])):
+        assert main(["compare", "--config", str(conf), "--a", a, "--b", b, "--ds", "2026-11-16", "--engine", "local",
+                     "--bootstrap", "200"]) == 0
+    capsys.readouterr()
+    new = {p for p in tmp_path.rglob("*")} - before
+    assert new and all(p.resolve().is_relative_to((out / "compare").resolve()) for p in new), sorted(new)
+    reports = sorted(p.relative_to(out / "compare") for p in new if p.name == "report.html")
+    assert len(reports) == 2 and all(len(r.parts) == 2 for r in reports)  # one folder level: no 'a/b' sub-folder
+    assert not (tmp_path / "ESCAPED_vs_a").exists() and not list(tmp_path.parent.glob("ESCAPED*"))

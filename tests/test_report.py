@@ -1,6 +1,7 @@
-"""The drift report: self-contained HTML with every section and embedded images, plus the same numbers as CSV/JSON."""
+"""The drift report: answer first (summary, plots, capped flags), the flag rule, hostile names, redaction, CLI."""
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 
@@ -8,9 +9,21 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
+import pytest
+import yaml
 
+from ctcalc_spark.cli.main import main
 from ctcalc_spark.config import config_from_dict
-from ctcalc_spark.reports.drift import SECTIONS, write_report
+from ctcalc_spark.core.finalize import ALL
+from ctcalc_spark.errors import ConfigError
+from ctcalc_spark.reports.drift import (
+    SECTIONS,
+    FlagRule,
+    ReportInput,
+    build_report,
+    write_report,
+    write_report_files,
+)
 from tests.test_rolling import _binary_rows, _binary_stream, _days, _regression_rows, drift_stream
 
 
@@ -21,56 +34,192 @@ def _store(root, rows: pd.DataFrame) -> None:
         pq.write_table(pa.Table.from_pandas(g.drop(columns="ds"), preserve_index=False), part / "part-0.parquet")
 
 
-def _cfg(tmp_path, task: str, **rolling):
-    extra = {"columns": {"prediction": "prediction", "logit": None}} if task == "regression" else {}
+def _cfg(tmp_path, task: str, *, extra: dict | None = None, **rolling):
+    cols = {"columns": {"prediction": "prediction", "logit": None}} if task == "regression" else {}
     return config_from_dict({"task": task, "input": {"path": str(tmp_path / "eval")},
-                             "output": {"path": str(tmp_path / "out")}, "rolling": rolling, **extra})
+                             "output": {"path": str(tmp_path / "out")}, "rolling": rolling, **cols, **(extra or {})})
 
 
-def test_binary_report_has_every_section_embedded_images_and_matching_csv_json(tmp_path):
+def _section_order(page: str) -> list[str]:
+    return re.findall(r"<section id='([^']+)'", page)
+
+
+@pytest.fixture(scope="module")
+def three_year_reports(three_years_of_drift, three_year_report):
+    """The 3-year weekly report under the default rule and under the old absolute limit 0.1."""
+    days, inp, cfg = three_years_of_drift
+    return cfg, three_year_report[1], build_report(inp, cfg, days[7], days[-1], rule=FlagRule(None, 0.1))
+
+
+def test_binary_report_leads_with_summary_then_plots_then_flags(tmp_path):
     days = _days("2026-11-16", 8)
     raw = _binary_stream(days, runs=3, n=300, seed=2)
-    raw.loc[raw["ds"] == "2026-11-20", "logit"] += 0.8  # a bias jump to flag
+    raw.loc[raw["ds"] == "2026-11-20", "logit"] += 0.8  # a bias jump to flag, undone the next day
     _store(tmp_path / "out", _binary_rows(raw))
-    cfg = _cfg(tmp_path, "binary", window="day", bias_threshold=0.3)
-    rep = write_report(cfg, days[1], days[-1])
+    rep = write_report(_cfg(tmp_path, "binary", window="day"), days[1], days[-1])
     page = open(rep.paths["html"], encoding="utf-8").read()
-    for sid in ("flags", "spread", "model-m", "table"):
-        assert f"id='{sid}'" in page
+    assert _section_order(page) == ["summary", "overview", "model-m", "flags", "missing", "method"]
     for sec in SECTIONS:
         assert f"data-section='{sec}'" in page
     images = re.findall(r"src='data:image/png;base64,([A-Za-z0-9+/=]+)'", page)
-    assert len(images) == len(SECTIONS)
-    assert all(len(i) > 1000 for i in images)
+    assert len(images) == 1 + len(SECTIONS) and all(len(i) > 1000 for i in images)
+    assert re.findall(r"width='\d+' height='\d+' src='data:image/png", page)  # sized: no layout shift
     assert not re.search(r"(src|href)=['\"]https?://", page)  # opens offline
-    flagged = set(rep.flags["window"])
-    assert {"2026-11-20", "2026-11-21"} <= flagged and "2026-11-18" not in flagged
-    assert "2026-11-20" in page.split("id='spread'")[0]  # in the table at the top
+    # default rule: the runs' offsets 0, 0.2, 0.4 give a seed spread of 0.2, limit 0.4; the jump is 0.8
+    assert rep.rule == FlagRule(2.0, 0.1)
+    assert set(rep.flags["window"]) == {"2026-11-20", "2026-11-21"}
+    assert sorted(np.sign(rep.flags["move"])) == [-1, 1] and (rep.flags["move"].abs() > 0.5).all()
+    assert rep.flags["basis"].eq("2 x seed spread").all()
+    summary = page.split("<section id='overview'")[0]
+    assert "Bias moved beyond its limit in 2 of 7 model-windows" in summary and "m: 2 windows" in summary
     csv = pd.read_csv(rep.paths["csv"])
     data = json.load(open(rep.paths["json"]))
     assert len(csv) == len(data["rows"]) == len(rep.table)
-    np.testing.assert_allclose(csv["calibrated"].to_numpy(float),
-                               [np.nan if r["calibrated"] is None else r["calibrated"] for r in data["rows"]], rtol=1e-12)
+    from_json = [np.nan if r["calibrated"] is None else r["calibrated"] for r in data["rows"]]
+    np.testing.assert_allclose(csv["calibrated"].to_numpy(float), from_json, rtol=1e-12)
     assert set(csv["status"]) <= {"ok", "first_window"}  # strings, never NaN
-    assert len(data["flags"]) == len(rep.flags)
+    assert len(data["flags"]) == len(pd.read_csv(rep.paths["flags_csv"])) == 2
+    assert data["rule"]["spread_k"] == 2.0 and "seed spread" in data["rule"]["description"]
 
 
-def test_regression_report_with_rolling_windows(tmp_path):
-    rows = pd.concat([_regression_rows(drift_stream(s, months=3, per_day=10)) for s in range(3)])
-    _store(tmp_path / "out", rows)
-    cfg = _cfg(tmp_path, "regression", window="rolling", days=14)
-    rep = write_report(cfg, "2026-02-01", "2026-03-31", out_dir=str(tmp_path / "rep"))
+def test_moves_and_seed_spread_match_a_direct_computation(three_year_reports):
+    _, rep, _ = three_year_reports
+    w = rep.table[(rep.table["slice_name"] == ALL) & (rep.table["status"] == "ok")]
+    bias = w.pivot(index="window", columns=["model", "run"], values="bias").astype(float)
+    prev = w.pivot(index="window", columns=["model", "run"], values="prev_bias").astype(float)
+    for model in ("ctr_a", "ctr_b"):
+        spread = float(np.median(bias[model].std(axis=1, ddof=1)))
+        assert spread == pytest.approx(0.25, rel=0.05)  # the generator's seed offsets have std 0.25
+        mine = rep.moves[rep.moves["model"] == model].set_index("window")
+        assert mine["seed_spread"].iloc[0] == pytest.approx(spread, rel=1e-12)
+        move = (bias[model] - prev[model]).mean(axis=1)
+        np.testing.assert_allclose(mine["move"].to_numpy(), move.loc[mine.index].to_numpy(), rtol=1e-9)
+        np.testing.assert_allclose(mine["limit"], 2.0 * spread, rtol=1e-12)
+
+
+def test_default_rule_flags_the_jumps_where_the_absolute_one_flags_a_quarter_of_the_windows(three_year_reports):
+    _, rel, ab = three_year_reports
+    assert len(rel.moves) == len(ab.moves) == 310
+    assert list(zip(rel.flags["model"], rel.flags["window"])) == [("ctr_b", "2024-W10"), ("ctr_a", "2025-W02")]
+    assert len(ab.flags) > 60  # the weekly drift of the population level alone moves c* by more than 0.1
+    assert (ab.flags["basis"] == "absolute").all()
+    top = ab.flags["move"].abs().to_numpy()
+    assert (np.diff(top) <= 0).all()  # largest first
+    s = rel.summary.set_index("model")
+    assert s.loc["ctr_b", "largest_move_window"] == "2024-W10" and s.loc["ctr_b", "flagged"] == 1
+
+
+def test_page_caps_the_flag_table_and_the_files_keep_every_flag(three_year_reports, tmp_path):
+    cfg, _, ab = three_year_reports
+    rep = write_report_files(dataclasses.replace(ab, top=10), cfg, tmp_path)
     page = open(rep.paths["html"], encoding="utf-8").read()
-    assert page.count("data:image/png;base64,") == len(SECTIONS)
-    ok = rep.table[rep.table["status"] == "ok"]
-    assert ok["window"].nunique() == 59 and ok["run"].nunique() == 3
+    flags = page.split("<section id='flags'>")[1].split("</section>")[0]
+    assert flags.count("<tr>") == 1 + 10  # header + top 10
+    assert f"10 of {len(rep.flags)}" in flags
+    assert len(pd.read_csv(rep.paths["flags_csv"])) == len(rep.flags) > 60
+    assert len(json.load(open(rep.paths["json"]))["flags"]) == len(rep.flags)
+    size = len(page.encode("utf-8"))
+    print(f"\ndrift report page, 1,550 weekly model-run windows, {len(rep.flags)} flagged: {size / 1e3:.0f} kB")
+    assert size < 400_000  # palette PNGs, capped tables; the old page carried every window as a table row
 
 
 def test_report_of_first_windows_only(tmp_path):
     """Day 1 of a backfill: every window is a first window, every bias_change is None; no crash, no flag."""
     days = _days("2026-11-16", 1)
     _store(tmp_path / "out", _binary_rows(_binary_stream(days, runs=2, n=300, seed=3)))
-    rep = write_report(_cfg(tmp_path, "binary", window="day", bias_threshold=0.1), days[0], days[0])
-    assert rep.flags.empty
+    rep = write_report(_cfg(tmp_path, "binary", window="day"), days[0], days[0])
+    assert rep.flags.empty and rep.moves.empty
     assert set(rep.table["status"]) == {"first_window"}
-    assert "data-section" in open(rep.paths["html"], encoding="utf-8").read()
+    page = open(rep.paths["html"], encoding="utf-8").read()
+    assert "data-section" in page and "No bias move to check: no window has a previous window" in page
+
+
+def test_regression_report_with_rolling_windows_and_an_absolute_threshold(tmp_path):
+    rows = pd.concat([_regression_rows(drift_stream(s, months=3, per_day=10)) for s in range(3)])
+    _store(tmp_path / "out", rows)
+    cfg = _cfg(tmp_path, "regression", window="rolling", days=14)
+    rep = write_report(cfg, "2026-02-01", "2026-03-31", out_dir=str(tmp_path / "rep"), threshold=0.05)
+    page = open(rep.paths["html"], encoding="utf-8").read()
+    assert page.count("data:image/png;base64,") == 1 + len(SECTIONS)
+    ok = rep.table[rep.table["status"] == "ok"]
+    assert ok["window"].nunique() == 59 and ok["run"].nunique() == 3
+    assert rep.rule == FlagRule(None, 0.05) and "|Δc̄| &gt; 0.05, a fixed limit" in page
+    assert (rep.flags["move"].abs() > 0.05).all() and (rep.moves[~rep.moves["flagged"]]["move"].abs() <= 0.05).all()
+
+
+def test_single_run_model_falls_back_to_the_config_threshold(tmp_path):
+    days = _days("2026-11-16", 6)
+    raw = _binary_stream(days, runs=1, n=300, seed=4)
+    raw.loc[raw["ds"] >= "2026-11-19", "logit"] += 0.8
+    _store(tmp_path / "out", _binary_rows(raw))
+    rep = write_report(_cfg(tmp_path, "binary", window="day", bias_threshold=0.3), days[1], days[-1])
+    assert rep.moves["seed_spread"].isna().all() and (rep.moves["basis"] == "absolute").all()
+    assert list(rep.flags["window"]) == ["2026-11-19"]
+
+
+def test_hostile_model_names_draw_as_text_and_are_escaped(tmp_path):
+    days = _days("2026-11-16", 4)
+    raw = _binary_stream(days, runs=2, n=300, seed=5)
+    hostile = ["$\\frac{a}{$", "<script>alert(1)</script>'\""]
+    raw = pd.concat([raw.assign(model=hostile[0]), raw.assign(model=hostile[1])], ignore_index=True)
+    _store(tmp_path / "out", _binary_rows(raw))
+    rep = write_report(_cfg(tmp_path, "binary", window="day"), days[1], days[-1], threshold=0.0)
+    page = open(rep.paths["html"], encoding="utf-8").read()
+    assert "<script>" not in page and "&lt;script&gt;" in page
+    assert "$\\frac{a}{$" in page  # plain text in HTML (no mathtext there)
+    assert page.count("data:image/png;base64,") == 1 + 2 * len(SECTIONS)
+    assert set(rep.flags["model"]) == set(hostile)
+
+
+def test_echoed_config_is_redacted(tmp_path):
+    days = _days("2026-11-16", 3)
+    _store(tmp_path / "out", _binary_rows(_binary_stream(days, runs=2, n=300, seed=6)))
+    jaas = "org.apache.kafka.common.security.plain.PlainLoginModule required username='u' password='hunter2';"
+    cfg = _cfg(tmp_path, "binary", window="day", extra={"spark": {
+        "remote": "sc://connect:15002/;token=tok3n", "conf": {"spark.hadoop.fs.s3a.secret.key": "aws5ecret"}},
+        "stream": {
+        "source": "kafka", "kafka_bootstrap_servers": "broker:9092", "kafka_topic": "scores",
+        "kafka_options": {"kafka.sasl.jaas.config": jaas, "kafka.ssl.key.password": "s3cret",
+                          "kafka.security.protocol": "SASL_SSL"}}})
+    rep = write_report(cfg, days[1], days[-1])
+    for path in rep.paths.values():
+        text = open(path, encoding="utf-8").read()
+        assert not {"hunter2", "s3cret", "tok3n", "aws5ecret"} & set(re.findall(r"\w+", text)), path
+    config = json.load(open(rep.paths["json"]))["config"]
+    assert config["spark"]["remote"] == "sc://connect:15002/;token=***"
+    assert config["spark"]["conf"] == {"spark.hadoop.fs.s3a.secret.key": "***"}
+    opts = config["stream"]["kafka_options"]
+    assert opts == {"kafka.sasl.jaas.config": "***", "kafka.ssl.key.password": "***",
+                    "kafka.security.protocol": "SASL_SSL"}
+
+
+def test_rule_options_are_validated():
+    cfg = config_from_dict({"input": {"path": "x"}, "rolling": {"bias_threshold": 0.2}})
+    assert FlagRule.from_options(cfg) == FlagRule(2.0, 0.2)
+    assert FlagRule.from_options(cfg, spread_k=3) == FlagRule(3.0, 0.2)
+    assert FlagRule.from_options(cfg, threshold=0.05) == FlagRule(None, 0.05)
+    with pytest.raises(ConfigError, match="not both"):
+        FlagRule.from_options(cfg, threshold=0.05, spread_k=2)
+    with pytest.raises(ConfigError, match="positive --spread-k"):
+        FlagRule(0.0, 0.1)
+    with pytest.raises(ConfigError, match="threshold >= 0"):
+        FlagRule(None, float("nan"))
+
+
+def test_cli_report_with_threshold_and_top(tmp_path, capsys):
+    days = _days("2026-11-16", 5)
+    _store(tmp_path / "out", _binary_rows(_binary_stream(days, runs=2, n=300, seed=7)))
+    conf = tmp_path / "job.yaml"
+    conf.write_text(yaml.safe_dump({"task": "binary", "input": {"path": str(tmp_path / "eval")},
+                                    "output": {"path": str(tmp_path / "out")}, "rolling": {"window": "day"}}))
+    assert main(["report", "--config", str(conf), "--start", days[1], "--end", days[-1], "--threshold", "0",
+                 "--top", "2"]) == 0
+    out = capsys.readouterr().out
+    assert "4 windows x 1 models, 4 of 4 model-windows flagged by the rule |Δc̄| > 0, a fixed limit" in out
+    assert "flags_csv:" in out
+    page = (tmp_path / "out" / "reports" / f"drift_{days[1]}_{days[-1]}.html").read_text()
+    assert "Largest flagged bias moves: 2 of 4" in page
+    with pytest.raises(SystemExit):
+        main(["report", "--config", str(conf), "--start", days[1], "--end", days[-1], "--threshold", "0",
+              "--spread-k", "2"])
+    assert "not allowed with argument" in capsys.readouterr().err

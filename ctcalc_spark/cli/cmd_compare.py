@@ -29,7 +29,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from ctcalc_spark.core.accuracy import describe_noise_check
     from ctcalc_spark.jobs.compare import compare_pipelines, resolve_days, run_metrics, summary_payload
-    from ctcalc_spark.reports.comparison import accuracy_table_rows, format_text_table, spread_table_rows, write_report
+    from ctcalc_spark.reports.comparison import (
+        accuracy_table_rows,
+        format_text_table,
+        report_dir,
+        report_title,
+        spread_table_rows,
+        write_report,
+    )
 
     cfg = config_from_args(args)
     remote = "://" in cfg.output.path and not cfg.output.path.startswith("file://")
@@ -41,8 +48,8 @@ def run(args: argparse.Namespace) -> int:
                             seed=args.seed, single_run=tuple(args.single_run) if args.single_run else None,
                             baseline=args.baseline)
     c = res.comparison
-    span = days[0] if len(days) == 1 else f"{days[0]}..{days[-1]} ({len(days)} days, summaries merged)"
-    print(f"{args.a} vs {args.b} on {span}\n")
+    title = report_title(args.a, args.b, days)
+    print(f"{title}\n")
     print(format_text_table(accuracy_table_rows([c])))
     print()
     print(format_text_table(spread_table_rows([c])))
@@ -54,9 +61,9 @@ def run(args: argparse.Namespace) -> int:
         print(f"\nSingle run {args.single_run[0]} of {args.a} vs run {args.single_run[1]} of {args.b}:")
         for ch in res.noise_checks:
             print("  " + describe_noise_check(ch, args.a, args.b))
-    out = Path(args.out) if args.out else Path(cfg.output.path) / "compare" / f"{args.a}_vs_{args.b}"
+    out = Path(args.out) if args.out else report_dir(cfg.output.path, args.a, args.b)  # --out: the user's own path
     checks = [(args.a, args.b, res.noise_checks)] if res.noise_checks else []
-    paths = write_report(out, [c], title=f"{args.a} vs {args.b} ({span})", noise_checks=checks,
+    paths = write_report(out, [c], title=title, noise_checks=checks,
                          extra=summary_payload(res, days))
     print(f"\nreport -> {paths['html']}\njson   -> {paths['json']}")
     return 0

@@ -7,6 +7,8 @@ from ctcalc_spark.cli.common import add_config_arguments, config_from_args
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    from ctcalc_spark.reports.drift import DEFAULT_SPREAD_K, DEFAULT_TOP
+
     add_config_arguments(parser, ds=False)
     parser.add_argument("--start", required=True, help="first day YYYY-MM-DD")
     parser.add_argument("--end", required=True, help="last day YYYY-MM-DD")
@@ -14,8 +16,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--window", choices=["day", "week", "month", "rolling"], default=None,
                         help="override rolling.window from the config")
     parser.add_argument("--days", type=int, default=None, help="override rolling.days (rolling windows)")
-    parser.add_argument("--threshold", type=float, default=None,
-                        help="flag windows whose bias moved more than this (default rolling.bias_threshold)")
+    rule = parser.add_mutually_exclusive_group()
+    rule.add_argument("--spread-k", type=float, default=None, metavar="K",
+                      help=f"flag a model's window when the across-run mean bias moved more than K times the "
+                           f"model's seed spread of c* (default {DEFAULT_SPREAD_K:g}; models with one run use "
+                           "rolling.bias_threshold)")
+    rule.add_argument("--threshold", type=float, default=None, metavar="X",
+                      help="flag when the across-run mean bias moved more than X, for every model "
+                           "(a fixed limit instead of --spread-k)")
+    parser.add_argument("--top", type=int, default=DEFAULT_TOP,
+                        help=f"flagged moves listed on the page, largest first (default {DEFAULT_TOP}); "
+                             "all of them go to the CSV and JSON")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -33,11 +44,12 @@ def run(args: argparse.Namespace) -> int:
         from ctcalc_spark.cli.common import session_for
 
         spark = session_for(args, cfg, "ctcalc-report")
-    rep = write_report(cfg, args.start, args.end, out_dir=args.out, spec=spec, threshold=args.threshold, spark=spark)
-    whole = rep.table[rep.table["slice_name"] == "__all__"]
+    rep = write_report(cfg, args.start, args.end, out_dir=args.out, spec=spec, threshold=args.threshold,
+                       spread_k=args.spread_k, top=args.top, spark=spark)
+    whole = rep.whole
     print(f"report {args.start}..{args.end} ({spec.kind}{'' if spec.kind != 'rolling' else f' {spec.days} days'}): "
           f"{whole['window'].nunique()} windows x {whole['model'].nunique()} models, "
-          f"{len(rep.flags)} bias moves above {rep.threshold:g}")
+          f"{len(rep.flags)} of {len(rep.moves)} model-windows flagged by the rule {rep.rule.describe()}")
     for kind, path in rep.paths.items():
         print(f"  {kind}: {path}")
     return 0

@@ -254,14 +254,41 @@ def _prob(x: float) -> str:
 
 def _one_metric_sentence(side: MetricSide, name_a: str, name_b: str, level: float) -> str:
     lo, hi = side.acc_ci
-    interval = f"{_pct(side.acc)} ({int(round(100 * level))}% CI {_pct(lo)}–{_pct(hi)})"
-    if lo > 0.5:
-        call = f"{name_a} is better"
-    elif hi < 0.5:
-        call = f"{name_b} is better"
+    if lo == hi:  # every resample gives the same Acc: exact, not a range
+        interval = "the same in every bootstrap resample"
     else:
-        call = "no clear winner (the interval includes 50%, a coin flip)"
-    return f"Under {side.metric}, a run of {name_a} beats a run of {name_b} in {interval} of run pairs: {call}."
+        interval = f"{int(round(100 * level))}% CI {_pct(lo)}–{_pct(hi)}"
+    if lo == hi == 0.5:
+        call = "every run pair ties, the metric cannot tell them apart"
+    elif lo > 0.5:
+        call = f"{name_a} is better" + (", in every run pair" if lo == 1.0 else "")
+    elif hi < 0.5:
+        call = f"{name_b} is better" + (", in every run pair" if hi == 0.0 else "")
+    else:
+        call = "no clear winner; the interval includes 50%, a coin flip"
+    return (f"Under {side.metric}, a run of {name_a} beats a run of {name_b} in {_pct(side.acc)} of run pairs "
+            f"({interval}): {call}.")
+
+
+def _std_change(reduction: float) -> str:
+    if not math.isfinite(reduction):
+        return "undefined, the vanilla metric does not vary across runs"
+    return f"{-100.0 * reduction:+.1f}%"
+
+
+def _gain_sentence(c: Comparison) -> str:
+    """How the calibrated metric's accuracy compares with the vanilla one's, worded for degenerate intervals too."""
+    glo, ghi = c.acc_gain_ci
+    if glo == ghi == 0.0:
+        perfect = all(min(s.acc, 1.0 - s.acc) == 0.0 for s in (c.vanilla, c.calibrated))
+        why = ("both separate the pipelines in every run pair" if perfect
+               else "both rank every resampled run pair the same way")
+        return f"no change, exactly: {why} (the paired interval is [0, 0], not noise)"
+    if glo > 0:
+        return "the calibrated metric separates the pipelines more reliably (the paired interval is above 0)"
+    if ghi < 0:
+        return "the vanilla metric separates the pipelines more reliably here (the paired interval is below 0)"
+    return "the change in accuracy is within noise (the paired interval includes 0)"
 
 
 def verdict(c: Comparison) -> str:
@@ -284,16 +311,11 @@ def verdict(c: Comparison) -> str:
             "look at the calibration gain (vanilla minus calibrated) before concluding."
         )
     glo, ghi = c.acc_gain_ci
-    if glo > 0:
-        gain = "the calibrated metric separates the pipelines more reliably (the paired interval is above 0)"
-    elif ghi < 0:
-        gain = "the vanilla metric separates the pipelines more reliably here (the paired interval is below 0)"
-    else:
-        gain = "the change in accuracy is within noise (the paired interval includes 0)"
+    ci = "the same in every resample" if glo == ghi else f"CI {100 * glo:+.1f} to {100 * ghi:+.1f}"
     parts.append(
-        f"Accuracy change calibrated minus vanilla: {100 * c.acc_gain:+.1f} points "
-        f"(CI {100 * glo:+.1f} to {100 * ghi:+.1f}): {gain}. Std across runs falls by "
-        f"{_pct(c.std_reduction_a)} for {c.name_a} and {_pct(c.std_reduction_b)} for {c.name_b} under calibration."
+        f"Accuracy change calibrated minus vanilla: {100 * c.acc_gain:+.1f} points ({ci}): {_gain_sentence(c)}. "
+        f"Std across runs, calibrated vs vanilla: {_std_change(c.std_reduction_a)} for {c.name_a}, "
+        f"{_std_change(c.std_reduction_b)} for {c.name_b}."
     )
     if min(c.m_a, c.m_b) < 10:
         parts.append(f"Only {c.m_a} and {c.m_b} runs: treat the intervals as rough.")

@@ -1,9 +1,7 @@
 """Self-contained HTML report of pipeline comparisons (plots embedded as base64 PNG, matplotlib Agg)."""
 from __future__ import annotations
 
-import base64
 import html
-import io
 import json
 import math
 from pathlib import Path
@@ -12,53 +10,98 @@ from typing import Any, Sequence
 import numpy as np
 
 from ctcalc_spark.core.accuracy import Comparison, NoiseCheck, describe_noise_check
+from ctcalc_spark.pathsafe import child_path
+from ctcalc_spark.reports.plotting import figure_png, img_tag, plain, pyplot
 
 COLORS = ("#1f77b4", "#d62728")
 
 
-def distributions_png(c: Comparison) -> str:
+def decimals_for(spread: float, *, significant: int = 2) -> int:
+    """Decimals that show ``spread`` with ``significant`` digits (0.0031 -> 4); 6 when the spread is 0 or undefined."""
+    if not (math.isfinite(spread) and spread > 0):
+        return 6
+    return max(0, min(12, significant - 1 - math.floor(math.log10(spread))))
+
+
+def mean_sd(mean: float, sd: float, decimals: int) -> str:
+    """``mean ± sd`` with the same number of decimals for both."""
+    if not math.isfinite(mean):
+        return "–"
+    return f"{mean:.{decimals}f} ± {sd:.{decimals}f}" if math.isfinite(sd) else f"{mean:.{decimals}f} ± –"
+
+
+def shared_bins(values: Sequence[np.ndarray], lo: float, hi: float) -> np.ndarray:
+    """One set of histogram edges over [lo, hi] for every pipeline of a panel (about 2·√n bins, 6 to 30)."""
+    n = sum(v.size for v in values)
+    return np.linspace(lo, hi, int(np.clip(round(2 * math.sqrt(n)), 6, 30)) + 1)
+
+
+def _count_axis(ax: Any, top: int, rug_rows: int) -> list[float]:
+    """Run counts: integer ticks from 0 only, headroom for the legend; returns the y of each rug row (below 0)."""
+    from matplotlib.ticker import FixedLocator, MaxNLocator
+
+    top = max(int(top), 1)
+    ticks = [t for t in MaxNLocator(nbins=5, integer=True).tick_values(0, top) if 0 <= t <= top]
+    ax.yaxis.set_major_locator(FixedLocator(ticks))
+    step = 0.1 * top
+    ax.set_ylim(-step * (rug_rows + 0.5), 1.45 * top)
+    ax.axhline(0.0, color="0.6", lw=0.8)
+    return [-step * (k + 1) for k in range(rug_rows)]
+
+
+def distributions_figure(c: Comparison) -> Any:
     """The paper's Figure 1 for one pair: per-pipeline distribution of the vanilla and the calibrated metric.
 
-    Returns the PNG as a base64 string. Both panels use the same x-range width
-    so the spreads are directly comparable.
+    Both panels span the same x-range width, so the spreads compare directly; in each
+    panel both pipelines share one set of bins; the y axis counts runs (integers from 0).
     """
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    plt = pyplot()
     metrics = (c.vanilla.metric, c.calibrated.metric)
-    values = {(p, m): np.asarray(c.runs[p][m], float) for p in (c.name_a, c.name_b) for m in metrics}
+    names = (c.name_a, c.name_b)
+    values = {(p, m): np.asarray(c.runs[p][m], float) for p in names for m in metrics}
     width = max(float(np.ptp(np.concatenate([values[(c.name_a, m)], values[(c.name_b, m)]]))) for m in metrics)
     width = width if width > 0 else 1e-6
-    fig, axes = plt.subplots(1, 2, figsize=(10, 3.4), constrained_layout=True)
+    fig, axes = plt.subplots(1, 2, figsize=(10, 3.6), constrained_layout=True)
     for ax, m, side in zip(axes, metrics, (c.vanilla, c.calibrated)):
-        both = np.concatenate([values[(c.name_a, m)], values[(c.name_b, m)]])
-        centre = 0.5 * (both.min() + both.max())
+        both = [values[(p, m)] for p in names]
+        centre = 0.5 * (min(v.min() for v in both) + max(v.max() for v in both))
         lo, hi = centre - 0.55 * width, centre + 0.55 * width
-        bins = np.linspace(lo, hi, 25)
-        for k, (p, col) in enumerate(zip((c.name_a, c.name_b), COLORS)):
-            v = values[(p, m)]
-            ax.hist(v, bins=bins, alpha=0.45, color=col, label=f"{p} (mean {v.mean():.5g}, sd {v.std(ddof=1):.2g})")
-            ax.plot(v, np.full(v.size, -0.3 - 0.35 * k), "|", color=col, markersize=9)
+        bins = shared_bins(both, lo, hi)
+        sds = [float(v.std(ddof=1)) for v in both]
+        nd = decimals_for(min((s for s in sds if s > 0), default=math.nan))
+        top = 0
+        for p, col, v, sd in zip(names, COLORS, both, sds):
+            counts, _, _ = ax.hist(v, bins=bins, alpha=0.45, color=col,
+                                   label=plain(f"{p}: mean {mean_sd(float(v.mean()), sd, nd)}"))
+            top = max(top, int(counts.max()))
             ax.axvline(v.mean(), color=col, lw=1.2, ls="--")
+        for y, col, v in zip(_count_axis(ax, top, len(both)), COLORS, both):  # one rug row of single runs each
+            ax.plot(v, np.full(v.size, y), "|", color=col, markersize=8)
         ax.set_xlim(lo, hi)
-        ax.set_title(f"{m}: Acc {100 * side.acc:.1f}% "
-                     f"[{100 * side.acc_ci[0]:.1f}, {100 * side.acc_ci[1]:.1f}]", fontsize=10)
-        ax.set_xlabel(f"{m} per run (lower is better)")
+        lo_ci, hi_ci = side.acc_ci
+        ax.set_title(f"{m}: Acc {100 * side.acc:.1f}% [{100 * lo_ci:.1f}%, {100 * hi_ci:.1f}%]", fontsize=10)
+        ax.set_xlabel(f"{m} per run, lower is better")
         ax.set_ylabel("runs")
         ax.legend(fontsize=8, loc="upper right")
-    fig.suptitle(f"{c.name_a} vs {c.name_b}: {c.m_a} and {c.m_b} runs", fontsize=11)
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=110)
-    plt.close(fig)
-    return base64.b64encode(buf.getvalue()).decode("ascii")
+    fig.suptitle(plain(f"{c.name_a} vs {c.name_b}: {c.m_a} and {c.m_b} runs"), fontsize=11)
+    return fig
 
 
-def _f(x: float | None, nd: int = 6) -> str:
-    if x is None or (isinstance(x, float) and not np.isfinite(x)):
-        return "–"
-    return f"{x:.{nd}g}"
+def distributions_png(c: Comparison) -> str:
+    """:func:`distributions_figure` as a base64 PNG."""
+    return figure_png(distributions_figure(c), dpi=110)
+
+
+def report_title(name_a: str, name_b: str, days: Sequence[str]) -> str:
+    """``A vs B, <day>`` or ``A vs B, <first>..<last>: N days, summaries merged`` (no nested parentheses)."""
+    if len(days) == 1:
+        return f"{name_a} vs {name_b}, {days[0]}"
+    return f"{name_a} vs {name_b}, {days[0]}..{days[-1]}: {len(days)} days, summaries merged"
+
+
+def report_dir(output_root: str | Path, name_a: str, name_b: str) -> Path:
+    """Default report folder ``<output_root>/compare/<A>_vs_<B>``, names made safe (never outside the root)."""
+    return child_path(output_root, "compare", f"{name_a}_vs_{name_b}")
 
 
 def _pct(x: float) -> str:
@@ -82,22 +125,27 @@ def accuracy_table_rows(comparisons: Sequence[Comparison]) -> list[dict[str, Any
 
 
 def spread_table_rows(comparisons: Sequence[Comparison]) -> list[dict[str, Any]]:
-    """Rows per pipeline (each once): mean ± std of both metrics and the std reduction."""
-    seen: dict[str, dict[str, Any]] = {}
+    """Rows per pipeline (each once): mean ± std of both metrics and the std reduction.
+
+    Within a metric column every row uses the same decimals, set by the smallest std shown.
+    """
+    sides: dict[str, tuple[int, float, float, float, float, float]] = {}
     for c in comparisons:
-        for name, red, mv, sv, mc, sc, m in (
-            (c.name_a, c.std_reduction_a, c.vanilla.mean_a, c.vanilla.std_a, c.calibrated.mean_a,
-             c.calibrated.std_a, c.m_a),
-            (c.name_b, c.std_reduction_b, c.vanilla.mean_b, c.vanilla.std_b, c.calibrated.mean_b,
-             c.calibrated.std_b, c.m_b),
-        ):
-            seen.setdefault(name, {
-                "pipeline": name, "runs": m,
-                f"{c.vanilla.metric} mean ± std": f"{_f(mv)} ± {_f(sv, 3)}",
-                f"{c.calibrated.metric} mean ± std": f"{_f(mc)} ± {_f(sc, 3)}",
-                "std reduction": _pct(red),
-            })
-    return list(seen.values())
+        sides.setdefault(c.name_a, (c.m_a, c.vanilla.mean_a, c.vanilla.std_a, c.calibrated.mean_a,
+                                    c.calibrated.std_a, c.std_reduction_a))
+        sides.setdefault(c.name_b, (c.m_b, c.vanilla.mean_b, c.vanilla.std_b, c.calibrated.mean_b,
+                                    c.calibrated.std_b, c.std_reduction_b))
+    if not comparisons:
+        return []
+    van, cal = comparisons[0].vanilla.metric, comparisons[0].calibrated.metric
+
+    def smallest(i: int) -> float:
+        return min((s[i] for s in sides.values() if math.isfinite(s[i]) and s[i] > 0), default=math.nan)
+
+    nd_v, nd_c = decimals_for(smallest(2)), decimals_for(smallest(4))
+    return [{"pipeline": name, "runs": m, f"{van} mean ± std": mean_sd(mv, sv, nd_v),
+             f"{cal} mean ± std": mean_sd(mc, sc, nd_c), "std reduction": _pct(red)}
+            for name, (m, mv, sv, mc, sc, red) in sides.items()]
 
 
 def format_text_table(rows: list[dict[str, Any]]) -> str:
@@ -159,7 +207,7 @@ def render_html(
                      "is better calibration looks no better under it, so read both columns.</p>")
     for c in comparisons:
         parts.append(f"<h2>{html.escape(c.name_a)} vs {html.escape(c.name_b)}</h2>")
-        parts.append(f"<img alt='distributions' src='data:image/png;base64,{distributions_png(c)}'>")
+        parts.append(img_tag(distributions_png(c), f"{c.name_a} vs {c.name_b}: distributions of both metrics"))
         parts.append(f"<p class='verdict'>{html.escape(c.verdict)}</p>")
     for name_a, name_b, checks in noise_checks:
         parts.append(f"<h2>Single run: {html.escape(name_a)} vs {html.escape(name_b)}</h2><ul>")

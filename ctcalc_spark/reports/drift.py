@@ -3,17 +3,27 @@
 Numbers come from the stored daily summaries, summed per window and finalised
 by :func:`ctcalc_spark.core.windows.rolling_metrics` (the rolling job's math), so a
 report never rescans evaluation rows and needs no Spark for a local output folder.
+
+The page leads with the answer (docs/reports.md): a short summary (which models'
+bias moved, when, by how much; vanilla vs calibrated spread across runs), then
+the plots, then the largest flagged moves (top N; the full list is in the
+``_flags.csv`` and the JSON), then the windows without a calibrated value.
+
+A move is judged per model and window on ``Δc̄``, the across-run mean of
+``c*(t) - c*(t-1)``. Default rule: flag it when ``|Δc̄| > k · s``, ``s`` the model's
+seed spread of c* (median over windows of the across-run std of c*): the bias
+moved by more than the run-to-run noise that calibration removes, so the
+correction fitted on window t-1 is stale in window t. ``--threshold`` gives a
+fixed limit instead.
 """
 from __future__ import annotations
 
-import base64
 import datetime as dt
 import html
-import io
 import json
 import math
 import os
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -21,9 +31,7 @@ import numpy as np
 import pandas as pd
 
 from ctcalc_spark.config import JobConfig, config_to_dict
-from ctcalc_spark.errors import InputError
 from ctcalc_spark.core.finalize import ALL
-from ctcalc_spark.spark.storage import OutputStore
 from ctcalc_spark.core.summary import BinarySummary, RegressionSummary
 from ctcalc_spark.core.windows import (
     METRIC_NAME,
@@ -34,19 +42,78 @@ from ctcalc_spark.core.windows import (
     window_summaries,
     windows_between,
 )
+from ctcalc_spark.errors import ConfigError, InputError
+from ctcalc_spark.redact import redact, redact_url
+from ctcalc_spark.reports.plotting import figure_png, img_tag, plain, pyplot
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-SECTIONS = ("metric", "bias", "calibration", "reliability", "gap")
+DEFAULT_SPREAD_K = 2.0
+"""Default k of the rule |Δc̄| > k · (seed spread of c*)."""
+DEFAULT_TOP = 25
+"""Flagged moves shown on the page (largest |Δc̄| first); every one is in the CSV and JSON."""
+SUMMARY_MODELS = 12
+"""Models listed in the summary table (flagged first); the JSON has them all."""
+
+SECTIONS = ("bias", "metric", "gap", "calibration", "reliability")
 """Plot sections per model, in page order (each an embedded PNG)."""
 SECTION_TITLES = {
+    "bias": "Fitted bias c* per window, flagged moves marked",
     "metric": "Vanilla and calibrated {metric} over time",
-    "bias": "Fitted bias c* per window",
+    "gap": "Gap vanilla − calibrated",
     "calibration": "Calibration over time",
     "reliability": "Reliability diagram, latest window",
-    "gap": "Gap vanilla − calibrated",
 }
+
+
+@dataclass(frozen=True)
+class FlagRule:
+    """When a model's bias move in a window is flagged.
+
+    ``spread_k`` set: ``|Δc̄| > spread_k · s`` with ``s`` the model's seed spread of c*;
+    a model with fewer than two runs (no spread) falls back to ``|Δc̄| > threshold``.
+    ``spread_k`` None: ``|Δc̄| > threshold`` for every model.
+    """
+
+    spread_k: float | None = DEFAULT_SPREAD_K
+    threshold: float = 0.1
+
+    def __post_init__(self) -> None:
+        if self.spread_k is not None and not (math.isfinite(self.spread_k) and self.spread_k > 0):
+            raise ConfigError(f"Expected a positive --spread-k, got {self.spread_k}; 2 flags moves above "
+                              "twice the run-to-run spread of the bias.")
+        if not (math.isfinite(self.threshold) and self.threshold >= 0):
+            raise ConfigError(f"Expected a bias threshold >= 0, got {self.threshold}; set --threshold or "
+                              "rolling.bias_threshold to a logit (binary) or mean (regression) shift such as 0.1.")
+
+    @classmethod
+    def from_options(cls, cfg: JobConfig, *, threshold: float | None = None,
+                     spread_k: float | None = None) -> FlagRule:
+        """``--threshold`` (absolute) or ``--spread-k`` (relative, the default); not both."""
+        if threshold is not None and spread_k is not None:
+            raise ConfigError(f"Give either --threshold (an absolute limit, got {threshold}) or --spread-k "
+                              f"(a multiple of the seed spread, got {spread_k}), not both.")
+        if threshold is not None:
+            return cls(None, float(threshold))
+        return cls(DEFAULT_SPREAD_K if spread_k is None else float(spread_k), float(cfg.rolling.bias_threshold))
+
+    def describe(self) -> str:
+        if self.spread_k is None:
+            return f"|Δc̄| > {self.threshold:g}, a fixed limit"
+        return (f"|Δc̄| > {self.spread_k:g} × the model's seed spread of c*; "
+                f"models with one run: |Δc̄| > {self.threshold:g}")
+
+
+@dataclass(frozen=True)
+class ReportInput:
+    """What the report reads from storage: daily summary rows and in-scan exact sums."""
+
+    rows: pd.DataFrame
+    exact: pd.DataFrame
+    first_ds: str | None
+    last_ds: str | None
+    source: str
 
 
 @dataclass
@@ -55,96 +122,230 @@ class DriftReport:
 
     start: str
     end: str
+    task: str
     spec: WindowSpec
-    threshold: float
+    rule: FlagRule
+    top: int
     table: pd.DataFrame
+    moves: pd.DataFrame
     flags: pd.DataFrame
+    summary: pd.DataFrame
+    latest: dict[tuple[str, str], Any] = field(repr=False, default_factory=dict)
+    latest_label: str = ""
     paths: dict[str, str] = field(default_factory=dict)
 
+    @property
+    def whole(self) -> pd.DataFrame:
+        """Rows of the '__all__' slice view for windows with data."""
+        t = self.table
+        return t[(t["slice_name"] == ALL) & (t["n_rows"] > 0)]
 
-# ---- data ------------------------------------------------------------------------------------------
 
-def build_report_data(
-    cfg: JobConfig, start: str, end: str, *, spec: WindowSpec | None = None, threshold: float | None = None,
-    spark: SparkSession | None = None,
-) -> tuple[pd.DataFrame, pd.DataFrame, dict[tuple[str, str], Any], WindowSpec, float]:
-    """(rolling table of every window touching [start, end], flagged windows, latest-window summaries, spec, threshold)."""
-    spec = spec or WindowSpec.from_config(cfg.rolling)
-    threshold = cfg.rolling.bias_threshold if threshold is None else float(threshold)
+# ---- reading (the one place that touches storage) --------------------------------------------------
+
+def read_report_input(cfg: JobConfig, start: str, end: str, spec: WindowSpec,
+                      spark: SparkSession | None = None) -> ReportInput:
+    """Daily summaries (and calibrated_exact rows) of the windows touching [start, end] and their previous windows."""
+    from ctcalc_spark.spark.storage import OutputStore
+
     windows = windows_between(start, end, spec)
     store = OutputStore(cfg, spark)
-    root = store.location("summaries")
     available = store.days("summaries")
     days = sorted({d for w in windows for d in w.days(until=end)}
                   | {d for w in windows for d in previous_window(w, spec).days()})
-    rows = store.read("summaries", days=[d for d in days if d in set(available)])
-    if rows.empty or not rows["ds"].astype(str).between(start, end).any():
-        raise InputError(f"No summaries between {start} and {end} under {root!r} "
-                         f"(available: {available[0] + '..' + available[-1] if available else 'none'}).")
-    c = cfg.columns
-    table = rolling_metrics(rows, cfg.task, windows, spec, model=c.model, run=c.run, slices=c.slices,
-                            bin_width=cfg.histogram.bin_width, first_ds=available[0], until=end)
-    table = attach_exact(table, store.read("calibrated_exact", days=days, where={"window_spec": [spec.label]}))
-    present = table[table["n_rows"] > 0]
-    whole = present[present["slice_name"] == ALL]
-    moved = pd.to_numeric(whole["bias_change"], errors="coerce").abs() > threshold  # all-None on first windows
-    flags = whole[moved.fillna(False)][["window", "model", "run", "prev_bias", "bias", "bias_change", "status"]]
-    latest = windows[-1]
-    latest_rows = rows[rows["ds"].astype(str).between(latest.start, min(latest.end, end))]
-    latest_summ = dict(window_summaries(latest_rows, cfg.task, latest, by=[c.model, c.run],
-                                        bin_width=cfg.histogram.bin_width))
-    return table, flags.reset_index(drop=True), latest_summ, spec, threshold
+    present = set(available)
+    rows = store.read("summaries", days=[d for d in days if d in present])
+    exact = store.read("calibrated_exact", days=days, where={"window_spec": [spec.label]})
+    return ReportInput(rows, exact, available[0] if available else None, available[-1] if available else None,
+                       store.location("summaries"))
+
+
+# ---- building the report data (pure) ---------------------------------------------------------------
+
+def _numeric(frame: pd.DataFrame, cols: list[str]) -> pd.DataFrame:
+    """Columns that hold None for undefined values, as floats (None -> NaN) for arithmetic."""
+    return frame.assign(**{c: pd.to_numeric(frame[c], errors="coerce") for c in cols})
 
 
 def spread_table(table: pd.DataFrame) -> pd.DataFrame:
     """Per model: median over windows of the across-run std of the vanilla and calibrated metric."""
-    whole = table[(table["slice_name"] == ALL) & (table["status"] == "ok")]
+    whole = _numeric(table[(table["slice_name"] == ALL) & (table["status"] == "ok")],
+                     ["vanilla", "calibrated", "calibration_gain"])
     out = []
     for model, grp in whole.groupby("model", sort=True):
-        per_w = grp.groupby("window").agg(
-            runs=("run", "nunique"), sv=("vanilla", "std"), sc=("calibrated", "std"),
-            gap=("calibration_gain", "mean"),
-        )
+        per_w = grp.groupby("window").agg(runs=("run", "nunique"), sv=("vanilla", "std"), sc=("calibrated", "std"))
         per_w = per_w[per_w["runs"] > 1]
-        sv, sc = float(per_w["sv"].median()) if len(per_w) else math.nan, float(per_w["sc"].median()) if len(per_w) else math.nan
+        sv = float(per_w["sv"].median()) if len(per_w) else math.nan
+        sc = float(per_w["sc"].median()) if len(per_w) else math.nan
         out.append({"model": model, "windows": int(grp["window"].nunique()), "runs": int(grp["run"].nunique()),
                     "median_std_vanilla": sv, "median_std_calibrated": sc,
-                    "std_reduction_pct": 100.0 * (1 - sc / sv) if sv and sv > 0 else math.nan,
+                    "std_reduction_pct": 100.0 * (1 - sc / sv) if sv > 0 else math.nan,
                     "mean_gap": float(grp["calibration_gain"].mean())})
-    return pd.DataFrame(out)
+    return pd.DataFrame(out, columns=["model", "windows", "runs", "median_std_vanilla", "median_std_calibrated",
+                                      "std_reduction_pct", "mean_gap"])
+
+
+def seed_spread(whole: pd.DataFrame) -> pd.Series:
+    """Per model: median over windows (with >= 2 runs) of the across-run std (ddof 1) of c*."""
+    b = _numeric(whole, ["bias"]).dropna(subset=["bias"])
+    per_w = b.groupby(["model", "window"])["bias"].agg(["std", "count"])
+    per_w = per_w[per_w["count"] > 1]
+    return per_w.groupby(level="model")["std"].median().rename("seed_spread")
+
+
+MOVE_COLUMNS = ["window", "window_start", "window_end", "model", "runs", "prev_bias", "bias", "move",
+                "run_move_min", "run_move_max", "seed_spread", "in_seed_spreads", "limit", "basis", "flagged"]
+
+
+def bias_moves(whole: pd.DataFrame, rule: FlagRule) -> pd.DataFrame:
+    """One row per (model, window) with a bias change: the across-run mean move Δc̄, its limit, flagged or not.
+
+    ``prev_bias``/``bias``: mean c* of t-1 and t over the runs that have both;
+    ``run_move_min/max``: the range of the per-run moves; ``in_seed_spreads``: |Δc̄| / s.
+    """
+    w = _numeric(whole, ["bias", "prev_bias", "bias_change"]).dropna(subset=["bias_change"])
+    if w.empty:
+        types = {c: float for c in MOVE_COLUMNS if c not in ("window", "window_start", "window_end", "model", "basis")}
+        return pd.DataFrame(columns=MOVE_COLUMNS).astype({**types, "runs": int, "flagged": bool})
+    moves = w.groupby(["model", "window"], sort=False).agg(
+        window_start=("window_start", "first"), window_end=("window_end", "first"), runs=("run", "nunique"),
+        prev_bias=("prev_bias", "mean"), bias=("bias", "mean"), move=("bias_change", "mean"),
+        run_move_min=("bias_change", "min"), run_move_max=("bias_change", "max"),
+    ).reset_index()
+    s = moves["model"].map(seed_spread(whole)).astype(float)
+    moves["seed_spread"] = s
+    relative = np.isfinite(s) & (s > 0) & (rule.spread_k is not None)
+    k = rule.spread_k or 0.0
+    moves["in_seed_spreads"] = (moves["move"].abs() / s).where(np.isfinite(s) & (s > 0))
+    moves["limit"] = np.where(relative, k * s, rule.threshold)
+    moves["basis"] = np.where(relative, f"{k:g} x seed spread", "absolute")
+    moves["flagged"] = moves["move"].abs() > moves["limit"]
+    return moves[MOVE_COLUMNS].sort_values(["window_start", "model"], kind="stable").reset_index(drop=True)
+
+
+def _largest(moves: pd.DataFrame) -> pd.Series | None:
+    return None if moves.empty else moves.loc[moves["move"].abs().idxmax()]
+
+
+def model_summary(whole: pd.DataFrame, moves: pd.DataFrame, spread: pd.DataFrame) -> pd.DataFrame:
+    """Per model: runs, windows, flagged moves, the largest move (flagged if any), last flagged window, spreads."""
+    out = []
+    sp = spread.set_index("model") if not spread.empty else pd.DataFrame()
+    for model, grp in whole.groupby("model", sort=True):
+        mv = moves[moves["model"] == model]
+        fl = mv.loc[mv["flagged"].astype(bool)]
+        big = _largest(fl if not fl.empty else mv)
+        row = {
+            "model": model, "runs": int(grp["run"].nunique()), "windows": int(grp["window"].nunique()),
+            "moves": len(mv), "flagged": len(fl),
+            "largest_move": None if big is None else float(big["move"]),
+            "largest_move_window": None if big is None else big["window"],
+            "largest_in_seed_spreads": None if big is None or pd.isna(big["in_seed_spreads"])
+            else float(big["in_seed_spreads"]),
+            "last_flagged_window": fl.sort_values("window_start")["window"].iloc[-1] if len(fl) else None,
+            "seed_spread": None if mv.empty or pd.isna(mv["seed_spread"].iloc[0]) else float(mv["seed_spread"].iloc[0]),
+            "limit": None if mv.empty else float(mv["limit"].iloc[0]),
+            "basis": None if mv.empty else mv["basis"].iloc[0],
+        }
+        for col in ("median_std_vanilla", "median_std_calibrated", "std_reduction_pct"):
+            v = sp.loc[model, col] if model in sp.index else math.nan
+            row[col] = None if pd.isna(v) else float(v)
+        out.append(row)
+    frame = pd.DataFrame(out)
+    if frame.empty:
+        return frame
+    order = frame.assign(_size=pd.to_numeric(frame["largest_move"]).abs().fillna(-1.0))
+    ranked = order.sort_values(["flagged", "_size"], ascending=False, kind="stable").index
+    return frame.loc[ranked].reset_index(drop=True)
+
+
+def build_report(inp: ReportInput, cfg: JobConfig, start: str, end: str, *, spec: WindowSpec | None = None,
+                 rule: FlagRule | None = None, top: int = DEFAULT_TOP) -> DriftReport:
+    """Every number of the report from its input: rolling table, moves, flags (largest first), model summary."""
+    spec = spec or WindowSpec.from_config(cfg.rolling)
+    rule = rule or FlagRule.from_options(cfg)
+    if int(top) < 1:
+        raise ConfigError(f"Expected --top >= 1 flagged windows on the page, got {top}.")
+    rows = inp.rows
+    if rows.empty or not rows["ds"].astype(str).between(start, end).any():
+        have = f"{inp.first_ds}..{inp.last_ds}" if inp.first_ds else "none"
+        raise InputError(f"No summaries between {start} and {end} under {inp.source!r} (available: {have}); "
+                         "run the evaluate job for those days first.")
+    windows = windows_between(start, end, spec)
+    c = cfg.columns
+    table = rolling_metrics(rows, cfg.task, windows, spec, model=c.model, run=c.run, slices=c.slices,
+                            bin_width=cfg.histogram.bin_width, first_ds=inp.first_ds, until=end)
+    table = attach_exact(table, inp.exact)
+    whole = table[(table["slice_name"] == ALL) & (table["n_rows"] > 0)]
+    moves = bias_moves(whole, rule)
+    flags = moves.loc[moves["flagged"].astype(bool)]
+    flags = flags.loc[flags["move"].abs().sort_values(ascending=False, kind="stable").index].reset_index(drop=True)
+    latest = windows[-1]
+    latest_rows = rows[rows["ds"].astype(str).between(latest.start, min(latest.end, end))]
+    latest_summ = dict(window_summaries(latest_rows, cfg.task, latest, by=[c.model, c.run],
+                                        bin_width=cfg.histogram.bin_width))
+    return DriftReport(start, end, cfg.task, spec, rule, int(top), table, moves, flags,
+                       model_summary(whole, moves, spread_table(table)), latest_summ, latest.label)
+
+
+def headline(report: DriftReport, *, most: int = 5) -> list[str]:
+    """The summary in sentences: which models' bias moved, when, by how much; calibrated vs vanilla spread."""
+    s, mv = report.summary, report.moves
+    if s.empty:
+        return ["No window has data."]
+    moved = s[s["flagged"] > 0]
+    n = f"{len(report.flags):,} of {len(mv):,} model-windows"
+    if mv.empty:
+        out = ["No bias move to check: no window has a previous window with a fitted c* (first windows, gaps)."]
+    elif moved.empty:
+        big = _largest(mv)
+        tail = "" if big is None else (f" The largest move was {big['move']:+.3g} ({big['model']}, window "
+                                       f"{big['window']}), within its limit {big['limit']:.3g}.")
+        out = [f"No model's bias moved beyond its limit ({n} checked).{tail}"]
+    else:
+        items = []
+        for r in moved.head(most).itertuples():
+            times = f"{r.flagged} windows, last in {r.last_flagged_window}, largest" if r.flagged > 1 else "1 window,"
+            ratio = "" if pd.isna(r.largest_in_seed_spreads) else f" ({r.largest_in_seed_spreads:.1f}× its seed spread)"
+            items.append(f"{r.model}: {times} {r.largest_move:+.3g} in {r.largest_move_window}{ratio}")
+        more = f"; and {len(moved) - most} more models" if len(moved) > most else ""
+        out = [f"Bias moved beyond its limit in {n}. " + "; ".join(items) + more + "."]
+    red = s.dropna(subset=["std_reduction_pct"]) if "std_reduction_pct" in s else s.iloc[0:0]
+    if not red.empty:
+        lower = int((red["std_reduction_pct"] > 0).sum())
+        parts = [f"{r.model} {r.median_std_vanilla:.3g} → {r.median_std_calibrated:.3g} ({-r.std_reduction_pct:+.0f}%)"
+                 for r in red.head(most).itertuples()]
+        metric = METRIC_NAME[report.task]
+        out.append(f"Across-run std of {metric} (median over windows), vanilla → calibrated: lower for {lower} of "
+                   f"{len(red)} model{'s' if len(red) != 1 else ''}: " + ", ".join(parts)
+                   + ("; ..." if len(red) > most else "") + ".")
+    else:
+        out.append("No window has calibrated values from two or more runs: no across-run spread to compare.")
+    return out
 
 
 # ---- plots -----------------------------------------------------------------------------------------
 
-def _png(fig: Any) -> str:
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=90, bbox_inches="tight")
-    import matplotlib.pyplot as plt
-
-    plt.close(fig)
-    return base64.b64encode(buf.getvalue()).decode("ascii")
-
-
-def _x(frame: pd.DataFrame) -> list[dt.date]:
-    return [dt.date.fromisoformat(s) for s in frame["window_end"]]
+def _dates(values: pd.Series) -> list[dt.date]:
+    return [dt.date.fromisoformat(str(s)) for s in values]
 
 
 def _band(ax: Any, grp: pd.DataFrame, col: str, label: str, color: str) -> None:
     """Mean across runs per window, with the min..max across runs shaded where there are several runs."""
-    g = grp.dropna(subset=[col]).groupby("window_end")[col].agg(["mean", "min", "max", "count"]).reset_index()
+    g = _numeric(grp, [col]).dropna(subset=[col]).groupby("window_end")[col].agg(["mean", "min", "max", "count"])
     if g.empty:
         return
-    x = [dt.date.fromisoformat(s) for s in g["window_end"]]
-    ax.plot(x, g["mean"], marker="o", ms=3, color=color, label=f"{label} (mean of runs)")
+    x = _dates(g.index.to_series())
+    ax.plot(x, g["mean"], marker="o", ms=2, lw=1, color=color, label=f"{label} (mean of runs)")
     if (g["count"] > 1).any():
         ax.fill_between(x, g["min"], g["max"], color=color, alpha=0.2, label=f"{label} (min..max across runs)")
 
 
 def _per_run(ax: Any, grp: pd.DataFrame, col: str) -> None:
-    for run, r in grp.groupby("run", sort=True):
+    for run, r in _numeric(grp, [col]).groupby("run", sort=True):
         r = r.dropna(subset=[col])
         if not r.empty:
-            ax.plot(_x(r), r[col], marker=".", lw=1, label=f"run {run}")
+            ax.plot(_dates(r["window_end"]), r[col], marker=".", ms=2, lw=0.8, label=plain(f"run {run}"))
 
 
 def _finish_ax(ax: Any, title: str, ylabel: str) -> None:
@@ -157,129 +358,190 @@ def _finish_ax(ax: Any, title: str, ylabel: str) -> None:
         ax.legend(fontsize=7, ncol=2 if len(handles) > 6 else 1)
 
 
-def model_plots(model: str, grp: pd.DataFrame, latest: dict[tuple[str, str], Any], task: str,
-                latest_label: str) -> dict[str, str]:
-    """The five base64 PNGs of one model (keys: :data:`SECTIONS`)."""
-    import matplotlib
+def _bias_label(task: str) -> str:
+    return "logit shift c*" if task == "binary" else "mean shift c*"
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
 
+def _mark_flags(ax: Any, flags: pd.DataFrame) -> None:
+    if not flags.empty:
+        ax.scatter(_dates(flags["window_end"]), flags["bias"], marker="x", s=30, color="tab:red", zorder=5,
+                   label=f"flagged move ({len(flags)})")
+
+
+def overview_png(report: DriftReport) -> str:
+    """One plot across models: mean c* over runs per window, flagged moves marked (the page's first plot)."""
+    plt = pyplot()
+    whole = _numeric(report.whole, ["bias"])
+    fig, ax = plt.subplots(figsize=(9.0, 3.0))
+    for model, grp in whole.dropna(subset=["bias"]).groupby("model", sort=True):
+        g = grp.groupby("window_end")["bias"].mean()
+        ax.plot(_dates(g.index.to_series()), g.to_numpy(), lw=1, label=plain(model))
+    _mark_flags(ax, report.flags)
+    _finish_ax(ax, f"Mean c* across runs per window; rule {report.rule.describe()}", _bias_label(report.task))
+    return figure_png(fig, dpi=80, tight=True)
+
+
+def model_plots(report: DriftReport, model: str) -> dict[str, str]:
+    """The base64 PNGs of one model (keys: :data:`SECTIONS`)."""
+    plt = pyplot()
+    grp = report.whole[report.whole["model"] == model]
+    task, latest = report.task, report.latest
     metric = METRIC_NAME[task]
+    name = plain(model)
     out: dict[str, str] = {}
-    size = (7.0, 3.3)
+    size = (7.0, 3.0)
+
+    fig, ax = plt.subplots(figsize=size)
+    _per_run(ax, grp, "bias")
+    _mark_flags(ax, report.flags[report.flags["model"] == model])  # at the window's mean c*
+    _finish_ax(ax, f"{name}: c* fitted on all of each window", _bias_label(task))
+    out["bias"] = figure_png(fig, dpi=80, tight=True)
 
     fig, ax = plt.subplots(figsize=size)
     _band(ax, grp, "vanilla", f"vanilla {metric}", "tab:blue")
     _band(ax, grp, "calibrated", f"calibrated {metric}", "tab:orange")
-    _finish_ax(ax, f"{model}: vanilla vs rolling-calibrated {metric}", metric)
-    out["metric"] = _png(fig)
+    _finish_ax(ax, f"{name}: vanilla vs rolling-calibrated {metric}", metric)
+    out["metric"] = figure_png(fig, dpi=80, tight=True)
 
     fig, ax = plt.subplots(figsize=size)
-    _per_run(ax, grp, "bias")
-    _finish_ax(ax, f"{model}: c* fitted on all of each window", "logit shift c*" if task == "binary" else "mean shift c*")
-    out["bias"] = _png(fig)
+    _band(ax, grp, "calibration_gain", "vanilla − calibrated", "tab:red")
+    _band(ax, grp, "best_shift_gain", "vanilla − metric at the window's own c*", "tab:purple")
+    ax.axhline(0.0, color="grey", lw=1)
+    _finish_ax(ax, f"{name}: loss a bias shift removes (invisible to the calibrated metric)", metric)
+    out["gap"] = figure_png(fig, dpi=80, tight=True)
 
     fig, ax = plt.subplots(figsize=size)
     if task == "binary":
         _per_run(ax, grp, "calibration")
         ax.axhline(1.0, color="grey", lw=1, ls="--")
-        _finish_ax(ax, f"{model}: calibration ratio Σw·p / Σw·y", "ratio")
+        _finish_ax(ax, f"{name}: calibration ratio Σw·p / Σw·y", "ratio")
     else:
         _band(ax, grp, "mean_prediction", "mean prediction", "tab:blue")
         _band(ax, grp, "mean_label", "mean label", "tab:green")
-        _finish_ax(ax, f"{model}: mean prediction vs mean label (ratio is unstable near 0)", "mean")
-    out["calibration"] = _png(fig)
+        _finish_ax(ax, f"{name}: mean prediction vs mean label (ratio is unstable near 0)", "mean")
+    out["calibration"] = figure_png(fig, dpi=80, tight=True)
 
-    fig, ax = plt.subplots(figsize=(4.6, 4.2))
+    fig, ax = plt.subplots(figsize=(4.6, 4.0))
+    label = plain(report.latest_label)
     if task == "binary":
         for (m, run), s in sorted(latest.items()):
             if str(m) != model or not isinstance(s, BinarySummary) or s.total_weight <= 0:
                 continue
             rel = s.reliability(10)
             ok = rel["weight"] > 0
-            ax.plot(rel["mean_predicted"][ok], rel["observed_rate"][ok], marker="o", ms=3, lw=1, label=f"run {run}")
+            ax.plot(rel["mean_predicted"][ok], rel["observed_rate"][ok], marker="o", ms=3, lw=1,
+                    label=plain(f"run {run}"))
         ax.plot([0, 1], [0, 1], color="grey", ls="--", lw=1)
         ax.set_xlabel("mean predicted probability (bucket)")
-        _finish_ax(ax, f"{model}: reliability, window {latest_label}", "observed rate")
+        _finish_ax(ax, f"{name}: reliability, window {label}", "observed rate")
     else:
         for (m, run), s in sorted(latest.items()):
             if str(m) == model and isinstance(s, RegressionSummary) and s.weight > 0:
-                ax.scatter([s.wp / s.weight], [s.wy / s.weight], label=f"run {run}")
+                ax.scatter([s.wp / s.weight], [s.wy / s.weight], label=plain(f"run {run}"))
         lim = ax.get_xlim()
         ax.plot(lim, lim, color="grey", ls="--", lw=1)
         ax.set_xlabel("mean prediction")
-        _finish_ax(ax, f"{model}: window {latest_label} (regression summaries keep no histogram)", "mean label")
-    out["reliability"] = _png(fig)
-
-    fig, ax = plt.subplots(figsize=size)
-    _band(ax, grp, "calibration_gain", "vanilla − calibrated", "tab:red")
-    _band(ax, grp, "best_shift_gain", "vanilla − metric at the window's own c*", "tab:purple")
-    ax.axhline(0.0, color="grey", lw=1)
-    _finish_ax(ax, f"{model}: loss a bias shift removes (invisible to the calibrated metric)", metric)
-    out["gap"] = _png(fig)
+        _finish_ax(ax, f"{name}: window {label} (regression summaries keep no histogram)", "mean label")
+    out["reliability"] = figure_png(fig, dpi=80, tight=True)
     return out
 
 
 # ---- HTML ------------------------------------------------------------------------------------------
 
-def _fmt(v: Any) -> str:
-    if v is None or (isinstance(v, float) and not math.isfinite(v)):
+def _fmt(v: Any, digits: int = 4) -> str:
+    if v is None or (isinstance(v, (float, np.floating)) and not math.isfinite(v)):
         return "–"
+    if isinstance(v, (bool, np.bool_)):
+        return "yes" if v else "no"
     if isinstance(v, (float, np.floating)):
-        return f"{v:.6g}"
+        return f"{v:.{digits}g}"
     return html.escape(str(v))
 
 
-def _html_table(frame: pd.DataFrame, empty: str) -> str:
-    if frame.empty:
+def _signed(v: Any) -> str:
+    return _fmt(v) if v is None or pd.isna(v) else f"{v:+.3g}"
+
+
+def _html_table(head: list[str], rows: list[list[str]], empty: str) -> str:
+    """A table of already formatted (and escaped) cells."""
+    if not rows:
         return f"<p class='empty'>{html.escape(empty)}</p>"
-    head = "".join(f"<th>{html.escape(str(c))}</th>" for c in frame.columns)
-    body = "".join("<tr>" + "".join(f"<td>{_fmt(v)}</td>" for v in row) + "</tr>"
-                   for row in frame.astype(object).itertuples(index=False))
-    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+    th = "".join(f"<th>{html.escape(h)}</th>" for h in head)
+    body = "".join("<tr>" + "".join(f"<td>{c}</td>" for c in r) + "</tr>" for r in rows)
+    return f"<table><thead><tr>{th}</tr></thead><tbody>{body}</tbody></table>"
+
+
+def summary_table_html(report: DriftReport) -> str:
+    s = report.summary.head(SUMMARY_MODELS)
+    head = ["model", "runs", "flagged / windows", "largest Δc̄ (window)", "× seed spread", "last flagged",
+            "seed spread of c*", "limit", "std vanilla", "std calibrated", "std change"]
+    rows = [[_fmt(r.model), _fmt(r.runs), f"{r.flagged} / {r.moves}",
+             "–" if r.largest_move is None or pd.isna(r.largest_move)
+             else f"{_signed(r.largest_move)} ({_fmt(r.largest_move_window)})",
+             _fmt(r.largest_in_seed_spreads, 2), _fmt(r.last_flagged_window), _fmt(r.seed_spread, 3),
+             _fmt(r.limit, 3), _fmt(r.median_std_vanilla, 3), _fmt(r.median_std_calibrated, 3),
+             "–" if r.std_reduction_pct is None or pd.isna(r.std_reduction_pct) else f"{-r.std_reduction_pct:+.0f}%"]
+            for r in s.itertuples()]
+    more = len(report.summary) - len(s)
+    note = f"<p class='note'>{more} more models in the JSON file.</p>" if more > 0 else ""
+    return _html_table(head, rows, "No model has data in these windows.") + note
+
+
+def flags_table_html(report: DriftReport) -> str:
+    f = report.flags.head(report.top)
+    head = ["window", "model", "runs", "mean c* before", "mean c* after", "Δc̄", "per-run Δc* range",
+            "× seed spread", "limit"]
+    rows = [[_fmt(r.window), _fmt(r.model), _fmt(r.runs), _fmt(r.prev_bias), _fmt(r.bias), _signed(r.move),
+             f"{_signed(r.run_move_min)} .. {_signed(r.run_move_max)}", _fmt(r.in_seed_spreads, 2),
+             f"{_fmt(r.limit, 3)} ({_fmt(r.basis)})"] for r in f.itertuples()]
+    return _html_table(head, rows, f"No model's bias moved beyond its limit ({report.rule.describe()}).")
+
+
+def missing_table(report: DriftReport) -> pd.DataFrame:
+    """Windows without a calibrated value, per (status, model): how many, first and last."""
+    w = report.table[(report.table["slice_name"] == ALL) & (report.table["status"] != "ok")]
+    if w.empty:
+        return pd.DataFrame(columns=["status", "model", "windows", "runs", "first", "last"])
+    return (w.sort_values("window_start").groupby(["status", "model"], sort=True)
+            .agg(windows=("window", "nunique"), runs=("run", "nunique"), first=("window", "first"),
+                 last=("window", "last")).reset_index())
 
 
 _CSS = """
-body{font-family:-apple-system,Segoe UI,Helvetica,Arial,sans-serif;margin:24px;color:#222;max-width:1300px}
-h1{font-size:22px} h2{font-size:18px;border-bottom:1px solid #ccc;padding-bottom:4px;margin-top:32px}
-h3{font-size:14px;margin:12px 0 4px}
-table{border-collapse:collapse;font-size:12px;margin:8px 0} th,td{border:1px solid #ddd;padding:3px 7px;text-align:right}
+body{font-family:-apple-system,Segoe UI,Helvetica,Arial,sans-serif;margin:16px 24px;color:#222;max-width:1300px}
+h1{font-size:20px;margin:0 0 4px} h2{font-size:16px;border-bottom:1px solid #ccc;padding-bottom:3px;margin:18px 0 6px}
+h3{font-size:13px;margin:8px 0 2px} p{margin:4px 0}
+table{border-collapse:collapse;font-size:12px;margin:6px 0}
+th,td{border:1px solid #ddd;padding:2px 6px;text-align:right}
 th{background:#f3f3f3} td:first-child,th:first-child{text-align:left}
 .grid{display:flex;flex-wrap:wrap;gap:10px} .plot{flex:0 0 auto} .note{color:#555;font-size:12px}
-.flag{background:#fff4e5;border:1px solid #f0b35a;padding:6px 10px} .empty{color:#2a7a2a}
+.headline{font-size:14px} .flag{background:#fff4e5;border:1px solid #f0b35a;padding:4px 8px}
+.empty{color:#2a7a2a} img{max-width:100%;height:auto}
 """
 
 
-def render_html(report: DriftReport, cfg: JobConfig, plots: dict[str, dict[str, str]]) -> str:
-    """The whole page; every image is a data: URI, no external resource is referenced."""
-    t = report.table
-    metric = METRIC_NAME[cfg.task]
-    whole = t[t["slice_name"] == ALL]
-    not_ok = (whole[whole["status"] != "ok"].groupby(["window", "status"], sort=True)
-              .agg(models=("model", lambda s: ", ".join(sorted(set(s)))), pairs=("run", "size")).reset_index())
+def render_html(report: DriftReport, cfg: JobConfig, overview: str, plots: dict[str, dict[str, str]],
+                files: dict[str, str]) -> str:
+    """The whole page, answer first; every image is a data: URI, no external resource is referenced."""
+    metric = METRIC_NAME[report.task]
     spec = report.spec
     wdesc = f"rolling {spec.days} days" if spec.kind == "rolling" else spec.kind
+    n_flags, shown = len(report.flags), min(len(report.flags), report.top)
+    missing = missing_table(report)
+    links = " · ".join(f"<a href='{html.escape(Path(p).name)}'>{html.escape(Path(p).name)}</a>"
+                       for k, p in files.items() if k != "html")
     parts = [
         "<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'>",
         f"<title>ctcalc drift report {report.start}..{report.end}</title><style>{_CSS}</style></head><body>",
-        f"<h1>Drift report: {html.escape(cfg.task)} ({metric}), {report.start} .. {report.end}</h1>",
-        f"<p class='note'>Windows: {html.escape(wdesc)}. Calibrated metric of window t = vanilla {metric} of window t "
-        f"with every prediction shifted by the bias c* fitted on <b>all</b> of window t-1 (the paper's rolling "
-        f"calibration). Window summaries are sums of the stored daily summaries, then finalised. "
-        f"{'Binary values carry the histogram bound in calibrated_bound. ' if cfg.task == 'binary' else ''}"
-        f"Output root: {html.escape(cfg.output.path)}. Generated {dt.datetime.now(dt.timezone.utc):%Y-%m-%d %H:%M} UTC.</p>",
-        "<section id='flags'>",
-        f"<h2>Bias moves above the threshold |Δc*| &gt; {report.threshold:g}</h2>",
-        "<div class='flag'>" if not report.flags.empty else "<div>",
-        _html_table(report.flags, f"No window's bias moved more than {report.threshold:g}."), "</div>",
-        "<h3>Windows without a calibrated value</h3>",
-        _html_table(not_ok, "Every window has a calibrated value."),
+        f"<h1>Drift report: {html.escape(report.task)} ({metric}), {report.start} .. {report.end}</h1>",
+        f"<p class='note'>{html.escape(wdesc)} windows; flag rule {html.escape(report.rule.describe())}; "
+        f"Δc̄ = across-run mean of c*(t) − c*(t−1). <a href='#method'>How to read this page</a>.</p>",
+        "<section id='summary'><h2>Summary</h2>",
+        *[f"<p class='headline'>{html.escape(line)}</p>" for line in headline(report)],
+        summary_table_html(report), "</section>",
+        "<section id='overview'><h2>Bias over time, all models</h2>",
+        f"<div class='plot' data-section='overview'>{img_tag(overview, 'mean c* per model over time')}</div>",
         "</section>",
-        "<section id='spread'><h2>Spread across runs</h2>",
-        "<p class='note'>Median over windows of the across-run standard deviation; the calibrated metric should "
-        "vary less across runs than the vanilla one when most run-to-run noise is a global bias.</p>",
-        _html_table(spread_table(t), "Fewer than two runs per window: no spread."), "</section>",
     ]
     for model in sorted(plots):
         parts.append(f"<section id='model-{html.escape(model)}' class='model'><h2>Model {html.escape(model)}</h2>"
@@ -287,13 +549,34 @@ def render_html(report: DriftReport, cfg: JobConfig, plots: dict[str, dict[str, 
         for sec in SECTIONS:
             title = SECTION_TITLES[sec].format(metric=metric)
             parts.append(f"<div class='plot' data-section='{sec}'><h3>{html.escape(title)}</h3>"
-                         f"<img alt='{html.escape(model)} {sec}' src='data:image/png;base64,{plots[model][sec]}'></div>")
+                         f"{img_tag(plots[model][sec], f'{model} {sec}')}</div>")
         parts.append("</div></section>")
-    cols = ["window", "model", "run", "n_rows", "vanilla", "calibrated", "calibration_gain", "prev_bias", "bias",
-            "bias_change", "calibration", "status"]
-    parts += ["<section id='table'><h2>All windows (slice __all__)</h2>", _html_table(whole[cols], "No rows."),
-              "<p class='note'>Same numbers, every slice view included: the CSV and JSON files next to this page.</p>",
-              "</section></body></html>"]
+    parts += [
+        "<section id='flags'>",
+        f"<h2>Largest flagged bias moves: {shown} of {n_flags:,}</h2>",
+        "<div class='flag'>" if n_flags else "<div>", flags_table_html(report), "</div>",
+        f"<p class='note'>Largest |Δc̄| first. Every flagged move is in {links or 'the CSV and JSON files'}.</p>",
+        "</section>",
+        "<section id='missing'><h2>Windows without a calibrated value</h2>",
+        _html_table(["status", "model", "windows", "runs", "first", "last"],
+                    [[_fmt(v) for v in r] for r in missing.head(report.top).itertuples(index=False)],
+                    "Every window has a calibrated value."),
+        "</section>",
+        "<section id='method'><h2>How to read this page</h2>",
+        f"<p class='note'>Calibrated metric of window t = vanilla {metric} of window t with every prediction shifted "
+        "by the bias c* fitted on <b>all</b> of window t−1 (rolling calibration). Window summaries are sums of the "
+        "stored daily summaries, then finalised. "
+        f"{'Binary values carry the histogram bound in calibrated_bound. ' if report.task == 'binary' else ''}</p>",
+        "<p class='note'>Seed spread of c* = median over windows of the across-run standard deviation of c*: the "
+        "run-to-run noise in the bias that calibration removes. A move larger than a few seed spreads means the "
+        "correction fitted on window t−1 is stale in window t. Change the rule with <code>--spread-k K</code>, or "
+        "use a fixed limit with <code>--threshold X</code> (docs/reports.md).</p>",
+        "<p class='note'>std vanilla / calibrated = median over windows of the across-run standard deviation of "
+        "the metric; the calibrated one should be lower when most run-to-run noise is a global bias.</p>",
+        f"<p class='note'>Output root: {html.escape(redact_url(cfg.output.path))}. "
+        f"Generated {dt.datetime.now(dt.timezone.utc):%Y-%m-%d %H:%M} UTC. All rows: {links}.</p>",
+        "</section></body></html>",
+    ]
     return "\n".join(parts)
 
 
@@ -307,29 +590,36 @@ def _records(frame: pd.DataFrame) -> list[dict[str, Any]]:
     return json.loads(frame.to_json(orient="records", double_precision=15))
 
 
-def write_report(
-    cfg: JobConfig, start: str, end: str, *, out_dir: str | None = None, spec: WindowSpec | None = None,
-    threshold: float | None = None, spark: SparkSession | None = None,
-) -> DriftReport:
-    """Build the report over [start, end] and write drift_<start>_<end>.{html,csv,json} to ``out_dir``
-    (default ``<output.path>/reports``)."""
-    table, flags, latest, spec, threshold = build_report_data(cfg, start, end, spec=spec, threshold=threshold,
-                                                              spark=spark)
-    report = DriftReport(start, end, spec, threshold, table, flags)
-    whole = table[table["slice_name"] == ALL]
-    latest_label = windows_between(start, end, spec)[-1].label
-    plots = {str(m): model_plots(str(m), g, latest, cfg.task, latest_label) for m, g in whole.groupby("model")}
-    out = Path(out_dir or Path(cfg.output.path) / "reports")
+def write_report_files(report: DriftReport, cfg: JobConfig, out_dir: str | Path) -> DriftReport:
+    """drift_<start>_<end>.{html,csv,json} and _flags.csv under ``out_dir``; the echoed config is redacted."""
+    out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    stem = f"drift_{start}_{end}"
-    paths = {"html": out / f"{stem}.html", "csv": out / f"{stem}.csv", "json": out / f"{stem}.json"}
-    _write_atomic(paths["html"], render_html(report, cfg, plots))
-    _write_atomic(paths["csv"], table.to_csv(index=False))
-    meta = {"start": start, "end": end, "task": cfg.task, "window": spec.kind, "days": spec.days,
-            "bias_threshold": threshold, "config": config_to_dict(cfg),
-            "spread": _records(spread_table(table)), "flags": _records(flags), "rows": _records(table)}
+    stem = f"drift_{report.start}_{report.end}"
+    paths = {"html": out / f"{stem}.html", "csv": out / f"{stem}.csv", "flags_csv": out / f"{stem}_flags.csv",
+             "json": out / f"{stem}.json"}
+    plots = {str(m): model_plots(report, str(m)) for m in sorted(report.whole["model"].unique())}
+    _write_atomic(paths["csv"], report.table.to_csv(index=False))
+    _write_atomic(paths["flags_csv"], report.flags.to_csv(index=False))
+    meta = {"start": report.start, "end": report.end, "task": report.task, "window": report.spec.kind,
+            "days": report.spec.days, "rule": {**asdict(report.rule), "description": report.rule.describe()},
+            "config": redact(config_to_dict(cfg)), "summary": _records(report.summary),
+            "spread": _records(spread_table(report.table)), "flags": _records(report.flags),
+            "moves": _records(report.moves), "rows": _records(report.table)}
     _write_atomic(paths["json"], json.dumps(meta, indent=1, default=str, allow_nan=False))
-    report.paths = {k: str(v) for k, v in paths.items()}
+    str_paths = {k: str(v) for k, v in paths.items()}
+    _write_atomic(paths["html"], render_html(report, cfg, overview_png(report), plots, str_paths))
+    report.paths = str_paths
     return report
 
 
+def write_report(
+    cfg: JobConfig, start: str, end: str, *, out_dir: str | None = None, spec: WindowSpec | None = None,
+    threshold: float | None = None, spread_k: float | None = None, top: int = DEFAULT_TOP,
+    spark: SparkSession | None = None,
+) -> DriftReport:
+    """Build the report over [start, end] and write its files to ``out_dir`` (default ``<output.path>/reports``)."""
+    spec = spec or WindowSpec.from_config(cfg.rolling)
+    rule = FlagRule.from_options(cfg, threshold=threshold, spread_k=spread_k)
+    report = build_report(read_report_input(cfg, start, end, spec, spark), cfg, start, end, spec=spec, rule=rule,
+                          top=top)
+    return write_report_files(report, cfg, out_dir or Path(cfg.output.path) / "reports")

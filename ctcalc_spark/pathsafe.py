@@ -1,0 +1,43 @@
+"""Turning user-supplied names (model, pipeline, run) into file and folder names that stay where they belong.
+
+A name such as ``../../x`` or ``a/b`` must neither leave the output folder nor
+create sub-folders. :func:`safe_component` keeps letters, digits, ``.``, ``_``
+and ``-``, replaces everything else by ``_``, drops leading dots and dashes
+(no hidden files, no ``..``, nothing that reads as an option) and, whenever it
+changed the name, appends a short hash of the original so two different names
+never share a folder (``a/b`` and ``a_b`` stay apart).
+"""
+from __future__ import annotations
+
+import hashlib
+import re
+from pathlib import Path
+
+from ctcalc_spark.errors import ConfigError
+
+MAX_COMPONENT = 80
+_UNSAFE = re.compile(r"[^A-Za-z0-9._-]")
+
+
+def safe_component(name: str) -> str:
+    """One path component for ``name``: ``'deepfm_bn'`` stays, ``'../../x'`` -> ``'_.._x-<hash>'``.
+
+    >>> safe_component("deepfm_bn")
+    'deepfm_bn'
+    >>> safe_component("a/b") != safe_component("a_b")
+    True
+    """
+    text = str(name)
+    clean = _UNSAFE.sub("_", text).lstrip(".-")[:MAX_COMPONENT] or "_"
+    if clean == text:
+        return clean
+    return f"{clean}-{hashlib.sha1(text.encode('utf-8')).hexdigest()[:8]}"
+
+
+def child_path(root: str | Path, *names: str) -> Path:
+    """``root / safe(name1) / safe(name2) ...``, checked to lie inside ``root``."""
+    base = Path(root)
+    out = base.joinpath(*(safe_component(n) for n in names))
+    if not out.resolve().is_relative_to(base.resolve()):  # cannot happen with safe components; kept as a guard
+        raise ConfigError(f"Expected a path inside {str(base)!r}, got {str(out)!r} from names {list(names)}.")
+    return out

@@ -1,0 +1,79 @@
+"""Hide secrets in anything a report, a log line or a task echoes back (configs, option maps, URLs).
+
+A value is hidden when its key looks like a secret: one of the words in
+:data:`SECRET_WORDS` appears in the key, compared word by word after splitting
+on ``.``, ``_``, ``-`` and case changes (``kafka.sasl.jaas.config``,
+``ssl.key.password``, ``apiKey``, ``AWS_SECRET_ACCESS_KEY``). Nested mappings
+and lists under such a key are walked rather than blanked, so only the scalar
+values go. Independently of keys, ``user:password@`` in a URL is hidden
+(``s3a://AKIA...:xyz@bucket/path`` becomes ``s3a://***@bucket/path``), and so are
+secret-looking URL parameters (a Spark Connect ``sc://host:15002/;token=...``).
+
+>>> redact({"stream": {"kafka_options": {"kafka.sasl.jaas.config": "... password='p';", "kafka.acks": "all"}}})
+{'stream': {'kafka_options': {'kafka.sasl.jaas.config': '***', 'kafka.acks': 'all'}}}
+"""
+from __future__ import annotations
+
+import re
+from typing import Any, Mapping
+
+MASK = "***"
+
+SECRET_WORDS = frozenset({
+    "password", "passwd", "passphrase", "secret", "secrets", "token", "tokens", "credential", "credentials",
+    "key", "keys", "apikey", "jaas", "auth", "authorization", "cookie", "signature", "sig", "sas", "private",
+})
+"""Words that make a key secret. 'key' is broad on purpose (``ssl.key``, ``access_key``); a harmless
+``key.deserializer`` is hidden too, which costs nothing in a report."""
+
+_WORD = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|\d+")
+_URL_USERINFO = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*://)(?P<userinfo>[^/@\s]+)@")
+_URL_PARAM = re.compile(r"(?P<sep>[;?&])(?P<name>[A-Za-z0-9_.-]+)=(?P<value>[^;&#\s]*)")
+
+
+def key_words(key: str) -> list[str]:
+    """Lower-case words of a key: ``'kafka.sasl.jaas.config'`` -> kafka sasl jaas config; ``'apiKey'`` -> api key."""
+    return [w.lower() for part in re.split(r"[^A-Za-z0-9]+", str(key)) for w in _WORD.findall(part)]
+
+
+def is_secret_key(key: str) -> bool:
+    """Whether values under ``key`` are hidden (``'apikey'`` and ``'api_key'`` both are)."""
+    words = key_words(key)
+    return any(w in SECRET_WORDS for w in words) or "".join(words) in SECRET_WORDS
+
+
+def redact_url(text: str) -> str:
+    """``scheme://user:password@host`` -> ``scheme://***@host``, and secret URL parameters
+    (``sc://host:15002/;token=abc``, ``?sig=...&password=...``) -> ``name=***``, wherever they appear in ``text``."""
+    if "://" not in text:
+        return text
+    text = _URL_USERINFO.sub(lambda m: f"{m.group('scheme')}{MASK}@", text)
+    return _URL_PARAM.sub(lambda m: f"{m.group('sep')}{m.group('name')}={MASK}" if is_secret_key(m.group("name"))
+                          else m.group(0), text)
+
+
+def redact_assignment(text: str) -> str:
+    """A ``KEY=VALUE`` override (``--set`` / ``--conf``) with a secret-looking key -> ``KEY=***``."""
+    key, sep, value = text.partition("=")
+    if sep and is_secret_key(key.strip()):
+        return f"{key}={MASK}"
+    return redact_url(text)
+
+
+def redact(value: Any, *, key: str | None = None) -> Any:
+    """A copy of ``value`` (mappings, lists, tuples, scalars) with secret values replaced by :data:`MASK`.
+
+    ``key``: the key ``value`` sits under, when the caller has one. Strings that are not
+    under a secret key keep their text, minus URL credentials; ``KEY=VALUE`` strings in a
+    list are judged by their own key.
+    """
+    if isinstance(value, Mapping):
+        return {k: redact(v, key=str(k)) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        items = [redact_assignment(v) if isinstance(v, str) and "=" in v else redact(v, key=key) for v in value]
+        return items if isinstance(value, list) else tuple(items)
+    if key is not None and is_secret_key(key) and value is not None and value != "":
+        return MASK
+    if isinstance(value, str):
+        return redact_url(value)
+    return value

@@ -1,0 +1,114 @@
+"""The drift report in a real browser: headless Chromium lays out a 3-year report and the answer is on the first screen.
+
+Chromium comes from the Debian package (scripts/ensure_chromium.sh, which scripts/test.sh runs first).
+Without it the test is skipped, unless CTCALC_REQUIRE_BROWSER=1 (set by scripts/test.sh) makes that a failure.
+"""
+from __future__ import annotations
+
+import html
+import json
+import os
+import re
+import shutil
+import subprocess
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from ctcalc_spark.core.finalize import ALL
+from ctcalc_spark.reports.drift import write_report_files
+
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+WINDOW = (1280, 900)
+FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking",
+         "--disable-component-update", "--disable-sync", f"--window-size={WINDOW[0]},{WINDOW[1]}"]
+
+if not os.access(CHROMIUM, os.X_OK):
+    if os.environ.get("CTCALC_REQUIRE_BROWSER") == "1":
+        raise RuntimeError(f"Expected headless Chromium at {CHROMIUM}, found none; run scripts/ensure_chromium.sh "
+                           "(apt-get install chromium) or unset CTCALC_REQUIRE_BROWSER.")
+    pytest.skip(f"no Chromium at {CHROMIUM}; run scripts/ensure_chromium.sh", allow_module_level=True)
+
+# Injected into a copy of the page (the report itself has no script): element boxes in page coordinates.
+_MEASURE = """<script>
+addEventListener('load', () => {
+  const box = (el) => { if (!el) return null; const r = el.getBoundingClientRect();
+    return {top: r.top + scrollY, bottom: r.bottom + scrollY, left: r.left + scrollX, right: r.right + scrollX}; };
+  const img = document.querySelector('img');
+  const out = {innerHeight, innerWidth, scrollHeight: document.documentElement.scrollHeight,
+    summary: box(document.getElementById('summary')), flags: box(document.getElementById('flags')),
+    first_img: Object.assign(box(img) || {}, {loaded: !!img && img.complete, natural_width: img ? img.naturalWidth : 0,
+      section: img ? img.closest('section').id : null})};
+  document.body.setAttribute('data-layout', JSON.stringify(out));
+});
+</script></body>"""
+
+
+def _chromium(args: list[str], tmp_path: Path) -> str:
+    profile = tmp_path / f"profile-{len(list(tmp_path.glob('profile-*')))}"
+    proc = subprocess.run([CHROMIUM, *FLAGS, f"--user-data-dir={profile}", *args], capture_output=True, text=True,
+                          timeout=120)
+    if proc.returncode != 0:
+        raise AssertionError(f"chromium exited {proc.returncode}: {proc.stderr[-2000:]}")
+    return proc.stdout
+
+
+def layout(page: str, tmp_path: Path, name: str) -> dict[str, Any]:
+    """Boxes of #summary, the first <img> and #flags as Chromium lays the page out, plus the viewport size."""
+    probe = tmp_path / f"{name}.html"
+    probe.write_text(page.replace("</body>", _MEASURE, 1), encoding="utf-8")
+    dom = _chromium(["--dump-dom", probe.as_uri()], tmp_path)
+    m = re.search(r'data-layout="([^"]*)"', dom)
+    assert m, f"the measuring script left no data-layout attribute; DOM starts {dom[:300]!r}"
+    return json.loads(html.unescape(m.group(1)))  # type: ignore[no-any-return]
+
+
+def _pixels(png: Path, box: dict[str, float]) -> np.ndarray:
+    """RGB pixels (n, 3) of a screenshot inside a box."""
+    from PIL import Image
+
+    im = Image.open(png).convert("RGB")
+    crop = im.crop((int(box["left"]), int(box["top"]), int(box["right"]), int(box["bottom"])))
+    return np.asarray(crop, dtype=np.int16).reshape(-1, 3)
+
+
+def test_summary_and_first_plot_are_on_the_first_screen(three_year_report, tmp_path):
+    cfg, built = three_year_report  # 2 models x 5 runs x 3 years of daily summaries, weekly windows
+    t0 = time.perf_counter()
+    rep = write_report_files(built, cfg, tmp_path / "report")
+    t_write = time.perf_counter() - t0
+    whole = rep.table[rep.table["slice_name"] == ALL]
+    assert len(whole) == 1550 and len(rep.moves) == 310  # thousands of model-run windows
+    page = Path(rep.paths["html"]).read_text(encoding="utf-8")
+
+    t1 = time.perf_counter()
+    lay = layout(page, tmp_path, "report")
+    screen = lay["innerHeight"]
+    assert 600 <= screen <= WINDOW[1] and lay["innerWidth"] == WINDOW[0]
+    assert lay["scrollHeight"] > 2 * screen  # a long page: the plots of both models and the tables follow
+    summary, img, flags = lay["summary"], lay["first_img"], lay["flags"]
+    assert summary["top"] < summary["bottom"] <= screen, f"summary {summary} not within the first {screen} px"
+    assert img["section"] == "overview" and img["loaded"] and img["natural_width"] >= 500
+    assert summary["bottom"] <= img["top"] < img["bottom"] <= screen, f"first plot {img} not within {screen} px"
+    assert flags["top"] > img["bottom"]  # the flag table comes after the plots
+
+    # What a person sees: a screenshot of the first screen holds the summary text and the plot's coloured lines.
+    shot = tmp_path / "first_screen.png"
+    _chromium([f"--screenshot={shot}", Path(rep.paths["html"]).as_uri()], tmp_path)
+    text = int((_pixels(shot, summary).max(axis=1) < 110).sum())  # dark: text and table rules
+    px = _pixels(shot, img)
+    lines = int((px.max(axis=1) - px.min(axis=1) > 90).sum())  # saturated: tab:blue / tab:orange / red crosses
+    assert text > 2000 and lines > 300, f"screenshot: {text} dark pixels in the summary, {lines} coloured in the plot"
+    t_browser = time.perf_counter() - t1
+
+    # The check can fail: with the old page's all-windows table first, neither is on the first screen.
+    legacy = page.replace("<section id='summary'>",
+                          f"<section id='table'>{whole.to_html(index=False)}</section><section id='summary'>", 1)
+    old = layout(legacy, tmp_path, "legacy")
+    assert old["summary"]["top"] > screen and old["first_img"]["top"] > screen
+    print(f"\n3-year weekly drift report: {len(page.encode('utf-8')) / 1e3:.0f} kB page, written in "
+          f"{t_write:.1f} s; Chromium layout + screenshot {t_browser:.1f} s; summary ends at "
+          f"{summary['bottom']:.0f} px, first plot at {img['top']:.0f}-{img['bottom']:.0f} px of a {screen} px screen")
