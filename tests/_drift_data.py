@@ -42,7 +42,7 @@ def binary_drift_summaries(
     bin_width: float = 0.1,
     seed: int = 0,
 ) -> pd.DataFrame:
-    """Summaries-table rows (ds, model, run, split='remain', bin, count, clipped, weight, ... , bin_width)."""
+    """Summaries-table rows (ds, model, run, split='remain', bin, label, count, clipped, weight, ..., bin_width)."""
     rng = np.random.default_rng(seed)
     n_days, n_pairs = len(days), len(models) * runs
     steps = rng.normal(0.0, walk_std, n_days)
@@ -66,12 +66,16 @@ def binary_drift_summaries(
     y = np.broadcast_to(y, z.shape)
     k = np.floor(z / bin_width).astype(np.int64)
     d = z - (k + 0.5) * bin_width
-    frame = pd.DataFrame({
-        "day": np.repeat(np.arange(n_days), n_pairs * n), "pair": np.tile(np.repeat(np.arange(n_pairs), n), n_days),
-        "bin": k.ravel(), "count": 1, "clipped": 0, "weight": 1.0, "pos_weight": y.ravel(), "m1": d.ravel(),
-        "m2": (d * d).ravel(), "wp": sigmoid(z).ravel(), "wloss": (softplus(z) - y * z).ravel(),
-    })
-    out = frame.groupby(["day", "pair", "bin"], sort=True).sum().reset_index()
+    day = np.repeat(np.arange(n_days), n_pairs * n)
+    pair_of = np.tile(np.repeat(np.arange(n_pairs), n), n_days)
+    yr, zr, dr = y.ravel(), z.ravel(), d.ravel()
+    # a fractional label y is weight y on the label-1 row and 1 - y on the label-0 row of the same bin
+    sides = [pd.DataFrame({
+        "day": day, "pair": pair_of, "bin": k.ravel(), "label": label, "count": 1 - label, "clipped": 0,
+        "weight": wl, "m1": wl * dr, "m2": wl * dr * dr, "wmiss": wl * sigmoid(sign * zr),
+        "wloss": wl * softplus(sign * zr),
+    }) for label, sign, wl in ((0, 1.0, 1.0 - yr), (1, -1.0, yr))]
+    out = pd.concat(sides).groupby(["day", "pair", "bin", "label"], sort=True).sum().reset_index()
     out.insert(0, "ds", np.asarray(days)[out.pop("day").to_numpy()])
     pair = out.pop("pair").to_numpy()
     out.insert(1, "model", np.asarray(models)[pair_model[pair]])
