@@ -83,6 +83,12 @@ def test_help_documents_every_exit_code(capsys):
     assert len(documented) == len(EXIT_CODES)  # distinct codes
 
 
+def test_deploy_doc_lists_the_same_exit_codes():
+    doc = (ROOT / "docs" / "deploy.md").read_text()
+    section = doc.split("## Exit codes")[1].split("\n## ")[0]
+    assert {int(c) for c in re.findall(r"^\| (\d+) \|", section, flags=re.M)} == {code for code, _ in EXIT_CODES}
+
+
 def test_where_prints_the_submit_script_and_the_example_configs(capsys):
     assert main(["where", "submit"]) == 0
     assert Path(capsys.readouterr().out.strip()) == submit_script()
