@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 import ctcalc_spark
-from ctcalc_spark.cli.main import EXIT_CODES, build_parser, log_levels, main, run_guarded
+from ctcalc_spark.cli.main import EXIT_CODES, build_parser, configure_logging, log_levels, main, run_guarded
 from ctcalc_spark.errors import (
     EXIT_CONFIG, EXIT_INPUT, EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_MISSING_DEPENDENCY, EXIT_RUNTIME, EXIT_USAGE,
     ConfigError, DegenerateBiasError, InputError, MissingDependencyError,
@@ -64,6 +64,22 @@ def test_logging_flags_map_to_ctcalc_and_spark_levels():
     assert log_levels("verbose") == ("DEBUG", "INFO")
     assert log_levels("WARNING") == ("WARNING", "WARN")  # Spark's spelling
     assert log_levels("DEBUG") == ("DEBUG", "DEBUG")
+
+
+def test_log_lines_follow_the_current_stderr(monkeypatch):
+    """The handler writes to sys.stderr as it is at each line: a captured stream closed since is not used."""
+    import io
+
+    configure_logging("INFO")
+    first, second = io.StringIO(), io.StringIO()
+    monkeypatch.setattr(sys, "stderr", first)
+    logging.getLogger("ctcalc_spark.progress").info("one")
+    first.close()
+    monkeypatch.setattr(sys, "stderr", second)
+    logging.getLogger("ctcalc_spark.progress").info("two")
+    logging.getLogger("ctcalc_spark.progress").debug("hidden at INFO")
+    assert second.getvalue().endswith(" INFO ctcalc_spark.progress: two\n") and "one" not in second.getvalue()
+    assert "hidden" not in second.getvalue()
 
 
 def test_unknown_log_level_is_a_usage_error(capsys):

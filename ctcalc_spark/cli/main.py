@@ -116,7 +116,19 @@ def build_parser(submitted: bool = False) -> argparse.ArgumentParser:
 
 
 class _CtcalcHandler(logging.StreamHandler):  # type: ignore[type-arg]
-    """The stderr handler main() installs; a marker type, so a second main() call replaces it."""
+    """The handler main() installs (a second call replaces it): writes to sys.stderr as it is at each line, so a
+    redirected or captured stderr that has since been closed is never written to."""
+
+    def __init__(self) -> None:
+        super().__init__()
+
+    @property  # type: ignore[override]
+    def stream(self):  # type: ignore[no-untyped-def]
+        return sys.stderr
+
+    @stream.setter
+    def stream(self, value) -> None:  # type: ignore[no-untyped-def]
+        pass
 
 
 def configure_logging(level: str) -> None:
@@ -125,7 +137,7 @@ def configure_logging(level: str) -> None:
     logger = logging.getLogger("ctcalc_spark")
     for h in [h for h in logger.handlers if isinstance(h, _CtcalcHandler)]:
         logger.removeHandler(h)
-    handler = _CtcalcHandler(sys.stderr)
+    handler = _CtcalcHandler()
     # Spark's own layout, so both interleave readably on one terminal.
     handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s", "%y/%m/%d %H:%M:%S"))
     logger.addHandler(handler)
