@@ -1,17 +1,37 @@
-"""Exceptions raised at the boundaries; each message says what was expected, what was got, how to fix it."""
+"""Exceptions raised at the boundaries; each message says what was expected, what was got, how to fix it.
+
+Each class carries the ``ctcalc`` exit code it maps to (the table is in ``ctcalc --help`` and docs/deploy.md):
+a scheduler can tell a bad config (3) or bad data (4), which a retry will not fix, from a missing
+package (5), a Spark or file-system failure (1, maybe transient) and a bug (70).
+"""
 from __future__ import annotations
+
+EXIT_OK = 0
+EXIT_RUNTIME = 1  # Spark or the file system reported a failure (lost executor, missing path, full disk)
+EXIT_USAGE = 2  # argparse: unknown option, missing argument
+EXIT_CONFIG = 3  # ConfigError
+EXIT_INPUT = 4  # InputError, DegenerateBiasError
+EXIT_MISSING_DEPENDENCY = 5  # MissingDependencyError
+EXIT_INTERNAL = 70  # an unexpected exception: a bug in ctcalc (sysexits' EX_SOFTWARE)
+EXIT_INTERRUPTED = 130  # Ctrl-C (128 + SIGINT)
 
 
 class CtcalcError(Exception):
     """Base class of every error this package raises on purpose."""
 
+    exit_code = EXIT_INPUT
+
 
 class ConfigError(CtcalcError, ValueError):
     """The configuration file or arguments are invalid."""
 
+    exit_code = EXIT_CONFIG
+
 
 class InputError(CtcalcError, ValueError):
     """The evaluation data violates the input contract (columns, labels, values)."""
+
+    exit_code = EXIT_INPUT
 
 
 class DegenerateBiasError(CtcalcError, ValueError):
@@ -21,6 +41,43 @@ class DegenerateBiasError(CtcalcError, ValueError):
     (``no_bias_rows``, ``bias_single_class_negative``, ...).
     """
 
+    exit_code = EXIT_INPUT
+
     def __init__(self, status: str, message: str) -> None:
         super().__init__(message)
         self.status = status
+
+
+# Optional imports -> the extra of ctcalc-spark that installs them.
+OPTIONAL_DEPENDENCIES = {
+    "pyspark": "spark",
+    "torch": "torch",
+    "tqdm": "torch",
+    "matplotlib": "reports",
+    "airflow": "airflow",
+}
+
+
+class MissingDependencyError(CtcalcError, ImportError):
+    """An optional dependency is not installed; the message names the extra that installs it."""
+
+    exit_code = EXIT_MISSING_DEPENDENCY
+
+    def __init__(self, module: str, extra: str) -> None:
+        hint = f"pip install 'ctcalc-spark[{extra}]'"
+        if extra == "torch":
+            hint += " (CPU-only torch: add --extra-index-url https://download.pytorch.org/whl/cpu)"
+        elif extra == "spark":
+            hint += ", or run it where a Spark runtime provides pyspark"
+        super().__init__(f"the optional Python package '{module}' is not installed; install it with: {hint}")
+        self.module = module
+        self.extra = extra
+
+    @classmethod
+    def from_import_error(cls, error: ImportError) -> MissingDependencyError | None:
+        """The error for a failed import of an optional dependency, or None when ``error`` is about another module."""
+        if not isinstance(error, ModuleNotFoundError) or not error.name:
+            return None
+        top = error.name.split(".")[0]
+        extra = OPTIONAL_DEPENDENCIES.get(top)
+        return None if extra is None else cls(top, extra)

@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
-# Create (or refresh) the project venv at .venv with the pinned dependency set.
-# Re-installs only when requirements*.txt or pyproject.toml changed since the last install.
+# Create (or refresh) the project venv at .venv with the pinned dependency set: runtime (requirements.txt),
+# torch (requirements-torch.txt), tests (requirements-test.txt), Airflow (requirements-airflow.txt), then this
+# package editable. Re-installs only when one of those files or pyproject.toml changed since the last install.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
 stamp=.venv/.ctcalc-stamp
-want=$(cat requirements.txt requirements-airflow.txt pyproject.toml | sha256sum | cut -d' ' -f1)
+reqs=(requirements.txt requirements-torch.txt requirements-test.txt requirements-airflow.txt)
+want=$(cat "${reqs[@]}" pyproject.toml | sha256sum | cut -d' ' -f1)
 if [ -x .venv/bin/python ] && [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ]; then
   exit 0
 fi
@@ -17,7 +19,7 @@ echo "bootstrap: creating .venv (pyspark, torch==2.13.0 CPU, airflow; first time
 [ -x .venv/bin/python ] || "$PY" -m venv .venv
 # This machine's pip config lists local indexes that pip reports as missing for every package: drop that noise.
 quiet() { grep -v "is ignored: it is neither a file nor a directory" || true; }
-.venv/bin/python -m pip install -q -r requirements.txt -r requirements-airflow.txt 2>&1 | quiet
+.venv/bin/python -m pip install -q "${reqs[@]/#/--requirement=}" 2>&1 | quiet
 .venv/bin/python -m pip install -q --no-deps -e . 2>&1 | quiet
 # pyspark and pyspark-client share the pyspark/ folder: refuse a mismatched pair.
 .venv/bin/python - <<'PYCHECK'

@@ -7,8 +7,10 @@ from pathlib import Path
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--config", default="conf/demo.yaml", help="demo config (default conf/demo.yaml)")
-    parser.add_argument("--examples-per-day", type=int, default=20_000, help="examples per day (each scored by 3 models x 5 runs)")
+    parser.add_argument("--config", help="demo config (default: demo.yaml from `ctcalc where conf`; its relative "
+                        "paths put the outputs under ./output/demo)")
+    parser.add_argument("--examples-per-day", type=int, default=20_000,
+                        help="examples per day (each scored by 3 models x 5 runs)")
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--days", type=int, default=7)
     parser.add_argument("--seed", type=int, default=7)
@@ -18,29 +20,34 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     import pandas as pd
 
-    from ctcalc_spark.cli.common import config_from_args, session_for
+    from ctcalc_spark.cli.common import Progress, config_from_args, session_for
     from ctcalc_spark.errors import ConfigError
     from ctcalc_spark.demo import format_runs_table, runs_table, write_demo_eval
     from ctcalc_spark.core.finalize import metrics_from_summaries
     from ctcalc_spark.jobs.evaluate import evaluate
     from ctcalc_spark.spark.storage import OutputStore
+    from ctcalc_spark.where import example_config
 
+    if args.config is None:
+        args.config = str(example_config("demo.yaml"))
     cfg = config_from_args(args)
     if args.runs < 2:
         raise ConfigError(f"--runs must be >= 2: the demo reports the spread across runs, got {args.runs}.")
     if cfg.input.path is None:
         raise ConfigError("The demo writes its generated table to 'input.path'; set it in the config.")
     t0 = time.perf_counter()
+    step = Progress("ctcalc demo")
+    step(f"generating {args.days} days x {args.examples_per_day:,} examples x 3 models x {args.runs} runs")
     df = write_demo_eval(cfg.input.path, n_examples_per_day=args.examples_per_day, n_runs=args.runs,
                          n_days=args.days, seed=args.seed)
     days = sorted(df["ds"].unique())
     print(f"generated {len(df):,} evaluation rows ({df['model'].nunique()} models x {args.runs} runs x "
-          f"{len(days)} days) -> {cfg.input.path}  [{time.perf_counter() - t0:.1f} s]")
+          f"{len(days)} days) -> {cfg.input.path}")
+    step("starting Spark")
     spark = session_for(args, cfg, "ctcalc-demo")
-    t = time.perf_counter()
+    step(f"evaluate ds={days[0]}..{days[-1]} in one scan")
     res = evaluate(spark, cfg, f"{days[0]}..{days[-1]}")
-    print(f"  evaluate ds={days[0]}..{days[-1]} in one scan: {len(res.metrics)} metrics rows, statuses "
-          f"{res.metrics['status'].value_counts().to_dict()}  [{time.perf_counter() - t:.1f} s]")
+    step(f"evaluated: {len(res.metrics)} metrics rows, statuses {res.metrics['status'].value_counts().to_dict()}")
     store = OutputStore(cfg, spark)
     summaries = store.read("summaries", days=days)
     whole = metrics_from_summaries(summaries, cfg.task, keys=["model", "run"], bin_width=cfg.histogram.bin_width)

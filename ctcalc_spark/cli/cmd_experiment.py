@@ -6,8 +6,8 @@ import time
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--config", default="conf/experiment_default.yaml",
-                        help="experiment config (default conf/experiment_default.yaml)")
+    parser.add_argument("--config", help="experiment config (default: experiment_default.yaml from "
+                        "`ctcalc where conf`)")
     parser.add_argument("--seeds", type=int, help="runs per pipeline (overrides the config)")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                         help="override a config key, e.g. --set data.n_train=20000 (repeatable)")
@@ -16,8 +16,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     import yaml
 
+    from ctcalc_spark.cli.common import Progress
     from ctcalc_spark.errors import ConfigError
     from ctcalc_spark.paper.experiment import load_experiment_config, paper_table, run_experiment, spread_table
+    from ctcalc_spark.where import example_config
 
     overrides = {}
     for item in args.set:
@@ -27,9 +29,9 @@ def run(args: argparse.Namespace) -> int:
         overrides[key.strip()] = yaml.safe_load(value)
     if args.seeds is not None:
         overrides["seeds"] = args.seeds
-    cfg = load_experiment_config(args.config, overrides)
+    cfg = load_experiment_config(args.config or example_config("experiment_default.yaml"), overrides)
     t0 = time.perf_counter()
-    res = run_experiment(cfg)
+    res = run_experiment(cfg, log=Progress("ctcalc experiment"))
     print(f"\nMetric accuracy (Acc = share of seed pairs where A's loss < B's; ties 1/2; "
           f"{int(100 * cfg.level)}% bootstrap intervals):")
     print(paper_table(res.comparisons))

@@ -1,47 +1,208 @@
-"""The ``ctcalc`` console script. Subcommands mirror the spark-submit entry points in jobs/."""
+"""The ``ctcalc`` console script: the parser, the COMMANDS registry, the logging flags and the exit codes.
+
+Subcommands mirror the spark-submit entry points (jobs/*.py in a checkout, ``ctcalc_spark/submit.py`` in an
+installed package). Results go to stdout; progress, warnings and errors go to stderr.
+"""
 from __future__ import annotations
 
 import argparse
 import importlib
 import logging
 import sys
-from typing import Sequence
+import time
+import traceback
+from typing import Callable, Sequence
 
-from ctcalc_spark.errors import CtcalcError
+from ctcalc_spark import __version__
+from ctcalc_spark.errors import (
+    EXIT_CONFIG, EXIT_INPUT, EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_MISSING_DEPENDENCY, EXIT_OK, EXIT_RUNTIME,
+    EXIT_USAGE, CtcalcError, MissingDependencyError,
+)
+
+log = logging.getLogger("ctcalc_spark.cli")
 
 COMMANDS = {
     "evaluate": ("ctcalc_spark.cli.cmd_evaluate", "Scan one day of the evaluation table; write metrics and summaries."),
-    "rolling": ("ctcalc_spark.cli.cmd_rolling", "Previous-window (rolling) calibrated metrics from stored daily summaries."),
-    "report": ("ctcalc_spark.cli.cmd_report", "Drift report (HTML with embedded plots, CSV, JSON) over --start..--end."),
-    "stream": ("ctcalc_spark.cli.cmd_stream", "Structured Streaming: calibrated metrics per event-time window as each window closes."),
+    "rolling": ("ctcalc_spark.cli.cmd_rolling",
+                "Previous-window (rolling) calibrated metrics from stored daily summaries."),
+    "report": ("ctcalc_spark.cli.cmd_report",
+               "Drift report (HTML with embedded plots, CSV, JSON) over --start..--end."),
+    "stream": ("ctcalc_spark.cli.cmd_stream",
+               "Structured Streaming: calibrated metrics per event-time window as each window closes."),
     "demo": ("ctcalc_spark.cli.cmd_demo", "Generate the demo table and run the evaluate job end to end on it."),
-    "compare": ("ctcalc_spark.cli.cmd_compare", "Compare two pipelines across runs: Acc of vanilla vs calibrated metric, HTML report."),
-    "experiment": ("ctcalc_spark.cli.cmd_experiment", "Generate data, train seeds with torch, score, evaluate, compare pipeline pairs."),
-    "reproduce-synthetic": ("ctcalc_spark.cli.cmd_reproduce", "The paper's synthetic linear/logistic experiments, ours next to the published figures."),
+    "compare": ("ctcalc_spark.cli.cmd_compare",
+                "Compare two pipelines across runs: Acc of vanilla vs calibrated metric, HTML report."),
+    "experiment": ("ctcalc_spark.cli.cmd_experiment",
+                   "Generate data, train seeds with torch, score, evaluate, compare pipeline pairs."),
+    "reproduce-synthetic": ("ctcalc_spark.cli.cmd_reproduce",
+                            "The paper's synthetic linear/logistic experiments, ours next to the published figures."),
+    "where": ("ctcalc_spark.cli.cmd_where",
+              "Print the path of the spark-submit entry point or of the example configs in the installed package."),
 }
+
+EXIT_CODES = (
+    (EXIT_OK, "success"),
+    (EXIT_RUNTIME, "Spark or the file system failed (missing path, lost executor, full disk); may be transient"),
+    (EXIT_USAGE, "usage error: unknown option, missing or malformed argument"),
+    (EXIT_CONFIG, "invalid configuration (config file or --set)"),
+    (EXIT_INPUT, "the input data violates the contract (columns, labels, values, empty day)"),
+    (EXIT_MISSING_DEPENDENCY, "an optional dependency is missing; the message names the extra to install"),
+    (EXIT_INTERNAL, "internal error: a bug in ctcalc; the traceback is printed, please report it"),
+    (EXIT_INTERRUPTED, "interrupted (Ctrl-C)"),
+)
+
+# Flag -> (level of ctcalc's own log lines, Spark's log level). Without a flag, progress lines are shown and
+# Spark's level is left to the session (WARN locally; the cluster's log4j2 settings under spark-submit).
+VERBOSITY = {"quiet": ("WARNING", "ERROR"), "verbose": ("DEBUG", "INFO"), None: ("INFO", None)}
+LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
+_SPARK_NAMES = {"WARNING": "WARN"}
+
+
+def log_levels(flag: str | None) -> tuple[str, str | None]:
+    """(ctcalc level, Spark level or None) for the value the logging flags stored."""
+    if flag in VERBOSITY:
+        return VERBOSITY[flag]
+    level = str(flag)
+    return level, _SPARK_NAMES.get(level, level)
+
+
+def _log_level_name(text: str) -> str:
+    name = text.upper()
+    name = "WARNING" if name == "WARN" else name
+    if name not in LOG_LEVELS:
+        raise argparse.ArgumentTypeError(f"expected one of {', '.join(LOG_LEVELS)} (any case), got {text!r}")
+    return name
+
+
+def _add_logging_flags(parser: argparse.ArgumentParser, *, in_subcommand: bool) -> None:
+    """-v/-q/--log-level; the last one given wins. On a subcommand they must not reset what came before it."""
+    default = argparse.SUPPRESS if in_subcommand else None
+    group = parser.add_argument_group("logging (before or after the subcommand)")
+    group.add_argument("-v", "--verbose", dest="log_level", action="store_const", const="verbose", default=default,
+                       help="debug lines from ctcalc, INFO from Spark")
+    group.add_argument("-q", "--quiet", dest="log_level", action="store_const", const="quiet", default=default,
+                       help="warnings and errors only (no progress lines); Spark at ERROR")
+    group.add_argument("--log-level", dest="log_level", type=_log_level_name, default=default, metavar="LEVEL",
+                       help=f"one of {', '.join(LOG_LEVELS)}, for ctcalc and Spark alike")
+
+
+def _version_text() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        spark = f"pyspark {version('pyspark')}"
+    except PackageNotFoundError:
+        spark = "pyspark not installed as a package"
+    return f"ctcalc {__version__} ({spark}, Python {sys.version.split()[0]})"
+
+
+def _epilog() -> str:
+    return "exit codes:\n" + "\n".join(f"  {code:>3}  {text}" for code, text in EXIT_CODES)
 
 
 def build_parser(submitted: bool = False) -> argparse.ArgumentParser:
     """Parser with one sub-parser per command (modules imported only to register their arguments)."""
-    parser = argparse.ArgumentParser(prog="ctcalc", description="Calibrated metrics (Calibration-then-Calculation) on Spark.")
-    parser.add_argument("-v", "--verbose", action="store_true", help="log at INFO level")
-    sub = parser.add_subparsers(dest="command", required=True)
+    parser = argparse.ArgumentParser(prog="ctcalc", description="Calibrated metrics (Calibration-then-Calculation) on "
+                                     "Spark.", epilog=_epilog(), formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--version", action="version", version=_version_text())
+    _add_logging_flags(parser, in_subcommand=False)
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name, (module, help_text) in COMMANDS.items():
         p = sub.add_parser(name, help=help_text, description=help_text)
         importlib.import_module(module).add_arguments(p)
+        _add_logging_flags(p, in_subcommand=True)
         p.set_defaults(_module=module, _submitted=submitted)
     return parser
 
 
-def main(argv: Sequence[str] | None = None, *, submitted: bool = False) -> int:
-    """Run a subcommand; user errors (config, input) print one clear line and exit 2."""
-    args = build_parser(submitted).parse_args(argv)
-    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+class _CtcalcHandler(logging.StreamHandler):  # type: ignore[type-arg]
+    """The handler main() installs (a second call replaces it): writes to sys.stderr as it is at each line, so a
+    redirected or captured stderr that has since been closed is never written to."""
+
+    def __init__(self) -> None:
+        super().__init__()
+
+    @property  # type: ignore[override]
+    def stream(self):  # type: ignore[no-untyped-def]
+        return sys.stderr
+
+    @stream.setter
+    def stream(self, value) -> None:  # type: ignore[no-untyped-def]
+        pass
+
+
+def configure_logging(level: str) -> None:
+    """ctcalc's log lines (progress at INFO) to stderr at ``level``; other libraries stay at WARNING."""
+    logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logger = logging.getLogger("ctcalc_spark")
+    for h in [h for h in logger.handlers if isinstance(h, _CtcalcHandler)]:
+        logger.removeHandler(h)
+    handler = _CtcalcHandler()
+    # Spark's own layout, so both interleave readably on one terminal.
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s", "%y/%m/%d %H:%M:%S"))
+    logger.addHandler(handler)
+    logger.setLevel(level)
+    logger.propagate = False
+
+
+def _is_runtime_failure(error: BaseException) -> bool:
+    """Spark (classic or Connect) or the operating system reported the failure, not ctcalc's own logic."""
+    if isinstance(error, OSError):
+        return True
+    spark_errors = sys.modules.get("pyspark.errors")
+    if spark_errors is not None and isinstance(error, spark_errors.PySparkException):
+        return True
+    py4j = sys.modules.get("py4j.protocol")
+    return py4j is not None and isinstance(error, py4j.Py4JError)
+
+
+def run_guarded(work: Callable[[], int | None], label: str) -> int:
+    """Run ``work`` and turn what it raises into one message on stderr and the documented exit code."""
     try:
-        return int(importlib.import_module(args._module).run(args) or 0)
+        return int(work() or 0)
     except CtcalcError as e:
-        print(f"ctcalc {args.command}: error: {e}", file=sys.stderr)
-        return 2
+        print(f"{label}: error: {e}", file=sys.stderr)
+        return e.exit_code
+    except ImportError as e:
+        missing = MissingDependencyError.from_import_error(e)
+        if missing is None:
+            return _internal_error(e, label)
+        print(f"{label}: error: {missing}", file=sys.stderr)
+        return missing.exit_code
+    except KeyboardInterrupt:
+        print(f"{label}: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    except Exception as e:  # noqa: BLE001 - the last line of defence: classify, report, exit with a code
+        if not _is_runtime_failure(e):
+            return _internal_error(e, label)
+        if log.isEnabledFor(logging.DEBUG):
+            traceback.print_exc()
+        first = str(e).strip().splitlines()[0] if str(e).strip() else ""
+        print(f"{label}: failed: {type(e).__name__}: {first}\n(a Spark or file-system failure: check the path, "
+              f"the cluster and the disk, then rerun; -v prints the Python traceback)", file=sys.stderr)
+        return EXIT_RUNTIME
+
+
+def _internal_error(error: BaseException, label: str) -> int:
+    traceback.print_exception(error)
+    print(f"{label}: internal error in ctcalc {__version__}: {type(error).__name__}: {error}\n"
+          "This is a bug: please report it with the command line and the traceback above.", file=sys.stderr)
+    return EXIT_INTERNAL
+
+
+def main(argv: Sequence[str] | None = None, *, submitted: bool = False) -> int:
+    """Run a subcommand and return its exit code (see EXIT_CODES); argparse exits 2 on a usage error."""
+    args = build_parser(submitted).parse_args(argv)
+    level, spark_level = log_levels(args.log_level)
+    configure_logging(level)
+    args._spark_log_level = spark_level
+    label = f"ctcalc {args.command}"
+    t0 = time.perf_counter()
+    code = run_guarded(lambda: importlib.import_module(args._module).run(args), label)
+    elapsed = time.perf_counter() - t0
+    if code == EXIT_OK and elapsed >= 1.0:
+        log.info("%s done in %.1f s", label, elapsed)
+    return code
 
 
 def console() -> None:

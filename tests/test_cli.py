@@ -1,0 +1,224 @@
+"""The ``ctcalc`` command line: --version, logging flags on either side of the subcommand, progress on stderr,
+the documented exit codes, one line (not a traceback) for a missing optional dependency."""
+from __future__ import annotations
+
+import logging
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import ctcalc_spark
+from ctcalc_spark.cli.main import EXIT_CODES, build_parser, configure_logging, log_levels, main, run_guarded
+from ctcalc_spark.errors import (
+    EXIT_CONFIG, EXIT_INPUT, EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_MISSING_DEPENDENCY, EXIT_RUNTIME, EXIT_USAGE,
+    ConfigError, DegenerateBiasError, InputError, MissingDependencyError,
+)
+from ctcalc_spark.where import conf_dir, example_config, submit_script
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(autouse=True)
+def _restore_ctcalc_logger():
+    """main() installs a stderr handler on the 'ctcalc_spark' logger; leave the logger as other tests expect it."""
+    logger = logging.getLogger("ctcalc_spark")
+    saved = (list(logger.handlers), logger.level, logger.propagate)
+    yield
+    logger.handlers[:], logger.level, logger.propagate = saved
+
+
+def _cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "ctcalc_spark.cli", *args], capture_output=True, text=True,
+                          cwd=ROOT, timeout=120)
+
+
+def test_version_prints_the_package_version():
+    proc = _cli("--version")
+    assert proc.returncode == 0, proc.stderr
+    assert re.fullmatch(rf"ctcalc {re.escape(ctcalc_spark.__version__)} \(pyspark \S+, Python 3\.\d+\.\d+\)\n",
+                        proc.stdout)
+
+
+@pytest.mark.parametrize(("argv", "expected"), [
+    (["where", "conf"], None),
+    (["-v", "where", "conf"], "verbose"),
+    (["where", "conf", "-v"], "verbose"),
+    (["-q", "where", "conf"], "quiet"),
+    (["where", "-q", "conf"], "quiet"),
+    (["--log-level", "error", "where", "conf"], "ERROR"),
+    (["where", "conf", "--log-level", "warn"], "WARNING"),
+    (["-v", "where", "conf", "-q"], "quiet"),  # the last flag wins, across the subcommand boundary
+    (["--log-level", "DEBUG", "where", "conf", "-q"], "quiet"),
+])
+def test_logging_flags_before_and_after_the_subcommand(argv, expected):
+    assert build_parser().parse_args(argv).log_level == expected
+
+
+def test_logging_flags_map_to_ctcalc_and_spark_levels():
+    assert log_levels(None) == ("INFO", None)  # progress shown, Spark's level left to the session
+    assert log_levels("quiet") == ("WARNING", "ERROR")
+    assert log_levels("verbose") == ("DEBUG", "INFO")
+    assert log_levels("WARNING") == ("WARNING", "WARN")  # Spark's spelling
+    assert log_levels("DEBUG") == ("DEBUG", "DEBUG")
+
+
+def test_log_lines_follow_the_current_stderr(monkeypatch):
+    """The handler writes to sys.stderr as it is at each line: a captured stream closed since is not used."""
+    import io
+
+    configure_logging("INFO")
+    first, second = io.StringIO(), io.StringIO()
+    monkeypatch.setattr(sys, "stderr", first)
+    logging.getLogger("ctcalc_spark.progress").info("one")
+    first.close()
+    monkeypatch.setattr(sys, "stderr", second)
+    logging.getLogger("ctcalc_spark.progress").info("two")
+    logging.getLogger("ctcalc_spark.progress").debug("hidden at INFO")
+    assert second.getvalue().endswith(" INFO ctcalc_spark.progress: two\n") and "one" not in second.getvalue()
+    assert "hidden" not in second.getvalue()
+
+
+def test_unknown_log_level_is_a_usage_error(capsys):
+    with pytest.raises(SystemExit) as exc:
+        main(["where", "conf", "--log-level", "loud"])
+    assert exc.value.code == EXIT_USAGE
+    assert "expected one of DEBUG, INFO, WARNING, ERROR (any case), got 'loud'" in capsys.readouterr().err
+
+
+def test_help_documents_every_exit_code(capsys):
+    with pytest.raises(SystemExit) as exc:
+        main(["--help"])
+    assert exc.value.code == 0
+    out = capsys.readouterr().out
+    documented = {int(m) for m in re.findall(r"^\s+(\d+)  ", out.split("exit codes:")[1], flags=re.M)}
+    assert documented == {code for code, _ in EXIT_CODES}
+    assert len(documented) == len(EXIT_CODES)  # distinct codes
+
+
+def test_deploy_doc_lists_the_same_exit_codes():
+    doc = (ROOT / "docs" / "deploy.md").read_text()
+    section = doc.split("## Exit codes")[1].split("\n## ")[0]
+    assert {int(c) for c in re.findall(r"^\| (\d+) \|", section, flags=re.M)} == {code for code, _ in EXIT_CODES}
+
+
+def test_where_prints_the_submit_script_and_the_example_configs(capsys):
+    assert main(["where", "submit"]) == 0
+    assert Path(capsys.readouterr().out.strip()) == submit_script()
+    assert submit_script().is_file()
+    assert main(["where", "conf"]) == 0
+    folder = Path(capsys.readouterr().out.strip())
+    assert folder == conf_dir()
+    assert {p.name for p in folder.glob("*.yaml")} >= {"demo.yaml", "stream_demo.yaml", "experiment_default.yaml"}
+
+
+def test_config_errors_exit_3_with_one_line(tmp_path, capsys):
+    missing = tmp_path / "nope.yaml"
+    assert main(["evaluate", "--config", str(missing), "--ds", "2026-11-21"]) == EXIT_CONFIG
+    err = capsys.readouterr().err.strip()
+    assert err.startswith(f"ctcalc evaluate: error: Config file '{missing}' does not exist")
+    assert str(conf_dir()) in err and "Traceback" not in err
+    assert main(["evaluate", "--config", str(example_config("demo.yaml")), "--ds", "2026-11-21",
+                 "--set", "output.path"]) == EXIT_CONFIG
+    assert "--set expects KEY=VALUE, got 'output.path'" in capsys.readouterr().err
+    assert main(["demo", "--runs", "1"]) == EXIT_CONFIG
+    assert "--runs must be >= 2" in capsys.readouterr().err
+
+
+def test_missing_required_argument_exits_2(capsys):
+    with pytest.raises(SystemExit) as exc:
+        main(["evaluate", "--config", "x.yaml"])
+    assert exc.value.code == EXIT_USAGE
+    assert "the following arguments are required: --ds" in capsys.readouterr().err
+
+
+def test_demo_progress_on_stderr_results_on_stdout_then_quiet_and_bad_input(spark, tmp_path, capsys):
+    # Absolute paths: this process's JVM keeps the folder it started in, so a chdir here would not reach
+    # Spark (the wheel test runs the demo with the packaged relative paths in a fresh process).
+    paths = ["--set", f"input.path={tmp_path}/eval", "--set", f"output.path={tmp_path}/out"]
+    assert main(["demo", "--examples-per-day", "500", "--days", "2", "--runs", "2", *paths]) == 0
+    out, err = capsys.readouterr()
+    assert "Whole period 2026-11-15..2026-11-16" in out and "std reduction" in out.lower()
+    assert "evaluate ds=" not in out
+    progress = [line for line in err.splitlines() if "INFO ctcalc_spark.progress: ctcalc demo: " in line]
+    assert [line.split("ctcalc demo: ")[1].split(":")[0].split("  [")[0] for line in progress] == [
+        "generating 2 days x 500 examples x 3 models x 2 runs", "starting Spark",
+        "evaluate ds=2026-11-15..2026-11-16 in one scan", "evaluated"]
+    assert all(re.search(r"\[\d+\.\d s\]$", line) for line in progress)
+    assert sorted(p.name for p in (tmp_path / "out" / "metrics").glob("ds=*")) == ["ds=2026-11-15", "ds=2026-11-16"]
+
+    config = str(example_config("demo.yaml"))
+    assert main(["-q", "evaluate", "--config", config, "--ds", "2026-11-16", *paths]) == 0
+    out, err = capsys.readouterr()
+    assert out.startswith("ds=2026-11-16: ")
+    assert " INFO " not in err
+
+    assert main(["evaluate", "--config", config, "--ds", "2030-01-01", *paths]) == EXIT_INPUT  # no rows that day
+    err = capsys.readouterr().err
+    assert err.startswith("ctcalc evaluate: error: ") and "2030-01-01" in err and "Traceback" not in err
+
+
+def test_spark_failure_exits_1_without_traceback_unless_verbose(spark, tmp_path, capsys):
+    missing = str(tmp_path / "no_such_table")
+    assert run_guarded(lambda: spark.read.parquet(missing).count(), "ctcalc x") == EXIT_RUNTIME
+    err = capsys.readouterr().err
+    assert err.startswith("ctcalc x: failed: AnalysisException: ") and "Traceback" not in err
+    assert run_guarded(lambda: open(tmp_path / "missing.txt"), "ctcalc x") == EXIT_RUNTIME
+    assert "FileNotFoundError" in capsys.readouterr().err
+
+
+def test_unexpected_exception_is_an_internal_error_with_traceback(capsys):
+    assert run_guarded(lambda: {}["no such key"], "ctcalc x") == EXIT_INTERNAL
+    err = capsys.readouterr().err
+    assert "Traceback (most recent call last)" in err and "KeyError" in err
+    assert f"ctcalc x: internal error in ctcalc {ctcalc_spark.__version__}: KeyError" in err
+    assert "This is a bug" in err
+
+
+def test_interrupt_exits_130(capsys):
+    def interrupted() -> int:
+        raise KeyboardInterrupt
+
+    assert run_guarded(interrupted, "ctcalc x") == EXIT_INTERRUPTED
+    assert capsys.readouterr().err == "ctcalc x: interrupted\n"
+
+
+@pytest.mark.parametrize(("error", "code"), [
+    (ConfigError("bad key"), EXIT_CONFIG),
+    (InputError("label 3"), EXIT_INPUT),
+    (DegenerateBiasError("no_bias_rows", "no rows"), EXIT_INPUT),
+    (MissingDependencyError("torch", "torch"), EXIT_MISSING_DEPENDENCY),
+])
+def test_each_error_class_has_its_exit_code(error, code, capsys):
+    def fail() -> int:
+        raise error
+
+    assert run_guarded(fail, "ctcalc x") == code
+    assert capsys.readouterr().err == f"ctcalc x: error: {error}\n"
+
+
+@pytest.mark.parametrize(("module", "extra"), [
+    ("torch", "torch"), ("matplotlib.pyplot", "reports"), ("airflow.sdk", "airflow"), ("pyspark.sql", "spark"),
+])
+def test_missing_optional_module_names_its_extra(module, extra):
+    err = MissingDependencyError.from_import_error(ModuleNotFoundError(f"No module named {module!r}", name=module))
+    assert err is not None and err.exit_code == EXIT_MISSING_DEPENDENCY
+    assert f"pip install 'ctcalc-spark[{extra}]'" in str(err)
+    assert MissingDependencyError.from_import_error(ModuleNotFoundError("x", name="numpy")) is None
+
+
+def test_missing_torch_is_one_line_naming_the_extra(tmp_path):
+    """A real run of `ctcalc experiment` in a process where importing torch fails as if it were not installed."""
+    code = ("import sys; sys.modules['torch'] = None\n"  # 'import torch' now raises ModuleNotFoundError
+            "from ctcalc_spark.cli.main import main\n"
+            "sys.exit(main(['experiment']))")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path, timeout=120,
+                          env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert proc.returncode == EXIT_MISSING_DEPENDENCY, proc.stderr
+    assert proc.stderr == ("ctcalc experiment: error: the optional Python package 'torch' is not installed; install "
+                           "it with: pip install 'ctcalc-spark[torch]' (CPU-only torch: add --extra-index-url "
+                           "https://download.pytorch.org/whl/cpu)\n")
+

