@@ -38,6 +38,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.csv as pacsv
 import pyarrow.dataset as pads
+import pyarrow.json as pajson
 
 from ctcalc_spark.errors import InputError
 from ctcalc_spark.upstream.config import EncodingConfig, TableColumns, TableSource, check_ds_value
@@ -56,10 +57,11 @@ ArrowTable = pa.Table | pa.RecordBatch
 
 
 def read_table(source: TableSource, columns: Sequence[str] | None = None) -> pa.Table:
-    """The table at ``source.path`` (a file or a folder) as Arrow; CSV columns are all read as strings.
+    """The table at ``source.path`` (a file or a folder) as Arrow, typed as Spark reads it.
 
-    CSV: an empty field is null; without a header the columns are named ``_c0, _c1, ...`` (as Spark names
-    them). Hive ``key=value`` folders become string columns. ``columns`` limits what is read.
+    CSV: every column a string, an unquoted empty field null; without a header the columns are named
+    ``_c0, _c1, ...``. JSON Lines: timestamp-like strings stay strings. Hive ``key=value`` folders become
+    columns. ``columns`` limits what is read.
     """
     if source.path is None:
         raise InputError("Expected a table path, got none; set the table's 'path' in the config or pass it as a flag.")
@@ -70,9 +72,14 @@ def read_table(source: TableSource, columns: Sequence[str] | None = None) -> pa.
     try:
         dataset = pads.dataset(path, format=fmt, partitioning="hive")
         if source.format == "csv":
-            names = dataset.schema.names
-            fmt = _file_format(source, string_columns=names)
+            fmt = _file_format(source, string_columns=dataset.schema.names)
             dataset = pads.dataset(path, format=fmt, partitioning="hive")
+        elif source.format == "json":  # timestamps stay the strings they are, as Spark reads JSON
+            stamps = [f.name for f in dataset.schema if pa.types.is_timestamp(f.type)]
+            if stamps:
+                schema = pa.schema([pa.field(f.name, pa.string()) if f.name in stamps else f for f in dataset.schema])
+                dataset = pads.dataset(path, format=_file_format(source, string_columns=stamps), schema=schema,
+                                       partitioning="hive")
         table = dataset.to_table()
     except (pa.ArrowInvalid, OSError) as e:
         raise InputError(f"Cannot read {path!r} as {source.format}: {str(e).splitlines()[0]}") from e
@@ -88,7 +95,8 @@ def _file_format(source: TableSource, string_columns: Sequence[str] = ()) -> pad
     if source.format == "parquet":
         return pads.ParquetFileFormat()
     if source.format == "json":
-        return pads.JsonFileFormat()
+        explicit = pa.schema([(c, pa.string()) for c in string_columns])
+        return pads.JsonFileFormat(parse_options=pajson.ParseOptions(explicit_schema=explicit))
     # Only an unquoted empty field is null (Spark reads CSV the same way): "?" or "NA" stay strings
     # unless declared in columns.null_values.
     convert = pacsv.ConvertOptions(
