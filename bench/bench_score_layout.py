@@ -48,7 +48,8 @@ def write_one_file_per_model_per_day(models: dict, eval_df, out: Path) -> None:
                           "label": pa.array(eval_df["label"], pa.int32()),
                           "logit": pa.array(score_frame(model, eval_df, device="cpu"), pa.float64())})
         pads.write_dataset(table, out, format="parquet", partitioning=partitioning,
-                           basename_template=f"part-{k:05d}-{{i}}.parquet", existing_data_behavior="overwrite_or_ignore")
+                           basename_template=f"part-{k:05d}-{{i}}.parquet",
+                           existing_data_behavior="overwrite_or_ignore")
 
 
 def files_per_partition(root: Path) -> list[int]:

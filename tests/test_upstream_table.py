@@ -179,7 +179,8 @@ def test_experiment_command_takes_tables_and_columns_from_a_train_config() -> No
 def test_a_missing_declared_column_lists_the_present_ones(census: dict[str, Path], tmp_path: Path) -> None:
     table = read_table(TableSource(path=str(census["train"]), format="csv"))
     cols = TableColumns(categorical=("education", "workclass"), label="income", positive_label=">50K")
-    with pytest.raises(InputError, match=r"lacks declared column\(s\) \['workclass'\]; present columns: .*'work class'"):
+    missing = r"lacks declared column\(s\) \['workclass'\]; present columns: .*'work class'"
+    with pytest.raises(InputError, match=missing):
         train_table_models({"lr": ModelSpec(arch="lr")}, table, cols, seeds=[0])
     models = train_table_models({"lr": ModelSpec(arch="lr")}, table, dataclasses.replace(CENSUS, passthrough=()),
                                 seeds=[0])

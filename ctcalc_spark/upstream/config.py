@@ -173,7 +173,9 @@ class UpstreamConfig:
 
         object.__setattr__(self, "seeds", tuple(int(s) for s in (self.seeds or ())))
         if self.seeds and self.runs is not None:
-            raise ConfigError(f"Set 'seeds' (a list) or 'runs' (a count), not both; got {list(self.seeds)} and {self.runs}.")
+            raise ConfigError(
+                f"Set 'seeds' (a list) or 'runs' (a count), not both; got {list(self.seeds)} and {self.runs}."
+            )
         if self.runs is not None and self.runs < 1:
             raise ConfigError(f"Expected runs >= 1, got {self.runs}.")
         if len(set(self.seeds)) != len(self.seeds):

@@ -348,7 +348,8 @@ def _main(argv: list[str] | None = None) -> None:
     import argparse
 
     parser = argparse.ArgumentParser(description=_main.__doc__)
-    parser.add_argument("--census", metavar="DIR", help="census-like CSVs (train.csv, eval.csv) for conf/train_example.yaml")
+    parser.add_argument("--census", metavar="DIR",
+                        help="census-like CSVs (train.csv, eval.csv) for conf/train_example.yaml")
     parser.add_argument("--ctr", metavar="DIR", help="synthetic CTR Parquet tables (train.parquet, eval.parquet)")
     parser.add_argument("--n-train", type=int, default=20_000)
     parser.add_argument("--n-eval", type=int, default=20_000)

@@ -268,7 +268,9 @@ def clear_model_cache() -> None:
     _MODEL_CACHE.clear()
 
 
-def find_models(models_dir: str | os.PathLike[str], pipelines: Sequence[str] | None = None) -> dict[tuple[str, int], Path]:
+def find_models(
+    models_dir: str | os.PathLike[str], pipelines: Sequence[str] | None = None
+) -> dict[tuple[str, int], Path]:
     """``{(name, seed): path}`` of the files ``<models_dir>/<name>/run<seed>.pt`` (as ``ctcalc train`` writes them)."""
     root = Path(models_dir)
     found: dict[tuple[str, int], Path] = {}
@@ -304,8 +306,8 @@ def score_table(
     The table is read once; each ds is scored with every model and written as ``files_per_partition``
     files into ``<out_path>/_staging-<token>/``, then every written partition is swapped into place.
     The label/id/ds columns are those the models declare; ``passthrough`` columns (default: the models'
-    declaration) are copied; ``ds_value`` is the day of every row when no ds column is declared. Memory holds the table plus one
-    day's scores of every model.
+    declaration) are copied; ``ds_value`` is the day of every row when no ds column is declared. Memory
+    holds the table plus one day's scores of every model.
 
     Example: ``score_table(find_models('models/'), TableSource('eval.csv', format='csv'), 'scores/')``.
     """
@@ -405,7 +407,9 @@ def _refuse_existing(out: Path, mode: str) -> None:
         raise InputError(f"Output {str(out)!r} exists; use mode 'partitions' or 'overwrite', or another path.")
     if out.is_file():
         if mode != "overwrite":
-            raise InputError(f"Output {str(out)!r} is a file, expected a table folder; remove it or use mode 'overwrite'.")
+            raise InputError(
+                f"Output {str(out)!r} is a file, expected a table folder; remove it or use mode 'overwrite'."
+            )
         out.unlink()
 
 
@@ -521,7 +525,9 @@ def write_spark_scores(scored: SparkDataFrame, out_path: str, *, mode: str = "pa
         writer.parquet(out_path)
     except Exception as e:  # AnalysisException: the path exists under mode 'error'
         if mode == "error" and "already exists" in str(e).lower():
-            raise InputError(f"Output {out_path!r} exists; use mode 'partitions' or 'overwrite', or another path.") from e
+            raise InputError(
+                f"Output {out_path!r} exists; use mode 'partitions' or 'overwrite', or another path."
+            ) from e
         raise
 
 

@@ -153,8 +153,8 @@ def canonical_strings(arr: ArrowColumn, null_values: Sequence[str] = ()) -> Arro
         )
     out = arr.cast(pa.string())
     if null_values:
-        out = pc.if_else(pc.is_in(out, value_set=pa.array(list(null_values), pa.string())), pa.scalar(None, pa.string()),
-                         out)
+        listed = pc.is_in(out, value_set=pa.array(list(null_values), pa.string()))
+        out = pc.if_else(listed, pa.scalar(None, pa.string()), out)
     return out
 
 
