@@ -271,8 +271,8 @@ def test_write_scores_schema_and_values(two_model_files: dict, eval_df: pd.DataF
     np.testing.assert_array_equal(one["logit"].to_numpy(), expected_z)
     np.testing.assert_array_equal(one["label"].to_numpy(), eval_df["label"].to_numpy())
     np.testing.assert_array_equal(one["ds"].to_numpy(), eval_df["ds"].to_numpy())
-    with pytest.raises(InputError, match="overwrite"):
-        write_scores(two_model_files, eval_df, out, overwrite=False)
+    with pytest.raises(InputError, match="exists"):
+        write_scores(two_model_files, eval_df, out, mode="error")
 
 
 def test_score_spark_matches_local_scoring(
@@ -307,5 +307,5 @@ def test_score_spark_matches_local_scoring(
         part = got[(got["model"] == name) & (got["run"] == run)].merge(local, on="example_id", validate="one_to_one")
         assert len(part) == N_EVAL
         np.testing.assert_allclose(part["logit"].to_numpy(), part["z"].to_numpy(), rtol=0, atol=1e-6)
-    with pytest.raises(InputError, match="missing columns"):
+    with pytest.raises(InputError, match=r"lacks declared column\(s\) \[.c2.\]"):
         score_spark(spark, sdf.drop("c2"), two_model_files)

@@ -3,33 +3,50 @@ from __future__ import annotations
 
 import argparse
 import time
+from typing import Any
+
+from ctcalc_spark.cli.common import set_overrides
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--config", help="experiment config (default: experiment_default.yaml from "
                         "`ctcalc where conf`)")
     parser.add_argument("--seeds", type=int, help="runs per pipeline (overrides the config)")
+    parser.add_argument("--tables", metavar="CONFIG",
+                        help="use your own tables: train_table, eval_table, columns and encoding of a "
+                             "'ctcalc train' config (e.g. conf/train_example.yaml) instead of generated data")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                         help="override a config key, e.g. --set data.n_train=20000 (repeatable)")
 
 
-def run(args: argparse.Namespace) -> int:
-    import yaml
+def experiment_config(args: argparse.Namespace) -> Any:
+    """The ExperimentConfig of the arguments: --config, then --tables, --seeds and --set."""
+    import dataclasses
 
-    from ctcalc_spark.cli.common import Progress
-    from ctcalc_spark.errors import ConfigError
-    from ctcalc_spark.paper.experiment import load_experiment_config, paper_table, run_experiment, spread_table
+    from ctcalc_spark.paper.experiment import load_experiment_config
     from ctcalc_spark.where import example_config
 
-    overrides = {}
-    for item in args.set:
-        if "=" not in item:
-            raise ConfigError(f"--set expects KEY=VALUE, got {item!r}.")
-        key, value = item.split("=", 1)
-        overrides[key.strip()] = yaml.safe_load(value)
+    overrides: dict[str, Any] = {}
+    if args.tables:
+        from ctcalc_spark.upstream.config import load_upstream_config
+
+        tables = load_upstream_config(args.tables)
+        overrides.update({"data.train_table": dataclasses.asdict(tables.train_table),
+                          "data.eval_table": dataclasses.asdict(tables.eval_table),
+                          "data.columns": tables.columns.to_dict(),
+                          "data.encoding": dataclasses.asdict(tables.encoding),
+                          "data.ds": tables.scores.ds})
     if args.seeds is not None:
         overrides["seeds"] = args.seeds
-    cfg = load_experiment_config(args.config or example_config("experiment_default.yaml"), overrides)
+    overrides.update(set_overrides(args.set))
+    return load_experiment_config(args.config or example_config("experiment_default.yaml"), overrides)
+
+
+def run(args: argparse.Namespace) -> int:
+    from ctcalc_spark.cli.common import Progress
+    from ctcalc_spark.paper.experiment import paper_table, run_experiment, spread_table
+
+    cfg = experiment_config(args)
     t0 = time.perf_counter()
     res = run_experiment(cfg, log=Progress("ctcalc experiment"))
     print(f"\nMetric accuracy (Acc = share of seed pairs where A's loss < B's; ties 1/2; "

@@ -26,20 +26,83 @@ def add_config_arguments(parser: argparse.ArgumentParser, *, ds: bool = True) ->
                         help="override a config key, e.g. --set output.path=/tmp/out (repeatable)")
 
 
-def config_from_args(args: argparse.Namespace) -> JobConfig:
-    """Load --config with the --set overrides applied (values parsed as YAML scalars)."""
+def set_overrides(items: list[str]) -> dict[str, Any]:
+    """``--set KEY=VALUE`` items as dotted overrides (values parsed as YAML scalars)."""
     overrides: dict[str, Any] = {}
-    for item in args.set:
+    for item in items:
         if "=" not in item:
             raise ConfigError(f"--set expects KEY=VALUE, got {item!r}.")
         key, value = item.split("=", 1)
         overrides[key.strip()] = yaml.safe_load(value)
+    return overrides
+
+
+def config_from_args(args: argparse.Namespace) -> JobConfig:
+    """Load --config with the --set overrides applied (values parsed as YAML scalars)."""
+    overrides = set_overrides(args.set)
     if not Path(args.config).is_file():
         from ctcalc_spark.where import conf_dir
 
         raise ConfigError(f"Config file {args.config!r} does not exist (relative paths start at {Path.cwd()}). "
                           f"Example configs to copy from: {conf_dir()} (printed by `ctcalc where conf`).")
     return load_config(args.config, overrides)
+
+
+# Flags of `ctcalc train` / `ctcalc score` that set keys of ctcalc_spark.upstream.config.UpstreamConfig.
+_TABLE_FLAGS = (("format", "format"), ("delimiter", "csv_delimiter"))
+_COLUMN_FLAGS = ("categorical", "numeric", "label", "positive_label", "example_id", "ds_column", "passthrough",
+                 "null_values")
+
+
+def add_table_arguments(parser: argparse.ArgumentParser, *, table: str) -> None:
+    """--config, the table path/format flags for ``table`` ('train' or 'eval') and --set."""
+    parser.add_argument("--config", help="YAML config (see conf/train_example.yaml); flags override its keys")
+    parser.add_argument(f"--{table}", dest="table_path", metavar="PATH",
+                        help=f"the {table} table: a Parquet/CSV/JSON file or folder ({table}_table.path)")
+    parser.add_argument("--format", choices=["parquet", "csv", "json"], help=f"{table}_table.format")
+    parser.add_argument("--no-header", action="store_true", help="CSV without a header line (columns _c0, _c1, ...)")
+    parser.add_argument("--delimiter", help="CSV delimiter (default ',')")
+    parser.add_argument("--passthrough", nargs="+", metavar="COL",
+                        help="columns copied into the evaluation table, e.g. slice columns (columns.passthrough)")
+    parser.add_argument("--models-dir", help="model files <dir>/<pipeline>/run<seed>.pt (models_dir)")
+    parser.add_argument("--pipeline", nargs="+", metavar="NAME", help="only these pipelines")
+    parser.add_argument("--device", help="torch device (default: cuda when available, else cpu)")
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                        help="override a config key, e.g. --set encoding.min_count=5 (repeatable)")
+
+
+def add_column_arguments(parser: argparse.ArgumentParser) -> None:
+    """The column declarations (columns.*) as flags."""
+    parser.add_argument("--categorical", nargs="+", metavar="COL", help="categorical feature columns")
+    parser.add_argument("--numeric", nargs="+", metavar="COL", help="numeric feature columns")
+    parser.add_argument("--label", help="label column (0/1, true/false, or see --positive-label)")
+    parser.add_argument("--positive-label", help="the label value counted as 1 (every other value is 0)")
+    parser.add_argument("--example-id", help="row id column (default: a hash of the whole row)")
+    parser.add_argument("--ds-column", help="day column: date, timestamp or 'YYYY-MM-DD...' string")
+    parser.add_argument("--null-values", nargs="+", metavar="TEXT", help="strings read as null, e.g. '?'")
+
+
+def upstream_overrides(args: argparse.Namespace, *, table: str) -> dict[str, Any]:
+    """Dotted config overrides from the flags of ``ctcalc train`` / ``ctcalc score`` (then --set)."""
+    out: dict[str, Any] = {}
+    prefix = f"{table}_table."
+    if args.table_path:
+        out[prefix + "path"] = args.table_path
+    for flag, key in _TABLE_FLAGS:
+        if getattr(args, flag, None) is not None:
+            out[prefix + key] = getattr(args, flag)
+    if args.no_header:
+        out[prefix + "csv_header"] = False
+    for flag in _COLUMN_FLAGS:
+        value = getattr(args, flag, None)
+        if value is not None:
+            out["columns." + ("ds" if flag == "ds_column" else flag)] = value
+    if args.models_dir:
+        out["models_dir"] = args.models_dir
+    if args.device:
+        out["device"] = args.device
+    out.update(set_overrides(args.set))
+    return out
 
 
 def session_for(args: argparse.Namespace, cfg: JobConfig, app_name: str):  # type: ignore[no-untyped-def]

@@ -32,6 +32,8 @@ COMMANDS = {
     "demo": ("ctcalc_spark.cli.cmd_demo", "Generate the demo table and run the evaluate job end to end on it."),
     "compare": ("ctcalc_spark.cli.cmd_compare",
                 "Compare two pipelines across runs: Acc of vanilla vs calibrated metric, HTML report."),
+    "train": ("ctcalc_spark.cli.cmd_train", "Train torch models on your own table, one file per pipeline and seed."),
+    "score": ("ctcalc_spark.cli.cmd_score", "Score a table with trained models into the evaluation table."),
     "experiment": ("ctcalc_spark.cli.cmd_experiment",
                    "Generate data, train seeds with torch, score, evaluate, compare pipeline pairs."),
     "reproduce-synthetic": ("ctcalc_spark.cli.cmd_reproduce",

@@ -2,11 +2,13 @@
 
 One command for a list of pipeline pairs (``conf/experiment_default.yaml``):
 
-1. ``ctr.data.write_ctr_tables``: one training table and one evaluation table
+1. ``upstream.data.write_ctr_tables``: one training table and one evaluation table
    from one synthetic world (fixed across runs: the seeds vary the model
-   initialisation and the data order only, as in the paper's Avazu runs);
-2. ``ctr.train.train_model`` for seeds ``0..m-1`` of every pipeline used by a pair;
-3. ``ctr.score.write_scores``: the evaluation table model/run/ds/example_id/label/logit;
+   initialisation and the data order only, as in the paper's Avazu runs) — or
+   the user's own tables (``data.train_table``, ``data.eval_table`` with
+   ``data.columns`` declared, as for ``ctcalc train``; see docs/upstream.md);
+2. ``upstream.train`` for seeds ``0..m-1`` of every pipeline used by a pair;
+3. ``upstream.score.score_table``: the evaluation table model/run/ds/example_id/label/logit;
 4. the Spark evaluate job (:func:`ctcalc_spark.jobs.evaluate.evaluate`) on every eval day;
 5. :mod:`ctcalc_spark.jobs.compare` per pair, the paper-style tables and one HTML report.
 """
@@ -22,6 +24,7 @@ import pandas as pd
 
 from ctcalc_spark.config import SparkConfig, _build, read_yaml
 from ctcalc_spark.errors import ConfigError
+from ctcalc_spark.upstream.config import EncodingConfig, TableColumns, TableSource, check_ds_value
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -31,7 +34,11 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class DataConfig:
-    """Synthetic CTR data (ctcalc_spark.upstream.data): rows, days, seeds."""
+    """Synthetic CTR data (ctcalc_spark.upstream.data: rows, days, seeds), or your own tables.
+
+    Setting ``train_table.path`` switches to your own tables: ``eval_table.path`` and ``columns`` (at least
+    one feature) are then required, ``encoding`` applies, and the synthetic keys are ignored.
+    """
 
     n_train: int = 40_000
     n_eval: int = 40_000
@@ -40,6 +47,29 @@ class DataConfig:
     world_seed: int = 0
     base_rate: float = 0.15
     start_ds: str = "2026-11-01"
+    train_table: TableSource = field(default_factory=TableSource)
+    eval_table: TableSource = field(default_factory=TableSource)
+    columns: TableColumns = field(default_factory=TableColumns)
+    encoding: EncodingConfig = field(default_factory=EncodingConfig)
+    ds: str | None = None
+
+    @property
+    def own_tables(self) -> bool:
+        """Whether the runner reads the user's tables instead of generating CTR data."""
+        return self.train_table.path is not None
+
+    def __post_init__(self) -> None:
+        if self.ds is not None:
+            object.__setattr__(self, "ds", check_ds_value(self.ds, "data.ds"))
+        if not self.own_tables:
+            if self.eval_table.path is not None:
+                raise ConfigError("'data.eval_table.path' is set without 'data.train_table.path'; set both.")
+            return
+        if self.eval_table.path is None:
+            raise ConfigError("'data.train_table.path' is set: set 'data.eval_table.path' too (the rows to score).")
+        self.columns.require_features()
+        if self.columns.ds is None and self.ds is None:
+            raise ConfigError("Declare 'data.columns.ds' (the day column) or give every row one day with 'data.ds'.")
 
 
 @dataclass(frozen=True)
@@ -85,10 +115,14 @@ class ExperimentConfig:
         object.__setattr__(self, "pairs", pairs)
         for name, spec in self.pipelines.items():
             try:
-                ModelSpec.from_dict(spec or {})
+                dropped = ModelSpec.from_dict(spec or {}).drop_fields
             except (TypeError, ValueError) as e:
                 raise ConfigError(f"Pipeline {name!r}: {e}") from e
-        if self.data.n_train < 100 or self.data.n_eval < 100:
+            unknown = [f for f in dropped if self.data.own_tables and f not in self.data.columns.features]
+            if unknown and name in self.used_pipelines:
+                raise ConfigError(f"Pipeline {name!r} drops {unknown}, not a declared feature of data.columns "
+                                  f"({list(self.data.columns.features)}); name your own columns in drop_fields.")
+        if not self.data.own_tables and (self.data.n_train < 100 or self.data.n_eval < 100):
             raise ConfigError("'data.n_train' and 'data.n_eval' must be >= 100.")
 
     def spec(self, name: str) -> Any:
@@ -151,46 +185,24 @@ def run_experiment(
 ) -> ExperimentResult:
     """Steps 1–5 of the module docstring; returns the comparisons, per-run metrics and step timings."""
     from ctcalc_spark.jobs.compare import compare_pipelines, run_metrics
-    from ctcalc_spark.reports.comparison import write_report
-    from ctcalc_spark.upstream.data import write_ctr_tables
-    from ctcalc_spark.upstream.score import write_scores
-    from ctcalc_spark.upstream.train import save_model, train_model
     from ctcalc_spark.jobs.evaluate import evaluate
+    from ctcalc_spark.reports.comparison import write_report
 
     t_all = time.perf_counter()
     timings: dict[str, float] = {}
     out = Path(cfg.output)
     d = cfg.data
-
-    t = time.perf_counter()
-    tables = write_ctr_tables(out / "data", n_train=d.n_train, n_eval=d.n_eval, seed=d.seed, n_eval_days=d.eval_days,
-                              start_ds=d.start_ds, world_seed=d.world_seed, base_rate=d.base_rate)
-    train_df = pd.read_parquet(tables["train"])
-    eval_df = pd.read_parquet(tables["eval"])
-    timings["data"] = time.perf_counter() - t
-    log(f"[1/5] data: {len(train_df):,} train rows, {len(eval_df):,} eval rows -> {out / 'data'}  "
-        f"[{timings['data']:.1f} s]")
-
-    t = time.perf_counter()
-    models: dict[tuple[str, int], Any] = {}
     names = cfg.used_pipelines
-    for name in names:
-        spec = cfg.spec(name)
-        tp = time.perf_counter()
-        for seed in range(cfg.seeds):
-            model, meta = train_model(spec, train_df, seed=seed, device=cfg.device, progress=False,
-                                      num_threads=cfg.torch_threads)
-            if cfg.save_models:
-                save_model(out / "models" / name / f"run{seed}.pt", model, spec, meta)
-            models[(name, seed)] = model
-        log(f"      trained {cfg.seeds} x {name} ({spec.arch}) in {time.perf_counter() - tp:.1f} s")
-    timings["train"] = time.perf_counter() - t
-    log(f"[2/5] train: {len(models)} models  [{timings['train']:.1f} s]")
+    train_models = _train_own_tables if d.own_tables else _train_synthetic
+    models, eval_rows = train_models(cfg, names, timings, log)
 
     t = time.perf_counter()
-    write_scores(models, eval_df, out / "scores", device=cfg.device, num_threads=cfg.torch_threads)
+    from ctcalc_spark.upstream.score import score_table
+
+    report = score_table(models, eval_rows, out / "scores", ds_value=d.ds, mode="overwrite", device=cfg.device,
+                         num_threads=cfg.torch_threads)
     timings["score"] = time.perf_counter() - t
-    log(f"[3/5] score: {len(models) * len(eval_df):,} rows -> {out / 'scores'}  [{timings['score']:.1f} s]")
+    log(f"[3/5] score: {sum(report.rows_per_day.values()):,} rows -> {out / 'scores'}  [{timings['score']:.1f} s]")
 
     t = time.perf_counter()
     jcfg = job_config(cfg)
@@ -198,7 +210,7 @@ def run_experiment(
         from ctcalc_spark.spark.session import build_session
 
         spark = build_session(jcfg.spark, app_name="ctcalc-experiment")
-    days = sorted(eval_df["ds"].astype(str).unique())
+    days = report.days
     for ds in days:
         res = evaluate(spark, jcfg, ds)
         bad = res.metrics[res.metrics["status"] != "ok"]
@@ -216,9 +228,14 @@ def run_experiment(
                                              seed=k).comparison)
     timings["compare"] = time.perf_counter() - t
     timings["total"] = time.perf_counter() - t_all
+    if d.own_tables:
+        data_note = (f"Data: your tables, train {d.train_table.path}, evaluation {d.eval_table.path} "
+                     f"({report.counts.get('rows_in', 0):,} rows over {len(days)} day(s))")
+    else:
+        data_note = (f"Data: synthetic CTR (ctcalc_spark.upstream.data), {d.n_train:,} training rows, {d.n_eval:,} "
+                     f"evaluation rows over {d.eval_days} day(s), world_seed {d.world_seed}")
     notes = [
-        f"Data: synthetic CTR (ctcalc_spark.upstream.data), {d.n_train:,} training rows, {d.n_eval:,} evaluation rows "
-        f"over {d.eval_days} day(s), world_seed {d.world_seed}; the same data for every run, seeds 0..{cfg.seeds - 1} "
+        f"{data_note}; the same data for every run, seeds 0..{cfg.seeds - 1} "
         "vary initialisation and data order. Val-bias = "
         f"{cfg.evaluate.bias_fraction:.0%} of evaluation rows by hash of example_id.",
         "Timings (s): " + ", ".join(f"{k} {v:.1f}" for k, v in timings.items()),
@@ -229,6 +246,63 @@ def run_experiment(
                                 "pipelines": {n: cfg.spec(n).to_dict() for n in names}})
     log(f"[5/5] compare: {len(comparisons)} pair(s) -> {paths['html']}  [{timings['compare']:.1f} s]")
     return ExperimentResult(comparisons, per_run, timings, paths, days)
+
+
+def _train_synthetic(
+    cfg: ExperimentConfig, names: list[str], timings: dict[str, float], log: Callable[[str], None]
+) -> tuple[dict[tuple[str, int], Any], pd.DataFrame]:
+    """Steps 1-2 on generated CTR data: the models and the evaluation rows."""
+    from ctcalc_spark.upstream.data import write_ctr_tables
+    from ctcalc_spark.upstream.train import model_file, save_model, train_model
+
+    out, d = Path(cfg.output), cfg.data
+    t = time.perf_counter()
+    tables = write_ctr_tables(out / "data", n_train=d.n_train, n_eval=d.n_eval, seed=d.seed, n_eval_days=d.eval_days,
+                              start_ds=d.start_ds, world_seed=d.world_seed, base_rate=d.base_rate)
+    train_df = pd.read_parquet(tables["train"])
+    eval_df = pd.read_parquet(tables["eval"])
+    timings["data"] = time.perf_counter() - t
+    log(f"[1/5] data: {len(train_df):,} train rows, {len(eval_df):,} eval rows -> {out / 'data'}  "
+        f"[{timings['data']:.1f} s]")
+
+    t = time.perf_counter()
+    models: dict[tuple[str, int], Any] = {}
+    for name in names:
+        spec = cfg.spec(name)
+        tp = time.perf_counter()
+        for seed in range(cfg.seeds):
+            model, meta = train_model(spec, train_df, seed=seed, device=cfg.device, progress=False,
+                                      num_threads=cfg.torch_threads)
+            if cfg.save_models:
+                save_model(model_file(out / "models", name, seed), model, spec, meta)
+            models[(name, seed)] = model
+        log(f"      trained {cfg.seeds} x {name} ({spec.arch}) in {time.perf_counter() - tp:.1f} s")
+    timings["train"] = time.perf_counter() - t
+    log(f"[2/5] train: {len(models)} models  [{timings['train']:.1f} s]")
+    return models, eval_df
+
+
+def _train_own_tables(
+    cfg: ExperimentConfig, names: list[str], timings: dict[str, float], log: Callable[[str], None]
+) -> tuple[dict[tuple[str, int], Any], Any]:
+    """Steps 1-2 on the user's tables (declared columns): the models (with their encoder) and the eval table."""
+    from ctcalc_spark.upstream.table import read_table
+    from ctcalc_spark.upstream.train import train_table_models
+
+    out, d = Path(cfg.output), cfg.data
+    t = time.perf_counter()
+    train_table, eval_table = read_table(d.train_table), read_table(d.eval_table)
+    timings["data"] = time.perf_counter() - t
+    log(f"[1/5] data: your tables, {train_table.num_rows:,} train rows ({d.train_table.path}), "
+        f"{eval_table.num_rows:,} eval rows ({d.eval_table.path})  [{timings['data']:.1f} s]")
+
+    t = time.perf_counter()
+    models = train_table_models({n: cfg.spec(n) for n in names}, train_table, d.columns, seeds=range(cfg.seeds),
+                                encoding=d.encoding, models_dir=out / "models" if cfg.save_models else None,
+                                device=cfg.device, num_threads=cfg.torch_threads)
+    timings["train"] = time.perf_counter() - t
+    log(f"[2/5] train: {len(models)} models  [{timings['train']:.1f} s]")
+    return models, eval_table
 
 
 def paper_table(comparisons: list[Comparison]) -> str:

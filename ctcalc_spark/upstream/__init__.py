@@ -1,29 +1,28 @@
-"""Upstream torch side: synthetic CTR data, CTR models, training and scoring into the evaluation table.
+"""Upstream torch side: synthetic CTR data, your own tables, CTR models, training and scoring.
 
-``data`` needs numpy and pandas only; the torch modules load on first use of
-their names (``from ctcalc_spark.upstream import train_model``), so importing this
-package for the data generator does not import torch.
+Every name loads its module on first use (``from ctcalc_spark.upstream import train_model``), so
+importing this package for the data generator does not import torch, and
+``python -m ctcalc_spark.upstream.data`` runs without the package having loaded it first.
 """
 from __future__ import annotations
 
 import importlib
 from typing import Any
 
-from ctcalc_spark.upstream.data import generate_ctr, make_world, write_ctr_tables
-
-_LAZY = {
-    "ModelSpec": "ctcalc_spark.upstream.models",
-    "CtrModel": "ctcalc_spark.upstream.models",
-    "build_model": "ctcalc_spark.upstream.models",
-    "train_model": "ctcalc_spark.upstream.train",
-    "save_model": "ctcalc_spark.upstream.train",
-    "load_model": "ctcalc_spark.upstream.train",
-    "score_frame": "ctcalc_spark.upstream.score",
-    "write_scores": "ctcalc_spark.upstream.score",
-    "score_spark": "ctcalc_spark.upstream.score",
+_MODULES = {
+    "ctcalc_spark.upstream.data": ("generate_ctr", "make_world", "write_ctr_tables", "generate_census_like",
+                                   "write_census_like"),
+    "ctcalc_spark.upstream.config": ("TableColumns", "TableSource", "EncodingConfig", "UpstreamConfig"),
+    "ctcalc_spark.upstream.table": ("Encoder", "fit_encoder", "read_table"),
+    "ctcalc_spark.upstream.models": ("ModelSpec", "CtrModel", "build_model"),
+    "ctcalc_spark.upstream.train": ("train_model", "train_arrays", "train_table_models", "TableModel", "save_model",
+                                    "load_model", "load_table_model"),
+    "ctcalc_spark.upstream.score": ("score_frame", "score_table", "write_scores", "score_spark", "write_spark_scores",
+                                    "find_models"),
 }
+_LAZY = {name: module for module, names in _MODULES.items() for name in names}
 
-__all__ = ["generate_ctr", "make_world", "write_ctr_tables", *_LAZY]
+__all__ = list(_LAZY)
 
 
 def __getattr__(name: str) -> Any:

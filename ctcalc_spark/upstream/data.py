@@ -179,6 +179,89 @@ def write_ctr_tables(
     return paths
 
 
+_EDUCATION = ("HS-grad", "Some-college", "Bachelors", "Masters", "Assoc", "11th", "Doctorate")
+_WORK = ("Private", "Self-emp", "Government", "Without-pay", "?")
+
+
+def generate_census_like(
+    n_rows: int,
+    *,
+    seed: int,
+    n_days: int = 3,
+    start_ds: str = "2026-11-01",
+    day_offset: int = 0,
+    id_offset: int = 0,
+    world_seed: int = 0,
+    unseen_share: float = 0.0,
+) -> pd.DataFrame:
+    """A census-like table with arbitrary column names, string categories, nulls and a string label.
+
+    Columns: ``person id`` (strings 'P0000001'), ``age`` (float, 2 % null), ``work class`` (strings,
+    '?' for unknown), ``education``, ``occupation`` (Zipf over 40 values, 3 % null), ``hours-per-week``,
+    ``capital.gain`` (mostly 0, heavy tail), ``native country`` (Zipf over 60 values), ``sex`` ('F'/'M'),
+    ``interview date`` ('YYYY-MM-DD', ``n_days`` days from ``start_ds`` + ``day_offset``) and ``income``
+    ('>50K' with probability sigmoid(true logit), else '<=50K'). ``unseen_share`` of the rows get a
+    ``native country`` never drawn otherwise ('Atlantis-<k>'). The effects depend on ``world_seed`` only.
+
+    Example: ``generate_census_like(5_000, seed=1).to_csv('census.csv', index=False)``.
+    """
+    world = np.random.default_rng(np.random.SeedSequence([int(world_seed), 0xCE]))
+    effects = {"work class": world.normal(0, 0.4, len(_WORK)), "education": np.linspace(-0.8, 1.2, len(_EDUCATION)),
+               "occupation": world.normal(0, 0.5, 40), "native country": world.normal(0, 0.3, 60)}
+    rng = np.random.default_rng(np.random.SeedSequence([int(seed), 0xCE]))
+
+    def zipf(k: int, a: float = 1.1) -> np.ndarray:
+        p = 1.0 / np.arange(1, k + 1) ** a
+        return np.minimum(np.searchsorted(np.cumsum(p / p.sum()), rng.random(n_rows), side="right"), k - 1)
+
+    work, edu, occ, country = zipf(len(_WORK), 0.8), zipf(len(_EDUCATION), 0.5), zipf(40), zipf(60)
+    age = rng.normal(40, 12, n_rows).clip(17, 90).round()
+    hours = rng.normal(40, 10, n_rows).clip(1, 99).round()
+    gain = np.where(rng.random(n_rows) < 0.1, rng.lognormal(8, 1.2, n_rows), 0.0).round()
+    sex = rng.random(n_rows) < 0.5
+    z = (-1.6 + effects["work class"][work] + effects["education"][edu] + effects["occupation"][occ]
+         + effects["native country"][country] + 0.03 * (age - 40) + 0.02 * (hours - 40) + 0.15 * np.log1p(gain)
+         + 0.3 * sex)
+    income = np.where(rng.random(n_rows) < _sigmoid(z), ">50K", "<=50K")
+    day = (np.arange(n_rows) * n_days) // max(n_rows, 1) + int(day_offset)
+    start = _dt.date.fromisoformat(start_ds)
+    countries = np.array([f"country-{i:02d}" for i in range(60)], dtype=object)[country]
+    unseen = rng.random(n_rows) < unseen_share
+    countries[unseen] = [f"Atlantis-{k}" for k in range(int(unseen.sum()))]
+    frame = pd.DataFrame({
+        "person id": [f"P{i:07d}" for i in range(id_offset, id_offset + n_rows)],
+        "age": np.where(rng.random(n_rows) < 0.02, np.nan, age),
+        "work class": np.array(_WORK, dtype=object)[work],
+        "education": np.array(_EDUCATION, dtype=object)[edu],
+        "occupation": np.where(rng.random(n_rows) < 0.03, None, np.array([f"occ-{i:02d}" for i in range(40)])[occ]),
+        "hours-per-week": hours,
+        "capital.gain": gain,
+        "native country": countries,
+        "sex": np.where(sex, "M", "F"),
+        "interview date": [(start + _dt.timedelta(days=int(d))).isoformat() for d in day],
+        "income": income,
+    })
+    return frame
+
+
+def write_census_like(
+    out_dir: str | Path, *, n_train: int = 20_000, n_eval: int = 20_000, seed: int = 0, eval_days: int = 3,
+    unseen_share: float = 0.01,
+) -> dict[str, Path]:
+    """Write ``train.csv`` (one day) and ``eval.csv`` (the ``eval_days`` days after it) under ``out_dir``.
+
+    Example: ``write_census_like('output/census/data')`` then ``ctcalc train --config conf/train_example.yaml``.
+    """
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    eval_seed = int(np.random.SeedSequence([int(seed), 1]).generate_state(1)[0])
+    paths = {"train": out / "train.csv", "eval": out / "eval.csv"}
+    generate_census_like(n_train, seed=seed, n_days=1).to_csv(paths["train"], index=False)
+    generate_census_like(n_eval, seed=eval_seed, n_days=eval_days, day_offset=1, id_offset=n_train,
+                         unseen_share=unseen_share).to_csv(paths["eval"], index=False)
+    return paths
+
+
 def categorical_columns(df: pd.DataFrame) -> list[str]:
     """Names ``c0, c1, ...`` present in ``df``, in field order."""
     return sorted((c for c in df.columns if _is_field(c, "c")), key=lambda c: int(c[1:]))
@@ -258,3 +341,29 @@ def _solve_intercept(z: np.ndarray, base_rate: float) -> float:
 
 def _sigmoid(z: np.ndarray) -> np.ndarray:
     return 0.5 * (1.0 + np.tanh(0.5 * z))
+
+
+def _main(argv: list[str] | None = None) -> None:
+    """Write example tables: ``python -m ctcalc_spark.upstream.data --census output/census/data``."""
+    import argparse
+
+    parser = argparse.ArgumentParser(description=_main.__doc__)
+    parser.add_argument("--census", metavar="DIR",
+                        help="census-like CSVs (train.csv, eval.csv) for conf/train_example.yaml")
+    parser.add_argument("--ctr", metavar="DIR", help="synthetic CTR Parquet tables (train.parquet, eval.parquet)")
+    parser.add_argument("--n-train", type=int, default=20_000)
+    parser.add_argument("--n-eval", type=int, default=20_000)
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args(argv)
+    if not (args.census or args.ctr):
+        parser.error("give --census DIR and/or --ctr DIR")
+    if args.census:
+        paths = write_census_like(args.census, n_train=args.n_train, n_eval=args.n_eval, seed=args.seed)
+        print(f"wrote {paths['train']} ({args.n_train:,} rows) and {paths['eval']} ({args.n_eval:,} rows)")
+    if args.ctr:
+        paths = write_ctr_tables(args.ctr, n_train=args.n_train, n_eval=args.n_eval, seed=args.seed)
+        print(f"wrote {paths['train']} and {paths['eval']}")
+
+
+if __name__ == "__main__":
+    _main()

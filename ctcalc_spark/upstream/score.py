@@ -1,18 +1,37 @@
 """Score evaluation rows with trained CTR models into the evaluation table the metric engine reads.
 
-Evaluation table (one row per model, run and example)::
+Evaluation table (one row per model, run and example; Parquet partitioned by ``ds``)::
 
-    model string, run int, ds string, example_id long, label int, logit double
+    model string, run int, ds string, example_id long, label int, logit double [, passthrough columns]
 
-Input contract for scoring: categorical ids ``c*`` (a null or out-of-range id
-scores as the field's out-of-vocabulary row) and numerics ``n*`` (a null or
-NaN numeric gives a NaN logit, left for the metric engine to flag).
+Two engines, one per-batch function (:func:`score_rows`), so both give the same logits:
+
+* :func:`score_table` (local, pyarrow + torch): reads the table, scores one ds at a time with every model
+  and writes each ds partition as ``files_per_partition`` files (default 1) into a hidden staging folder,
+  then swaps the partitions into place (a reader never sees a half-written partition).
+* :func:`score_spark` + :func:`write_spark_scores` (Spark ``mapInArrow``, every model per Arrow batch):
+  the input is hash-partitioned by (ds, bucket of ``files_per_partition``) so each ds partition gets at
+  most that many files, written with Spark's dynamic partition overwrite.
+
+Write modes: ``partitions`` replaces the ds partitions present in the input and keeps the others;
+``overwrite`` replaces the whole table; ``error`` refuses an existing table.
+
+How columns become inputs (null and unseen categories, missing numerics, labels, ids, days) is stated
+once in :mod:`ctcalc_spark.upstream.table`. Models trained on the synthetic ``c*``/``n*`` tables read
+integer ids (a null or out-of-range id scores as the field's out-of-vocabulary row) and numerics as they
+are (a null numeric gives a NaN logit, left for the metric engine to flag).
 """
 from __future__ import annotations
 
+import dataclasses
+import functools
 import os
 import shutil
-from collections.abc import Iterator, Mapping
+import time
+import uuid
+from collections import Counter
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -20,12 +39,21 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.dataset as pads
+import pyarrow.parquet as pq
 import torch
 
-from ctcalc_spark.upstream.models import CtrModel
-from ctcalc_spark.upstream.train import load_model, resolve_device, torch_threads
 from ctcalc_spark.errors import InputError
+from ctcalc_spark.upstream.config import OUTPUT_COLUMNS, WRITE_MODES, TableColumns, TableSource
+from ctcalc_spark.upstream.models import CtrModel
+from ctcalc_spark.upstream.table import (
+    ArrowTable,
+    Encoder,
+    Keys,
+    check_columns,
+    evaluation_keys,
+    load_table_for,
+)
+from ctcalc_spark.upstream.train import TableModel, load_table_model, resolve_device, torch_threads
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame as SparkDataFrame
@@ -46,9 +74,48 @@ KEY_COLUMNS: tuple[str, ...] = ("example_id", "ds", "label")
 
 # One loaded model per (path, file mtime, device) per Python process: Spark
 # reuses Python workers across tasks, so each worker loads each model once.
-_MODEL_CACHE: dict[tuple[str, int, str], CtrModel] = {}
+_MODEL_CACHE: dict[tuple[str, int, str], TableModel] = {}
 
-ModelRef = str | os.PathLike[str] | CtrModel
+ModelRef = str | os.PathLike[str] | CtrModel | TableModel
+Entry = tuple[str, int, TableModel]
+
+
+@dataclass
+class ScoreReport:
+    """What a scoring call wrote: days, rows and files per day, dropped rows and per-column counts."""
+
+    path: str
+    models: list[tuple[str, int]]
+    rows_per_day: dict[str, int] = field(default_factory=dict)
+    files_per_day: dict[str, int] = field(default_factory=dict)
+    counts: dict[str, int] = field(default_factory=dict)
+    seconds: float = 0.0
+
+    @property
+    def days(self) -> list[str]:
+        """The ds partitions written, sorted."""
+        return sorted(self.rows_per_day)
+
+    def summary(self) -> str:
+        """A few lines for a terminal."""
+        days = self.days
+        files = sorted(set(self.files_per_day.values()))
+        lines = [
+            f"{sum(self.rows_per_day.values()):,} rows ({len(self.models)} models) in {len(days)} ds partition(s) "
+            f"{days[0] if days else ''}..{days[-1] if days else ''}, files per partition {files} -> {self.path} "
+            f"[{self.seconds:.2f} s]"
+        ]
+        dropped = {k: v for k, v in self.counts.items() if k.startswith("dropped") and v}
+        if dropped:
+            lines.append("  input rows dropped: " + ", ".join(f"{k[9:]} {v:,}" for k, v in sorted(dropped.items())))
+        other = {k: v for k, v in self.counts.items() if not k.startswith(("dropped", "rows_in")) and v}
+        if other:
+            lines.append("  per column (null/unseen values scored by policy): "
+                         + ", ".join(f"{k} {v:,}" for k, v in sorted(other.items())))
+        return "\n".join(lines)
+
+
+# ---------------------------------------------------------------- one batch, both engines
 
 
 def score_frame(
@@ -59,7 +126,7 @@ def score_frame(
     device: str | torch.device | None = None,
     num_threads: int | None = 1,
 ) -> np.ndarray:
-    """Raw logits ``z = model(c*, n*)`` as float64 ``[len(df)]``, in batches under ``torch.no_grad()``.
+    """Raw logits ``z = model(c*, n*)`` of a synthetic-layout frame as float64 ``[len(df)]``.
 
     ``device`` defaults to CUDA when available, else CPU; the model is moved there.
     ``num_threads`` sets torch's CPU threads for the call (``None``: torch's current
@@ -68,152 +135,42 @@ def score_frame(
 
     Example: ``z = score_frame(model, eval_df, batch_size=65_536)``; ``p = 1 / (1 + exp(-z))``.
     """
-    missing = [c for c in model.cat_fields + model.num_fields if c not in df.columns]
-    if missing:
-        raise InputError(
-            f"Expected input columns {missing} for this model; the frame has {list(df.columns)}. "
-            "Score with the same columns the model was trained on."
-        )
-    n = len(df)
-    cat = df[model.cat_fields].fillna(-1).to_numpy(dtype=np.int64) if model.cat_fields else np.zeros((n, 0), np.int64)
-    num = df[model.num_fields].to_numpy(dtype=np.float32) if model.num_fields else np.zeros((n, 0), np.float32)
+    check_columns(list(df.columns), model.cat_fields + model.num_fields, what="frame to score")
+    table = pa.Table.from_pandas(df[model.cat_fields + model.num_fields], preserve_index=False)
+    cat, num, _ = Encoder.raw_ids(model.cat_fields, model.num_fields).encode(table, model.cat_fields, model.num_fields)
     with torch_threads(num_threads):
         return _score_arrays(model, cat, num, batch_size=batch_size, device=resolve_device(device))
 
 
-def write_scores(
-    models: Mapping[tuple[str, int], ModelRef],
-    eval_df: pd.DataFrame | str | os.PathLike[str],
-    out_path: str | os.PathLike[str],
+def score_rows(
+    table: ArrowTable,
+    keys: Keys,
+    entries: Sequence[Entry],
     *,
+    passthrough: Sequence[str] = (),
     batch_size: int = 65_536,
-    device: str | torch.device | None = None,
-    overwrite: bool = True,
-    num_threads: int | None = 1,
-) -> Path:
-    """Write the evaluation table for ``{(model_name, run): model file or model}`` as Parquet partitioned by ``ds``.
+    device: torch.device,
+) -> tuple[list[pa.Table], Counter[str]]:
+    """One output table per model for the kept rows ``table`` (already filtered by ``keys.keep``).
 
-    Rows of one model are written before the next is scored, so memory holds
-    the evaluation frame plus one model's scores. ``out_path`` is replaced when
-    ``overwrite``. The ``ds`` values live in ``ds=YYYY-MM-DD`` directory names:
-    read them back as strings (in Spark set
-    ``spark.sql.sources.partitionColumnTypeInference.enabled=false`` or cast).
-
-    Example: ``write_scores({('deepfm', 0): 'm0.pt', ('deepfm', 1): 'm1.pt'}, 'eval.parquet', 'scores/')``.
+    Models sharing an encoder (one training call) share one encoding of the rows. Per-column counts are
+    the largest among the models' encoders (equal when they share one).
     """
-    if not models:
-        raise InputError("Expected at least one (model_name, run) -> model entry, got an empty mapping.")
-    df = pd.read_parquet(eval_df) if isinstance(eval_df, (str, os.PathLike)) else eval_df
-    _require_columns(df.columns, KEY_COLUMNS, what="evaluation frame")
-    out = Path(out_path)
-    if out.exists():
-        if not overwrite:
-            raise InputError(f"Output {str(out)!r} exists; pass overwrite=True or choose another path.")
-        if out.is_dir():
-            shutil.rmtree(out)
-        else:
-            out.unlink()
-    dev = resolve_device(device)
-    keys = {
-        "ds": pa.array(df["ds"].astype(str).to_numpy(dtype=object), pa.string()),
-        "example_id": pa.array(df["example_id"].to_numpy(dtype=np.int64), pa.int64()),
-        "label": pa.array(df["label"].to_numpy(dtype=np.int32), pa.int32()),
-    }
-    for k, ((name, run), ref) in enumerate(models.items()):
-        model = _cached_model(ref, dev) if not isinstance(ref, CtrModel) else ref
-        logits = score_frame(model, df, batch_size=batch_size, device=dev, num_threads=num_threads)
-        table = _score_table(str(name), int(run), keys["ds"], keys["example_id"], keys["label"], logits)
-        pads.write_dataset(
-            table,
-            out,
-            format="parquet",
-            partitioning=pads.partitioning(pa.schema([("ds", pa.string())]), flavor="hive"),
-            basename_template=f"part-{k:05d}-{{i}}.parquet",
-            existing_data_behavior="overwrite_or_ignore",
-        )
-    return out
-
-
-def score_spark(
-    spark: SparkSession,
-    eval_sdf: SparkDataFrame,
-    model_paths: Mapping[tuple[str, int], str | os.PathLike[str]],
-    *,
-    batch_size: int = 65_536,
-    num_threads: int = 1,
-    device: str | None = None,
-) -> SparkDataFrame:
-    """Score a Spark table of any size with ``mapInArrow``: one input scan, every model per Arrow batch.
-
-    Each Python worker loads each model once (module-level cache keyed by path)
-    and runs torch with ``num_threads`` threads, since Spark already runs one
-    worker per core. Model files must be readable at the same path by the
-    workers. Returns a DataFrame with schema ``SCORE_SCHEMA_DDL``.
-
-    Example: ``score_spark(spark, spark.read.parquet('eval.parquet'), {('dcn', 0): '/m/dcn0.pt'})``.
-    """
-    import functools
-
-    from pyspark.sql import functions as F
-
-    if not model_paths:
-        raise InputError("Expected at least one (model_name, run) -> model path, got an empty mapping.")
-    entries = [(str(name), int(run), os.path.abspath(os.fspath(p))) for (name, run), p in model_paths.items()]
-    cat_cols: set[str] = set()
-    num_cols: set[str] = set()
-    for _, _, path in entries:  # load on the driver once: fails early on a bad path, gives the input columns
-        m = _cached_model(path, torch.device("cpu"))
-        cat_cols.update(m.cat_fields)
-        num_cols.update(m.num_fields)
-    _require_columns(eval_sdf.columns, list(KEY_COLUMNS) + sorted(cat_cols | num_cols), what="evaluation DataFrame")
-    selected = eval_sdf.select(
-        F.col("example_id").cast("long"),
-        F.col("ds").cast("string"),
-        F.col("label").cast("int"),
-        *[F.col(c).cast("long") for c in sorted(cat_cols)],
-        *[F.col(c).cast("double") for c in sorted(num_cols)],
-    )
-    fn = functools.partial(
-        _score_arrow_batches, entries=entries, batch_size=batch_size, num_threads=num_threads, device=device
-    )
-    return selected.mapInArrow(fn, SCORE_SCHEMA_DDL)
-
-
-def clear_model_cache() -> None:
-    """Forget the models cached in this process (e.g. after rewriting a model file in place)."""
-    _MODEL_CACHE.clear()
-
-
-def _score_arrow_batches(
-    batches: Iterator[pa.RecordBatch],
-    *,
-    entries: list[tuple[str, int, str]],
-    batch_size: int,
-    num_threads: int,
-    device: str | None,
-) -> Iterator[pa.RecordBatch]:
-    torch.set_num_threads(max(1, int(num_threads)))
-    dev = resolve_device(device)
-    models = [(name, run, _cached_model(path, dev)) for name, run, path in entries]
-    for batch in batches:
-        if batch.num_rows == 0:
-            continue
-        ds, example_id, label = batch.column("ds"), batch.column("example_id"), batch.column("label")
-        for name, run, model in models:
-            cat = _arrow_matrix(batch, model.cat_fields, np.int64, fill=-1)
-            num = _arrow_matrix(batch, model.num_fields, np.float32, fill=None)
-            logits = _score_arrays(model, cat, num, batch_size=batch_size, device=dev)
-            yield _score_table(name, run, ds, example_id, label, logits).to_batches()[0]
-
-
-def _arrow_matrix(batch: pa.RecordBatch, cols: list[str], dtype: type, fill: int | None) -> np.ndarray:
-    out = np.empty((batch.num_rows, len(cols)), dtype=dtype)
-    for j, c in enumerate(cols):
-        arr = batch.column(c)
-        if fill is not None:
-            arr = pc.fill_null(arr, fill)
-        out[:, j] = arr.to_numpy(zero_copy_only=False)  # nulls in numerics become NaN
-    return out
+    encoded: dict[tuple[str, tuple[str, ...], tuple[str, ...]], tuple[np.ndarray, np.ndarray]] = {}
+    counts: Counter[str] = Counter()
+    extra = [table.column(c) for c in passthrough]
+    out = []
+    for name, run, tm in entries:
+        m = tm.model
+        key = (tm.encoder.fingerprint, tuple(m.cat_fields), tuple(m.num_fields))
+        if key not in encoded:
+            cat, num, c = tm.encoder.encode(table, m.cat_fields, m.num_fields)
+            encoded[key] = (cat, num)
+            counts |= c
+        cat, num = encoded[key]
+        logits = _score_arrays(m, cat, num, batch_size=batch_size, device=device)
+        out.append(_score_table(name, run, keys, logits, passthrough, extra))
+    return out, counts
 
 
 def _score_arrays(
@@ -233,24 +190,66 @@ def _score_arrays(
     return out
 
 
-def _score_table(name: str, run: int, ds: Any, example_id: Any, label: Any, logits: np.ndarray) -> pa.Table:
+def _score_table(
+    name: str, run: int, keys: Keys, logits: np.ndarray, passthrough: Sequence[str], extra: Sequence[Any]
+) -> pa.Table:
     n = len(logits)
-    return pa.Table.from_arrays(
-        [
-            pa.array(np.full(n, name, dtype=object), pa.string()),
-            pa.array(np.full(n, run, dtype=np.int32), pa.int32()),
-            ds,
-            example_id,
-            label,
-            pa.array(logits, pa.float64()),
-        ],
-        schema=SCORE_SCHEMA,
-    )
+    arrays = [
+        pa.array(np.full(n, name, dtype=object), pa.string()),
+        pa.array(np.full(n, run, dtype=np.int32), pa.int32()),
+        keys.ds,
+        keys.example_id,
+        keys.label,
+        pa.array(logits, pa.float64()),
+        *extra,
+    ]
+    return pa.Table.from_arrays(arrays, names=[*OUTPUT_COLUMNS, *passthrough])
 
 
-def _cached_model(ref: ModelRef, device: torch.device) -> CtrModel:
-    if isinstance(ref, CtrModel):
-        return ref
+# ---------------------------------------------------------------- models and their declarations
+
+
+def _resolve(models: Mapping[tuple[str, int], ModelRef], device: torch.device) -> list[Entry]:
+    if not models:
+        raise InputError("Expected at least one (model_name, run) -> model entry, got an empty mapping.")
+    entries = []
+    for (name, run), ref in models.items():
+        if isinstance(ref, TableModel):
+            tm = ref
+        elif isinstance(ref, CtrModel):
+            tm = TableModel(ref, ref.spec, Encoder.raw_ids(ref.cat_fields, ref.num_fields), {})
+        else:
+            tm = _cached_model(ref, device)
+        entries.append((str(name), int(run), tm))
+    return entries
+
+
+def key_columns(entries: Sequence[Entry], passthrough: Sequence[str] | None = None) -> TableColumns:
+    """The models' declarations of the label, id and ds columns, with ``passthrough`` (default: the models').
+
+    Models scored into one table must agree on them, since they share the table's rows and keys.
+    """
+    first = entries[0][2].encoder.columns
+    for name, run, tm in entries[1:]:
+        if tm.encoder.columns.keys() != first.keys():
+            raise InputError(
+                f"Models scored together must declare the same label/id/ds columns: {entries[0][0]} run "
+                f"{entries[0][1]} has {first.keys()}, {name} run {run} has {tm.encoder.columns.keys()}. "
+                "Score them in separate calls (ctcalc score --pipeline NAME ...)."
+            )
+    return first if passthrough is None else dataclasses.replace(first, passthrough=tuple(passthrough))
+
+
+def required_columns(entries: Sequence[Entry], keys: TableColumns) -> list[str]:
+    """Every input column the models and the key declarations name."""
+    needed = [keys.label, *([keys.example_id] if keys.example_id else []), *([keys.ds] if keys.ds else []),
+              *keys.passthrough]
+    for _, _, tm in entries:
+        needed += tm.model.cat_fields + tm.model.num_fields
+    return list(dict.fromkeys(needed))
+
+
+def _cached_model(ref: str | os.PathLike[str], device: torch.device) -> TableModel:
     path = os.path.abspath(os.fspath(ref))
     try:
         mtime = os.stat(path).st_mtime_ns
@@ -259,13 +258,320 @@ def _cached_model(ref: ModelRef, device: torch.device) -> CtrModel:
     key = (path, mtime, str(device))
     model = _MODEL_CACHE.get(key)
     if model is None:
-        model = load_model(path, device=device)[0]
+        model = load_table_model(path, device=device)
         _MODEL_CACHE[key] = model
     return model
 
 
-def _require_columns(present: Any, required: Any, *, what: str) -> None:
-    present_list = list(present)
-    missing = [c for c in required if c not in present_list]
-    if missing:
-        raise InputError(f"The {what} is missing columns {missing}; it has {present_list}.")
+def clear_model_cache() -> None:
+    """Forget the models cached in this process (e.g. after rewriting a model file in place)."""
+    _MODEL_CACHE.clear()
+
+
+def find_models(
+    models_dir: str | os.PathLike[str], pipelines: Sequence[str] | None = None
+) -> dict[tuple[str, int], Path]:
+    """``{(name, seed): path}`` of the files ``<models_dir>/<name>/run<seed>.pt`` (as ``ctcalc train`` writes them)."""
+    root = Path(models_dir)
+    found: dict[tuple[str, int], Path] = {}
+    for path in sorted(root.glob("*/run*.pt")):
+        digits = path.stem[3:]
+        if digits.isdigit() and (pipelines is None or path.parent.name in pipelines):
+            found[(path.parent.name, int(digits))] = path
+    if not found:
+        which = f" for pipelines {list(pipelines)}" if pipelines else ""
+        raise InputError(f"Expected model files <name>/run<seed>.pt under {str(root)!r}{which}, found none; "
+                         "train them with 'ctcalc train' or point --models-dir at them.")
+    return found
+
+
+# ---------------------------------------------------------------- local engine
+
+
+def score_table(
+    models: Mapping[tuple[str, int], ModelRef],
+    table: pa.Table | pd.DataFrame | TableSource | str | os.PathLike[str],
+    out_path: str | os.PathLike[str],
+    *,
+    passthrough: Sequence[str] | None = None,
+    ds_value: str | None = None,
+    files_per_partition: int = 1,
+    mode: str = "partitions",
+    batch_size: int = 65_536,
+    device: str | torch.device | None = None,
+    num_threads: int | None = 1,
+) -> ScoreReport:
+    """Score ``table`` with ``{(model_name, run): model file or model}`` into the evaluation table at ``out_path``.
+
+    The table is read once; each ds is scored with every model and written as ``files_per_partition``
+    files into ``<out_path>/_staging-<token>/``, then every written partition is swapped into place.
+    The label/id/ds columns are those the models declare; ``passthrough`` columns (default: the models'
+    declaration) are copied; ``ds_value`` is the day of every row when no ds column is declared. Memory
+    holds the table plus one day's scores of every model.
+
+    Example: ``score_table(find_models('models/'), TableSource('eval.csv', format='csv'), 'scores/')``.
+    """
+    start = time.perf_counter()
+    _check_mode(mode, files_per_partition)
+    out = Path(out_path)
+    _refuse_existing(out, mode)
+    dev = resolve_device(device)
+    entries = _resolve(models, dev)
+    keys_decl = key_columns(entries, passthrough)
+    data = load_table_for(table)
+    check_columns(data.column_names, required_columns(entries, keys_decl), what="evaluation table")
+    keys = evaluation_keys(data, keys_decl, ds_value=ds_value)
+    data = data.filter(pa.array(keys.keep)) if not keys.keep.all() else data
+    report = ScoreReport(str(out), [(n, r) for n, r, _ in entries], counts=dict(keys.counts))
+    staging = out / f"_staging-{uuid.uuid4().hex[:12]}"
+    counts: Counter[str] = Counter()
+    try:
+        with torch_threads(num_threads):
+            for day, day_rows, day_keys in _by_day(data, keys):
+                tables, c = score_rows(day_rows, day_keys, entries, passthrough=keys_decl.passthrough,
+                                       batch_size=batch_size, device=dev)
+                counts.update(c)
+                day_table = pa.concat_tables(tables).drop_columns(["ds"])
+                report.files_per_day[day] = _write_partition(staging / f"ds={day}", day_table, files_per_partition)
+                report.rows_per_day[day] = day_table.num_rows
+        _swap_partitions(out, staging, report.days, mode)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    report.counts.update(counts)
+    report.seconds = time.perf_counter() - start
+    return report
+
+
+def write_scores(
+    models: Mapping[tuple[str, int], ModelRef],
+    eval_df: pd.DataFrame | str | os.PathLike[str],
+    out_path: str | os.PathLike[str],
+    *,
+    batch_size: int = 65_536,
+    device: str | torch.device | None = None,
+    mode: str = "overwrite",
+    files_per_partition: int = 1,
+    num_threads: int | None = 1,
+) -> Path:
+    """:func:`score_table` on a frame or Parquet path, replacing the whole table by default; returns the path.
+
+    The ``ds`` values live in ``ds=YYYY-MM-DD`` directory names: read them back as strings (in Spark set
+    ``spark.sql.sources.partitionColumnTypeInference.enabled=false`` or cast).
+
+    Example: ``write_scores({('deepfm', 0): 'm0.pt', ('deepfm', 1): 'm1.pt'}, 'eval.parquet', 'scores/')``.
+    """
+    score_table(models, eval_df, out_path, files_per_partition=files_per_partition, mode=mode,
+                batch_size=batch_size, device=device, num_threads=num_threads)
+    return Path(out_path)
+
+
+def _by_day(data: pa.Table, keys: Keys) -> Iterator[tuple[str, pa.Table, Keys]]:
+    """(ds, rows, keys) per day, days in order (one sort of the table when it holds several days)."""
+    if data.num_rows == 0:
+        return
+    counted = pc.value_counts(keys.ds)
+    if len(counted) > 1:
+        order = pc.sort_indices(keys.ds)
+        data = data.take(order)
+        keys = Keys(keys.keep, keys.ds.take(order), keys.example_id.take(order), keys.label.take(order), keys.counts)
+        counted = pc.value_counts(keys.ds)  # in order of first appearance: sorted
+    start = 0
+    for day, n in zip(counted.field("values").to_pylist(), counted.field("counts").to_pylist()):
+        day_keys = Keys(keys.keep, keys.ds.slice(start, n), keys.example_id.slice(start, n),
+                        keys.label.slice(start, n), keys.counts)
+        yield day, data.slice(start, n), day_keys
+        start += n
+
+
+def _write_partition(folder: Path, table: pa.Table, files: int) -> int:
+    folder.mkdir(parents=True, exist_ok=True)
+    k = max(1, min(files, table.num_rows))
+    bounds = np.linspace(0, table.num_rows, k + 1).astype(np.int64)
+    for i in range(k):
+        pq.write_table(table.slice(int(bounds[i]), int(bounds[i + 1] - bounds[i])), folder / f"part-{i:05d}.parquet",
+                       row_group_size=1_000_000)
+    return k
+
+
+def _check_mode(mode: str, files_per_partition: int) -> None:
+    if mode not in WRITE_MODES:
+        raise InputError(f"Expected mode in {list(WRITE_MODES)}, got {mode!r}.")
+    if files_per_partition < 1:
+        raise InputError(f"Expected files_per_partition >= 1, got {files_per_partition}.")
+
+
+def _refuse_existing(out: Path, mode: str) -> None:
+    if not out.exists():
+        return
+    if mode == "error" and (out.is_file() or any(out.iterdir())):
+        raise InputError(f"Output {str(out)!r} exists; use mode 'partitions' or 'overwrite', or another path.")
+    if out.is_file():
+        if mode != "overwrite":
+            raise InputError(
+                f"Output {str(out)!r} is a file, expected a table folder; remove it or use mode 'overwrite'."
+            )
+        out.unlink()
+
+
+def _swap_partitions(out: Path, staging: Path, days: Sequence[str], mode: str) -> None:
+    """Move each staged ``ds=`` folder into place; the old one is renamed aside first, then deleted."""
+    token = staging.name.split("-", 1)[1]
+    for day in days:
+        final, old = out / f"ds={day}", out / f"_old-{token}-ds={day}"
+        if final.exists():
+            final.rename(old)
+        (staging / f"ds={day}").rename(final)
+        shutil.rmtree(old, ignore_errors=True)
+    if mode == "overwrite" and out.exists():
+        keep = {f"ds={d}" for d in days} | {staging.name}
+        for entry in out.iterdir():
+            if entry.name not in keep:
+                shutil.rmtree(entry) if entry.is_dir() else entry.unlink()
+
+
+# ---------------------------------------------------------------- Spark engine
+
+
+def score_spark(
+    spark: SparkSession,
+    eval_sdf: SparkDataFrame,
+    model_paths: Mapping[tuple[str, int], str | os.PathLike[str]],
+    *,
+    passthrough: Sequence[str] | None = None,
+    ds_value: str | None = None,
+    files_per_partition: int | None = None,
+    batch_size: int = 65_536,
+    num_threads: int = 1,
+    device: str | None = None,
+) -> SparkDataFrame:
+    """Score a Spark table of any size with ``mapInArrow``: one input scan, every model per Arrow batch.
+
+    Each Python worker loads each model once (module-level cache keyed by path) and runs torch with
+    ``num_threads`` threads, since Spark already runs one worker per core. Model files must be readable
+    at the same path by the workers. With ``files_per_partition`` the input rows are first
+    hash-partitioned by (day, bucket of the id) so that writing the result partitioned by ds gives at
+    most that many files per ds. Returns a DataFrame with the columns of ``SCORE_SCHEMA`` plus the
+    passthrough columns.
+
+    Example: ``score_spark(spark, spark.read.parquet('eval.parquet'), {('dcn', 0): '/m/dcn0.pt'})``.
+    """
+    from pyspark.sql import functions as F
+    from pyspark.sql import types as T
+
+    if not model_paths:
+        raise InputError("Expected at least one (model_name, run) -> model path, got an empty mapping.")
+    paths = [(str(name), int(run), os.path.abspath(os.fspath(p))) for (name, run), p in model_paths.items()]
+    # Load on the driver once: fails early on a bad path, gives the declarations and input columns.
+    entries = [(n, r, _cached_model(p, torch.device("cpu"))) for n, r, p in paths]
+    keys_decl = key_columns(entries, passthrough)
+    needed = required_columns(entries, keys_decl)
+    check_columns(eval_sdf.columns, needed, what="evaluation DataFrame")
+    if keys_decl.ds is None:
+        from ctcalc_spark.upstream.config import check_ds_value
+
+        if ds_value is None:
+            raise InputError("No day for the rows: declare 'columns.ds' or give --ds YYYY-MM-DD.")
+        check_ds_value(ds_value, "ds")
+    # Without an id column the id hashes the whole row: every column goes to the workers. Columns travel
+    # under plain positional names (mapInArrow cannot resolve names with dots) and get theirs back there.
+    names = list(needed if keys_decl.example_id else eval_sdf.columns)
+    source = eval_sdf
+    if files_per_partition is not None:
+        if files_per_partition < 1:
+            raise InputError(f"Expected files_per_partition >= 1, got {files_per_partition}.")
+        day = F.substring(_col(keys_decl.ds).cast("string"), 1, 10) if keys_decl.ds else F.lit(ds_value)
+        row_key = [_col(keys_decl.example_id)] if keys_decl.example_id else [_col(c) for c in names]
+        source = eval_sdf.repartition(day, F.pmod(F.xxhash64(*row_key), F.lit(files_per_partition)))
+    selected = source.select(*[_col(c).alias(f"_in{i}") for i, c in enumerate(names)])
+    by_name = {f.name: f for f in eval_sdf.schema.fields}
+    schema = T.StructType(
+        [T.StructField("model", T.StringType()), T.StructField("run", T.IntegerType()),
+         T.StructField("ds", T.StringType()), T.StructField("example_id", T.LongType()),
+         T.StructField("label", T.IntegerType()), T.StructField("logit", T.DoubleType())]
+        + [T.StructField(c, by_name[c].dataType, True) for c in keys_decl.passthrough]
+    )
+    fn = functools.partial(
+        _score_arrow_batches, entries=paths, names=names, keys_decl=keys_decl, ds_value=ds_value,
+        batch_size=batch_size, num_threads=num_threads, device=device,
+    )
+    return selected.mapInArrow(fn, schema)
+
+
+def read_spark_table(spark: SparkSession, source: TableSource) -> SparkDataFrame:
+    """The table of ``source`` read by Spark as :func:`~ctcalc_spark.upstream.table.read_table` reads it locally
+    (CSV: every column a string, an unquoted empty field null, ``_c0, _c1, ...`` without a header)."""
+    if source.path is None:
+        raise InputError("Expected a table path, got none; set the table's 'path' in the config or pass it as a flag.")
+    reader = spark.read.format(source.format)
+    if source.format == "csv":
+        reader = reader.option("header", source.csv_header).option("sep", source.csv_delimiter).option(
+            "inferSchema", False)
+    try:
+        return reader.load(source.path)
+    except Exception as e:  # AnalysisException: path missing or unreadable
+        raise InputError(f"Cannot read {source.path!r} as {source.format}: {str(e).splitlines()[0]}") from e
+
+
+def write_spark_scores(scored: SparkDataFrame, out_path: str, *, mode: str = "partitions") -> None:
+    """Write :func:`score_spark`'s result partitioned by ds (``partitions``: Spark's dynamic partition overwrite)."""
+    _check_mode(mode, 1)
+    writer = scored.write.partitionBy("ds")
+    if mode == "error":
+        writer = writer.mode("errorifexists")
+    else:
+        writer = writer.mode("overwrite").option("partitionOverwriteMode",
+                                                  "dynamic" if mode == "partitions" else "static")
+    try:
+        writer.parquet(out_path)
+    except Exception as e:  # AnalysisException: the path exists under mode 'error'
+        if mode == "error" and "already exists" in str(e).lower():
+            raise InputError(
+                f"Output {out_path!r} exists; use mode 'partitions' or 'overwrite', or another path."
+            ) from e
+        raise
+
+
+def spark_table_report(spark: SparkSession, out_path: str, models: Sequence[tuple[str, int]]) -> ScoreReport:
+    """Rows and files per ds partition of the evaluation table at ``out_path`` (native scan, public APIs)."""
+    table = spark.read.parquet(out_path)
+    rows = {str(r["ds"]): int(r["count"]) for r in table.groupBy("ds").count().collect()}
+    files: Counter[str] = Counter()
+    for f in table.inputFiles():
+        part = next((p for p in f.split("/") if p.startswith("ds=")), None)
+        if part is not None:
+            files[part[3:]] += 1
+    return ScoreReport(out_path, list(models), rows_per_day=rows, files_per_day=dict(files))
+
+
+def _col(name: str) -> Any:
+    from pyspark.sql import functions as F
+
+    return F.col("`" + name.replace("`", "``") + "`")
+
+
+def _score_arrow_batches(
+    batches: Iterator[pa.RecordBatch],
+    *,
+    entries: list[tuple[str, int, str]],
+    names: list[str],
+    keys_decl: TableColumns,
+    ds_value: str | None,
+    batch_size: int,
+    num_threads: int,
+    device: str | None,
+) -> Iterator[pa.RecordBatch]:
+    torch.set_num_threads(max(1, int(num_threads)))
+    dev = resolve_device(device)
+    models = [(name, run, _cached_model(path, dev)) for name, run, path in entries]
+    for batch in batches:
+        if batch.num_rows == 0:
+            continue
+        batch = pa.RecordBatch.from_arrays(batch.columns, names=names)
+        keys = evaluation_keys(batch, keys_decl, ds_value=ds_value)
+        rows = batch.filter(pa.array(keys.keep)) if not keys.keep.all() else batch
+        if rows.num_rows == 0:
+            continue
+        tables, _ = score_rows(rows, keys, models, passthrough=keys_decl.passthrough, batch_size=batch_size,
+                               device=dev)
+        for t in tables:
+            yield from t.to_batches()

@@ -5,19 +5,23 @@ import contextlib
 import json
 import os
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
 import torch
 from torch import nn
 from tqdm.auto import tqdm
 
+from ctcalc_spark.errors import ConfigError, InputError
+from ctcalc_spark.upstream.config import EncodingConfig, TableColumns
 from ctcalc_spark.upstream.data import categorical_columns, numeric_columns
 from ctcalc_spark.upstream.models import ARCHS, CtrModel, ModelSpec, build_model
-from ctcalc_spark.errors import ConfigError, InputError
+from ctcalc_spark.upstream.table import Encoder, check_columns, fit_encoder, label_values
 
 MODEL_FORMAT = "ctcalc_spark.upstream/1"
 
@@ -56,16 +60,11 @@ def train_model(
     init_bias: bool = True,
     num_threads: int | None = 1,
 ) -> tuple[CtrModel, dict[str, Any]]:
-    """Minimise mean BCE-with-logits over ``train_df`` with Adam for ``spec.epochs`` epochs.
+    """Train on a synthetic-layout frame: integer ids in ``c0..``, numerics in ``n0..``, 0/1 ``label``.
 
-    ``seed`` fixes the initialisation, dropout and the data order, so on CPU the
-    same seed gives bit-identical weights. ``field_cardinalities`` defaults to
-    ``max(id) + 1`` per ``c*`` column of ``train_df``. With ``init_bias`` the
-    global intercept starts at ``logit(mean(label))``. ``num_threads`` sets
-    torch's CPU threads for the call (``None``: leave as is); 1 is the default
-    because these small models gain little from more, and spinning OpenMP
-    threads slow down many-fold on a busy machine. Returns ``(model, meta)``
-    with ``model`` in eval mode on ``device``.
+    ``field_cardinalities`` defaults to ``max(id) + 1`` per ``c*`` column. For a table with other column
+    names or non-integer categories, use :func:`train_table_models`. The other arguments are those of
+    :func:`train_arrays`.
 
     Example: ``model, meta = train_model(ModelSpec(arch='fm'), df, seed=3, progress=False)``.
     """
@@ -78,20 +77,69 @@ def train_model(
         raise InputError(
             f"field_cardinalities names {missing}, missing from train_df columns {list(train_df.columns)}."
         )
+    cat_fields = list(field_cardinalities)
+    cat = train_df[cat_fields].to_numpy(dtype=np.int64) if cat_fields else np.zeros((len(train_df), 0), np.int64)
+    num = train_df[num_cols].to_numpy(dtype=np.float32) if num_cols else np.zeros((len(train_df), 0), np.float32)
+    return train_arrays(spec, cat, num, labels, field_cardinalities=field_cardinalities, numeric_fields=num_cols,
+                        seed=seed, device=device, progress=progress, init_bias=init_bias, num_threads=num_threads)
+
+
+def train_arrays(
+    spec: ModelSpec,
+    cat: np.ndarray,
+    num: np.ndarray,
+    labels: np.ndarray,
+    *,
+    field_cardinalities: Mapping[str, int],
+    numeric_fields: Sequence[str],
+    seed: int,
+    device: str | torch.device | None = None,
+    progress: bool = True,
+    init_bias: bool = True,
+    num_threads: int | None = 1,
+    numeric_stats: tuple[np.ndarray, np.ndarray] | None = None,
+) -> tuple[CtrModel, dict[str, Any]]:
+    """Minimise mean BCE-with-logits with Adam for ``spec.epochs`` epochs on encoded inputs.
+
+    ``cat`` holds ids ``[n, len(field_cardinalities)]`` (columns in the mapping's order; ids outside
+    ``[0, cardinality)`` train the field's out-of-vocabulary row), ``num`` raw numerics
+    ``[n, len(numeric_fields)]``, ``labels`` 0/1. ``seed`` fixes the initialisation, dropout and the data
+    order, so on CPU the same seed gives bit-identical weights. With ``init_bias`` the global intercept
+    starts at ``logit(mean(label))``. ``numeric_stats`` (mean, std of ``symlog(x)`` per numeric field)
+    defaults to the statistics of ``num``. ``num_threads`` sets torch's CPU threads for the call (``None``:
+    leave as is); 1 is the default because these small models gain little from more, and spinning OpenMP
+    threads slow down many-fold on a busy machine. Returns ``(model, meta)`` with ``model`` in eval mode on
+    ``device``.
+    """
+    numeric_fields = list(numeric_fields)
+    cat_fields = list(field_cardinalities)
+    if cat.shape != (len(labels), len(cat_fields)) or num.shape != (len(labels), len(numeric_fields)):
+        raise InputError(
+            f"Expected cat [{len(labels)}, {len(cat_fields)}] and num [{len(labels)}, {len(numeric_fields)}], "
+            f"got {list(cat.shape)} and {list(num.shape)}."
+        )
+    if len(labels) == 0:
+        raise InputError("Expected a non-empty training set, got 0 rows.")
     dev = resolve_device(device)
     init_seed, order_seed = (int(s) for s in np.random.SeedSequence(int(seed)).generate_state(2))
     cuda_devices = [dev.index or 0] if dev.type == "cuda" else []
-    n = len(train_df)
+    n = len(labels)
     start = time.perf_counter()
     with torch.random.fork_rng(devices=cuda_devices), torch_threads(num_threads):
         torch.manual_seed(init_seed)
-        model = build_model(spec, field_cardinalities, num_cols)
-        cat_t, num_t = frame_tensors(model, train_df)
-        y_t = torch.from_numpy(labels.astype(np.float32))
-        x_num = torch.sign(num_t.double()) * torch.log1p(torch.abs(num_t.double()))
-        if x_num.shape[1]:
+        model = build_model(spec, field_cardinalities, numeric_fields)
+        cat_idx = [cat_fields.index(f) for f in model.cat_fields]
+        num_idx = [numeric_fields.index(f) for f in model.num_fields]
+        cat_t = torch.from_numpy(np.ascontiguousarray(cat[:, cat_idx], dtype=np.int64))
+        num_t = torch.from_numpy(np.ascontiguousarray(num[:, num_idx], dtype=np.float32))
+        y_t = torch.from_numpy(np.asarray(labels, dtype=np.float32))
+        if num_idx and numeric_stats is not None:
+            model.set_numeric_stats(torch.from_numpy(numeric_stats[0][num_idx]).float(),
+                                    torch.from_numpy(numeric_stats[1][num_idx]).float())
+        elif num_idx:
+            x_num = torch.sign(num_t.double()) * torch.log1p(torch.abs(num_t.double()))
             model.set_numeric_stats(x_num.mean(dim=0).float(), x_num.std(dim=0, unbiased=False).float())
-        rate = float(labels.mean())
+        rate = float(np.mean(labels))
         if init_bias and 0.0 < rate < 1.0:
             with torch.no_grad():
                 model.bias.fill_(float(np.log(rate / (1.0 - rate))))
@@ -141,21 +189,19 @@ def train_model(
     return model, meta
 
 
-def frame_tensors(model: CtrModel, df: pd.DataFrame) -> tuple[torch.Tensor, torch.Tensor]:
-    """The model's inputs from ``df``: long ids ``[n, n_cat]`` and float32 numerics ``[n, n_num]`` (CPU)."""
-    missing = [c for c in model.cat_fields + model.num_fields if c not in df.columns]
-    if missing:
-        raise InputError(
-            f"Expected input columns {missing} for this model; the frame has {list(df.columns)}. "
-            "Score with the same columns the model was trained on."
-        )
-    cat = df[model.cat_fields].to_numpy(dtype=np.int64) if model.cat_fields else np.zeros((len(df), 0), np.int64)
-    num = df[model.num_fields].to_numpy(dtype=np.float32) if model.num_fields else np.zeros((len(df), 0), np.float32)
-    return torch.from_numpy(np.ascontiguousarray(cat)), torch.from_numpy(np.ascontiguousarray(num))
+def save_model(
+    path: str | Path,
+    model: CtrModel,
+    spec: ModelSpec,
+    meta: Mapping[str, Any] | None = None,
+    *,
+    encoder: Encoder | None = None,
+) -> Path:
+    """Write ``{format, spec, config, state_dict, meta[, encoder]}`` with ``torch.save`` (atomic rename).
 
-
-def save_model(path: str | Path, model: CtrModel, spec: ModelSpec, meta: Mapping[str, Any] | None = None) -> Path:
-    """Write ``{format, spec, config, state_dict, meta}`` with ``torch.save`` (atomic rename); returns the path.
+    ``encoder`` (column declarations, vocabularies, numeric statistics and fills) makes the file enough to
+    score a new table; without it the model reads integer ids from the columns it was built with.
+    Returns the path.
 
     Example: ``save_model('/tmp/m.pt', model, spec, meta)`` then ``load_model('/tmp/m.pt')``.
     """
@@ -170,6 +216,8 @@ def save_model(path: str | Path, model: CtrModel, spec: ModelSpec, meta: Mapping
         "state_dict": {k: v.detach().cpu() for k, v in model.state_dict().items()},
         "meta": plain_meta,
     }
+    if encoder is not None:
+        payload["encoder"] = encoder.to_dict()
     out = Path(path)
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.with_name(out.name + f".tmp{os.getpid()}")
@@ -178,10 +226,26 @@ def save_model(path: str | Path, model: CtrModel, spec: ModelSpec, meta: Mapping
     return out
 
 
+@dataclass
+class TableModel:
+    """A model with what it needs to score a table: its spec, its encoder and its training record."""
+
+    model: CtrModel
+    spec: ModelSpec
+    encoder: Encoder
+    meta: dict[str, Any]
+
+
 def load_model(
     path: str | Path, *, device: str | torch.device | None = None
 ) -> tuple[CtrModel, ModelSpec, dict[str, Any]]:
     """Load with ``torch.load(weights_only=True)``; returns ``(model in eval mode on device, spec, meta)``."""
+    loaded = load_table_model(path, device=device)
+    return loaded.model, loaded.spec, loaded.meta
+
+
+def load_table_model(path: str | Path, *, device: str | torch.device | None = None) -> TableModel:
+    """The model of a file from :func:`save_model` with its encoder (a raw-id encoder for files without one)."""
     try:
         payload = torch.load(Path(path), map_location="cpu", weights_only=True)
     except FileNotFoundError as e:
@@ -194,7 +258,68 @@ def load_model(
     model = build_model(spec, cfg["field_cardinalities"], cfg["numeric_fields"])
     model.load_state_dict(payload["state_dict"])
     model.to(resolve_device(device)).eval()
-    return model, spec, dict(payload["meta"])
+    if "encoder" in payload:
+        encoder = Encoder.from_dict(payload["encoder"])
+    else:
+        encoder = Encoder.raw_ids(list(cfg["field_cardinalities"]), list(cfg["numeric_fields"]))
+    return TableModel(model, spec, encoder, dict(payload["meta"]))
+
+
+def model_file(models_dir: str | Path, name: str, seed: int) -> Path:
+    """Where the model of pipeline ``name`` trained with ``seed`` lives: ``<dir>/<name>/run<seed>.pt``."""
+    return Path(models_dir) / name / f"run{int(seed)}.pt"
+
+
+def train_table_models(
+    specs: Mapping[str, ModelSpec],
+    table: pa.Table,
+    columns: TableColumns,
+    *,
+    seeds: Sequence[int],
+    encoding: EncodingConfig | None = None,
+    encoder: Encoder | None = None,
+    models_dir: str | Path | None = None,
+    device: str | torch.device | None = None,
+    num_threads: int | None = 1,
+    progress: bool = False,
+    log: Any = None,
+) -> dict[tuple[str, int], TableModel]:
+    """Train every pipeline of ``specs`` once per seed on a table with declared columns (any names).
+
+    Rows with a null label are dropped (counted in ``meta['counts']``); the encoder (vocabularies,
+    numeric statistics: see :mod:`ctcalc_spark.upstream.table`) is fitted once on the remaining rows unless
+    given, and the table is encoded once for every model. With ``models_dir`` each model is saved to
+    ``<models_dir>/<name>/run<seed>.pt`` with its encoder. Returns ``{(name, seed): TableModel}``.
+
+    Example: ``train_table_models({'fm': ModelSpec(arch='fm')}, read_table(src), cols, seeds=[0, 1, 2])``.
+    """
+    if not specs or not seeds:
+        raise ConfigError(f"Expected at least one pipeline and one seed, got {list(specs)} and {list(seeds)}.")
+    check_columns(table.column_names, [*columns.features, columns.label], what="training table")
+    labels = label_values(table.column(columns.label), columns)
+    keep = ~np.isnan(labels)
+    kept = table.filter(pa.array(keep))
+    encoder = encoder or fit_encoder(kept, columns, encoding)
+    cat_fields = list(encoder.cardinalities)
+    cat, num, counts = encoder.encode(kept, cat_fields, list(columns.numeric))
+    counts.update({"rows_in": table.num_rows, "dropped: null label": int((~keep).sum())})
+    labels = labels[keep]
+    stats = encoder.numeric_stats(columns.numeric)
+    out: dict[tuple[str, int], TableModel] = {}
+    for name, spec in specs.items():
+        for seed in seeds:
+            model, meta = train_arrays(spec, cat, num, labels, field_cardinalities=encoder.cardinalities,
+                                       numeric_fields=columns.numeric, seed=seed, device=device, progress=progress,
+                                       num_threads=num_threads, numeric_stats=stats)
+            meta.update(model_name=name, counts=dict(counts),
+                        vocab_sizes={c: len(v or ()) for c, v in encoder.vocab.items()})
+            if models_dir is not None:
+                save_model(model_file(models_dir, name, seed), model, spec, meta, encoder=encoder)
+            if log is not None:
+                log(f"      {name} seed {seed}: {meta['train_seconds']:.1f} s, last-epoch train log loss "
+                    f"{meta['last_epoch_train_log_loss']:.4f}")
+            out[(name, int(seed))] = TableModel(model, spec, encoder, meta)
+    return out
 
 
 def _validate_frame(df: pd.DataFrame, feature_cols: list[str], *, need_label: bool) -> np.ndarray:

@@ -1,0 +1,233 @@
+"""Configuration of ``ctcalc train`` / ``ctcalc score`` on your own table: frozen dataclasses, validated once.
+
+One YAML file (see ``conf/train_example.yaml``) declares the tables, their columns, the encoding and the
+pipelines; unknown keys are errors. Command-line flags become dotted overrides of the same keys.
+"""
+from __future__ import annotations
+
+import datetime as _dt
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping
+
+from ctcalc_spark.config import SparkConfig, _build, read_yaml
+from ctcalc_spark.errors import ConfigError
+
+TABLE_FORMATS: tuple[str, ...] = ("parquet", "csv", "json")
+WRITE_MODES: tuple[str, ...] = ("partitions", "overwrite", "error")
+ENGINES: tuple[str, ...] = ("local", "spark")
+_DATE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
+OUTPUT_COLUMNS: tuple[str, ...] = ("model", "run", "ds", "example_id", "label", "logit")
+"""The evaluation table's own columns (passthrough columns follow them)."""
+
+
+@dataclass(frozen=True)
+class TableSource:
+    """A table on disk: a file or a folder of files (hive ``key=value`` sub-folders become columns)."""
+
+    path: str | None = None
+    format: str = "parquet"
+    csv_header: bool = True
+    csv_delimiter: str = ","
+
+    def __post_init__(self) -> None:
+        if self.format not in TABLE_FORMATS:
+            raise ConfigError(f"Expected a table format in {list(TABLE_FORMATS)}, got {self.format!r}.")
+        if len(self.csv_delimiter) != 1:
+            raise ConfigError(f"Expected a one-character csv_delimiter, got {self.csv_delimiter!r}.")
+
+
+@dataclass(frozen=True)
+class TableColumns:
+    """The declared columns of a user's table (any names).
+
+    ``categorical`` values of any type are indexed by their string form; ``numeric`` values are read as
+    float64. ``label`` holds 0/1 (or true/false), unless ``positive_label`` names the value counted as 1
+    (every other value is 0). ``example_id`` (optional) keys the val-bias split; ``ds`` (optional) is the
+    day (a date, a timestamp or a 'YYYY-MM-DD...' string). ``passthrough`` columns are copied into the
+    evaluation table (e.g. slice columns). ``null_values`` are strings read as null in every column (e.g. '?').
+    """
+
+    categorical: tuple[str, ...] = ()
+    numeric: tuple[str, ...] = ()
+    label: str = "label"
+    positive_label: str | None = None
+    example_id: str | None = None
+    ds: str | None = None
+    passthrough: tuple[str, ...] = ()
+    null_values: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        for name in ("categorical", "numeric", "passthrough", "null_values"):
+            value = getattr(self, name)
+            if isinstance(value, str):
+                raise ConfigError(f"Expected 'columns.{name}' as a list, got the string {value!r}; write [{value}].")
+            object.__setattr__(self, name, tuple(str(v) for v in (value or ())))
+        if self.positive_label is not None:
+            object.__setattr__(self, "positive_label", str(self.positive_label))
+        for name in ("categorical", "numeric", "passthrough"):
+            values = getattr(self, name)
+            repeated = sorted({v for v in values if values.count(v) > 1})
+            if repeated:
+                raise ConfigError(f"'columns.{name}' lists {repeated} more than once.")
+        both = sorted(set(self.categorical) & set(self.numeric))
+        if both:
+            raise ConfigError(f"Columns {both} are declared both categorical and numeric; declare each once.")
+        if self.label in self.categorical or self.label in self.numeric:
+            raise ConfigError(f"The label column {self.label!r} is also declared as a feature; remove it there.")
+        clash = sorted(set(self.passthrough) & set(OUTPUT_COLUMNS))
+        if clash:
+            raise ConfigError(
+                f"Passthrough columns {clash} clash with the evaluation table's own columns {list(OUTPUT_COLUMNS)}; "
+                "rename them in the input table."
+            )
+
+    @property
+    def features(self) -> tuple[str, ...]:
+        """Categorical then numeric feature names."""
+        return self.categorical + self.numeric
+
+    def require_features(self) -> None:
+        """Raise unless at least one feature column is declared."""
+        if not self.features:
+            raise ConfigError(
+                "Declare at least one feature: 'columns.categorical' and/or 'columns.numeric' "
+                "(or --categorical / --numeric)."
+            )
+
+    def keys(self) -> dict[str, Any]:
+        """What decides the rows and keys of the evaluation table (must agree across models scored together)."""
+        return {"label": self.label, "positive_label": self.positive_label, "example_id": self.example_id,
+                "ds": self.ds, "null_values": list(self.null_values)}
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain dict (lists for tuples)."""
+        return {"categorical": list(self.categorical), "numeric": list(self.numeric), "label": self.label,
+                "positive_label": self.positive_label, "example_id": self.example_id, "ds": self.ds,
+                "passthrough": list(self.passthrough), "null_values": list(self.null_values)}
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> TableColumns:
+        """Inverse of ``to_dict``; unknown keys are an error."""
+        return _build(cls, dict(d), "columns.")  # type: ignore[no-any-return]
+
+
+@dataclass(frozen=True)
+class EncodingConfig:
+    """Vocabulary building: values seen fewer than ``min_count`` times in training share the unseen index."""
+
+    min_count: int = 2
+    max_vocab: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.min_count < 1:
+            raise ConfigError(f"Expected encoding.min_count >= 1, got {self.min_count}.")
+        if self.max_vocab is not None and self.max_vocab < 1:
+            raise ConfigError(f"Expected encoding.max_vocab >= 1 or null, got {self.max_vocab}.")
+
+
+@dataclass(frozen=True)
+class ScoresConfig:
+    """Where and how ``ctcalc score`` writes the evaluation table (partitioned by ds)."""
+
+    path: str = "output/own/scores"
+    files_per_partition: int = 1
+    engine: str = "local"
+    mode: str = "partitions"
+    batch_size: int = 65_536
+    ds: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.files_per_partition < 1:
+            raise ConfigError(f"Expected files_per_partition >= 1, got {self.files_per_partition}.")
+        if self.engine not in ENGINES:
+            raise ConfigError(f"Expected scores.engine in {list(ENGINES)}, got {self.engine!r}.")
+        if self.mode not in WRITE_MODES:
+            raise ConfigError(f"Expected scores.mode in {list(WRITE_MODES)}, got {self.mode!r}.")
+        if self.batch_size < 1:
+            raise ConfigError(f"Expected scores.batch_size >= 1, got {self.batch_size}.")
+        if self.ds is not None:
+            object.__setattr__(self, "ds", check_ds_value(self.ds, "scores.ds"))
+
+
+@dataclass(frozen=True)
+class UpstreamConfig:
+    """``ctcalc train`` and ``ctcalc score``: tables, columns, encoding, pipelines, seeds, outputs."""
+
+    train_table: TableSource = field(default_factory=TableSource)
+    eval_table: TableSource = field(default_factory=TableSource)
+    columns: TableColumns = field(default_factory=TableColumns)
+    encoding: EncodingConfig = field(default_factory=EncodingConfig)
+    pipelines: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    seeds: tuple[int, ...] = ()
+    runs: int | None = None
+    models_dir: str = "output/own/models"
+    scores: ScoresConfig = field(default_factory=ScoresConfig)
+    device: str | None = None
+    torch_threads: int = 1
+    spark: SparkConfig = field(default_factory=SparkConfig)
+
+    def __post_init__(self) -> None:
+        from ctcalc_spark.upstream.models import ModelSpec
+
+        object.__setattr__(self, "seeds", tuple(int(s) for s in (self.seeds or ())))
+        if self.seeds and self.runs is not None:
+            raise ConfigError(
+                f"Set 'seeds' (a list) or 'runs' (a count), not both; got {list(self.seeds)} and {self.runs}."
+            )
+        if self.runs is not None and self.runs < 1:
+            raise ConfigError(f"Expected runs >= 1, got {self.runs}.")
+        if len(set(self.seeds)) != len(self.seeds):
+            raise ConfigError(f"'seeds' repeats a value: {list(self.seeds)}.")
+        if self.torch_threads < 1:
+            raise ConfigError(f"Expected torch_threads >= 1, got {self.torch_threads}.")
+        object.__setattr__(self, "pipelines", {str(k): dict(v or {}) for k, v in (self.pipelines or {}).items()})
+        for name, spec in self.pipelines.items():
+            if "/" in name or not name:
+                raise ConfigError(f"Pipeline names become folder names; expected no '/', got {name!r}.")
+            try:
+                ModelSpec.from_dict(spec)
+            except (TypeError, ValueError) as e:
+                raise ConfigError(f"Pipeline {name!r}: {e}") from e
+
+    @property
+    def seed_list(self) -> tuple[int, ...]:
+        """The training seeds: ``seeds``, else ``0..runs-1``, else ``(0,)``."""
+        if self.seeds:
+            return self.seeds
+        return tuple(range(self.runs)) if self.runs is not None else (0,)
+
+    def specs(self) -> dict[str, Any]:
+        """``{pipeline name: ModelSpec}``; a single default DeepFM named 'deepfm' when none are configured."""
+        from ctcalc_spark.upstream.models import ModelSpec
+
+        if not self.pipelines:
+            return {"deepfm": ModelSpec()}
+        return {name: ModelSpec.from_dict(spec) for name, spec in self.pipelines.items()}
+
+
+def check_ds_value(ds: Any, where: str) -> str:
+    """A 'YYYY-MM-DD' string (YAML reads an unquoted date as a date: accepted), or a ConfigError naming ``where``."""
+    if isinstance(ds, _dt.date):
+        ds = ds.isoformat()[:10]
+    if not isinstance(ds, str) or not _DATE.match(ds):
+        raise ConfigError(f"Expected '{where}' as a date like 2026-11-01, got {ds!r}.")
+    return ds
+
+
+def upstream_config_from_dict(data: Mapping[str, Any]) -> UpstreamConfig:
+    """Validate a mapping (from YAML) into an UpstreamConfig; unknown keys are errors."""
+    return _build(UpstreamConfig, dict(data), "")  # type: ignore[no-any-return]
+
+
+def load_upstream_config(path: str | Path | None, overrides: Mapping[str, Any] | None = None) -> UpstreamConfig:
+    """Read a YAML config (or start empty when ``path`` is None) and apply dotted ``overrides``."""
+    data: dict[str, Any] = {} if path is None else read_yaml(path, example="conf/train_example.yaml")
+    for key, value in (overrides or {}).items():
+        *parents, leaf = key.split(".")
+        node = data
+        for part in parents:
+            node = node.setdefault(part, {})
+        node[leaf] = value
+    return upstream_config_from_dict(data)

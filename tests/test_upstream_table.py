@@ -1,0 +1,361 @@
+"""Your own table upstream: declared columns -> encoder -> torch seeds -> compact evaluation table -> evaluate job."""
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import os
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from ctcalc_spark.errors import ConfigError, InputError  # noqa: E402
+from ctcalc_spark.upstream.config import (  # noqa: E402
+    EncodingConfig,
+    TableColumns,
+    TableSource,
+    load_upstream_config,
+)
+from ctcalc_spark.upstream.data import generate_census_like, write_census_like  # noqa: E402
+from ctcalc_spark.upstream.models import ModelSpec  # noqa: E402
+from ctcalc_spark.upstream.score import (  # noqa: E402
+    find_models,
+    read_spark_table,
+    score_spark,
+    score_table,
+    spark_table_report,
+    write_spark_scores,
+)
+from ctcalc_spark.upstream.table import (  # noqa: E402
+    NULL_INDEX,
+    UNSEEN_INDEX,
+    evaluation_keys,
+    fit_encoder,
+    read_table,
+)
+from ctcalc_spark.upstream.train import load_table_model, train_table_models  # noqa: E402
+
+CENSUS = TableColumns(
+    categorical=("work class", "education", "occupation", "native country", "sex"),
+    numeric=("age", "hours-per-week", "capital.gain"),
+    label="income",
+    positive_label=">50K",
+    example_id="person id",
+    ds="interview date",
+    passthrough=("sex",),
+    null_values=("?",),
+)
+EVAL_DAYS = ["2026-11-02", "2026-11-03"]
+
+
+@pytest.fixture(scope="module")
+def census(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    paths = write_census_like(tmp_path_factory.mktemp("census"), n_train=4_000, n_eval=3_000, seed=3, eval_days=2,
+                              unseen_share=0.02)
+    return paths
+
+
+def _files(partition: Path) -> list[str]:
+    return sorted(p.name for p in partition.iterdir() if p.suffix == ".parquet")
+
+
+# ---------------------------------------------------------------- encoder policies (no torch, no Spark)
+
+
+def test_encoder_vocabulary_null_unseen_and_rare_values() -> None:
+    train = pa.table({
+        "city": ["b", "a", "b", None, "c", "b", "a", "?"],
+        "zip": [7, 7, 3, 3, 3, None, 9, 7],
+        "income": [1.0, 2.0, None, 4.0, 5.0, 6.0, 7.0, np.inf],
+        "y": [0, 1, 0, 1, 0, 1, 0, 1],
+    })
+    cols = TableColumns(categorical=("city", "zip"), numeric=("income",), label="y", null_values=("?",))
+    enc = fit_encoder(train, cols, EncodingConfig(min_count=2))
+    assert enc.vocab["city"] == ("b", "a")  # most frequent first; 'c' seen once is rare; '?' and None are null
+    assert enc.vocab["zip"] == ("3", "7")  # ties by value; 9 is rare
+    assert enc.cardinalities == {"city": 3, "zip": 3}
+    # Scoring: ints given as strings or integral floats find the same index; new values are unseen.
+    score = pa.table({"city": ["a", "zzz", None, "?", "c"], "zip": ["7", "3", None, "9", "12"],
+                      "income": [None, 1.0, np.nan, -np.inf, 3.0]})
+    cat, num, counts = enc.encode(score, ["city", "zip"], ["income"])
+    assert cat[:, 0].tolist() == [2, UNSEEN_INDEX, NULL_INDEX, NULL_INDEX, UNSEEN_INDEX]
+    assert cat[:, 1].tolist() == [2, 1, NULL_INDEX, UNSEEN_INDEX, UNSEEN_INDEX]
+    as_float = enc.encode(pa.table({"zip": pa.array([7.0, 3.0], pa.float64())}), ["zip"], [])[0]
+    assert as_float[:, 0].tolist() == [2, 1]
+    assert counts["city: unseen"] == 2 and counts["city: null"] == 2 and counts["zip: unseen"] == 2
+    assert counts["income: null"] == 2 and counts["income: non-finite"] == 1
+    # Missing numerics get the fill whose standardised symlog input is 0: the training mean there.
+    stats = enc.numeric["income"]
+    finite = np.array([1.0, 2.0, 4.0, 5.0, 6.0, 7.0])
+    assert stats["mean"] == pytest.approx(np.log1p(finite).mean())
+    for row in (0, 2, 3):
+        assert np.log1p(num[row, 0]) == pytest.approx(stats["mean"], abs=1e-6)
+    assert num[1, 0] == 1.0 and num[4, 0] == 3.0
+
+
+def test_labels_ids_and_days_follow_the_stated_policies() -> None:
+    table = pa.table({
+        "y": ["yes", "no", None, "yes", "no"],
+        "id": ["17", "abc", "x", None, "-4"],
+        "when": pa.array([dt.datetime(2026, 11, 1, 23, 59), dt.datetime(2026, 11, 2, 0, 1), None,
+                          dt.datetime(2026, 11, 2), dt.datetime(2026, 11, 3)], pa.timestamp("us", tz="UTC")),
+    })
+    cols = TableColumns(categorical=("id",), label="y", positive_label="yes", example_id="id", ds="when")
+    keys = evaluation_keys(table, cols)
+    assert keys.keep.tolist() == [True, True, False, False, True]  # null label, then null id: dropped
+    assert keys.counts["dropped: null label"] == 1 and keys.counts["dropped: null example_id"] == 1
+    assert keys.label.to_pylist() == [1, 0, 0]
+    ids = keys.example_id.to_pylist()
+    assert ids[0] == 17 and ids[2] == -4 and ids[1] >= 0 and ids[1] not in (17, -4)
+    assert keys.ds.to_pylist() == ["2026-11-01", "2026-11-02", "2026-11-03"]
+    # Without an id column: a hash of the whole row; equal rows share it, column order does not matter.
+    doubled = pa.concat_tables([table, table.slice(0, 1)])
+    no_id = TableColumns(categorical=("id",), label="y", positive_label="yes", ds="when")
+    hashed = evaluation_keys(doubled, no_id).example_id.to_pylist()
+    assert len(hashed) == 5 and hashed[-1] == hashed[0] and len(set(hashed)) == 4
+    reordered = doubled.select(["when", "id", "y"])
+    assert evaluation_keys(reordered, no_id).example_id.to_pylist() == hashed
+    with pytest.raises(InputError, match=r"label column 'y' with values 0/1.*\['maybe'\].*positive_label"):
+        evaluation_keys(pa.table({"y": ["1", "maybe"]}), TableColumns(label="y"), ds_value="2026-11-01")
+    with pytest.raises(InputError, match=r"ds column 'd'.*\['11/02/2026'\]"):
+        evaluation_keys(pa.table({"y": [1], "d": ["11/02/2026"]}), TableColumns(label="y", ds="d"))
+    with pytest.raises(InputError, match="declare 'columns.ds'"):
+        evaluation_keys(pa.table({"y": [1]}), TableColumns(label="y"))
+
+
+def test_tables_are_read_with_the_types_spark_gives_them(tmp_path: Path) -> None:
+    (tmp_path / "t.csv").write_text('7,"",x,2026-11-01\n8,,"y",2026-11-02\n')
+    csv = read_table(TableSource(path=str(tmp_path / "t.csv"), format="csv", csv_header=False))
+    assert csv.column_names == ["_c0", "_c1", "_c2", "_c3"]
+    assert all(pa.types.is_string(t) for t in csv.schema.types)  # no type inference: '007' stays '007'
+    assert csv.column("_c1").to_pylist() == ["", None]  # a quoted empty field is '', an unquoted one null
+    (tmp_path / "t.json").write_text('{"n": 1, "when": "2026-11-01T10:00:00"}\n{"n": 2, "when": null}\n')
+    js = read_table(TableSource(path=str(tmp_path / "t.json"), format="json"))
+    assert js.column("when").to_pylist() == ["2026-11-01T10:00:00", None]
+    assert pa.types.is_integer(js.schema.field("n").type)
+
+
+def test_config_file_and_declarations_are_validated(tmp_path: Path) -> None:
+    cfg = load_upstream_config("conf/train_example.yaml")
+    assert cfg.columns.label == "income" and "native country" in cfg.columns.categorical
+    assert cfg.seed_list == (0, 1, 2) and cfg.scores.files_per_partition == 1
+    assert load_upstream_config(None, {"runs": 4, "columns.numeric": ["a"]}).seed_list == (0, 1, 2, 3)
+    with pytest.raises(ConfigError, match="Unknown config key"):
+        load_upstream_config(None, {"columns.categorcal": ["a"]})
+    with pytest.raises(ConfigError, match="not both"):
+        load_upstream_config(None, {"runs": 2, "seeds": [0, 1]})
+    with pytest.raises(ConfigError, match="both categorical and numeric"):
+        TableColumns(categorical=("a",), numeric=("a",))
+    with pytest.raises(ConfigError, match="as a list"):
+        TableColumns(categorical="a")  # type: ignore[arg-type]
+
+
+def test_experiment_command_takes_tables_and_columns_from_a_train_config() -> None:
+    from ctcalc_spark.cli.cmd_experiment import experiment_config
+    from ctcalc_spark.cli.main import build_parser
+
+    args = build_parser().parse_args(["experiment", "--config", "conf/experiment_default.yaml", "--tables",
+                                      "conf/train_example.yaml", "--seeds", "3", "--set",
+                                      "pipelines.deepfm_no_c2.drop_fields=[education]"])
+    cfg = experiment_config(args)
+    train = load_upstream_config("conf/train_example.yaml")
+    assert cfg.data.own_tables and cfg.seeds == 3
+    assert cfg.data.columns == train.columns and cfg.data.eval_table == train.eval_table
+    from ctcalc_spark.paper.experiment import load_experiment_config
+
+    census = load_experiment_config("conf/experiment_own_table.yaml").data
+    assert census.own_tables and census.columns.categorical == train.columns.categorical
+    # The default pipelines drop the synthetic column c2: caught when the config loads, not after training.
+    args = build_parser().parse_args(["experiment", "--tables", "conf/train_example.yaml"])
+    with pytest.raises(ConfigError, match=r"'deepfm_no_c2' drops \['c2'\], not a declared feature"):
+        experiment_config(args)
+
+
+def test_a_missing_declared_column_lists_the_present_ones(census: dict[str, Path], tmp_path: Path) -> None:
+    table = read_table(TableSource(path=str(census["train"]), format="csv"))
+    cols = TableColumns(categorical=("education", "workclass"), label="income", positive_label=">50K")
+    missing = r"lacks declared column\(s\) \['workclass'\]; present columns: .*'work class'"
+    with pytest.raises(InputError, match=missing):
+        train_table_models({"lr": ModelSpec(arch="lr")}, table, cols, seeds=[0])
+    models = train_table_models({"lr": ModelSpec(arch="lr")}, table, dataclasses.replace(CENSUS, passthrough=()),
+                                seeds=[0])
+    with pytest.raises(InputError, match=r"evaluation table lacks declared column\(s\) \['age'\]; present"):
+        score_table(models, table.drop_columns(["age"]), tmp_path / "scores")
+    with pytest.raises(InputError, match="does not exist"):
+        read_table(TableSource(path=str(tmp_path / "nope.csv"), format="csv"))
+
+
+# ---------------------------------------------------------------- train + score + evaluate, end to end
+
+
+@pytest.fixture(scope="module")
+def trained(census: dict[str, Path], tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """``ctcalc train`` through the CLI: two pipelines x two seeds, columns from flags only."""
+    from ctcalc_spark.cli.main import main
+
+    models_dir = tmp_path_factory.mktemp("models")
+    c = CENSUS
+    rc = main(["train", "--train", str(census["train"]), "--format", "csv", "--categorical", *c.categorical,
+               "--numeric", *c.numeric, "--label", c.label, "--positive-label", ">50K", "--example-id", "person id",
+               "--ds-column", "interview date", "--passthrough", "sex", "--null-values", "?",
+               "--seeds", "0", "1", "--set", "pipelines={fm: {arch: fm, batch_size: 256}, lr: {arch: lr, "
+               "batch_size: 256}}", "--models-dir", str(models_dir)])
+    assert rc == 0
+    return models_dir
+
+
+def test_model_file_carries_what_scoring_needs(trained: Path) -> None:
+    assert sorted(find_models(trained)) == [("fm", 0), ("fm", 1), ("lr", 0), ("lr", 1)]
+    payload = torch.load(trained / "fm" / "run1.pt", weights_only=True)
+    enc = payload["encoder"]
+    assert enc["columns"]["categorical"] == list(CENSUS.categorical)
+    assert enc["columns"]["positive_label"] == ">50K" and enc["columns"]["example_id"] == "person id"
+    assert "Private" in enc["vocab"]["work class"] and "?" not in enc["vocab"]["work class"]
+    assert set(enc["numeric"]) == set(CENSUS.numeric) and enc["numeric"]["age"]["std"] > 0
+    assert payload["meta"]["seed"] == 1 and payload["meta"]["model_name"] == "fm"
+    assert payload["meta"]["counts"]["work class: null"] > 0  # '?' counted as null
+    # The model's standardisation buffers are the encoder's statistics.
+    loaded = load_table_model(trained / "fm" / "run1.pt", device="cpu")
+    mean, std = loaded.encoder.numeric_stats(loaded.model.num_fields)
+    np.testing.assert_allclose(loaded.model.num_mean.numpy(), mean, rtol=1e-6)
+    np.testing.assert_allclose(loaded.model.num_std.numpy(), std, rtol=1e-6)
+
+
+@pytest.fixture(scope="module")
+def scored(trained: Path, census: dict[str, Path], tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """``ctcalc score`` through the CLI (local engine)."""
+    from ctcalc_spark.cli.main import main
+
+    out = tmp_path_factory.mktemp("eval") / "scores"
+    rc = main(["score", "--eval", str(census["eval"]), "--format", "csv", "--models-dir", str(trained),
+               "--out", str(out)])
+    assert rc == 0
+    return out
+
+
+def test_scored_table_is_compact_and_complete(scored: Path, census: dict[str, Path]) -> None:
+    assert sorted(p.name for p in scored.iterdir()) == [f"ds={d}" for d in EVAL_DAYS]  # no staging left
+    for day in EVAL_DAYS:
+        assert _files(scored / f"ds={day}") == ["part-00000.parquet"]  # one file for 4 models
+    got = pd.read_parquet(scored)
+    source = pd.read_csv(census["eval"])
+    assert len(got) == 4 * len(source)
+    assert list(got.columns[:6]) == ["model", "run", "example_id", "label", "logit", "sex"]
+    one = got[(got["model"] == "fm") & (got["run"] == 0)]
+    assert one["example_id"].is_unique and np.isfinite(got["logit"]).all()
+    assert one["label"].sum() == (source["income"] == ">50K").sum()
+
+
+def test_unseen_category_scores_as_the_out_of_vocabulary_row(trained: Path, tmp_path: Path) -> None:
+    rows = generate_census_like(4, seed=9, n_days=1, start_ds="2026-11-05")
+    a, b = rows.copy(), rows.copy()
+    a["native country"], b["native country"] = "Atlantis", "Lemuria"  # never seen in training
+    c = rows.copy()
+    c["native country"] = "country-00"
+    reports = [score_table({("fm", 0): trained / "fm" / "run0.pt"}, f, tmp_path / name)
+               for name, f in (("a", a), ("b", b), ("c", c))]
+    z = [pd.read_parquet(tmp_path / name).sort_values("example_id")["logit"].to_numpy() for name in "abc"]
+    np.testing.assert_array_equal(z[0], z[1])
+    assert np.abs(z[0] - z[2]).max() > 0
+    assert reports[0].counts["native country: unseen"] == 4 and reports[2].counts.get("native country: unseen", 0) == 0
+
+
+def test_rerun_replaces_only_its_partitions(trained: Path, census: dict[str, Path], tmp_path: Path) -> None:
+    models = find_models(trained, ["lr"])
+    source = TableSource(path=str(census["eval"]), format="csv")
+    out = tmp_path / "scores"
+    score_table(models, source, out)
+    kept = (out / f"ds={EVAL_DAYS[0]}" / "part-00000.parquet").stat().st_ino
+    second_day = pd.read_csv(census["eval"]).query(f"`interview date` == '{EVAL_DAYS[1]}'")
+    report = score_table(models, second_day, out, files_per_partition=3)
+    assert report.days == [EVAL_DAYS[1]] and report.files_per_day == {EVAL_DAYS[1]: 3}
+    assert (out / f"ds={EVAL_DAYS[0]}" / "part-00000.parquet").stat().st_ino == kept  # untouched
+    assert _files(out / f"ds={EVAL_DAYS[1]}") == ["part-00000.parquet", "part-00001.parquet", "part-00002.parquet"]
+    assert len(pd.read_parquet(out / f"ds={EVAL_DAYS[1]}")) == 2 * len(second_day)
+    assert sorted(p.name for p in out.iterdir()) == [f"ds={d}" for d in EVAL_DAYS]
+    with pytest.raises(InputError, match="exists"):
+        score_table(models, second_day, out, mode="error")
+
+
+def test_evaluate_job_reads_the_scored_table(spark: Any, scored: Path, tmp_path: Path) -> None:
+    from ctcalc_spark.config import config_from_dict
+    from ctcalc_spark.jobs.evaluate import evaluate
+
+    cfg = config_from_dict({"task": "binary", "input": {"path": str(scored)}, "output": {"path": str(tmp_path)},
+                            "columns": {"slices": ["sex"]}, "split": {"bias_fraction": 0.2, "salt": "t"}})
+    m = evaluate(spark, cfg, EVAL_DAYS[0]).metrics
+    overall = m[m["slice_name"] == "__all__"]
+    assert sorted(zip(overall["model"], overall["run"].astype(int))) == [("fm", 0), ("fm", 1), ("lr", 0), ("lr", 1)]
+    assert set(m.loc[m["slice_name"] == "sex", "slice_value"]) == {"F", "M"}
+    assert (m["status"] == "ok").all()
+    assert (overall["n_rows"] == 1_500).all()  # 3,000 eval rows over two days, every row kept
+    for col in ("log_loss", "calibrated_log_loss"):
+        values = m[col].astype(float)
+        assert np.isfinite(values).all() and values.between(0.2, 0.8).all()
+
+
+# ---------------------------------------------------------------- Spark scorer == local scorer
+
+
+def test_spark_scorer_matches_the_local_one(spark: Any, census: dict[str, Path], tmp_path: Path) -> None:
+    # No example_id column declared: both engines hash the whole row, and must agree on it.
+    cols = TableColumns(categorical=CENSUS.categorical, numeric=CENSUS.numeric, label="income",
+                        positive_label=">50K", ds="interview date", passthrough=("sex",), null_values=("?",))
+    table = read_table(TableSource(path=str(census["train"]), format="csv"))
+    train_table_models({"fnn": ModelSpec(arch="fnn", hidden=(16,), batch_size=512)}, table, cols, seeds=[0, 1],
+                       models_dir=tmp_path / "models")
+    models = find_models(tmp_path / "models")
+    source = TableSource(path=str(census["eval"]), format="csv")
+    local = score_table(models, source, tmp_path / "local")
+    key = "spark.sql.execution.arrow.maxRecordsPerBatch"
+    before = spark.conf.get(key, None)
+    spark.conf.set(key, "700")  # several Arrow batches per task
+    try:
+        scored = score_spark(spark, read_spark_table(spark, source), models, files_per_partition=2)
+        write_spark_scores(scored, str(tmp_path / "spark"))
+    finally:
+        spark.conf.unset(key) if before is None else spark.conf.set(key, before)
+    report = spark_table_report(spark, str(tmp_path / "spark"), list(models))
+    assert report.rows_per_day == local.rows_per_day
+    assert all(1 <= n <= 2 for n in report.files_per_day.values()), report.files_per_day
+    a, b = pd.read_parquet(tmp_path / "local"), pd.read_parquet(tmp_path / "spark")
+    both = a.merge(b, on=["model", "run", "example_id"], suffixes=("_local", "_spark"), validate="one_to_one")
+    assert len(both) == len(a) == len(b)
+    for c in ("label", "sex"):
+        assert (both[f"{c}_local"] == both[f"{c}_spark"]).all()
+    assert (both["ds_local"].astype(str) == both["ds_spark"].astype(str)).all()
+    np.testing.assert_allclose(both["logit_local"], both["logit_spark"], rtol=0, atol=1e-6)
+
+
+# ---------------------------------------------------------------- the experiment runner on your tables
+
+
+def test_experiment_on_a_user_table(spark: Any, census: dict[str, Path], tmp_path: Path) -> None:
+    from ctcalc_spark.paper.experiment import experiment_config_from_dict, run_experiment
+
+    cfg = experiment_config_from_dict({
+        "output": str(tmp_path / "exp"),
+        "seeds": 2,
+        "data": {"train_table": {"path": str(census["train"]), "format": "csv"},
+                 "eval_table": {"path": str(census["eval"]), "format": "csv"},
+                 "columns": CENSUS.to_dict()},
+        "pipelines": {"fm": {"arch": "fm", "batch_size": 512}, "lr": {"arch": "lr", "batch_size": 512}},
+        "pairs": [["fm", "lr"]],
+        "bootstrap": 100,
+        "save_models": False,
+    })
+    res = run_experiment(cfg, spark=spark, log=lambda _: None)
+    assert res.days == EVAL_DAYS
+    assert len(res.per_run) == 4 and (res.per_run["status"] == "ok").all()
+    (c,) = res.comparisons
+    assert c.m_a == c.m_b == 2 and 0.0 <= c.calibrated.acc <= 1.0
+    assert not (tmp_path / "exp" / "data").exists()  # no generated data on this path
+    with pytest.raises(ConfigError, match="eval_table.path"):
+        experiment_config_from_dict({"data": {"train_table": {"path": "x.csv"}}, "pipelines": {"a": {}, "b": {}},
+                                     "pairs": [["a", "b"]]})
+    assert os.path.isdir(tmp_path / "exp" / "scores")
