@@ -172,44 +172,61 @@ def summary_aggregation(
             F.sum(w * y).alias("wy"),
             *exact,
         ), keys)
-    # Per-row terms are projected once (one exp per row, shared by softplus and sigmoid), then summed.
+    # Per-row terms, in explicit projection stages so that Spark evaluates each intermediate once per row
+    # (one combined projection recomputed the clamped logit in every term: measured 14 % more CPU).
     # The label is part of the group key: per (bin, label) the margin t = (1 - 2y)·z gives the loss
     # softplus(t) and the missed mass σ(t) (see core/summary.py), and no y·w products are summed.
-    h = F.lit(cfg.histogram.bin_width)
-    zh = F.least(F.greatest(z, F.lit(-HIST_LOGIT_LIMIT)), F.lit(HIST_LOGIT_LIMIT))
-    bin_ = F.floor(zh / h)
-    d = zh - (bin_ + F.lit(0.5)) * h
-    e = F.exp(-F.abs(z))
-    t = F.when(y == F.lit(1.0), -z).otherwise(z)
-    softplus = F.greatest(t, F.lit(0.0)) + F.log1p(e)
-    missed = F.when(t >= 0, F.lit(1.0) / (F.lit(1.0) + e)).otherwise(e / (F.lit(1.0) + e))
+    # Invalid rows carry zeros: their groups are told apart by the key and never used as summaries.
+    outer = [k for k in keys if k not in ("invalid", "is_bias")]
+    carry = [F.col(KNOWN_BIAS_COLUMN), F.col("_w"), F.col("_y"), F.col("_z")] if exact else []
     unweighted = cfg.columns.weight is None
-    terms = {
-        "m1": d if unweighted else w * d,
-        "m2": d * d if unweighted else w * d * d,
-        "wmiss": missed if unweighted else w * missed,
-        "wloss": softplus if unweighted else w * softplus,
+    stage1 = rows.select(
+        *outer, "is_bias", "invalid", *carry,
+        F.coalesce(y, F.lit(0.0)).alias("_v_y"), F.coalesce(z, F.lit(0.0)).alias("_v_z"),
+        *([] if unweighted else [F.coalesce(w, F.lit(0.0)).alias("_v_w")]),
+        *([] if cfg.columns.logit is not None else [F.col("_clipped")]),
+    )
+    vy, vz = F.col("_v_y"), F.col("_v_z")
+    h = F.lit(cfg.histogram.bin_width)
+    zh = F.least(F.greatest(vz, F.lit(-HIST_LOGIT_LIMIT)), F.lit(HIST_LOGIT_LIMIT))
+    b = F.floor(zh / h)
+    stage2 = stage1.select(
+        *[c for c in stage1.columns if c != "_v_z"],
+        b.alias("_v_b"),
+        (zh - (b + F.lit(0.5)) * h).alias("_v_d"),
+        F.exp(-F.abs(vz)).alias("_v_e"),
+        F.when(vy == F.lit(1.0), -vz).otherwise(vz).alias("_v_t"),
+    )
+    d, e, margin = F.col("_v_d"), F.col("_v_e"), F.col("_v_t")
+    softplus = F.greatest(margin, F.lit(0.0)) + F.log1p(e)
+    missed = F.when(margin >= 0, F.lit(1.0)).otherwise(e) / (F.lit(1.0) + e)
+    wv = F.col("_v_w")
+    stage3 = stage2.select(
+        *outer, "is_bias", "invalid", "_v_y", "_v_b", "_v_d", *carry,
+        *([] if unweighted else ["_v_w"]), *([] if cfg.columns.logit is not None else ["_clipped"]),
+        missed.alias("_v_miss"), softplus.alias("_v_loss"),
+    )
+    d = F.col("_v_d")
+    terms = {  # summed in the aggregate; d·d there, so d is computed once per row
+        "m1": d if unweighted else wv * d,
+        "m2": d * d if unweighted else wv * d * d,
+        "wmiss": F.col("_v_miss") if unweighted else wv * F.col("_v_miss"),
+        "wloss": F.col("_v_loss") if unweighted else wv * F.col("_v_loss"),
     }
     # Sums that are known without summing are filled in after the aggregate: with no weight column the
     # weight of a (valid) group is its row count; with logits as input no row is ever clipped.
     if not unweighted:
-        terms["weight"] = w
+        terms["weight"] = wv
     if cfg.columns.logit is None:
         terms["clipped"] = F.col("_clipped")
     filled = {"weight": F.col("count").cast("double"), "clipped": F.lit(0).cast("long")}
     assert set(terms) | set(filled) | {"count"} == set(BINARY_COUNTS + BINARY_MOMENTS)
     # invalid (3 bits), is_bias (1 bit), the label (1 bit) and the bin are packed into one long group key:
     # hashing one primitive is cheaper than four (measured), and the small aggregated result is decoded after.
-    label_bit = F.coalesce((F.col("_y") == F.lit(1.0)).cast("long"), F.lit(0))
-    packed = (F.coalesce(bin_.cast("long"), F.lit(0)) * F.lit(32) + label_bit * F.lit(16)
+    packed = (F.col("_v_b") * F.lit(32) + (F.col("_v_y") == F.lit(1.0)).cast("long") * F.lit(16)
               + F.col("is_bias").cast("long") * F.lit(8) + F.col("invalid").cast("long"))
-    outer = [k for k in keys if k not in ("invalid", "is_bias")]
-    projected = rows.select(
-        *outer, packed.alias("_k"), *(t.alias(f"_t_{n}") for n, t in terms.items()),
-        *([F.col(KNOWN_BIAS_COLUMN), F.col("_w"), F.col("_y"), F.col("_z"), F.col("invalid")] if exact else []),
-    )
-    agg = projected.groupBy(*outer, "_k").agg(
-        F.count(F.lit(1)).alias("count"), *(F.sum(f"_t_{n}").alias(n) for n in terms), *exact
+    agg = stage3.groupBy(*outer, packed.alias("_k")).agg(
+        F.count(F.lit(1)).alias("count"), *(F.sum(term).alias(n) for n, term in terms.items()), *exact
     )
     invalid = F.col("_k").bitwiseAND(F.lit(7)).cast("int")
     decoded = agg.select(
