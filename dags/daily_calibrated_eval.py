@@ -100,7 +100,7 @@ def daily_calibrated_eval():  # type: ignore[no-untyped-def]
         for value in orch.secret_values(s["spark_conf"], s["overrides"]):
             mask_secret(value)
         print("evaluating ds =", ds, "data interval =", s["data_interval"])
-        print("settings:", orch.redact(s))
+        print("settings:", orch.redact_settings(s))
         return s
 
     @task.sensor(poke_interval=S.sensor_poke_s, timeout=S.sensor_timeout_s, mode=S.sensor_mode,
@@ -184,14 +184,15 @@ def daily_calibrated_eval():  # type: ignore[no-untyped-def]
         return str(args[args.index("--out") + 1])
 
     @task
-    def drift_check(rolling_path: str, threshold: float, callback: str | None,  # type: ignore[no-untyped-def]
-                    previous: dict, ds=None) -> dict:
+    def drift_check(rolling: dict, rolling_path: str, threshold: float,  # type: ignore[no-untyped-def]
+                    callback: str | None, previous: dict, spark_conf: dict, ds=None) -> dict:
         """Verdict of the day: drift / no_drift / first_window / no_previous_window (fails unless ignored)."""
         from airflow.sdk.exceptions import AirflowFailException
 
-        result, drifted = orch.drift_check(rolling_path, threshold, ds=ds)
+        result, drifted = orch.drift_check(rolling, threshold, spark_conf=spark_conf)
         print(result)
-        if result["outcome"] == "no_previous_window" and previous["policy"] != "ignore":
+        if result["outcome"] == "no_rows" or (result["outcome"] == "no_previous_window"
+                                               and previous["policy"] != "ignore"):
             raise AirflowFailException(orch.no_previous_message(result, rolling_path))
         if result["outcome"] != "drift":
             return result
@@ -212,7 +213,8 @@ def daily_calibrated_eval():  # type: ignore[no-untyped-def]
     scored >> evaluate >> rolling
     reported = report()
     s >> reported
-    rolling >> reported >> drift_check(s["rolling_path"], s["bias_threshold"], s["drift_callback"], s["previous"])
+    rolling >> reported >> drift_check(s["rolling"], s["rolling_path"], s["bias_threshold"], s["drift_callback"],
+                                       s["previous"], s["spark_conf"])
 
 
 daily_calibrated_eval()

@@ -15,9 +15,20 @@ from typing import Any
 
 from airflow.sdk import BaseNotifier
 
-from ctcalc_spark.orchestration.tasks import load_callable, redact_text
+from ctcalc_spark.orchestration.tasks import load_callable
+from ctcalc_spark.redact import redact_url
 
 log = logging.getLogger(__name__)
+
+
+def _masked(text: str) -> str:
+    """``text`` with the values registered with Airflow's masker (the run's secrets) and URL credentials hidden:
+    a failed spark-submit's message quotes its command line, and the notifier's function may post it anywhere."""
+    try:
+        from airflow.sdk.log import redact as airflow_masked
+    except ImportError:  # a Task SDK without it: URL credentials only
+        return redact_url(text)
+    return redact_url(str(airflow_masked(text)))
 
 
 def failure_info(context: Any) -> dict[str, Any]:
@@ -33,7 +44,7 @@ def failure_info(context: Any) -> dict[str, Any]:
         "task_id": getattr(ti, "task_id", None),
         "logical_date": logical.isoformat() if hasattr(logical, "isoformat") else logical,
         "try_number": getattr(ti, "try_number", None),
-        "reason": redact_text(f"{type(exc).__name__}: {exc}" if isinstance(exc, BaseException) else str(exc or "")),
+        "reason": _masked(f"{type(exc).__name__}: {exc}" if isinstance(exc, BaseException) else str(exc or "")),
         "log_url": getattr(ti, "log_url", None),
     }
 

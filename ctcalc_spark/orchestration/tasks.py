@@ -314,6 +314,7 @@ def run_settings(
     callback = get("drift_callback")
     if callback and not _callable_spec_ok(str(callback)):
         raise ConfigError(f"{VAR_DRIFT_CALLBACK} must be 'package.module:function', got {callback!r}.")
+    where = output_locations(cfg, output, ds)
     return {
         "ds": ds,
         "data_interval": [str(v) for v in data_interval] if data_interval else None,
@@ -324,12 +325,10 @@ def run_settings(
         "overrides": sets,
         "sensor_path": sensor_path,
         "ready": ready,
-        "previous": previous_window_spec(cfg, ds, f"{output}/summaries", policy, parse.start_date),
+        "previous": previous_window_spec(cfg, ds, output, policy, parse.start_date),
         "score": _as_bool(_first(get("score"), False)),
         "job_args": ["--config", str(config), "--ds", ds, *set_args],
-        "metrics_path": f"{output}/metrics/ds={ds}",
-        "summaries_path": f"{output}/summaries/ds={ds}",
-        "rolling_path": f"{output}/rolling/ds={ds}",
+        **where,
         "report_dir": f"{output}/reports/ds={ds}",
         "report_args": ["report", "--config", str(config), "--start", start, "--end", ds,
                         "--out", f"{output}/reports/ds={ds}", "--threshold", repr(threshold), *set_args],
@@ -403,18 +402,23 @@ def table_partition_ready(spark: Any, table: str, column: str, ds: str) -> tuple
     return False, f"waiting for the partition {column}={ds} of {table}"
 
 
-def input_ready(ready: Mapping[str, Any], spark_conf: Mapping[str, str] | None = None) -> tuple[bool, str]:
-    """Check the readiness spec that :func:`run_settings` produced (``{"mode": "marker" | "partition", ...}``)."""
-    if ready["mode"] == "marker":
-        return marker_ready(ready["marker"])
+def _local_session(spark_conf: Mapping[str, str] | None, app: str) -> Any:
+    """A small local Spark session that sees the deployment's metastore (for catalog tables only)."""
     from pyspark.sql import SparkSession
 
-    builder = SparkSession.builder.master("local[1]").appName("ctcalc-readiness").config("spark.ui.enabled", "false")
+    builder = SparkSession.builder.master("local[1]").appName(app).config("spark.ui.enabled", "false")
     for key, value in (spark_conf or {}).items():
         builder = builder.config(key, value)
     if "spark.sql.catalogImplementation" not in (spark_conf or {}):
         builder = builder.enableHiveSupport()
-    spark = builder.getOrCreate()
+    return builder.getOrCreate()
+
+
+def input_ready(ready: Mapping[str, Any], spark_conf: Mapping[str, str] | None = None) -> tuple[bool, str]:
+    """Check the readiness spec that :func:`run_settings` produced (``{"mode": "marker" | "partition", ...}``)."""
+    if ready["mode"] == "marker":
+        return marker_ready(ready["marker"])
+    spark = _local_session(spark_conf, "ctcalc-readiness")
     try:
         return table_partition_ready(spark, ready["table"], ready["column"], ready["ds"])
     finally:
@@ -423,48 +427,58 @@ def input_ready(ready: Mapping[str, Any], spark_conf: Mapping[str, str] | None =
 
 # ---- the previous window ------------------------------------------------------------------------------
 
-def previous_window_spec(cfg: Any, ds: str, summaries_root: str, policy: str,
+def output_locations(cfg: Any, output: str, ds: str) -> dict[str, Any]:
+    """Where the day's outputs are: ``metrics_path``, ``summaries_path``, ``rolling_path`` (folders, or
+    ``table/partition`` names for catalog outputs) and ``rolling`` (what :func:`read_rolling` needs)."""
+    import dataclasses
+
+    from ctcalc_spark.core.windows import WindowSpec
+    from ctcalc_spark.spark.storage import OutputStore
+
+    store = OutputStore(dataclasses.replace(cfg.output, path=output))
+    label = WindowSpec.from_config(cfg.rolling).label
+    rolling = {"location": store.location("rolling"), "catalog": store.catalog, "window_spec": label, "ds": ds}
+    return {
+        "metrics_path": f"{store.location('metrics')}/ds={ds}",
+        "summaries_path": f"{store.location('summaries')}/ds={ds}",
+        "rolling_path": f"{rolling['location']}/window_spec={label}/ds={ds}",
+        "rolling": rolling,
+    }
+
+
+def previous_window_spec(cfg: Any, ds: str, output: str, policy: str,
                          start_date: dt.datetime | None) -> dict[str, Any]:
     """The window before the one holding ``ds`` (the rolling config's window kind) and what to check."""
     from ctcalc_spark.core.windows import WindowSpec, previous_window, window_of
 
     spec = WindowSpec.from_config(cfg.rolling)
     prev = previous_window(window_of(ds, spec), spec)
-    return {"label": prev.label, "days": prev.days(), "summaries": summaries_root.rstrip("/"), "policy": policy,
-            "first_day": start_date.date().isoformat() if start_date else None}
+    return {"label": prev.label, "days": prev.days(), "output": output.rstrip("/"), "catalog": cfg.output.catalog,
+            "policy": policy, "first_day": start_date.date().isoformat() if start_date else None}
 
 
-def day_committed(table_root: str, ds: str) -> bool:
-    """Whether an output table holds the complete partition of ``ds``.
+def summaries_written(output: str, *, catalog: bool = False) -> list[str]:
+    """Days whose summaries are complete: listed in a commit record under ``<output>/_commits`` (written last
+    by each evaluate run) and, for folder outputs, still present."""
+    from ctcalc_spark.config import OutputConfig
+    from ctcalc_spark.spark.storage import OutputStore
 
-    The jobs swap a partition folder in only once it is fully written, so its presence means complete.
-    """
-    part = f"{table_root.rstrip('/')}/ds={ds}"
-    if "://" in part and not part.startswith("file://"):
-        return _exists(part)
-    p = Path(part.removeprefix("file://"))
-    return p.is_dir() and any(p.iterdir())
-
-
-def _days_present(table_root: str) -> list[str]:
-    root = Path(table_root.removeprefix("file://"))
-    if "://" in table_root and not table_root.startswith("file://"):
-        import fsspec
-
-        fs, base = fsspec.core.url_to_fs(table_root)
-        names = [Path(n).name for n in fs.ls(base)] if fs.exists(base) else []
-    else:
-        names = [p.name for p in root.iterdir()] if root.is_dir() else []
-    return sorted(n.removeprefix("ds=") for n in names if n.startswith("ds="))
+    store = OutputStore(OutputConfig(path=output))
+    commits = store.commits("summaries")
+    committed = set(commits["ds"].astype(str))
+    if catalog:  # listing a catalog table's partitions needs Spark; its commit records are enough
+        return sorted(committed)
+    return sorted(committed & set(store.days("summaries")))
 
 
 def previous_window_ready(prev: Mapping[str, Any]) -> tuple[bool, list[str], str]:
-    """Whether the previous window's summaries are all there: (ready, missing days, reason).
+    """Whether the previous window's summaries are all written: (ready, missing days, reason).
 
     Days before the DAG's first day (``CTCALC_START_DATE``) are not expected. Without a start date the
-    data decide: a previous window counts as expected once any summaries exist before it.
+    data decide: a previous window counts as expected once any summaries were written before it.
     """
-    days, root, first = list(prev["days"]), prev["summaries"], prev.get("first_day")
+    days, first, where = list(prev["days"]), prev.get("first_day"), f"{prev['output']}/summaries"
+    written = summaries_written(prev["output"], catalog=bool(prev.get("catalog")))
     if first is not None:
         expected = [d for d in days if d >= first]
         if not expected:
@@ -472,14 +486,14 @@ def previous_window_ready(prev: Mapping[str, Any]) -> tuple[bool, list[str], str
                               "(CTCALC_START_DATE), so there is nothing to wait for")
     else:
         expected = days
-        if not [d for d in _days_present(root) if d <= days[-1]]:
-            return True, [], (f"first window: no summaries up to {days[-1]} under {root} "
+        if not [d for d in written if d <= days[-1]]:
+            return True, [], (f"first window: no summaries written up to {days[-1]} in {where} "
                               "(set CTCALC_START_DATE to make this check strict)")
-    missing = [d for d in expected if not day_committed(root, d)]
+    missing = [d for d in expected if d not in written]
     if not missing:
-        return True, [], f"previous window {prev['label']} is complete ({len(expected)} day(s) under {root})"
-    return False, missing, (f"the previous window {prev['label']} has no summaries for ds={', '.join(missing)} "
-                            f"under {root}")
+        return True, [], f"previous window {prev['label']} is complete ({len(expected)} day(s) in {where})"
+    return False, missing, (f"the previous window {prev['label']} has no committed summaries for "
+                            f"ds={', '.join(missing)} in {where}")
 
 
 def missing_previous_message(reason: str, previous_run: str, prev: Mapping[str, Any]) -> str:
@@ -504,27 +518,29 @@ def load_callable(spec: str) -> Callable[..., Any]:
 
 # ---- the drift check ----------------------------------------------------------------------------------
 
-def drift_rows(
-    rolling_path: str, threshold: float, *, column: str = BIAS_CHANGE_COLUMN
-) -> tuple[Any, int, float | None]:
-    """Rows of one rolling partition whose |bias change| exceeds ``threshold`` (a pandas DataFrame).
+def read_rolling(rolling: Mapping[str, Any], *, spark: Any = None,
+                 spark_conf: Mapping[str, str] | None = None) -> Any:
+    """The rolling rows of one day and window spec (``rolling`` from :func:`output_locations`), as pandas.
 
-    Also returns the number of rows checked (those with a bias change) and the largest |bias change| seen.
-    A missing partition or column raises FileNotFoundError / KeyError with the columns present.
+    Folder outputs are read with pandas; a catalog table through ``spark`` or a small local session.
     """
-    df = _read_rolling(rolling_path, column)
-    return _drift_of(df, threshold, column)
-
-
-def _read_rolling(rolling_path: str, column: str) -> Any:
     import pandas as pd
 
-    if "://" not in rolling_path and not Path(rolling_path).is_dir():
-        raise FileNotFoundError(f"Rolling partition {rolling_path} does not exist; did the rolling task run?")
-    df = pd.read_parquet(rolling_path)
-    if column not in df.columns:
-        raise KeyError(f"Expected column {column!r} in {rolling_path}; present columns: {sorted(df.columns)}.")
-    return df
+    spec, ds = rolling["window_spec"], rolling["ds"]
+    if not rolling["catalog"]:
+        path = f"{rolling['location']}/window_spec={spec}/ds={ds}"
+        if "://" not in path and not Path(path).is_dir():
+            raise FileNotFoundError(f"Rolling partition {path} does not exist; did the rolling task run?")
+        return pd.read_parquet(path)
+    session = spark or _local_session(spark_conf, "ctcalc-drift-check")
+    try:
+        from pyspark.sql import functions as F
+
+        table = session.table(rolling["location"])
+        return table.where((F.col("window_spec") == spec) & (F.col("ds").cast("string") == ds)).toPandas()
+    finally:
+        if spark is None:
+            session.stop()
 
 
 def _drift_of(df: Any, threshold: float, column: str) -> tuple[Any, int, float | None]:
@@ -536,20 +552,27 @@ def _drift_of(df: Any, threshold: float, column: str) -> tuple[Any, int, float |
     return drifted, int(change.notna().sum()), max_abs
 
 
-def drift_check(rolling_path: str, threshold: float, *, ds: str) -> tuple[dict[str, Any], Any]:
+def drift_check(rolling: Mapping[str, Any], threshold: float, *, spark: Any = None,
+                spark_conf: Mapping[str, str] | None = None) -> tuple[dict[str, Any], Any]:
     """The day's drift verdict and the drifted rows.
 
     ``outcome`` tells the cases apart: ``drift`` (some |bias change| above the threshold), ``no_drift`` (rows
     compared, none above), ``first_window`` (every row is in the first window: nothing to compare with yet),
-    ``no_previous_window`` (no row has a usable previous window, though history exists: missing or empty).
+    ``no_previous_window`` (no row has a usable previous window, though history exists: missing or empty),
+    ``no_rows`` (the rolling partition is empty).
     ``statuses`` counts the rolling rows by ``status`` (``ok``, ``first_window``, ``missing_previous_window``,
     ``previous_window_empty``, ...; see ctcalc_spark.core.windows).
     """
-    df = _read_rolling(rolling_path, BIAS_CHANGE_COLUMN)
+    df = read_rolling(rolling, spark=spark, spark_conf=spark_conf)
+    if BIAS_CHANGE_COLUMN not in df.columns:
+        raise KeyError(f"Expected column {BIAS_CHANGE_COLUMN!r} in the rolling rows of ds={rolling['ds']}; present "
+                       f"columns: {sorted(df.columns)}.")
     statuses = ({str(k): int(v) for k, v in df[STATUS_COLUMN].value_counts().items()}
                 if STATUS_COLUMN in df.columns else {})
     drifted, n_checked, max_abs = _drift_of(df, threshold, BIAS_CHANGE_COLUMN)
-    if len(drifted):
+    if df.empty:
+        outcome = "no_rows"
+    elif len(drifted):
         outcome = "drift"
     elif n_checked:
         outcome = "no_drift"
@@ -557,8 +580,9 @@ def drift_check(rolling_path: str, threshold: float, *, ds: str) -> tuple[dict[s
         outcome = "first_window"
     else:
         outcome = "no_previous_window"
-    result = {"ds": ds, "outcome": outcome, "rows": len(df), "rows_checked": n_checked, "rows_drifted": len(drifted),
-              "max_abs_bias_change": max_abs, "threshold": threshold, "statuses": statuses}
+    result = {"ds": rolling["ds"], "outcome": outcome, "rows": len(df), "rows_checked": n_checked,
+              "rows_drifted": len(drifted), "max_abs_bias_change": max_abs, "threshold": threshold,
+              "statuses": statuses}
     return result, drifted
 
 
@@ -572,6 +596,9 @@ def drift_message(result: Mapping[str, Any], drifted: Any, rolling_path: str) ->
 
 def no_previous_message(result: Mapping[str, Any], rolling_path: str) -> str:
     """The failure message of a day none of whose rows could be compared with a previous window."""
+    if result["outcome"] == "no_rows":
+        return (f"No drift verdict for {result['ds']}: the rolling partition {rolling_path} has no rows. "
+                "Check the rolling task's log and the day's summaries, then clear this run.")
     return (f"No drift verdict for {result['ds']}: none of the {result['rows']} rows in {rolling_path} has a "
             f"previous window to compare with (row statuses: {result['statuses']}). This is not 'no drift': the "
             "previous window's summaries are missing or empty. Rerun the previous window's days, then clear this "
@@ -579,76 +606,75 @@ def no_previous_message(result: Mapping[str, Any], rolling_path: str) -> str:
 
 
 # ---- redaction ----------------------------------------------------------------------------------------
+# Which keys are secret is decided once, in ctcalc_spark.redact; these helpers add what the DAGs echo:
+# command lines whose ``--set key={...}`` values are JSON objects, and the values for Airflow's log masker.
 
-_SECRET_KEY = re.compile(r"pass(word|wd|phrase)?|secret|token|key|credential|sasl|jaas|auth|private|cert",
-                         re.IGNORECASE)
-REDACTED = "***"
-
-
-def is_secret_key(key: str) -> bool:
-    """Whether a setting's name looks like it holds a secret (password, secret, token, key, credential, sasl...)."""
-    return bool(_SECRET_KEY.search(str(key)))
+def _json_mapping(text: str) -> Mapping[str, Any] | None:
+    """``text`` as a JSON object, or None when it is not one."""
+    if not text.lstrip().startswith("{"):
+        return None
+    try:
+        parsed = json.loads(text)
+    except json.JSONDecodeError:
+        return None
+    return parsed if isinstance(parsed, Mapping) else None
 
 
 def redact_value(key: str, value: Any) -> Any:
-    """``value`` with every secret-looking part replaced: the whole value under a secret key, nested keys of
-    mappings and of JSON object strings otherwise."""
-    if is_secret_key(key):
-        return REDACTED
-    if isinstance(value, Mapping):
-        return {k: redact_value(k, v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [redact_value(key, v) for v in value]
-    if isinstance(value, str) and value.lstrip().startswith("{"):
-        try:
-            parsed = json.loads(value)
-        except json.JSONDecodeError:
-            return value
-        return json.dumps(redact_value(key, parsed)) if isinstance(parsed, Mapping) else value
-    return value
+    """``value`` with its secret parts replaced by ``***``: the whole value under a secret key, nested keys of
+    mappings and of JSON object strings otherwise, and URL credentials."""
+    from ctcalc_spark import redact as shared
 
-
-def redact(settings: Mapping[str, Any]) -> dict[str, Any]:
-    """A copy of a settings mapping fit for a log: secret-looking keys and ``k=v`` arguments redacted."""
-    out: dict[str, Any] = {}
-    for key, value in settings.items():
-        if isinstance(value, list) and all(isinstance(v, str) for v in value):
-            out[key] = REDACTED if is_secret_key(key) else redact_args(value)
-        else:
-            out[key] = redact_value(key, value)
-    return out
+    parsed = _json_mapping(value) if isinstance(value, str) and not shared.is_secret_key(key) else None
+    return json.dumps(shared.redact(parsed)) if parsed is not None else shared.redact(value, key=key)
 
 
 def redact_args(args: Sequence[str]) -> list[str]:
     """Command-line arguments with the value of every secret-looking ``key=value`` redacted."""
+    from ctcalc_spark.redact import redact_url
+
     out = []
     for arg in args:
         key, eq, value = str(arg).partition("=")
-        out.append(f"{key}={redact_value(key, value)}" if eq and not key.startswith("-") else str(arg))
+        out.append(f"{key}={redact_value(key, value)}" if eq and not key.startswith("-") else redact_url(str(arg)))
     return out
 
 
+def redact_settings(settings: Mapping[str, Any]) -> dict[str, Any]:
+    """A copy of the run settings fit for a log: secret-looking keys and ``k=v`` arguments redacted."""
+    return {key: (redact_args(value) if isinstance(value, list) and all(isinstance(v, str) for v in value)
+                  else redact_value(key, value)) for key, value in settings.items()}
+
+
 def redact_text(text: str) -> str:
-    """Free text (e.g. a JSON string that failed to parse) reduced to a hint when it may hold secrets."""
-    return f"<{len(text)} characters>" if _SECRET_KEY.search(text) else text
+    """A raw setting value quoted in an error message: reduced to its length when it may hold secrets."""
+    from ctcalc_spark.redact import SECRET_WORDS, key_words, redact_url
+
+    return f"<{len(text)} characters>" if SECRET_WORDS & set(key_words(text)) else redact_url(text)
 
 
 def secret_values(*settings: Mapping[str, Any] | Sequence[str]) -> list[str]:
-    """Every value under a secret-looking key, for Airflow's log masker (``airflow.sdk.log.mask_secret``)."""
+    """Every value under a secret-looking key (and every string holding URL credentials), for Airflow's log
+    masker (``airflow.sdk.log.mask_secret``), which then hides them wherever they appear."""
+    from ctcalc_spark.redact import is_secret_key, redact_url
+
     found: list[str] = []
 
     def walk(key: str, value: Any) -> None:
         if isinstance(value, Mapping):
             for k, v in value.items():
                 walk(str(k), v)
-        elif isinstance(value, str) and value.lstrip().startswith("{"):
-            try:
-                walk(key, json.loads(value))
-            except json.JSONDecodeError:
-                if is_secret_key(key):
-                    found.append(value)
+        elif isinstance(value, (list, tuple)):
+            for v in value:
+                walk(key, v)
         elif is_secret_key(key) and value not in (None, ""):
             found.append(value if isinstance(value, str) else json.dumps(value))
+        elif isinstance(value, str):
+            parsed = _json_mapping(value)
+            if parsed is not None:
+                walk(key, parsed)
+            elif redact_url(value) != value:
+                found.append(value)
 
     for s in settings:
         if isinstance(s, Mapping):
@@ -656,8 +682,7 @@ def secret_values(*settings: Mapping[str, Any] | Sequence[str]) -> list[str]:
         else:
             for arg in s:
                 k, eq, v = str(arg).partition("=")
-                if eq and not k.startswith("-"):
-                    walk(k, v)
+                walk(k, v) if eq and not k.startswith("-") else walk("", str(arg))
     return sorted(set(found))
 
 
