@@ -231,11 +231,12 @@ def test_run_settings_paths_precedence_and_previous_window():
     s = orch.run_settings("2026-11-16", variables=variables, params={"bias_threshold": 0.2},
                           parse=_parse(start_date="2026-11-16", bias_threshold="0.9"))
     assert s["bias_threshold"] == 0.2  # param, then Variable, then CTCALC_<KEY>, then the config
-    assert s["rolling_path"] == "/data/x/rolling/ds=2026-11-16"
+    assert s["rolling_path"] == "/data/x/rolling/window_spec=day/ds=2026-11-16"
+    assert s["rolling"] == {"location": "/data/x/rolling", "catalog": False, "window_spec": "day", "ds": "2026-11-16"}
     assert s["ready"] == {"mode": "marker", "marker": str(REPO / "output/demo/eval/ds=2026-11-16/_SUCCESS")}
     assert s["job_args"][:4] == ["--config", str(REPO / "conf/demo.yaml"), "--ds", "2026-11-16"]
     assert s["evaluate_app"] == str(REPO / "jobs" / "evaluate.py")
-    assert s["previous"] == {"label": "2026-11-15", "days": ["2026-11-15"], "summaries": "/data/x/summaries",
+    assert s["previous"] == {"label": "2026-11-15", "days": ["2026-11-15"], "output": "/data/x", "catalog": False,
                              "policy": "require", "first_day": "2026-11-16"}
     env_only = orch.run_settings("2026-11-16", variables={orch.VAR_CONFIG: "conf/demo.yaml"},
                                  parse=_parse(bias_threshold="0.9", ready_marker="/flags/{ds}.done"))
@@ -288,8 +289,8 @@ def test_readiness_is_a_marker_never_any_file(tmp_path):
     assert s["ready"] == {"mode": "partition", "table": "db.events", "column": "ds", "ds": "2026-11-16"}
 
 
-def test_table_partition_readiness(spark, tmp_path):
-    from ctcalc_spark.orchestration.tasks import table_partition_ready
+def test_catalog_tables_partition_readiness_and_rolling_rows(spark, tmp_path):
+    from ctcalc_spark.orchestration.tasks import drift_check, table_partition_ready
 
     # The catalog creates the default database's folder on first use: remove it again if this test made it.
     warehouse = Path(spark.conf.get("spark.sql.warehouse.dir").removeprefix("file:"))
@@ -304,29 +305,54 @@ def test_table_partition_readiness(spark, tmp_path):
             False, "waiting for the partition ds=2026-11-16 of ready_events")
         with pytest.raises(ValueError, match="plain table name"):
             table_partition_ready(spark, "ready_events; DROP TABLE x", "ds", "2026-11-15")
+        # The drift check on a catalog rolling table: only the day's rows of its window spec.
+        (tmp_path / "rolling").mkdir()
+        spark.sql(f"CREATE TABLE ready_rolling (status STRING, bias_change DOUBLE, window_spec STRING, ds STRING) "
+                  f"USING parquet PARTITIONED BY (window_spec, ds) LOCATION '{tmp_path / 'rolling'}'")
+        spark.sql("INSERT INTO ready_rolling VALUES ('ok', 0.9, 'day', '2026-11-16'), ('ok', 0.1, 'week', "
+                  "'2026-11-16'), ('ok', 0.2, 'week', '2026-11-16'), ('ok', 0.8, 'week', '2026-11-15')")
+        spec = {"location": "ready_rolling", "catalog": True, "window_spec": "week", "ds": "2026-11-16"}
+        result, drifted = drift_check(spec, 0.15, spark=spark)
+        assert (result["outcome"], result["rows"], result["rows_drifted"]) == ("drift", 2, 1)
+        assert drifted["bias_change"].tolist() == [0.2]
     finally:
         spark.sql("DROP TABLE IF EXISTS ready_events")
+        spark.sql("DROP TABLE IF EXISTS ready_rolling")
         if not existed and warehouse.is_dir() and not any(warehouse.iterdir()):
             warehouse.rmdir()
 
 
 def test_previous_window_ready(tmp_path):
+    from ctcalc_spark.config import OutputConfig
     from ctcalc_spark.orchestration.tasks import previous_window_ready
+    from ctcalc_spark.spark.storage import OutputStore
 
-    root = tmp_path / "summaries"
-    prev = {"label": "2026-11-15", "days": ["2026-11-15"], "summaries": str(root), "policy": "require",
-            "first_day": "2026-11-15"}
-    assert previous_window_ready(prev) == (False, ["2026-11-15"], f"the previous window 2026-11-15 has no "
-                                                                 f"summaries for ds=2026-11-15 under {root}")
+    out, store = tmp_path / "out", OutputStore(OutputConfig(path=str(tmp_path / "out")))
+
+    def write_summaries(day: str, *, commit: bool = True) -> None:
+        (out / "summaries" / f"ds={day}").mkdir(parents=True)
+        (out / "summaries" / f"ds={day}" / "part-0.parquet").write_bytes(b"x")
+        if commit:
+            store.write_commit(f"run-{day}", "evaluate", [{"table": "summaries", "partition": f"ds={day}",
+                                                            "ds": day, "n_rows": 1}])
+
+    prev = {"label": "2026-11-15", "days": ["2026-11-15"], "output": str(out), "catalog": False,
+            "policy": "require", "first_day": "2026-11-15"}
+    assert previous_window_ready(prev) == (False, ["2026-11-15"], "the previous window 2026-11-15 has no committed "
+                                                                 f"summaries for ds=2026-11-15 in {out}/summaries")
     assert previous_window_ready({**prev, "first_day": "2026-11-16"})[0]  # before the DAG's first day
     assert previous_window_ready({**prev, "first_day": None})[0]  # no start date, no history: first window
-    (root / "ds=2026-11-14").mkdir(parents=True)
-    (root / "ds=2026-11-14" / "part-0.parquet").write_bytes(b"x")
+    write_summaries("2026-11-14")
     assert not previous_window_ready({**prev, "first_day": None})[0]  # history exists, the day before is missing
-    (root / "ds=2026-11-15").mkdir()
-    assert not previous_window_ready(prev)[0]  # an empty folder is not a written partition
-    (root / "ds=2026-11-15" / "part-0.parquet").write_bytes(b"x")
-    assert previous_window_ready(prev) == (True, [], f"previous window 2026-11-15 is complete (1 day(s) under {root})")
+    write_summaries("2026-11-15", commit=False)
+    assert not previous_window_ready(prev)[0]  # written by a run that did not commit
+    store.write_commit("run-late", "evaluate", [{"table": "summaries", "partition": "ds=2026-11-15",
+                                                 "ds": "2026-11-15", "n_rows": 1}])
+    assert previous_window_ready(prev) == (True, [], f"previous window 2026-11-15 is complete (1 day(s) in "
+                                                     f"{out}/summaries)")
+    (out / "summaries" / "ds=2026-11-15" / "part-0.parquet").unlink()
+    (out / "summaries" / "ds=2026-11-15").rmdir()
+    assert not previous_window_ready(prev)[0]  # committed once, gone since
 
 
 def test_drift_check_tells_no_previous_window_from_no_drift(tmp_path):
@@ -335,10 +361,12 @@ def test_drift_check_tells_no_previous_window_from_no_drift(tmp_path):
     from ctcalc_spark.orchestration.tasks import drift_check
 
     def verdict(rows: list[tuple[str, float | None]], threshold: float = 0.5) -> dict:
-        path = tmp_path / f"rolling{len(list(tmp_path.iterdir()))}"
-        path.mkdir()
-        pd.DataFrame(rows, columns=["status", "bias_change"]).to_parquet(path / "part-0.parquet")
-        return drift_check(str(path), threshold, ds="2026-11-16")[0]
+        root = tmp_path / f"rolling{len(list(tmp_path.iterdir()))}"
+        part = root / "window_spec=week" / "ds=2026-11-16"
+        part.mkdir(parents=True)
+        pd.DataFrame(rows, columns=["status", "bias_change"]).to_parquet(part / "part-0.parquet")
+        spec = {"location": str(root), "catalog": False, "window_spec": "week", "ds": "2026-11-16"}
+        return drift_check(spec, threshold)[0]
 
     assert verdict([("first_window", None)] * 3)["outcome"] == "first_window"
     missing = verdict([("missing_previous_window", None), ("previous_window_empty", None)])
@@ -348,6 +376,7 @@ def test_drift_check_tells_no_previous_window_from_no_drift(tmp_path):
     drift = verdict([("ok", 0.1), ("ok", -0.7), ("missing_previous_window", None)])
     assert (drift["outcome"], drift["rows_checked"], drift["rows_drifted"]) == ("drift", 2, 1)
     assert drift["max_abs_bias_change"] == pytest.approx(0.7)
+    assert verdict([])["outcome"] == "no_rows"
 
 
 def test_redaction():
@@ -355,17 +384,20 @@ def test_redaction():
 
     args = ["report", "--set", "output.path=/data/o", "--set", "stream.kafka_options.kafka.sasl.jaas.config=JAAS",
             "--set", 'stream.kafka_options={"kafka.ssl.truststore.password": "PW", "kafka.topic": "t"}',
-            "--conf", "spark.hadoop.fs.s3a.access.key=AK", "--threshold", "0.5"]
+            "--set", "input.path=s3a://AKID:URLPW@bucket/eval", "--conf", "spark.hadoop.fs.s3a.access.key=AK",
+            "--threshold", "0.5"]
     shown = " ".join(orch.redact_args(args))
     for secret in ("JAAS", "PW", "AK"):
         assert secret not in shown
     assert "output.path=/data/o" in shown and '"kafka.topic": "t"' in shown and "0.5" in shown
-    assert orch.secret_values(args, {"api_token": "TOK", "x": {"db_password": "DBPW"}}) == ["AK", "DBPW", "JAAS",
-                                                                                             "PW", "TOK"]
-    assert orch.redact({"spark_conf": {"spark.authenticate.secret": "S", "spark.executor.memory": "4g"},
-                        "job_args": ["--set", "token=T"]}) == {
-        "spark_conf": {"spark.authenticate.secret": "***", "spark.executor.memory": "4g"},
-        "job_args": ["--set", "token=***"]}
+    assert "input.path=s3a://***@bucket/eval" in shown
+    assert orch.secret_values(args, {"api_token": "TOK", "x": {"db_password": "DBPW"}}) == [
+        "AK", "DBPW", "JAAS", "PW", "TOK", "s3a://AKID:URLPW@bucket/eval"]
+    settings = {"spark_conf": {"spark.authenticate.secret": "S", "spark.executor.memory": "4g"},
+                "job_args": ["--set", "token=T"]}
+    assert orch.redact_settings(settings) == {"spark_conf": {"spark.authenticate.secret": "***",
+                                                             "spark.executor.memory": "4g"},
+                                              "job_args": ["--set", "token=***"]}
 
 
 def test_compare_plan_needs_paths_and_respects_the_root(tmp_path):
@@ -545,8 +577,9 @@ def test_scheduler_runs_every_task_and_writes_each_day(scheduler):
     for states in by_run.values():
         assert states == {t: ("skipped" if t == "score" else "success") for t in DAILY_GRAPH}, r["debug"]
     out = scratch / "out"
-    for table in ("metrics", "summaries", "rolling", "reports"):
+    for table in ("metrics", "summaries", "rolling/window_spec=day", "reports"):
         assert sorted(p.name for p in (out / table).glob("ds=*")) == [f"ds={d}" for d in r["days"]]
+    assert [p.name for p in (out / "rolling").iterdir()] == ["window_spec=day"]
     d1, d2 = r["days"]
     for d in (d1, d2):
         metrics = pd.read_parquet(out / "metrics" / f"ds={d}")
@@ -554,7 +587,7 @@ def test_scheduler_runs_every_task_and_writes_each_day(scheduler):
         report = out / "reports" / f"ds={d}"
         assert sorted(p.suffix for p in report.iterdir()) == [".csv", ".csv", ".html", ".json"]  # rows, flags
         assert len(list(report.glob("drift_*_flags.csv"))) == 1
-    roll1, roll2 = (pd.read_parquet(out / "rolling" / f"ds={d}") for d in (d1, d2))
+    roll1, roll2 = (pd.read_parquet(out / "rolling" / "window_spec=day" / f"ds={d}") for d in (d1, d2))
     assert set(roll1["status"]) == {"first_window"} and roll1["bias_change"].isna().all()
     assert set(roll2["status"]) == {"ok"} and roll2["bias_change"].notna().all() and roll2["prev_window"].eq(d1).all()
     # The verdicts tell "nothing to compare with" from "compared, no drift".
@@ -571,7 +604,7 @@ def test_scheduler_run_updates_the_output_assets(scheduler):
     seen = sorted((e["name"], json.loads(e["extra"])["ds"]) for e in r["events"])
     assert seen == sorted((f"ctcalc_daily_{t}", d) for t in ("metrics", "summaries", "rolling") for d in r["days"])
     extra = next(json.loads(e["extra"]) for e in r["events"] if e["name"] == "ctcalc_daily_rolling")
-    assert extra["path"] == str(scratch / "out" / "rolling" / f"ds={extra['ds']}")
+    assert extra["path"] == str(scratch / "out" / "rolling" / "window_spec=day" / f"ds={extra['ds']}")
 
 
 @needs_airflow
@@ -662,7 +695,8 @@ def test_missing_previous_window_stops_with_a_message(scenario):
     run, reason = _failed(scenario, "missing_previous", "wait_for_previous_window")
     assert run["tasks"]["wait_for_eval_partition"] == "success"
     assert run["seconds"] < 60  # failed at once: the run before had ended, nothing would write the window
-    assert f"no summaries for ds={scenario[3]['days'][0]}" in reason and "ctcalc_previous_window=ignore" in reason
+    day1 = scenario[3]["days"][0]
+    assert f"no committed summaries for ds={day1}" in reason and "ctcalc_previous_window=ignore" in reason
 
 
 @needs_airflow
@@ -673,8 +707,8 @@ def test_partial_day_is_not_evaluated(scenario):
     assert run["seconds"] >= 8 and "AirflowSensorTimeout" in reason  # it waited for the sensor timeout
     assert all(run["tasks"][t] == "upstream_failed" for t in ("maybe_score", "evaluate", "rolling", "report",
                                                              "drift_check"))
-    for table in ("metrics", "summaries", "rolling", "reports"):
-        assert not (scratch / "out" / table / f"ds={today}").exists()
+    for table in ("metrics", "summaries", "rolling/window_spec=day", "reports"):
+        assert (scratch / "out" / table).is_dir() and not (scratch / "out" / table / f"ds={today}").exists()
 
 
 @needs_airflow
