@@ -1,88 +1,144 @@
-"""Daily calibrated evaluation: wait for the day's evaluation partition, (optionally) score it,
-evaluate, update the rolling metrics, write the drift report, and flag bias drift.
+"""Daily calibrated evaluation of one **completed** day: wait until the day's input is complete and the
+previous window is there, (optionally) score, evaluate, update the rolling metrics, write the drift
+report, and give a drift verdict.
 
-Every task reads and writes only the partition of the run's logical date ``{{ ds }}``, so
-backfills (``catchup`` or ``airflow backfill create``) and reruns are safe: the Spark jobs
-replace their ``ds=`` partitions atomically and the report folder is per day.
+**Which day.** The schedule is a data-interval timetable (``CronDataIntervalTimetable``, midnight UTC):
+the run of logical date D covers the interval [D, D+1 day), is created once that interval has ended,
+and evaluates ``ds`` = D. Catch-up (``CTCALC_CATCHUP``) and ``airflow backfill create`` therefore give
+exactly one run per completed day and none for the day in progress. A manual run evaluates the day of
+the logical date it is given.
 
-Parse-time settings come from ``CTCALC_*`` environment variables and run-time settings from
-DAG params, Airflow Variables ``ctcalc_*`` and the job config: see ctcalc_spark/orchestration/tasks.py.
-Nothing heavy is imported at the top level.
+**Complete input.** The day counts as ready when its ``_SUCCESS`` marker exists (or the marker file /
+metastore partition configured), never merely because some data files exist.
+
+**History.** A day whose previous window has no summaries (that day's run failed or never ran) stops
+with a message saying which days are missing; ``drift_check`` reports ``first_window``,
+``no_previous_window``, ``no_drift`` or ``drift``, never a silent pass.
+
+Every task reads and writes only the partitions of ``ds``; the Spark jobs swap them in atomically, so
+reruns and backfills are safe. Settings: parse time from ``CTCALC_*`` environment variables, run time
+from params (only tuning ones unless ``CTCALC_TRUST_PARAMS=true``), Variables ``ctcalc_*`` and the job
+config. See docs/airflow.md. Nothing heavy is imported at the top level.
 """
 from __future__ import annotations
 
 import datetime as dt
 
-from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
-from airflow.sdk import Param, PokeReturnValue, TriggerRule, dag, task
+from airflow.sdk import Asset, CronDataIntervalTimetable, Param, PokeReturnValue, TriggerRule, dag, task
 
 from ctcalc_spark.orchestration import tasks as orch
+from ctcalc_spark.orchestration.notify import FailureNotifier
+from ctcalc_spark.orchestration.operators import CtcalcSparkSubmitOperator
 
 S = orch.parse_settings(__file__)
-# Jinja: the project dir (jobs/) may be moved by a Variable without touching the code.
-PROJECT = "{{ var.value.get('%s', '%s') }}" % (orch.VAR_PROJECT_DIR, S.project_dir)
+NOTIFY = FailureNotifier(S.on_failure)
+TASK_TIMEOUT = dt.timedelta(seconds=S.task_timeout_s)
+
+
+def _asset(table: str) -> Asset:
+    """An output table as an Asset: downstream DAGs schedule on ``Asset.ref(name="ctcalc_daily_<table>")``."""
+    name = f"ctcalc_daily_{table}"
+    return Asset(name=name, uri=f"{S.asset_uri}/{table}") if S.asset_uri else Asset(name=name)
+
+
+METRICS, SUMMARIES, ROLLING = _asset("metrics"), _asset("summaries"), _asset("rolling")
+
+
+def _sensor_timeout(timeout_s: float) -> dt.timedelta:
+    # In poke mode one try lasts the whole wait; in reschedule mode each poke is one short try.
+    return dt.timedelta(seconds=timeout_s + S.task_timeout_s if S.sensor_mode == "poke" else S.task_timeout_s)
 
 
 @dag(
     dag_id="daily_calibrated_eval",
-    schedule="@daily",
+    schedule=CronDataIntervalTimetable("0 0 * * *", timezone="UTC"),
     start_date=S.start_date,
     catchup=S.catchup,
-    max_active_runs=1,
+    max_active_runs=S.max_active_runs,
+    dagrun_timeout=dt.timedelta(seconds=S.dagrun_timeout_s),
+    on_failure_callback=NOTIFY,
     default_args={
+        "owner": S.owner,
         "retries": S.retries,
         "retry_delay": dt.timedelta(seconds=S.retry_delay_s),
         "retry_exponential_backoff": True,
         "max_retry_delay": dt.timedelta(seconds=S.max_retry_delay_s),
+        "execution_timeout": TASK_TIMEOUT,
+        "on_failure_callback": NOTIFY,
     },
     params={
-        "config": Param(None, type=["null", "string"], description=f"job YAML (default: Variable {orch.VAR_CONFIG})"),
         "bias_threshold": Param(None, type=["null", "number"],
                                 description=f"|bias change| threshold (default: Variable {orch.VAR_BIAS_THRESHOLD}, "
                                             "then rolling.bias_threshold of the config)"),
         "score": Param(None, type=["null", "boolean"],
                        description=f"score before evaluating (default: Variable {orch.VAR_SCORE})"),
+        "previous_window": Param(None, type=["null", "string"], enum=[None, *orch.PREVIOUS_WINDOW_POLICIES],
+                                 description="'require' (default) or 'ignore' a missing previous window"),
+        "report_days": Param(None, type=["null", "integer"], minimum=1,
+                             description=f"days of the drift report (default: Variable {orch.VAR_REPORT_DAYS})"),
+        "config": Param(None, type=["null", "string"],
+                        description=f"job YAML (default: Variable {orch.VAR_CONFIG}); accepted only with "
+                                    "CTCALC_TRUST_PARAMS=true"),
         "drift_callback": Param(None, type=["null", "string"],
-                                description=f"'module:function' to call on drift instead of failing "
-                                            f"(default: Variable {orch.VAR_DRIFT_CALLBACK})"),
+                                description=f"'module:function' to call on drift instead of failing (default: "
+                                            f"Variable {orch.VAR_DRIFT_CALLBACK}); only with CTCALC_TRUST_PARAMS=true"),
     },
     tags=["ctcalc"],
     doc_md=__doc__,
 )
 def daily_calibrated_eval():  # type: ignore[no-untyped-def]
     @task(multiple_outputs=True)
-    def settings(ds=None, params=None):  # type: ignore[no-untyped-def]
-        """Resolve config path, overrides, partition paths and thresholds for this logical date."""
+    def settings(ds=None, params=None,  # type: ignore[no-untyped-def]
+                 data_interval_start=None, data_interval_end=None):
+        """Resolve config, overrides, partition paths, readiness and thresholds for the day ``ds``."""
         from airflow.sdk import Variable
+        from airflow.sdk.log import mask_secret
 
         variables = {n: Variable.get(n, default=None) for n in orch.RUN_VARIABLES}
-        return orch.run_settings(ds, params=params, variables=variables, project_dir=S.project_dir)
+        interval = (data_interval_start, data_interval_end) if data_interval_start else None
+        s = orch.run_settings(ds, params=params, variables=variables, parse=S, data_interval=interval)
+        for value in orch.secret_values(s["spark_conf"], s["overrides"]):
+            mask_secret(value)
+        print("evaluating ds =", ds, "data interval =", s["data_interval"])
+        print("settings:", orch.redact_settings(s))
+        return s
 
-    @task.sensor(poke_interval=S.sensor_poke_s, timeout=S.sensor_timeout_s, mode=S.sensor_mode)
-    def wait_for_eval_partition(path: str) -> PokeReturnValue:
-        """Done when the day's partition has a _SUCCESS marker or a non-empty data file."""
-        ready, reason = orch.partition_ready(path)
+    @task.sensor(poke_interval=S.sensor_poke_s, timeout=S.sensor_timeout_s, mode=S.sensor_mode,
+                 execution_timeout=_sensor_timeout(S.sensor_timeout_s))
+    def wait_for_eval_partition(ready: dict, spark_conf: dict) -> PokeReturnValue:
+        """Done when the day's input is complete: its marker file (default ``_SUCCESS``) or metastore partition."""
+        done, reason = orch.input_ready(ready, spark_conf)
         print(reason)
-        return PokeReturnValue(is_done=ready)
+        return PokeReturnValue(is_done=done)
+
+    @task.sensor(poke_interval=S.sensor_poke_s, timeout=S.previous_timeout_s, mode=S.sensor_mode,
+                 execution_timeout=_sensor_timeout(S.previous_timeout_s))
+    def wait_for_previous_window(previous: dict, ti=None) -> PokeReturnValue:  # type: ignore[no-untyped-def]
+        """Done when the previous window's summaries are there; waits while the run before is still going."""
+        from airflow.sdk.exceptions import AirflowFailException
+
+        done, _, reason = orch.previous_window_ready(previous)
+        print(reason)
+        if done:
+            return PokeReturnValue(is_done=True)
+        if previous["policy"] == "ignore":
+            print(f"{orch.VAR_PREVIOUS_WINDOW}=ignore: going on without it")
+            return PokeReturnValue(is_done=True)
+        before = ti.get_previous_dagrun()
+        state = str(getattr(before.state, "value", before.state)) if before else None
+        if state in ("running", "queued"):
+            print(f"waiting: the run of {before.logical_date} is {state}")
+            return PokeReturnValue(is_done=False)
+        about = (f"The run before this one ({before.run_id}) ended {state}." if before
+                 else "No earlier run of this DAG exists.")
+        raise AirflowFailException(orch.missing_previous_message(reason, about, previous))
 
     @task.branch
     def maybe_score(score: bool) -> str:
         """Score with the registered models first, or go straight to evaluate."""
         return "score" if score else "evaluate"
 
-    def spark_job(task_id: str, script: str, **kwargs) -> SparkSubmitOperator:  # type: ignore[no-untyped-def]
-        # The master (local, spark://..., yarn, k8s) comes from the connection alone.
-        return SparkSubmitOperator(
-            task_id=task_id,
-            conn_id=S.conn_id,
-            application=f"{PROJECT}/jobs/{script}",
-            application_args=s["job_args"],
-            conf=s["spark_conf"],
-            name=f"ctcalc-{task_id}",
-            **kwargs,
-        )
-
-    @task
+    @task(execution_timeout=dt.timedelta(seconds=S.spark_timeout_s))
     def score(models: dict, features_path: str, eval_partition: str | None,  # type: ignore[no-untyped-def]
               ds=None) -> str:
         """Score the day's feature rows with the registered models -> the day's evaluation partition."""
@@ -90,51 +146,75 @@ def daily_calibrated_eval():  # type: ignore[no-untyped-def]
             raise ValueError("Scoring writes the evaluation table, so the config needs 'input.path'.")
         return orch.score_partition(models, features_path, eval_partition, ds)
 
-    @task
-    def report(args: list[str], project_dir: str) -> str:
+    def spark_job(task_id: str, app: str, outlets: dict,  # type: ignore[no-untyped-def]
+                  **kwargs) -> CtcalcSparkSubmitOperator:
+        # The master (local, spark://..., yarn, k8s) comes from the connection alone.
+        return CtcalcSparkSubmitOperator(
+            task_id=task_id,
+            conn_id=S.conn_id,
+            application=s[app],
+            application_args=s["job_args"],
+            conf=s["spark_conf"],
+            name=f"ctcalc-{task_id}",
+            execution_timeout=dt.timedelta(seconds=S.spark_timeout_s),
+            outlets=list(outlets),
+            asset_extra={a.name: {"ds": s["ds"], "path": s[path]} for a, path in outlets.items()},
+            **kwargs,
+        )
+
+    @task(execution_timeout=dt.timedelta(seconds=S.report_timeout_s))
+    def report(ti=None) -> str:  # type: ignore[no-untyped-def]
         """`ctcalc report` over the report window ending at ds -> <output>/reports/ds=<ds>."""
         import shutil
         import subprocess
         import sys
         from pathlib import Path
 
+        from airflow.sdk.log import mask_secret
+
+        # Pulled here, not passed as arguments: arguments are stored as rendered fields, unmasked.
+        args = ti.xcom_pull(task_ids="settings", key="report_args")
+        project_dir = ti.xcom_pull(task_ids="settings", key="project_dir")
+        for value in orch.secret_values(args):
+            mask_secret(value)
         exe = Path(sys.executable).with_name("ctcalc")
         cmd = [str(exe) if exe.exists() else (shutil.which("ctcalc") or "ctcalc"), *args]
-        print("running:", " ".join(cmd))
+        print("running:", " ".join(orch.redact_args(cmd)))
         subprocess.run(cmd, check=True, cwd=project_dir)
-        return args[args.index("--out") + 1]
+        return str(args[args.index("--out") + 1])
 
     @task
-    def drift_check(rolling_path: str, threshold: float, callback: str | None,  # type: ignore[no-untyped-def]
-                    ds=None) -> dict:
-        """Fail (or call the configured callback) when any |bias change| of the day exceeds the threshold."""
+    def drift_check(rolling: dict, rolling_path: str, threshold: float,  # type: ignore[no-untyped-def]
+                    callback: str | None, previous: dict, spark_conf: dict, ds=None) -> dict:
+        """Verdict of the day: drift / no_drift / first_window / no_previous_window (fails unless ignored)."""
         from airflow.sdk.exceptions import AirflowFailException
 
-        drifted, n_checked, max_abs = orch.drift_rows(rolling_path, threshold)
-        result = {"ds": ds, "rows_checked": n_checked, "rows_drifted": len(drifted), "max_abs_bias_change": max_abs,
-                  "threshold": threshold}
+        result, drifted = orch.drift_check(rolling, threshold, spark_conf=spark_conf)
         print(result)
-        if drifted.empty:
+        if result["outcome"] == "no_rows" or (result["outcome"] == "no_previous_window"
+                                               and previous["policy"] != "ignore"):
+            raise AirflowFailException(orch.no_previous_message(result, rolling_path))
+        if result["outcome"] != "drift":
             return result
         if callback:
             orch.load_callable(callback)(ds=ds, drifted=drifted, threshold=threshold, rolling_path=rolling_path)
             return result
-        raise AirflowFailException(
-            f"Bias drift on {ds}: {len(drifted)} of {n_checked} rows have |{orch.BIAS_CHANGE_COLUMN}| > {threshold} "
-            f"(max {max_abs:.4g}) in {rolling_path}:\n{drifted.head(20).to_string(index=False)}\n"
-            f"Set the Variable {orch.VAR_DRIFT_CALLBACK} to alert instead of failing."
-        )
+        raise AirflowFailException(orch.drift_message(result, drifted, rolling_path))
 
     s = settings()
-    wait = wait_for_eval_partition(s["sensor_path"])
+    wait = wait_for_eval_partition(s["ready"], s["spark_conf"])
+    previous = wait_for_previous_window(s["previous"])
     branch = maybe_score(s["score"])
     scored = score(s["models"], s["sensor_path"], s["eval_partition"])
-    evaluate = spark_job("evaluate", "evaluate.py", trigger_rule=TriggerRule.NONE_FAILED_MIN_ONE_SUCCESS)
-    rolling = spark_job("rolling", "rolling.py")
-    wait >> branch >> [scored, evaluate]
+    evaluate = spark_job("evaluate", "evaluate_app", {METRICS: "metrics_path", SUMMARIES: "summaries_path"},
+                         trigger_rule=TriggerRule.NONE_FAILED_MIN_ONE_SUCCESS)
+    rolling = spark_job("rolling", "rolling_app", {ROLLING: "rolling_path"})
+    [wait, previous] >> branch >> [scored, evaluate]
     scored >> evaluate >> rolling
-    reported = report(s["report_args"], s["project_dir"])
-    rolling >> reported >> drift_check(s["rolling_path"], s["bias_threshold"], s["drift_callback"])
+    reported = report()
+    s >> reported
+    rolling >> reported >> drift_check(s["rolling"], s["rolling_path"], s["bias_threshold"], s["drift_callback"],
+                                       s["previous"], s["spark_conf"])
 
 
 daily_calibrated_eval()

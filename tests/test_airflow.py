@@ -1,14 +1,25 @@
 """The DAGs under real Airflow 3 (SQLite metadata DB in a temporary AIRFLOW_HOME).
 
-Airflow runs in one subprocess (tests/_airflow_scenario.py): it reads AIRFLOW_HOME at import,
-and one process keeps the in-process API server start-up of ``dag.test()`` to a single time.
-The daily DAG runs on two days of demo data through SparkSubmitOperator on ``local[2]``.
+* Cheap: the DAG files parse with no setting at all (DagBag in a subprocess), and the helpers the
+  tasks call (settings, trust model, readiness, previous window, drift verdict, redaction).
+* Slow, one module fixture each, sharing one AIRFLOW_HOME and one set of demo data:
+  1. ``scheduler``: a real Airflow (api-server, dag-processor, scheduler, LocalExecutor) catches up
+     the two completed days before today; today's partition is written without its ``_SUCCESS``.
+  2. ``scenario``: tests/_airflow_scenario.py drives ``dag.test()`` through what the scheduler run
+     does not cover (drift verdicts, trust refusal, missing previous window, partial day,
+     compare_pipelines). Rerunning a day changes nothing: tests/test_evaluate.py and
+     tests/test_rolling.py check that on the jobs the DAG submits.
 """
 from __future__ import annotations
 
+import datetime as dt
+import importlib.util
 import json
 import os
-import re
+import secrets
+import signal
+import socket
+import sqlite3
 import subprocess
 import sys
 import time
@@ -16,13 +27,15 @@ from pathlib import Path
 
 import pytest
 
-pytestmark = pytest.mark.slow
-
 REPO = Path(__file__).resolve().parents[1]
-DAY1, DAY2, DAY3 = "2026-11-15", "2026-11-16", "2026-11-17"
+BIN = Path(sys.executable).parent
+needs_airflow = pytest.mark.skipif(importlib.util.find_spec("airflow") is None,
+                                   reason="Airflow is not installed (pip install -e '.[airflow]')")
 DAILY_GRAPH = {
-    "settings": ["drift_check", "evaluate", "maybe_score", "report", "rolling", "score", "wait_for_eval_partition"],
+    "settings": ["drift_check", "evaluate", "maybe_score", "report", "rolling", "score", "wait_for_eval_partition",
+                 "wait_for_previous_window"],
     "wait_for_eval_partition": ["maybe_score"],
+    "wait_for_previous_window": ["maybe_score"],
     "maybe_score": ["evaluate", "score"],
     "score": ["evaluate"],
     "evaluate": ["rolling"],
@@ -30,109 +43,678 @@ DAILY_GRAPH = {
     "report": ["drift_check"],
     "drift_check": [],
 }
+# A secret-looking override that every job receives: no log and no stored rendered field may show it.
+SECRET = "jaas-" + secrets.token_hex(8)
 # Short-lived JVMs on 2 cores: C1 only and the serial GC halve the CPU time of a small job.
 SPARK_CONF = {"spark.sql.shuffle.partitions": "2", "spark.ui.enabled": "false",
               "spark.driver.extraJavaOptions": "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"}
-DRIFT_PROBE = '''
+PROBE = '''
 import json, os
-def record(ds, drifted, threshold, rolling_path, **_):
-    with open(os.environ["DRIFT_PROBE_OUT"], "w") as f:
+def record_drift(ds, drifted, threshold, rolling_path, **_):
+    with open(os.environ["PROBE_DRIFT_OUT"], "w") as f:
         json.dump({"ds": ds, "rows": len(drifted), "threshold": threshold, "path": rolling_path}, f)
+def on_failure(**info):
+    with open(os.environ["PROBE_FAILURE_OUT"], "a") as f:
+        f.write(json.dumps(info) + "\\n")
 '''
 
 
-def airflow_env(home: Path, scratch: Path) -> dict[str, str]:
+def _utc_today() -> dt.date:
+    return dt.datetime.now(dt.timezone.utc).date()
+
+
+def _day(offset: int, today: dt.date) -> str:
+    return (today + dt.timedelta(days=offset)).isoformat()
+
+
+def airflow_env(home: Path, scratch: Path, first_day: str) -> dict[str, str]:
     """Environment of every Airflow process of these tests: temp home, demo paths, local[2] connection."""
-    bin_dir = str(Path(sys.executable).parent)
     return {
-        **os.environ,
+        **{k: v for k, v in os.environ.items() if not k.startswith(("CTCALC_", "AIRFLOW"))},
         "AIRFLOW_HOME": str(home),
         "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
         "AIRFLOW__CORE__DAGS_FOLDER": str(REPO / "dags"),
-        "PATH": bin_dir + os.pathsep + os.environ.get("PATH", ""),  # spark-submit and ctcalc of this venv
-        # drift_probe.py, the test's alert callback
-        "PYTHONPATH": os.pathsep.join(p for p in (str(scratch), os.environ.get("PYTHONPATH", "")) if p),
+        "PATH": str(BIN) + os.pathsep + os.environ.get("PATH", ""),  # airflow, spark-submit, ctcalc of this venv
+        # This checkout's code first (in every subprocess: scheduler, task runners, spark-submit), then probe.py.
+        "PYTHONPATH": os.pathsep.join(p for p in (str(REPO), str(scratch), os.environ.get("PYTHONPATH", "")) if p),
         "SPARK_LOCAL_IP": "127.0.0.1",
         "PYSPARK_PYTHON": sys.executable,
         "AIRFLOW_CONN_SPARK_DEFAULT": json.dumps({"conn_type": "spark", "host": "local[2]"}),
+        "AIRFLOW_VAR_CTCALC_CONFIG": "conf/demo.yaml",
         "AIRFLOW_VAR_CTCALC_OVERRIDES": json.dumps({"input.path": str(scratch / "eval"),
-                                                    "output.path": str(scratch / "out")}),
+                                                    "output.path": str(scratch / "out"),
+                                                    "stream.kafka_options": {"kafka.sasl.jaas.config": SECRET}}),
         "AIRFLOW_VAR_CTCALC_SPARK_CONF": json.dumps(SPARK_CONF),
         "AIRFLOW_VAR_CTCALC_BIAS_THRESHOLD": "0.5",
+        "CTCALC_START_DATE": first_day,
+        "CTCALC_CATCHUP": "true",
+        "CTCALC_OWNER": "ml-eval",
+        "CTCALC_ON_FAILURE": "probe:on_failure",
         "CTCALC_RETRIES": "0",  # a failure should fail the test now, not wait for a retry
         "CTCALC_SENSOR_MODE": "poke",
         "CTCALC_SENSOR_POKE_S": "2",
         "CTCALC_SENSOR_TIMEOUT_S": "8",
-        "DRIFT_PROBE_OUT": str(scratch / "drift_alert.json"),
+        "CTCALC_PREVIOUS_TIMEOUT_S": "8",
+        "PROBE_DRIFT_OUT": str(scratch / "drift_alert.json"),
+        "PROBE_FAILURE_OUT": str(scratch / "failures.jsonl"),
     }
 
 
+# ---- cheap: parsing -------------------------------------------------------------------------------------
+
+PARSE_PROBE = r'''
+import json, os, sys
+from airflow.dag_processing.dagbag import DagBag
+
+def callbacks(c):
+    return c if isinstance(c, list) else [c] if c else []
+
+def describe():
+    bag = DagBag(sys.argv[1])
+    out = {"import_errors": {k: str(v) for k, v in bag.import_errors.items()}, "dags": {}}
+    for dag_id, dag in bag.dags.items():
+        out["dags"][dag_id] = {
+            "timetable": type(dag.timetable).__name__, "start_date": str(dag.start_date), "catchup": dag.catchup,
+            "max_active_runs": dag.max_active_runs, "dagrun_timeout": str(dag.dagrun_timeout),
+            "on_failure_callback": type(dag.on_failure_callback).__name__, "params": sorted(dag.params.keys()),
+            "tasks": {t.task_id: {"type": type(t).__name__, "downstream": sorted(t.downstream_task_ids),
+                                  "owner": t.owner, "execution_timeout": str(t.execution_timeout),
+                                  "retries": t.retries, "trigger_rule": str(t.trigger_rule),
+                                  "on_failure": [type(c).__name__ for c in callbacks(t.on_failure_callback)],
+                                  "outlets": [a.name for a in t.outlets], "mode": getattr(t, "mode", None),
+                                  "timeout": getattr(t, "timeout", None), "conn_id": getattr(t, "_conn_id", None)}
+                      for t in dag.tasks}}
+    return out
+
+bare = describe()
+os.environ.update({"CTCALC_START_DATE": "2026-11-15", "CTCALC_CATCHUP": "true", "CTCALC_OWNER": "ml-eval",
+                   "CTCALC_SENSOR_MODE": "poke", "CTCALC_SENSOR_TIMEOUT_S": "8", "CTCALC_RETRIES": "nope"})
+print(json.dumps({"bare": bare, "set": describe()}))
+'''
+
+
 @pytest.fixture(scope="module")
-def scenario(tmp_path_factory):
-    """Migrate a fresh metadata DB, write 2 days of demo data, run tests/_airflow_scenario.py once."""
-    from ctcalc_spark.upstream.data import write_ctr_tables
+def parsed(tmp_path_factory):
+    """DagBag of dags/ in a subprocess with no CTCALC_* setting and no Variable at all, then with some."""
+    home = tmp_path_factory.mktemp("parse_home")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("CTCALC_", "AIRFLOW"))}
+    env.update({"AIRFLOW_HOME": str(home), "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
+                "PYTHONPATH": os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH", "")) if p)})
+    proc = subprocess.run([sys.executable, "-c", PARSE_PROBE, str(REPO / "dags")], env=env, capture_output=True,
+                          text=True, timeout=300, cwd=home)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+@needs_airflow
+def test_dags_parse_without_any_setting(parsed):
+    bare = parsed["bare"]
+    assert bare["import_errors"] == {}
+    assert set(bare["dags"]) == {"daily_calibrated_eval", "compare_pipelines"}
+    daily = bare["dags"]["daily_calibrated_eval"]
+    # No start date set: no catch-up, no fixed demo date; the first run is the latest completed day.
+    assert daily["timetable"] == "CronDataIntervalTimetable"
+    assert daily["start_date"] == "None" and daily["catchup"] is False
+    assert daily["dagrun_timeout"] == "1 day, 0:00:00" and daily["on_failure_callback"] == "FailureNotifier"
+    assert {t: v["downstream"] for t, v in daily["tasks"].items()} == DAILY_GRAPH
+    for dag in bare["dags"].values():
+        for task_id, t in dag["tasks"].items():
+            assert t["owner"] == "ctcalc", task_id
+            assert t["execution_timeout"] != "None", task_id
+            assert t["on_failure"] == ["FailureNotifier"], task_id
+    tasks = daily["tasks"]
+    assert tasks["evaluate"]["outlets"] == ["ctcalc_daily_metrics", "ctcalc_daily_summaries"]
+    assert tasks["rolling"]["outlets"] == ["ctcalc_daily_rolling"]
+    for job in ("evaluate", "rolling"):
+        assert tasks[job]["type"] == "CtcalcSparkSubmitOperator" and tasks[job]["conn_id"] == "spark_default"
+        assert tasks[job]["execution_timeout"] == "4:00:00"
+    assert tasks["evaluate"]["trigger_rule"].lower().endswith("none_failed_min_one_success")
+    assert tasks["wait_for_eval_partition"]["mode"] == "reschedule"
+    assert {"bias_threshold", "score", "previous_window", "config", "drift_callback"} <= set(daily["params"])
+    compare = bare["dags"]["compare_pipelines"]
+    assert compare["tasks"]["train"]["downstream"] == ["score"] and compare["tasks"]["evaluate"]["downstream"] == [
+        "compare"]
+
+
+@needs_airflow
+def test_parse_time_settings_reach_the_dag(parsed):
+    s = parsed["set"]
+    assert s["import_errors"] == {}  # CTCALC_RETRIES=nope: reported by the first task of a run, not at parse
+    daily = s["dags"]["daily_calibrated_eval"]
+    assert daily["start_date"].startswith("2026-11-15 00:00:00") and daily["catchup"] is True
+    assert {t["owner"] for t in daily["tasks"].values()} == {"ml-eval"}
+    assert daily["tasks"]["settings"]["retries"] == 2  # the default, until CTCALC_RETRIES is fixed
+    sensor = daily["tasks"]["wait_for_eval_partition"]
+    assert sensor["mode"] == "poke" and sensor["timeout"] == 8
+    assert sensor["execution_timeout"] == str(dt.timedelta(seconds=8 + 900))  # one poke-mode try waits it all
+
+
+# ---- cheap: the helpers the tasks call -------------------------------------------------------------------
+
+def _parse(**env: str):  # type: ignore[no-untyped-def]
+    from ctcalc_spark.orchestration import tasks as orch
+
+    return orch.parse_settings(REPO / "dags" / "daily_calibrated_eval.py",
+                               env={f"CTCALC_{k.upper()}": v for k, v in env.items()})
+
+
+def test_parse_settings_never_raise_and_report_problems():
+    s = _parse(retries="x", catchup="true", sensor_mode="sometimes")
+    assert s.retries == 2 and s.catchup is False and s.sensor_mode == "reschedule"
+    assert any("CTCALC_RETRIES must be an integer >= 0, got 'x'" in p for p in s.problems)
+    assert any("CTCALC_CATCHUP=true needs CTCALC_START_DATE" in p for p in s.problems)
+    assert any("CTCALC_SENSOR_MODE" in p for p in s.problems)
+    from ctcalc_spark.errors import ConfigError
+    from ctcalc_spark.orchestration.tasks import run_settings
+
+    with pytest.raises(ConfigError, match="CTCALC_RETRIES"):
+        run_settings("2026-11-16", variables={"ctcalc_config": "conf/demo.yaml"}, parse=s)
+    ok = _parse(start_date="2026-11-15", catchup="true", owner="team")
+    assert ok.problems == () and ok.catchup and ok.start_date == dt.datetime(2026, 11, 15, tzinfo=dt.timezone.utc)
+
+
+def test_run_settings_need_a_config_and_a_day():
+    from ctcalc_spark.errors import ConfigError
+    from ctcalc_spark.orchestration.tasks import run_settings
+
+    with pytest.raises(ConfigError, match="No job config: set the Airflow Variable ctcalc_config"):
+        run_settings("2026-11-16", parse=_parse())
+    with pytest.raises(ConfigError, match="no logical date"):
+        run_settings(None, variables={"ctcalc_config": "conf/demo.yaml"}, parse=_parse())
+
+
+def test_run_settings_paths_precedence_and_previous_window():
+    from ctcalc_spark.orchestration import tasks as orch
+
+    variables = {orch.VAR_CONFIG: "conf/demo.yaml", orch.VAR_OVERRIDES: json.dumps({"output.path": "/data/x"}),
+                 orch.VAR_BIAS_THRESHOLD: "0.3"}
+    s = orch.run_settings("2026-11-16", variables=variables, params={"bias_threshold": 0.2},
+                          parse=_parse(start_date="2026-11-16", bias_threshold="0.9"))
+    assert s["bias_threshold"] == 0.2  # param, then Variable, then CTCALC_<KEY>, then the config
+    assert s["rolling_path"] == "/data/x/rolling/window_spec=day/ds=2026-11-16"
+    assert s["rolling"] == {"location": "/data/x/rolling", "catalog": False, "window_spec": "day", "ds": "2026-11-16"}
+    assert s["ready"] == {"mode": "marker", "marker": str(REPO / "output/demo/eval/ds=2026-11-16/_SUCCESS")}
+    assert s["job_args"][:4] == ["--config", str(REPO / "conf/demo.yaml"), "--ds", "2026-11-16"]
+    assert s["evaluate_app"] == str(REPO / "jobs" / "evaluate.py")
+    assert s["previous"] == {"label": "2026-11-15", "days": ["2026-11-15"], "output": "/data/x", "catalog": False,
+                             "policy": "require", "first_day": "2026-11-16"}
+    env_only = orch.run_settings("2026-11-16", variables={orch.VAR_CONFIG: "conf/demo.yaml"},
+                                 parse=_parse(bias_threshold="0.9", ready_marker="/flags/{ds}.done"))
+    assert env_only["bias_threshold"] == 0.9 and env_only["ready"]["marker"] == "/flags/2026-11-16.done"
+
+
+def test_trust_model_refuses_code_choosing_params_and_untrusted_variables():
+    from ctcalc_spark.errors import ConfigError
+    from ctcalc_spark.orchestration import tasks as orch
+
+    base = {orch.VAR_CONFIG: "conf/demo.yaml"}
+    for key, value in (("drift_callback", "os:system"), ("spark_conf", {"spark.driver.extraJavaOptions": "-X"}),
+                       ("project_dir", "/tmp"), ("config", "/tmp/x.yaml")):
+        with pytest.raises(ConfigError, match=f"run param '{key}' is not accepted.*CTCALC_TRUST_PARAMS"):
+            orch.run_settings("2026-11-16", params={key: value}, variables=base, parse=_parse())
+    trusted = orch.run_settings("2026-11-16", params={"drift_callback": "probe:record"}, variables=base,
+                                parse=_parse(trust_params="true"))
+    assert trusted["drift_callback"] == "probe:record"
+    assert orch.run_settings("2026-11-16", params={"bias_threshold": 1.5, "previous_window": "ignore"},
+                             variables=base, parse=_parse())["previous"]["policy"] == "ignore"  # tuning: allowed
+    with pytest.raises(ConfigError, match="Variable ctcalc_drift_callback is set but CTCALC_TRUST_VARIABLES"):
+        orch.run_settings("2026-11-16", variables={orch.VAR_DRIFT_CALLBACK: "os:system"},
+                          parse=_parse(trust_variables="false", config="conf/demo.yaml"))
+    locked = orch.run_settings("2026-11-16", variables={orch.VAR_BIAS_THRESHOLD: "0.7"},
+                               parse=_parse(trust_variables="false", config="conf/demo.yaml",
+                                            drift_callback="alerts:page"))
+    # The environment is always trusted; tuning Variables still count.
+    assert locked["drift_callback"] == "alerts:page" and locked["bias_threshold"] == 0.7
+
+
+def test_readiness_is_a_marker_never_any_file(tmp_path):
+    from ctcalc_spark.errors import ConfigError
+    from ctcalc_spark.orchestration import tasks as orch
+
+    part = tmp_path / "ds=2026-11-15"
+    spec = {"mode": "marker", "marker": str(part / "_SUCCESS")}
+    assert orch.input_ready(spec) == (False, f"waiting for {part}/_SUCCESS: {part} does not exist yet (data files "
+                                             "without the marker do not count)")
+    part.mkdir()
+    (part / "part-0.parquet").write_bytes(b"PAR1" * 100)  # a writer is still adding files
+    ready, reason = orch.input_ready(spec)
+    assert not ready and "exists but is not complete yet" in reason
+    (part / "_SUCCESS").touch()
+    assert orch.input_ready(spec)[0]
+    table_cfg = {orch.VAR_CONFIG: "conf/demo.yaml", orch.VAR_OVERRIDES: json.dumps({"input.path": None,
+                                                                                  "input.table": "db.events"})}
+    with pytest.raises(ConfigError, match="metastore table 'db.events'.*readiness=partition"):
+        orch.run_settings("2026-11-16", variables=table_cfg, parse=_parse())
+    s = orch.run_settings("2026-11-16", variables={**table_cfg, orch.VAR_READINESS: "partition"}, parse=_parse())
+    assert s["ready"] == {"mode": "partition", "table": "db.events", "column": "ds", "ds": "2026-11-16"}
+
+
+def test_catalog_tables_partition_readiness_and_rolling_rows(spark, tmp_path):
+    from ctcalc_spark.orchestration.tasks import drift_check, table_partition_ready
+
+    # The catalog creates the default database's folder on first use: remove it again if this test made it.
+    warehouse = Path(spark.conf.get("spark.sql.warehouse.dir").removeprefix("file:"))
+    existed = warehouse.exists()
+    (tmp_path / "events").mkdir()  # else Spark logs a stack trace looking for its metadata
+    spark.sql(f"CREATE TABLE ready_events (x INT, ds STRING) USING parquet PARTITIONED BY (ds) "
+              f"LOCATION '{tmp_path / 'events'}'")
+    try:
+        spark.sql("INSERT INTO ready_events PARTITION (ds = '2026-11-15') VALUES (1)")
+        assert table_partition_ready(spark, "ready_events", "ds", "2026-11-15")[0]
+        assert table_partition_ready(spark, "ready_events", "ds", "2026-11-16") == (
+            False, "waiting for the partition ds=2026-11-16 of ready_events")
+        with pytest.raises(ValueError, match="plain table name"):
+            table_partition_ready(spark, "ready_events; DROP TABLE x", "ds", "2026-11-15")
+        # The drift check on a catalog rolling table: only the day's rows of its window spec.
+        (tmp_path / "rolling").mkdir()
+        spark.sql(f"CREATE TABLE ready_rolling (status STRING, bias_change DOUBLE, window_spec STRING, ds STRING) "
+                  f"USING parquet PARTITIONED BY (window_spec, ds) LOCATION '{tmp_path / 'rolling'}'")
+        spark.sql("INSERT INTO ready_rolling VALUES ('ok', 0.9, 'day', '2026-11-16'), ('ok', 0.1, 'week', "
+                  "'2026-11-16'), ('ok', 0.2, 'week', '2026-11-16'), ('ok', 0.8, 'week', '2026-11-15')")
+        spec = {"location": "ready_rolling", "catalog": True, "window_spec": "week", "ds": "2026-11-16"}
+        result, drifted = drift_check(spec, 0.15, spark=spark)
+        assert (result["outcome"], result["rows"], result["rows_drifted"]) == ("drift", 2, 1)
+        assert drifted["bias_change"].tolist() == [0.2]
+    finally:
+        spark.sql("DROP TABLE IF EXISTS ready_events")
+        spark.sql("DROP TABLE IF EXISTS ready_rolling")
+        if not existed and warehouse.is_dir() and not any(warehouse.iterdir()):
+            warehouse.rmdir()
+
+
+def test_previous_window_ready(tmp_path):
+    from ctcalc_spark.config import OutputConfig
+    from ctcalc_spark.orchestration.tasks import previous_window_ready
+    from ctcalc_spark.spark.storage import OutputStore
+
+    out, store = tmp_path / "out", OutputStore(OutputConfig(path=str(tmp_path / "out")))
+
+    def write_summaries(day: str, *, commit: bool = True) -> None:
+        (out / "summaries" / f"ds={day}").mkdir(parents=True)
+        (out / "summaries" / f"ds={day}" / "part-0.parquet").write_bytes(b"x")
+        if commit:
+            store.write_commit(f"run-{day}", "evaluate", [{"table": "summaries", "partition": f"ds={day}",
+                                                            "ds": day, "n_rows": 1}])
+
+    prev = {"label": "2026-11-15", "days": ["2026-11-15"], "output": str(out), "catalog": False,
+            "policy": "require", "first_day": "2026-11-15"}
+    assert previous_window_ready(prev) == (False, ["2026-11-15"], "the previous window 2026-11-15 has no committed "
+                                                                 f"summaries for ds=2026-11-15 in {out}/summaries")
+    assert previous_window_ready({**prev, "first_day": "2026-11-16"})[0]  # before the DAG's first day
+    assert previous_window_ready({**prev, "first_day": None})[0]  # no start date, no history: first window
+    write_summaries("2026-11-14")
+    assert not previous_window_ready({**prev, "first_day": None})[0]  # history exists, the day before is missing
+    write_summaries("2026-11-15", commit=False)
+    assert not previous_window_ready(prev)[0]  # written by a run that did not commit
+    store.write_commit("run-late", "evaluate", [{"table": "summaries", "partition": "ds=2026-11-15",
+                                                 "ds": "2026-11-15", "n_rows": 1}])
+    assert previous_window_ready(prev) == (True, [], f"previous window 2026-11-15 is complete (1 day(s) in "
+                                                     f"{out}/summaries)")
+    (out / "summaries" / "ds=2026-11-15" / "part-0.parquet").unlink()
+    (out / "summaries" / "ds=2026-11-15").rmdir()
+    assert not previous_window_ready(prev)[0]  # committed once, gone since
+
+
+def test_drift_check_tells_no_previous_window_from_no_drift(tmp_path):
+    import pandas as pd
+
+    from ctcalc_spark.orchestration.tasks import drift_check
+
+    def verdict(rows: list[tuple[str, float | None]], threshold: float = 0.5) -> dict:
+        root = tmp_path / f"rolling{len(list(tmp_path.iterdir()))}"
+        part = root / "window_spec=week" / "ds=2026-11-16"
+        part.mkdir(parents=True)
+        pd.DataFrame(rows, columns=["status", "bias_change"]).to_parquet(part / "part-0.parquet")
+        spec = {"location": str(root), "catalog": False, "window_spec": "week", "ds": "2026-11-16"}
+        return drift_check(spec, threshold)[0]
+
+    assert verdict([("first_window", None)] * 3)["outcome"] == "first_window"
+    missing = verdict([("missing_previous_window", None), ("previous_window_empty", None)])
+    assert missing["outcome"] == "no_previous_window" and missing["rows_checked"] == 0
+    assert missing["statuses"] == {"missing_previous_window": 1, "previous_window_empty": 1}
+    assert verdict([("ok", 0.1), ("ok", -0.2)])["outcome"] == "no_drift"
+    drift = verdict([("ok", 0.1), ("ok", -0.7), ("missing_previous_window", None)])
+    assert (drift["outcome"], drift["rows_checked"], drift["rows_drifted"]) == ("drift", 2, 1)
+    assert drift["max_abs_bias_change"] == pytest.approx(0.7)
+    assert verdict([])["outcome"] == "no_rows"
+
+
+def test_redaction():
+    from ctcalc_spark.orchestration import tasks as orch
+
+    args = ["report", "--set", "output.path=/data/o", "--set", "stream.kafka_options.kafka.sasl.jaas.config=JAAS",
+            "--set", 'stream.kafka_options={"kafka.ssl.truststore.password": "PW", "kafka.topic": "t"}',
+            "--set", "input.path=s3a://AKID:URLPW@bucket/eval", "--conf", "spark.hadoop.fs.s3a.access.key=AK",
+            "--threshold", "0.5"]
+    shown = " ".join(orch.redact_args(args))
+    for secret in ("JAAS", "PW", "AK"):
+        assert secret not in shown
+    assert "output.path=/data/o" in shown and '"kafka.topic": "t"' in shown and "0.5" in shown
+    assert "input.path=s3a://***@bucket/eval" in shown
+    assert orch.secret_values(args, {"api_token": "TOK", "x": {"db_password": "DBPW"}}) == [
+        "AK", "DBPW", "JAAS", "PW", "TOK", "s3a://AKID:URLPW@bucket/eval"]
+    settings = {"spark_conf": {"spark.authenticate.secret": "S", "spark.executor.memory": "4g"},
+                "job_args": ["--set", "token=T"]}
+    assert orch.redact_settings(settings) == {"spark_conf": {"spark.authenticate.secret": "***",
+                                                             "spark.executor.memory": "4g"},
+                                              "job_args": ["--set", "token=***"]}
+
+
+def test_compare_plan_needs_paths_and_respects_the_root(tmp_path):
+    from ctcalc_spark.errors import ConfigError
+    from ctcalc_spark.orchestration.tasks import compare_plan
+
+    params = {"pipeline_a": "a", "spec_a": {"arch": "lr"}, "pipeline_b": "b", "spec_b": {"arch": "fm"}, "runs": 2,
+              "ds": "2026-11-02", "config": "conf/demo.yaml", "train_path": str(tmp_path / "train.parquet"),
+              "features_path": str(tmp_path / "eval.parquet"), "workdir": str(tmp_path / "work")}
+    with pytest.raises(ConfigError, match=r"needs the params \['workdir'\]"):
+        compare_plan({**params, "workdir": None}, str(REPO))
+    with pytest.raises(ConfigError, match="outside CTCALC_COMPARE_ROOT"):
+        compare_plan(params, str(REPO), allowed_root=str(tmp_path))  # the config lies in the repo
+    plan = compare_plan({**params, "config": str(tmp_path / "c.yaml")}, str(REPO), allowed_root=str(tmp_path))
+    assert len(plan["train_jobs"]) == 4 and plan["compare_app"] == str(REPO / "jobs" / "compare.py")
+
+
+# ---- slow: a real scheduler catches up two completed days --------------------------------------------------
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _stop(procs: list[subprocess.Popen]) -> None:
+    """SIGTERM each process group we started (the scheduler's serve-logs child included), then SIGKILL."""
+    for p in reversed(procs):
+        try:
+            os.killpg(p.pid, signal.SIGTERM)
+        except ProcessLookupError:
+            pass
+    for p in reversed(procs):
+        try:
+            p.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            pass
+        try:
+            os.killpg(p.pid, signal.SIGKILL)  # whatever of the group is left
+        except ProcessLookupError:
+            pass
+        p.wait()
+
+
+def _db_rows(db: Path, sql: str, *args: object) -> list[dict]:
+    con = sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=30)
+    try:
+        con.row_factory = sqlite3.Row
+        return [dict(r) for r in con.execute(sql, args)]
+    finally:
+        con.close()
+
+
+def _ts(value: str | None) -> str | None:
+    """A SQLite timestamp of the metadata DB as 'YYYY-MM-DD HH:MM:SS' (UTC)."""
+    return None if value is None else str(value)[:19].replace("T", " ")
+
+
+def _tail(path: Path, lines: int = 40) -> str:
+    return "\n".join(path.read_text(errors="replace").splitlines()[-lines:]) if path.exists() else ""
+
+
+@pytest.fixture(scope="module")
+def scheduler(tmp_path_factory):
+    """Demo data for day-2, day-1 (complete) and today (no _SUCCESS); a real Airflow catches up; results."""
     from ctcalc_spark.demo import write_demo_eval
 
+    now = dt.datetime.now(dt.timezone.utc)
+    if now.hour == 23 and now.minute >= 45:
+        pytest.skip("within 15 minutes of midnight UTC: the set of completed days could change during the test")
+    today = now.date()
+    days = [_day(-2, today), _day(-1, today)]
     scratch = tmp_path_factory.mktemp("airflow")
-    env = airflow_env(scratch / "airflow_home", scratch)
-    (scratch / "drift_probe.py").write_text(DRIFT_PROBE)
-    write_demo_eval(scratch / "eval", n_examples_per_day=2000, n_runs=2, n_days=2)
+    home = scratch / "airflow_home"
+    env = airflow_env(home, scratch, days[0])
+    port = _free_port()
+    env.update({
+        "AIRFLOW__CORE__EXECUTOR": "LocalExecutor",
+        "AIRFLOW__CORE__PARALLELISM": "4",
+        "AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION": "False",
+        "AIRFLOW__CORE__EXECUTION_API_SERVER_URL": f"http://127.0.0.1:{port}/execution/",
+        "AIRFLOW__API__HOST": "127.0.0.1",
+        "AIRFLOW__API__PORT": str(port),
+        "AIRFLOW__API__WORKERS": "1",
+        "AIRFLOW__API_AUTH__JWT_SECRET": secrets.token_hex(16),
+        "AIRFLOW__LOGGING__WORKER_LOG_SERVER_PORT": str(_free_port()),  # not 8793: other runs may hold it
+    })
+    (scratch / "probe.py").write_text(PROBE)
+    write_demo_eval(scratch / "eval", n_examples_per_day=2000, n_runs=2, n_days=3, start_ds=days[0])
+    (scratch / "eval" / f"ds={today.isoformat()}" / "_SUCCESS").unlink()  # today is still being written
+    t0 = time.perf_counter()
+    subprocess.run([str(BIN / "airflow"), "db", "migrate"], env=env, check=True, capture_output=True, cwd=scratch)
+    migrate_s = time.perf_counter() - t0
+    logs = scratch / "proc_logs"
+    logs.mkdir()
+    procs: list[subprocess.Popen] = []
+    db = home / "airflow.db"
+    t1 = time.perf_counter()
+    try:
+        for name, cmd in (("api-server", ["api-server", "--port", str(port), "--host", "127.0.0.1"]),
+                          ("dag-processor", ["dag-processor"]), ("scheduler", ["scheduler"])):
+            with (logs / f"{name}.log").open("w") as f:
+                procs.append(subprocess.Popen([str(BIN / "airflow"), *cmd], env=env, cwd=scratch, stdout=f,
+                                              stderr=subprocess.STDOUT, start_new_session=True))
+        deadline = time.monotonic() + 540
+        runs: list[dict] = []
+        while time.monotonic() < deadline:
+            time.sleep(5)
+            dead = [p.args[1] for p in procs if p.poll() is not None]
+            assert not dead, f"{dead} exited early:\n" + "\n".join(_tail(logs / f"{n}.log") for n in dead)
+            if not db.exists():
+                continue
+            try:
+                runs = _db_rows(db, "SELECT * FROM dag_run WHERE dag_id = 'daily_calibrated_eval' "
+                                    "ORDER BY logical_date")
+            except sqlite3.OperationalError:  # locked or not created yet
+                continue
+            if len(runs) >= 2 and all(r["state"] in ("success", "failed") for r in runs):
+                break
+        run_s = time.perf_counter() - t1
+        time.sleep(3)  # a scheduler loop more: a run for today would show up now
+        runs = _db_rows(db, "SELECT * FROM dag_run WHERE dag_id = 'daily_calibrated_eval' ORDER BY logical_date")
+        tis = _db_rows(db, "SELECT run_id, task_id, state FROM task_instance WHERE dag_id = 'daily_calibrated_eval'")
+        dag_row = _db_rows(db, "SELECT * FROM dag WHERE dag_id = 'daily_calibrated_eval'")
+        xcoms = _db_rows(db, "SELECT run_id, value FROM xcom WHERE dag_id = 'daily_calibrated_eval' "
+                             "AND task_id = 'drift_check' AND key = 'return_value'")
+        events = _db_rows(db, "SELECT a.name, e.extra, e.source_run_id FROM asset_event e "
+                              "JOIN asset a ON a.id = e.asset_id")
+        rendered = _db_rows(db, "SELECT task_id, rendered_fields FROM rendered_task_instance_fields "
+                                "WHERE dag_id = 'daily_calibrated_eval'")
+    finally:
+        _stop(procs)
+    task_logs = {str(p.relative_to(home / "logs")): _tail(p, 15) for p in (home / "logs").rglob("*.log")
+                 if "dag_id=daily" in str(p)}
+    result = {"today": today.isoformat(), "days": days, "runs": runs, "dag": dag_row[0] if dag_row else {},
+              "tis": tis, "drift": {x["run_id"]: json.loads(x["value"]) for x in xcoms}, "events": events,
+              "rendered": rendered,
+              "migrate_s": migrate_s, "run_s": run_s,
+              "debug": "\n".join([_tail(logs / "scheduler.log"), *[f"--- {k}\n{v}" for k, v in task_logs.items()]])}
+    (scratch / "scheduler_result.json").write_text(json.dumps(result, indent=1, default=str))
+    print(json.dumps({"migrate_s": round(migrate_s, 1), "scheduler_catch_up_s": round(run_s, 1)}))
+    return scratch, env, result
+
+
+slow = pytest.mark.slow
+
+
+@needs_airflow
+@slow
+def test_scheduler_runs_exactly_the_completed_days(scheduler):
+    _, _, r = scheduler
+    runs, days, today = r["runs"], r["days"], r["today"]
+    assert [(_ts(x["logical_date"]), x["run_type"], x["state"]) for x in runs] == [
+        (f"{d} 00:00:00", "scheduled", "success") for d in days], r["debug"]
+    for run, d in zip(runs, days):
+        # A data interval of one day that has ended before the run was created: the run evaluates that day.
+        end = _day(1, dt.date.fromisoformat(d))
+        assert (_ts(run["data_interval_start"]), _ts(run["data_interval_end"]), _ts(run["run_after"])) == (
+            f"{d} 00:00:00", f"{end} 00:00:00", f"{end} 00:00:00")
+    # No run for today: its interval ends tomorrow, and only then may its run be created.
+    assert today not in {_ts(x["logical_date"])[:10] for x in runs}
+    tomorrow = _day(1, dt.date.fromisoformat(today))
+    assert _ts(r["dag"]["next_dagrun"]) == f"{today} 00:00:00"
+    assert _ts(r["dag"]["next_dagrun_create_after"]) == f"{tomorrow} 00:00:00"
+
+
+@needs_airflow
+@slow
+def test_scheduler_runs_every_task_and_writes_each_day(scheduler):
+    import pandas as pd
+
+    scratch, _, r = scheduler
+    by_run: dict[str, dict[str, str]] = {}
+    for ti in r["tis"]:
+        by_run.setdefault(ti["run_id"], {})[ti["task_id"]] = ti["state"]
+    assert len(by_run) == 2
+    for states in by_run.values():
+        assert states == {t: ("skipped" if t == "score" else "success") for t in DAILY_GRAPH}, r["debug"]
+    out = scratch / "out"
+    for table in ("metrics", "summaries", "rolling/window_spec=day", "reports"):
+        assert sorted(p.name for p in (out / table).glob("ds=*")) == [f"ds={d}" for d in r["days"]]
+    assert [p.name for p in (out / "rolling").iterdir()] == ["window_spec=day"]
+    d1, d2 = r["days"]
+    for d in (d1, d2):
+        metrics = pd.read_parquet(out / "metrics" / f"ds={d}")
+        assert set(metrics["status"]) == {"ok"} and len(metrics[metrics["slice_name"] == "__all__"]) == 3 * 2
+        report = out / "reports" / f"ds={d}"
+        assert sorted(p.suffix for p in report.iterdir()) == [".csv", ".csv", ".html", ".json"]  # rows, flags
+        assert len(list(report.glob("drift_*_flags.csv"))) == 1
+    roll1, roll2 = (pd.read_parquet(out / "rolling" / "window_spec=day" / f"ds={d}") for d in (d1, d2))
+    assert set(roll1["status"]) == {"first_window"} and roll1["bias_change"].isna().all()
+    assert set(roll2["status"]) == {"ok"} and roll2["bias_change"].notna().all() and roll2["prev_window"].eq(d1).all()
+    # The verdicts tell "nothing to compare with" from "compared, no drift".
+    verdicts = {v["ds"]: v for v in r["drift"].values()}
+    assert verdicts[d1]["outcome"] == "first_window" and verdicts[d1]["rows_checked"] == 0
+    assert verdicts[d2]["outcome"] == "no_drift" and verdicts[d2]["rows_checked"] == len(roll2)
+    assert not (scratch / "failures.jsonl").exists()  # the failure notifier was not called
+
+
+@needs_airflow
+@slow
+def test_scheduler_run_updates_the_output_assets(scheduler):
+    scratch, _, r = scheduler
+    seen = sorted((e["name"], json.loads(e["extra"])["ds"]) for e in r["events"])
+    assert seen == sorted((f"ctcalc_daily_{t}", d) for t in ("metrics", "summaries", "rolling") for d in r["days"])
+    extra = next(json.loads(e["extra"]) for e in r["events"] if e["name"] == "ctcalc_daily_rolling")
+    assert extra["path"] == str(scratch / "out" / "rolling" / "window_spec=day" / f"ds={extra['ds']}")
+
+
+@needs_airflow
+@slow
+def test_scheduler_run_shows_no_secret(scheduler):
+    scratch, _, r = scheduler
+    # Task logs (what the UI shows) and the api-server's and dag-processor's output. Not the scheduler's stdout:
+    # Airflow 3.3's LocalExecutor copies every task log line there (subprocess_logs_to_stdout=True) without
+    # the task's masks; docs/airflow.md says so.
+    logs = [*(scratch / "airflow_home" / "logs").rglob("*.log"), *(scratch / "proc_logs").glob("[ad]*.log")]
+    texts = {str(p.relative_to(scratch)): p.read_text(errors="replace") for p in logs}
+    assert len(texts) > 10 and [name for name, text in texts.items() if SECRET in text] == []
+    # Not vacuous: the jobs got the setting, and the logs show it redacted.
+    evaluate_logs = [t for name, t in texts.items() if "task_id=evaluate" in name]
+    assert len(evaluate_logs) == 2 and all("kafka.sasl.jaas.config" in t and "***" in t for t in evaluate_logs)
+    assert any("running: " in t and 'kafka.sasl.jaas.config\\": \\"***' in t for t in texts.values())  # report, JSON
+    spark_fields = [f["rendered_fields"] for f in r["rendered"] if f["task_id"] in ("evaluate", "rolling")]
+    assert len(spark_fields) == 4 and all("kafka.sasl.jaas.config" in f and SECRET not in f for f in spark_fields)
+
+
+# ---- slow: dag.test() scenarios on the same home and data -------------------------------------------------
+
+@pytest.fixture(scope="module")
+def scenario(scheduler):
+    """tests/_airflow_scenario.py on the scheduler's home and outputs; tiny CTR data for compare_pipelines."""
+    from ctcalc_spark.upstream.data import write_ctr_tables
+
+    scratch, env, sched = scheduler
     write_ctr_tables(scratch / "ctr", n_train=20_000, n_eval=4000, seed=0)  # eval day 2026-11-02
-    t = time.perf_counter()
-    subprocess.run([str(Path(sys.executable).parent / "airflow"), "db", "migrate"], env=env, check=True,
-                   capture_output=True, cwd=scratch)
-    migrate_s = time.perf_counter() - t
     log = scratch / "scenario.log"
     with log.open("w") as f:
         proc = subprocess.run([sys.executable, str(REPO / "tests" / "_airflow_scenario.py"), str(REPO / "dags"),
-                               str(scratch), str(scratch / "result.json")], env=env, stdout=f,
-                              stderr=subprocess.STDOUT, cwd=scratch, timeout=600)
+                               str(scratch), str(scratch / "result.json"), *sched["days"], sched["today"]],
+                              env=env, stdout=f, stderr=subprocess.STDOUT, cwd=scratch, timeout=600)
     tail = "\n".join(log.read_text().splitlines()[-60:])
     assert proc.returncode == 0, f"scenario failed:\n{tail}"
     result = json.loads((scratch / "result.json").read_text())
-    result["migrate_s"] = migrate_s
-    print(json.dumps({"migrate_s": round(migrate_s, 1), "total_s": round(result["total_s"], 1),
+    notified = scratch / "failures.jsonl"
+    failures = [json.loads(line) for line in notified.read_text().splitlines()] if notified.exists() else []
+    print(json.dumps({"total_s": round(result["total_s"], 1),
                       "runs": {r["name"]: round(r["seconds"], 1) for r in result["runs"]}}))
-    return scratch, result, tail
+    return scratch, result, failures, sched, tail
 
 
 def _run(result: dict, name: str) -> dict:
     return next(r for r in result["runs"] if r["name"] == name)
 
 
-def test_dagbag_has_no_import_errors(scenario):
-    _, result, _ = scenario
-    assert result["import_errors"] == {}
-    assert {"daily_calibrated_eval", "compare_pipelines"} <= set(result["dag_ids"])
+def _failed(scenario: tuple, name: str, task_id: str) -> tuple[dict, str]:
+    """A scenario run that failed in ``task_id``, and the reason the failure notifier got for that task."""
+    _, result, failures, _, _ = scenario
+    run = _run(result, name)
+    assert run["state"] == "failed" and run["tasks"][task_id] == "failed", run
+    notified = [f for f in failures if f["run_id"] == run["run_id"] and f["task_id"]]
+    assert [(f["dag_id"], f["task_id"]) for f in notified] == [("daily_calibrated_eval", task_id)]
+    return run, notified[0]["reason"]
 
 
-def test_daily_task_graph(scenario):
-    _, result, _ = scenario
-    g = result["graphs"]["daily_calibrated_eval"]
-    assert {t: v["downstream"] for t, v in g["tasks"].items()} == DAILY_GRAPH
-    assert g["schedule"] == "@daily" and g["max_active_runs"] == 1
-    assert {"config", "bias_threshold", "score", "drift_callback"} <= set(g["params"])
-    tasks = g["tasks"]
-    for job, script in (("evaluate", "jobs/evaluate.py"), ("rolling", "jobs/rolling.py")):
-        assert tasks[job]["type"] == "SparkSubmitOperator" and tasks[job]["conn_id"] == "spark_default"
-        assert tasks[job]["application"].endswith(script)
-    assert tasks["evaluate"]["trigger_rule"].lower().endswith("none_failed_min_one_success")
-    assert tasks["wait_for_eval_partition"]["mode"] == "poke" and tasks["wait_for_eval_partition"]["timeout"] == 8
-    assert all(t["retry_exponential_backoff"] for t in tasks.values())
+@needs_airflow
+@slow
+def test_drift_alerts_through_the_variable_callback(scenario):
+    scratch, result, _, sched, _ = scenario
+    run = _run(result, "drift_callback")
+    assert run["state"] == "success" and run["tasks"]["drift_check"] == "success"
+    alert = json.loads((scratch / "drift_alert.json").read_text())
+    assert alert["ds"] == sched["days"][1] and alert["rows"] > 0 and alert["threshold"] == 1e-9
 
 
-def test_compare_task_graph(scenario):
-    _, result, _ = scenario
-    g = result["graphs"]["compare_pipelines"]
-    assert g["schedule"] == "None"
-    down = {t: v["downstream"] for t, v in g["tasks"].items()}
-    assert down["train"] == ["score"] and down["score"] == ["evaluate"] and down["evaluate"] == ["compare"]
-    assert g["tasks"]["evaluate"]["type"] == g["tasks"]["compare"]["type"] == "SparkSubmitOperator"
-    assert {"pipeline_a", "pipeline_b", "runs", "ds"} <= set(g["params"])
+@needs_airflow
+@slow
+def test_drift_fails_loudly_and_notifies(scenario):
+    run, reason = _failed(scenario, "drift_fails", "drift_check")
+    assert run["tasks"]["evaluate"] == "success"  # marked success: only the check ran
+    assert reason.startswith("AirflowFailException: Bias drift on")
 
 
+@needs_airflow
+@slow
+def test_untrusted_param_stops_the_run_in_settings(scenario):
+    run, reason = _failed(scenario, "untrusted_param", "settings")
+    assert all(s == "upstream_failed" for t, s in run["tasks"].items() if t != "settings")
+    assert "run param 'drift_callback' is not accepted" in reason
+
+
+@needs_airflow
+@slow
+def test_missing_previous_window_stops_with_a_message(scenario):
+    run, reason = _failed(scenario, "missing_previous", "wait_for_previous_window")
+    assert run["tasks"]["wait_for_eval_partition"] == "success"
+    assert run["seconds"] < 60  # failed at once: the run before had ended, nothing would write the window
+    day1 = scenario[3]["days"][0]
+    assert f"no committed summaries for ds={day1}" in reason and "ctcalc_previous_window=ignore" in reason
+
+
+@needs_airflow
+@slow
+def test_partial_day_is_not_evaluated(scenario):
+    scratch, today = scenario[0], scenario[3]["today"]
+    run, reason = _failed(scenario, "partial_today", "wait_for_eval_partition")
+    assert run["seconds"] >= 8 and "AirflowSensorTimeout" in reason  # it waited for the sensor timeout
+    assert all(run["tasks"][t] == "upstream_failed" for t in ("maybe_score", "evaluate", "rolling", "report",
+                                                             "drift_check"))
+    for table in ("metrics", "summaries", "rolling/window_spec=day", "reports"):
+        assert (scratch / "out" / table).is_dir() and not (scratch / "out" / table / f"ds={today}").exists()
+
+
+@needs_airflow
+@slow
 def test_compare_dag_runs_end_to_end(scenario):
-    scratch, result, tail = scenario
+    scratch, result, _, _, tail = scenario
     run = _run(result, "compare")
     assert run["state"] == "success", (run, tail)
     assert sum(t.startswith("train[") for t in run["tasks"]) == 4  # 2 pipelines x 2 runs, mapped
@@ -144,134 +726,15 @@ def test_compare_dag_runs_end_to_end(scenario):
     assert 0.0 <= c["vanilla"]["acc"] <= 1.0 and 0.0 <= c["calibrated"]["acc"] <= 1.0
 
 
-def test_daily_dag_runs_two_days_end_to_end(scenario):
-    import pandas as pd
-
-    scratch, result, tail = scenario
-    out = scratch / "out"
-    for name, day in (("day1", DAY1), ("day2", DAY2)):
-        run = _run(result, name)
-        assert run["state"] == "success", (run, tail)
-        assert run["tasks"]["score"] == "skipped"
-        assert all(run["tasks"][t] == "success" for t in DAILY_GRAPH if t != "score"), run
-        for table in ("metrics", "summaries", "rolling"):
-            part = pd.read_parquet(out / table / f"ds={day}")
-            assert len(part) > 0
-        metrics = pd.read_parquet(out / "metrics" / f"ds={day}")
-        assert set(metrics["status"]) == {"ok"}
-        assert len(metrics[metrics["slice_name"] == "__all__"]) == 3 * 2  # 3 demo models x 2 runs
-        report = out / "reports" / f"ds={day}"
-        assert sorted(p.suffix for p in report.iterdir()) == [".csv", ".csv", ".html", ".json"]  # rows, flags
-        assert len(list(report.glob("drift_*_flags.csv"))) == 1
-    # Only the days that ran exist: every task wrote the partition of its own logical date.
-    for table in ("metrics", "summaries", "rolling"):
-        assert sorted(p.name for p in (out / table).glob("ds=*")) == [f"ds={DAY1}", f"ds={DAY2}"]
-    whole = pd.read_parquet(out / "metrics")  # the table as a reader sees it: ds from the folder names
-    assert sorted(whole["ds"].astype(str).unique()) == [DAY1, DAY2]
-    rolling2 = pd.read_parquet(out / "rolling" / f"ds={DAY2}")
-    assert rolling2["bias_change"].notna().all() and rolling2["prev_window"].eq(DAY1).all()
-
-
-def _table_contents(root: Path) -> dict[str, object]:
-    """Partition -> sorted rows (Parquet) or bytes (reports, minus the generation timestamp)."""
-    import pandas as pd
-
-    found: dict[str, object] = {}
-    for table in ("metrics", "summaries", "rolling"):
-        for part in sorted((root / table).glob("ds=*")):
-            df = pd.read_parquet(part)
-            found[f"{table}/{part.name}"] = df.sort_values(list(df.columns)).reset_index(drop=True)
-    for f in sorted((root / "reports").rglob("*.*")):
-        text = f.read_text()
-        found[str(f.relative_to(root))] = re.sub(r"Generated [0-9: -]+ UTC", "Generated <t> UTC", text)
-    return found
-
-
-def test_rerun_of_a_day_changes_nothing(scenario):
-    import pandas as pd
-
-    scratch, result, tail = scenario
-    assert _run(result, "day2_rerun")["state"] == "success", tail
-    before = _table_contents(scratch / "snap_before_rerun")
-    after = _table_contents(scratch / "snap_after_rerun")
-    assert sorted(before) == sorted(after) and len(before) >= 8
-    for key, value in before.items():
-        if isinstance(value, pd.DataFrame):
-            pd.testing.assert_frame_equal(value, after[key], check_exact=True, obj=key)
-        else:
-            assert value == after[key], key
-    # No leftovers of the atomic swaps next to the partitions.
-    assert not list((scratch / "snap_after_rerun").rglob("*.old.*"))
-
-
-def test_drift_check_alerts_through_callback(scenario):
-    scratch, result, _ = scenario
-    run = _run(result, "drift_callback")
-    assert run["state"] == "success" and run["tasks"]["drift_check"] == "success"
-    alert = json.loads((scratch / "drift_alert.json").read_text())
-    assert alert["ds"] == DAY2 and alert["rows"] > 0 and alert["threshold"] == 1e-9
-
-
-def test_drift_check_fails_loudly_without_callback(scenario):
-    _, result, _ = scenario
-    run = _run(result, "drift_fails")
-    assert run["state"] == "failed" and run["tasks"]["drift_check"] == "failed"
-    assert run["tasks"]["evaluate"] == "success"  # marked success: only the check ran
-
-
-def test_missing_day_times_out_in_the_sensor(scenario):
-    scratch, result, _ = scenario
-    run = _run(result, "missing_day")
-    assert run["state"] == "failed"
-    assert run["tasks"]["wait_for_eval_partition"] == "failed"
-    assert run["seconds"] >= 8  # it waited for the sensor timeout
-    assert all(run["tasks"][t] == "upstream_failed" for t in ("maybe_score", "evaluate", "rolling", "report",
-                                                             "drift_check"))
-    for table in ("metrics", "summaries", "rolling", "reports"):
-        assert not (scratch / "out" / table / f"ds={DAY3}").exists()
-
-
-def test_drift_rows_and_run_settings(scenario):
-    """The helpers the tasks call, on the rolling partition the DAG wrote."""
-    from ctcalc_spark.orchestration import tasks as orch
-
-    scratch, _, _ = scenario
-    part = str(scratch / "out" / "rolling" / f"ds={DAY2}")
-    drifted, n, max_abs = orch.drift_rows(part, 1e-9)
-    assert n == len(drifted) > 0 and max_abs > 0
-    assert orch.drift_rows(part, max_abs)[0].empty
-    s = orch.run_settings(DAY2, variables={orch.VAR_OVERRIDES: json.dumps({"output.path": "/data/x"}),
-                                           orch.VAR_BIAS_THRESHOLD: "0.3"},
-                          params={"bias_threshold": 0.2}, project_dir=str(REPO))
-    assert s["bias_threshold"] == 0.2 and s["rolling_path"] == f"/data/x/rolling/ds={DAY2}"
-    assert s["sensor_path"] == str(REPO / "output/demo/eval" / f"ds={DAY2}")
-    assert s["job_args"][:4] == ["--config", str(REPO / "conf/demo.yaml"), "--ds", DAY2]
-    assert orch.parse_settings(env={}).retries == 2 and orch.parse_settings(env={}).sensor_mode == "reschedule"
-
-
-def test_partition_ready(tmp_path):
-    from ctcalc_spark.orchestration.tasks import partition_ready
-
-    part = tmp_path / "ds=2026-11-15"
-    assert not partition_ready(str(part))[0]
-    part.mkdir()
-    assert not partition_ready(str(part))[0]
-    (part / "part-0.parquet").write_bytes(b"")
-    assert not partition_ready(str(part))[0]  # an empty file is not data
-    (part / "_SUCCESS").write_text("")
-    assert partition_ready(str(part))[0]
-    (part / "_SUCCESS").unlink()
-    (part / "part-0.parquet").write_bytes(b"PAR1")
-    assert partition_ready(str(part))[0]
-
-
+@needs_airflow
+@slow
 def test_score_partition_replaces_only_its_day(scenario, tmp_path):
     """The daily DAG's optional `score` step, with model files trained by the compare DAG run."""
     import pandas as pd
 
     from ctcalc_spark.orchestration.tasks import score_partition
 
-    scratch, _, _ = scenario
+    scratch = scenario[0]
     models = {"lr_a": [str(scratch / "compare" / "models" / "lr_a" / f"run{r}.pt") for r in (0, 1)]}
     other = tmp_path / "eval" / "ds=2026-11-01"
     other.mkdir(parents=True)

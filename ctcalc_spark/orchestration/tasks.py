@@ -1,4 +1,4 @@
-"""Helpers for the Airflow DAGs in dags/: run settings, partition checks and the drift check.
+"""Helpers for the Airflow DAGs in dags/: settings, readiness checks, the drift check, redaction.
 
 Importing this module is cheap (standard library only): the DAG files import it at
 parse time, so pandas, pyarrow, pyspark and Airflow are imported inside the functions.
@@ -6,86 +6,192 @@ parse time, so pandas, pyarrow, pyspark and Airflow are imported inside the func
 Settings are resolved in two places:
 
 * at parse time, from the environment (``CTCALC_*``): what Airflow needs to build the
-  graph (connection id, sensor timeout, retries, start date). See :func:`parse_settings`.
-* at run time, inside the first task, from DAG params, then Airflow Variables
-  (``ctcalc_*``), then the job config: paths, overrides, thresholds. See :func:`run_settings`.
+  graph (connection id, start date, timeouts, retries, owner, trust switches). A bad or
+  contradictory value never breaks parsing: it is recorded in ``ParseSettings.problems``
+  and the first task of every run fails with it. See :func:`parse_settings`.
+* at run time, inside the first task: DAG params, then Airflow Variables ``ctcalc_<key>``,
+  then the environment ``CTCALC_<KEY>``, then the job config. Keys that choose code or paths
+  (:data:`TRUSTED_KEYS`) are taken from params only with ``CTCALC_TRUST_PARAMS=true`` and
+  from Variables only with ``CTCALC_TRUST_VARIABLES=true`` (the default). See :func:`run_settings`.
+
+Which day a run evaluates: the daily DAG runs on a data-interval timetable, so a scheduled
+run (catch-up and backfill included) has ``logical_date == data_interval_start`` and starts
+once its day has ended. The run evaluates its logical date ``ds``: the day that has completed.
 """
 from __future__ import annotations
 
 import datetime as dt
 import json
 import os
-from dataclasses import dataclass
+import re
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Mapping, Sequence
 
-# Airflow Variables read at run time (all optional).
+VARIABLE_PREFIX = "ctcalc_"  # Airflow Variable of run-time key k: ctcalc_<k>
+ENV_PREFIX = "CTCALC_"  # environment fallback of run-time key k: CTCALC_<K>
+
+# Run-time keys that choose which code runs or which paths are read and written: a drift callback is
+# imported and called, spark_conf reaches the JVM command line, project_dir picks jobs/*.py, models are
+# unpickled by torch, config/overrides pick every input and output path. Only trusted sources set them.
+TRUSTED_KEYS = ("config", "overrides", "project_dir", "spark_conf", "drift_callback", "models", "sensor_path",
+                "ready_marker", "readiness")
+# Run-time keys anyone who may trigger a run can tune.
+TUNING_KEYS = ("bias_threshold", "score", "report_days", "previous_window")
+RUN_KEYS = TRUSTED_KEYS + TUNING_KEYS
+
 VAR_CONFIG = "ctcalc_config"  # job YAML; relative paths are resolved against the project dir
 VAR_PROJECT_DIR = "ctcalc_project_dir"  # folder holding jobs/ and conf/
 VAR_OVERRIDES = "ctcalc_overrides"  # JSON object of config overrides, e.g. {"output.path": "/data/ctcalc"}
 VAR_BIAS_THRESHOLD = "ctcalc_bias_threshold"  # |bias change| above which the drift check fires
-VAR_SCORE = "ctcalc_score"  # "true": run jobs/score.py before evaluating
-VAR_SENSOR_PATH = "ctcalc_sensor_path"  # folder to wait for; "{ds}" is replaced by the logical date
+VAR_SCORE = "ctcalc_score"  # "true": score the day's feature rows before evaluating
+VAR_SENSOR_PATH = "ctcalc_sensor_path"  # the day's input folder; "{ds}" is replaced by the logical date
+VAR_READY_MARKER = "ctcalc_ready_marker"  # file whose presence says the day is complete ("{ds}" replaced)
+VAR_READINESS = "ctcalc_readiness"  # "marker" (default) or "partition" (metastore table partition)
 VAR_DRIFT_CALLBACK = "ctcalc_drift_callback"  # "package.module:function" called instead of failing
 VAR_REPORT_DAYS = "ctcalc_report_days"  # days covered by the daily report (default: rolling.days)
 VAR_SPARK_CONF = "ctcalc_spark_conf"  # JSON object of extra spark-submit --conf, e.g. {"spark.executor.memory": "4g"}
 VAR_MODELS = "ctcalc_models"  # JSON {"model name": ["run 0 model file", "run 1 model file", ...]} for scoring
-RUN_VARIABLES = (VAR_CONFIG, VAR_PROJECT_DIR, VAR_OVERRIDES, VAR_BIAS_THRESHOLD, VAR_SCORE, VAR_SENSOR_PATH,
-                 VAR_DRIFT_CALLBACK, VAR_REPORT_DAYS, VAR_SPARK_CONF, VAR_MODELS)
+VAR_PREVIOUS_WINDOW = "ctcalc_previous_window"  # "require" (default) or "ignore" a missing previous window
+RUN_VARIABLES = tuple(VARIABLE_PREFIX + k for k in RUN_KEYS)
 
-DEFAULT_CONFIG = "conf/demo.yaml"
+READINESS_MODES = ("marker", "partition")
+PREVIOUS_WINDOW_POLICIES = ("require", "ignore")
 BIAS_CHANGE_COLUMN = "bias_change"
+STATUS_COLUMN = "status"
+FIRST_WINDOW = "first_window"  # ctcalc_spark.core.windows.STATUS_FIRST_WINDOW (kept literal: this module is light)
+STATUS_OK = "ok"
+SUCCESS_MARKER = "_SUCCESS"
 
 
 @dataclass(frozen=True)
 class ParseSettings:
-    """What the DAG file needs at parse time; read from the environment, never from the metadata DB."""
+    """What the DAG files need at parse time; read from the environment, never from the metadata DB."""
 
     conn_id: str = "spark_default"
-    start_date: dt.datetime = dt.datetime(2026, 11, 15, tzinfo=dt.timezone.utc)
+    start_date: dt.datetime | None = None  # None: no catch-up, the first run is the latest completed day
     catchup: bool = False
+    max_active_runs: int = 1
+    owner: str = "ctcalc"
     retries: int = 2
     retry_delay_s: float = 300.0
     max_retry_delay_s: float = 3600.0
     sensor_timeout_s: float = 6 * 3600.0
     sensor_poke_s: float = 300.0
     sensor_mode: str = "reschedule"
+    previous_timeout_s: float = 3600.0
+    task_timeout_s: float = 900.0  # settings, branch, drift check, one poke of a sensor in reschedule mode
+    spark_timeout_s: float = 4 * 3600.0  # each spark-submit (evaluate, rolling) and scoring
+    report_timeout_s: float = 3600.0
+    dagrun_timeout_s: float = 24 * 3600.0
+    on_failure: str | None = None  # "package.module:function" the failure notifier calls
+    asset_uri: str | None = None  # URI prefix of the output Assets, e.g. s3://bucket/ctcalc
+    trust_params: bool = False
+    trust_variables: bool = True
+    compare_root: str | None = None  # compare_pipelines: every path param must lie under it
     project_dir: str = ""
+    env_values: Mapping[str, str] = field(default_factory=dict)  # CTCALC_<KEY> fallbacks of the run-time keys
+    problems: tuple[str, ...] = ()  # bad settings, reported by the first task of every run
+
+
+_TRUE = ("1", "true", "yes", "on")
+_FALSE = ("0", "false", "no", "off", "")
 
 
 def _env_bool(value: str) -> bool:
-    return value.strip().lower() in ("1", "true", "yes", "on")
+    return value.strip().lower() in _TRUE
 
 
 def parse_settings(
     dag_file: str | os.PathLike[str] | None = None, env: Mapping[str, str] | None = None
 ) -> ParseSettings:
-    """Parse-time settings from ``CTCALC_*`` environment variables (cheap: no DB, no network).
+    """Parse-time settings from ``CTCALC_*`` environment variables (cheap: no DB, no network, never raises).
 
-    ``CTCALC_SPARK_CONN_ID``, ``CTCALC_START_DATE`` (YYYY-MM-DD), ``CTCALC_CATCHUP``,
-    ``CTCALC_RETRIES``, ``CTCALC_RETRY_DELAY_S``, ``CTCALC_MAX_RETRY_DELAY_S``,
-    ``CTCALC_SENSOR_TIMEOUT_S``, ``CTCALC_SENSOR_POKE_S``, ``CTCALC_SENSOR_MODE``
-    (poke/reschedule), ``CTCALC_PROJECT_DIR`` (default: the folder above ``dags/``).
+    ``CTCALC_SPARK_CONN_ID``, ``CTCALC_START_DATE`` (YYYY-MM-DD: the first day evaluated), ``CTCALC_CATCHUP``,
+    ``CTCALC_MAX_ACTIVE_RUNS``, ``CTCALC_OWNER``, ``CTCALC_RETRIES``, ``CTCALC_RETRY_DELAY_S``,
+    ``CTCALC_MAX_RETRY_DELAY_S``, ``CTCALC_SENSOR_TIMEOUT_S``, ``CTCALC_SENSOR_POKE_S``, ``CTCALC_SENSOR_MODE``
+    (poke/reschedule), ``CTCALC_PREVIOUS_TIMEOUT_S``, ``CTCALC_TASK_TIMEOUT_S``, ``CTCALC_SPARK_TIMEOUT_S``,
+    ``CTCALC_REPORT_TIMEOUT_S``, ``CTCALC_DAGRUN_TIMEOUT_S``, ``CTCALC_ON_FAILURE``, ``CTCALC_ASSET_URI``,
+    ``CTCALC_TRUST_PARAMS`` (false), ``CTCALC_TRUST_VARIABLES`` (true), ``CTCALC_COMPARE_ROOT``,
+    ``CTCALC_PROJECT_DIR`` (default: the folder above ``dags/``), and ``CTCALC_<KEY>`` for every run-time key
+    (the fallback after Variables).
     """
     env = os.environ if env is None else env
     d = ParseSettings()
+    problems: list[str] = []
+
+    def get(name: str, cast: Callable[[str], Any], default: Any, check: Callable[[Any], bool] = lambda v: True,
+            expected: str = "") -> Any:
+        raw = env.get(ENV_PREFIX + name)
+        if raw is None or raw.strip() == "":
+            return default
+        try:
+            value = cast(raw.strip())
+        except ValueError:
+            value = None
+        if value is None or not check(value):
+            problems.append(f"{ENV_PREFIX}{name} must be {expected or cast.__name__}, got {raw!r}; "
+                            f"using the default {default!r} until it is fixed.")
+            return default
+        return value
+
+    def boolean(raw: str) -> bool | None:
+        low = raw.lower()
+        return True if low in _TRUE else False if low in _FALSE else None
+
+    def date(raw: str) -> dt.datetime:
+        return dt.datetime.combine(dt.date.fromisoformat(raw), dt.time(), tzinfo=dt.timezone.utc)
+
+    positive = (lambda v: v > 0)
+    start = get("START_DATE", date, None, expected="a date like 2026-11-15")
+    catchup = get("CATCHUP", boolean, d.catchup, lambda v: v is not None, "true or false")
+    if catchup and start is None:
+        problems.append(f"{ENV_PREFIX}CATCHUP=true needs {ENV_PREFIX}START_DATE (the first day to evaluate); "
+                        "catch-up is off until it is set.")
+        catchup = False
     project = env.get("CTCALC_PROJECT_DIR") or (str(Path(dag_file).resolve().parents[1]) if dag_file else os.getcwd())
-    start = env.get("CTCALC_START_DATE")
-    mode = env.get("CTCALC_SENSOR_MODE", d.sensor_mode)
-    if mode not in ("poke", "reschedule"):
-        raise ValueError(f"CTCALC_SENSOR_MODE must be 'poke' or 'reschedule', got {mode!r}.")
+    seconds = {name: get(name, float, getattr(d, name.lower()), positive, "a number of seconds > 0")
+               for name in ("RETRY_DELAY_S", "MAX_RETRY_DELAY_S", "SENSOR_TIMEOUT_S", "SENSOR_POKE_S",
+                            "PREVIOUS_TIMEOUT_S", "TASK_TIMEOUT_S", "SPARK_TIMEOUT_S", "REPORT_TIMEOUT_S",
+                            "DAGRUN_TIMEOUT_S")}
+    on_failure = env.get("CTCALC_ON_FAILURE") or None
+    if on_failure and not _callable_spec_ok(on_failure):
+        problems.append(f"CTCALC_ON_FAILURE must be 'package.module:function', got {on_failure!r}.")
+        on_failure = None
     return ParseSettings(
-        conn_id=env.get("CTCALC_SPARK_CONN_ID", d.conn_id),
-        start_date=(dt.datetime.fromisoformat(start).replace(tzinfo=dt.timezone.utc) if start else d.start_date),
-        catchup=_env_bool(env.get("CTCALC_CATCHUP", str(d.catchup))),
-        retries=int(env.get("CTCALC_RETRIES", d.retries)),
-        retry_delay_s=float(env.get("CTCALC_RETRY_DELAY_S", d.retry_delay_s)),
-        max_retry_delay_s=float(env.get("CTCALC_MAX_RETRY_DELAY_S", d.max_retry_delay_s)),
-        sensor_timeout_s=float(env.get("CTCALC_SENSOR_TIMEOUT_S", d.sensor_timeout_s)),
-        sensor_poke_s=float(env.get("CTCALC_SENSOR_POKE_S", d.sensor_poke_s)),
-        sensor_mode=mode,
+        conn_id=env.get("CTCALC_SPARK_CONN_ID") or d.conn_id,
+        start_date=start,
+        catchup=catchup,
+        max_active_runs=get("MAX_ACTIVE_RUNS", int, d.max_active_runs, positive, "an integer >= 1"),
+        owner=env.get("CTCALC_OWNER") or d.owner,
+        retries=get("RETRIES", int, d.retries, lambda v: v >= 0, "an integer >= 0"),
+        sensor_mode=get("SENSOR_MODE", str, d.sensor_mode, lambda v: v in ("poke", "reschedule"),
+                        "'poke' or 'reschedule'"),
+        on_failure=on_failure,
+        asset_uri=(env.get("CTCALC_ASSET_URI") or "").rstrip("/") or None,
+        trust_params=get("TRUST_PARAMS", boolean, d.trust_params, lambda v: v is not None, "true or false"),
+        trust_variables=get("TRUST_VARIABLES", boolean, d.trust_variables, lambda v: v is not None,
+                            "true or false"),
+        compare_root=env.get("CTCALC_COMPARE_ROOT") or None,
         project_dir=project,
+        env_values={k: env[ENV_PREFIX + k.upper()] for k in RUN_KEYS
+                    if k != "project_dir" and env.get(ENV_PREFIX + k.upper())},
+        problems=tuple(problems),
+        **{name.lower(): value for name, value in seconds.items()},
     )
+
+
+def raise_problems(parse: ParseSettings) -> None:
+    """Fail the run with every bad parse-time setting (the DAG itself still parses)."""
+    from ctcalc_spark.errors import ConfigError
+
+    if parse.problems:
+        raise ConfigError("Fix these settings of the DAG's environment:\n- " + "\n- ".join(parse.problems))
+
+
+def _callable_spec_ok(spec: str) -> bool:
+    module, _, name = spec.partition(":") if ":" in spec else spec.rpartition(".")
+    return bool(module and name)
 
 
 def _first(*values: Any) -> Any:
@@ -106,34 +212,78 @@ def _json_object(value: Any, name: str) -> dict[str, Any]:
         try:
             value = json.loads(value)
         except json.JSONDecodeError as e:
-            raise ValueError(f"{name} must be a JSON object, got {value!r}: {e}") from e
+            raise ValueError(f"{name} must be a JSON object, got {redact_text(value)!r}: {e}") from e
     if not isinstance(value, Mapping):
         raise ValueError(f"{name} must be a JSON object like {{\"key\": \"value\"}}, got {value!r}.")
     return dict(value)
 
 
+def resolve(
+    key: str, params: Mapping[str, Any], variables: Mapping[str, Any], parse: ParseSettings
+) -> Any:
+    """One run-time setting: param, then Variable ``ctcalc_<key>``, then ``CTCALC_<KEY>``; None if unset.
+
+    A trusted key (:data:`TRUSTED_KEYS`) given by a source the deployment does not trust is an error,
+    not silently dropped: the run would otherwise do something else than the one who set it expects.
+    """
+    from ctcalc_spark.errors import ConfigError
+
+    param, variable = params.get(key), variables.get(VARIABLE_PREFIX + key)
+    if key in TRUSTED_KEYS:
+        if _first(param) is not None and not parse.trust_params:
+            raise ConfigError(
+                f"The run param {key!r} is not accepted: it chooses code or paths, and this deployment does not "
+                f"trust run params (CTCALC_TRUST_PARAMS is false). Trigger the run without it and set the Variable "
+                f"{VARIABLE_PREFIX + key}, or set CTCALC_TRUST_PARAMS=true on the scheduler, dag-processor and "
+                "workers if everyone who can trigger runs may choose it.")
+        if _first(variable) is not None and not parse.trust_variables:
+            raise ConfigError(
+                f"The Variable {VARIABLE_PREFIX + key} is set but CTCALC_TRUST_VARIABLES is false, so it may not "
+                f"choose {key!r}. Delete the Variable and set {ENV_PREFIX + key.upper()} in the environment of the "
+                "dag-processor and workers instead.")
+    return _first(param, variable, parse.env_values.get(key))
+
+
 def run_settings(
-    ds: str,
+    ds: str | None,
     *,
     params: Mapping[str, Any] | None = None,
     variables: Mapping[str, Any] | None = None,
-    project_dir: str,
+    parse: ParseSettings,
+    data_interval: tuple[Any, Any] | None = None,
 ) -> dict[str, Any]:
     """Everything the tasks of one daily run need, as a JSON-able dict (pushed as XCom).
 
-    Precedence: DAG params, then Airflow Variables, then the job config. Every path
-    is the partition of ``ds`` only. Raises ConfigError on a bad config.
+    ``ds`` is the run's logical date, the day evaluated. Every path is the partition of ``ds`` only.
+    Raises ConfigError on a missing or bad setting, saying which one and where to set it.
     """
     from ctcalc_spark.config import load_config
-    from ctcalc_spark.jobs.evaluate import validate_ds
+    from ctcalc_spark.errors import ConfigError
 
-    validate_ds(ds)
+    raise_problems(parse)
+    if not ds:
+        raise ConfigError("This run has no logical date, so there is no day to evaluate. Trigger it with a logical "
+                          "date (the day to evaluate), or let the scheduler or `airflow backfill create` create it.")
+    try:
+        day = dt.date.fromisoformat(ds)
+    except ValueError as e:
+        raise ConfigError(f"Expected the logical date as YYYY-MM-DD, got {ds!r}.") from e
     params = dict(params or {})
     variables = dict(variables or {})
-    project = Path(_first(params.get("project_dir"), variables.get(VAR_PROJECT_DIR), project_dir)).resolve()
-    config = Path(_first(params.get("config"), variables.get(VAR_CONFIG), DEFAULT_CONFIG))
+
+    def get(key: str) -> Any:
+        return resolve(key, params, variables, parse)
+
+    project = Path(_first(get("project_dir"), parse.project_dir)).resolve()
+    config_value = get("config")
+    if config_value is None:
+        raise ConfigError(
+            f"No job config: set the Airflow Variable {VAR_CONFIG} (or {ENV_PREFIX}CONFIG) to the job YAML, absolute "
+            f"or relative to {project} (conf/demo.yaml for the demo data). There is no built-in default, so a "
+            "deployment never evaluates demo data by accident.")
+    config = Path(str(config_value))
     config = config if config.is_absolute() else project / config
-    overrides = _json_object(_first(params.get("overrides"), variables.get(VAR_OVERRIDES)) or {}, VAR_OVERRIDES)
+    overrides = _json_object(get("overrides") or {}, VAR_OVERRIDES)
     cfg = load_config(config, overrides)
 
     def absolute(p: str) -> str:
@@ -145,74 +295,215 @@ def run_settings(
         overrides["input.path"] = absolute(cfg.input.path)
     overrides["output.path"] = absolute(cfg.output.path)
     sets = [f"{k}={v if isinstance(v, str) else json.dumps(v)}" for k, v in overrides.items()]
+    set_args = [a for s in sets for a in ("--set", s)]
 
     output = absolute(cfg.output.path).rstrip("/")
-    sensor_template = _first(params.get("sensor_path"), variables.get(VAR_SENSOR_PATH))
-    if sensor_template:
-        sensor_path = absolute(str(sensor_template).replace("{ds}", ds))
-    elif cfg.input.path:
-        sensor_path = f"{absolute(cfg.input.path).rstrip('/')}/{cfg.columns.ds}={ds}"
-    else:
-        raise ValueError(
-            f"The config reads the metastore table {cfg.input.table!r}: set the Airflow Variable "
-            f"{VAR_SENSOR_PATH} to the folder of one day's partition (with '{{ds}}' for the date)."
-        )
-    threshold = float(
-        _first(params.get("bias_threshold"), variables.get(VAR_BIAS_THRESHOLD), cfg.rolling.bias_threshold)
-    )
-    report_days = int(_first(params.get("report_days"), variables.get(VAR_REPORT_DAYS), cfg.rolling.days))
-    start = (dt.date.fromisoformat(ds) - dt.timedelta(days=report_days - 1)).isoformat()
-    job_args = ["--config", str(config), "--ds", ds, *[a for s in sets for a in ("--set", s)]]
-    spark_conf = _json_object(_first(params.get("spark_conf"), variables.get(VAR_SPARK_CONF)) or {}, VAR_SPARK_CONF)
-    models = _json_object(_first(params.get("models"), variables.get(VAR_MODELS)) or {}, VAR_MODELS)
+    eval_partition = f"{absolute(cfg.input.path).rstrip('/')}/{cfg.columns.ds}={ds}" if cfg.input.path else None
+    sensor_template = get("sensor_path")
+    sensor_path = absolute(str(sensor_template).replace("{ds}", ds)) if sensor_template else eval_partition
+    ready = _readiness(get("readiness"), get("ready_marker"), sensor_path, cfg, ds, absolute)
+
+    threshold = float(_first(get("bias_threshold"), cfg.rolling.bias_threshold))
+    report_days = int(_first(get("report_days"), cfg.rolling.days))
+    start = (day - dt.timedelta(days=report_days - 1)).isoformat()
+    policy = str(_first(get("previous_window"), "require"))
+    if policy not in PREVIOUS_WINDOW_POLICIES:
+        raise ConfigError(f"{VAR_PREVIOUS_WINDOW} must be one of {list(PREVIOUS_WINDOW_POLICIES)}, got {policy!r}.")
+    spark_conf = _json_object(get("spark_conf") or {}, VAR_SPARK_CONF)
+    models = _json_object(get("models") or {}, VAR_MODELS)
+    callback = get("drift_callback")
+    if callback and not _callable_spec_ok(str(callback)):
+        raise ConfigError(f"{VAR_DRIFT_CALLBACK} must be 'package.module:function', got {callback!r}.")
+    where = output_locations(cfg, output, ds)
     return {
         "ds": ds,
+        "data_interval": [str(v) for v in data_interval] if data_interval else None,
         "project_dir": str(project),
+        "evaluate_app": str(project / "jobs" / "evaluate.py"),
+        "rolling_app": str(project / "jobs" / "rolling.py"),
         "config": str(config),
         "overrides": sets,
         "sensor_path": sensor_path,
-        "score": _as_bool(_first(params.get("score"), variables.get(VAR_SCORE), False)),
-        "job_args": job_args,
-        "metrics_path": f"{output}/metrics/ds={ds}",
-        "rolling_path": f"{output}/rolling/ds={ds}",
+        "ready": ready,
+        "previous": previous_window_spec(cfg, ds, output, policy, parse.start_date),
+        "score": _as_bool(_first(get("score"), False)),
+        "job_args": ["--config", str(config), "--ds", ds, *set_args],
+        **where,
         "report_dir": f"{output}/reports/ds={ds}",
         "report_args": ["report", "--config", str(config), "--start", start, "--end", ds,
-                        "--out", f"{output}/reports/ds={ds}", "--threshold", repr(threshold),
-                        *[a for s in sets for a in ("--set", s)]],
+                        "--out", f"{output}/reports/ds={ds}", "--threshold", repr(threshold), *set_args],
         "spark_conf": {str(k): str(v) for k, v in spark_conf.items()},
         "models": models,
-        "eval_partition": f"{absolute(cfg.input.path).rstrip('/')}/{cfg.columns.ds}={ds}" if cfg.input.path else None,
+        "eval_partition": eval_partition,
         "bias_threshold": threshold,
-        "drift_callback": _first(params.get("drift_callback"), variables.get(VAR_DRIFT_CALLBACK)),
+        "drift_callback": callback,
     }
 
 
-def partition_ready(path: str) -> tuple[bool, str]:
-    """Whether a partition folder is complete: a ``_SUCCESS`` marker, or at least one non-empty data file.
+def _readiness(mode: Any, marker: Any, sensor_path: str | None, cfg: Any, ds: str,
+               absolute: Callable[[str], str]) -> dict[str, Any]:
+    """How the sensor tells that the day's input is complete: a marker file, or a metastore partition."""
+    from ctcalc_spark.errors import ConfigError
 
-    Returns (ready, reason). Local paths are checked with os; URLs (s3://, hdfs://, ...)
-    through fsspec when it is installed.
-    """
+    mode = str(_first(mode, "marker"))
+    if mode not in READINESS_MODES:
+        raise ConfigError(f"{VAR_READINESS} must be one of {list(READINESS_MODES)}, got {mode!r}.")
+    if mode == "partition":
+        if not cfg.input.table:
+            raise ConfigError(f"{VAR_READINESS}=partition waits for a metastore table partition, but the config "
+                              f"reads the path {cfg.input.path!r}; use {VAR_READINESS}=marker (a _SUCCESS file).")
+        return {"mode": mode, "table": cfg.input.table, "column": cfg.columns.ds, "ds": ds}
+    if marker:
+        return {"mode": mode, "marker": absolute(str(marker).replace("{ds}", ds))}
+    if not sensor_path:
+        raise ConfigError(
+            f"The config reads the metastore table {cfg.input.table!r}: set {VAR_READINESS}=partition to wait for "
+            f"its ds={ds} partition, or the Variable {VAR_READY_MARKER} to the marker file the writer creates when "
+            "a day is complete ('{ds}' is replaced by the date).")
+    return {"mode": mode, "marker": f"{sensor_path.rstrip('/')}/{SUCCESS_MARKER}"}
+
+
+# ---- readiness ----------------------------------------------------------------------------------------
+
+def _exists(path: str) -> bool:
+    """Whether a file or folder exists: local paths with os, URLs (s3://, hdfs://, ...) through fsspec."""
     if "://" in path and not path.startswith("file://"):
         import fsspec  # only for remote storage
 
         fs, root = fsspec.core.url_to_fs(path)
-        if not fs.exists(root):
-            return False, f"{path} does not exist yet"
-        if fs.exists(f"{root.rstrip('/')}/_SUCCESS"):
-            return True, f"{path}/_SUCCESS found"
-        sizes = [info.get("size", 0) for info in fs.ls(root, detail=True)
-                 if not Path(info["name"]).name.startswith(("_", "."))]
+        return bool(fs.exists(root))
+    return Path(path.removeprefix("file://")).exists()
+
+
+def marker_ready(marker: str) -> tuple[bool, str]:
+    """Whether the day's completion marker exists. Data files alone never count: a writer may still be adding some.
+
+    Returns (ready, reason).
+    """
+    if _exists(marker):
+        return True, f"{marker} found: the day is complete"
+    folder = marker.rsplit("/", 1)[0]
+    what = "exists but is not complete yet" if _exists(folder) else "does not exist yet"
+    return False, f"waiting for {marker}: {folder} {what} (data files without the marker do not count)"
+
+
+_IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*){0,2}$")
+
+
+def table_partition_ready(spark: Any, table: str, column: str, ds: str) -> tuple[bool, str]:
+    """Whether the metastore has the ``column=ds`` partition of ``table`` (registered when the writer commits)."""
+    dt.date.fromisoformat(ds)
+    for name, value in (("table", table), ("column", column)):
+        if not _IDENTIFIER.match(value):
+            raise ValueError(f"Expected a plain {name} name like db.events, got {value!r}.")
+    rows = spark.sql(f"SHOW PARTITIONS {table} PARTITION ({column} = '{ds}')").collect()
+    if rows:
+        return True, f"{table} has the partition {column}={ds}"
+    return False, f"waiting for the partition {column}={ds} of {table}"
+
+
+def _local_session(spark_conf: Mapping[str, str] | None, app: str) -> Any:
+    """A small local Spark session that sees the deployment's metastore (for catalog tables only)."""
+    from pyspark.sql import SparkSession
+
+    builder = SparkSession.builder.master("local[1]").appName(app).config("spark.ui.enabled", "false")
+    for key, value in (spark_conf or {}).items():
+        builder = builder.config(key, value)
+    if "spark.sql.catalogImplementation" not in (spark_conf or {}):
+        builder = builder.enableHiveSupport()
+    return builder.getOrCreate()
+
+
+def input_ready(ready: Mapping[str, Any], spark_conf: Mapping[str, str] | None = None) -> tuple[bool, str]:
+    """Check the readiness spec that :func:`run_settings` produced (``{"mode": "marker" | "partition", ...}``)."""
+    if ready["mode"] == "marker":
+        return marker_ready(ready["marker"])
+    spark = _local_session(spark_conf, "ctcalc-readiness")
+    try:
+        return table_partition_ready(spark, ready["table"], ready["column"], ready["ds"])
+    finally:
+        spark.stop()
+
+
+# ---- the previous window ------------------------------------------------------------------------------
+
+def output_locations(cfg: Any, output: str, ds: str) -> dict[str, Any]:
+    """Where the day's outputs are: ``metrics_path``, ``summaries_path``, ``rolling_path`` (folders, or
+    ``table/partition`` names for catalog outputs) and ``rolling`` (what :func:`read_rolling` needs)."""
+    import dataclasses
+
+    from ctcalc_spark.core.windows import WindowSpec
+    from ctcalc_spark.spark.storage import OutputStore
+
+    store = OutputStore(dataclasses.replace(cfg.output, path=output))
+    label = WindowSpec.from_config(cfg.rolling).label
+    rolling = {"location": store.location("rolling"), "catalog": store.catalog, "window_spec": label, "ds": ds}
+    return {
+        "metrics_path": f"{store.location('metrics')}/ds={ds}",
+        "summaries_path": f"{store.location('summaries')}/ds={ds}",
+        "rolling_path": f"{rolling['location']}/window_spec={label}/ds={ds}",
+        "rolling": rolling,
+    }
+
+
+def previous_window_spec(cfg: Any, ds: str, output: str, policy: str,
+                         start_date: dt.datetime | None) -> dict[str, Any]:
+    """The window before the one holding ``ds`` (the rolling config's window kind) and what to check."""
+    from ctcalc_spark.core.windows import WindowSpec, previous_window, window_of
+
+    spec = WindowSpec.from_config(cfg.rolling)
+    prev = previous_window(window_of(ds, spec), spec)
+    return {"label": prev.label, "days": prev.days(), "output": output.rstrip("/"), "catalog": cfg.output.catalog,
+            "policy": policy, "first_day": start_date.date().isoformat() if start_date else None}
+
+
+def summaries_written(output: str, *, catalog: bool = False) -> list[str]:
+    """Days whose summaries are complete: listed in a commit record under ``<output>/_commits`` (written last
+    by each evaluate run) and, for folder outputs, still present."""
+    from ctcalc_spark.config import OutputConfig
+    from ctcalc_spark.spark.storage import OutputStore
+
+    store = OutputStore(OutputConfig(path=output))
+    commits = store.commits("summaries")
+    committed = set(commits["ds"].astype(str))
+    if catalog:  # listing a catalog table's partitions needs Spark; its commit records are enough
+        return sorted(committed)
+    return sorted(committed & set(store.days("summaries")))
+
+
+def previous_window_ready(prev: Mapping[str, Any]) -> tuple[bool, list[str], str]:
+    """Whether the previous window's summaries are all written: (ready, missing days, reason).
+
+    Days before the DAG's first day (``CTCALC_START_DATE``) are not expected. Without a start date the
+    data decide: a previous window counts as expected once any summaries were written before it.
+    """
+    days, first, where = list(prev["days"]), prev.get("first_day"), f"{prev['output']}/summaries"
+    written = summaries_written(prev["output"], catalog=bool(prev.get("catalog")))
+    if first is not None:
+        expected = [d for d in days if d >= first]
+        if not expected:
+            return True, [], (f"first window: the previous window {prev['label']} is before the first day {first} "
+                              "(CTCALC_START_DATE), so there is nothing to wait for")
     else:
-        p = Path(path.removeprefix("file://"))
-        if not p.is_dir():
-            return False, f"{p} does not exist yet"
-        if (p / "_SUCCESS").exists():
-            return True, f"{p}/_SUCCESS found"
-        sizes = [f.stat().st_size for f in p.rglob("*") if f.is_file() and not f.name.startswith(("_", "."))]
-    if any(s > 0 for s in sizes):
-        return True, f"{path} holds {sum(1 for s in sizes if s > 0)} non-empty data file(s)"
-    return False, f"{path} exists but holds no data file and no _SUCCESS marker"
+        expected = days
+        if not [d for d in written if d <= days[-1]]:
+            return True, [], (f"first window: no summaries written up to {days[-1]} in {where} "
+                              "(set CTCALC_START_DATE to make this check strict)")
+    missing = [d for d in expected if d not in written]
+    if not missing:
+        return True, [], f"previous window {prev['label']} is complete ({len(expected)} day(s) in {where})"
+    return False, missing, (f"the previous window {prev['label']} has no committed summaries for "
+                            f"ds={', '.join(missing)} in {where}")
+
+
+def missing_previous_message(reason: str, previous_run: str, prev: Mapping[str, Any]) -> str:
+    """Why a run stops on a missing previous window, and how to go on."""
+    first, last = prev["days"][0], prev["days"][-1]
+    return (f"Stopping: {reason}. {previous_run} Rolling calibration of this day fits its bias on the previous "
+            f"window, so it would have nothing to compare with. Rerun those days first (`airflow backfill create "
+            f"--dag-id daily_calibrated_eval --from-date {first} --to-date {last} --reprocess-behavior failed`, or "
+            f"clear their runs), then clear this run; or set the param/Variable {VAR_PREVIOUS_WINDOW}=ignore to go "
+            "on without it (the rolling rows then carry status missing_previous_window).")
 
 
 def load_callable(spec: str) -> Callable[..., Any]:
@@ -225,25 +516,174 @@ def load_callable(spec: str) -> Callable[..., Any]:
     return getattr(importlib.import_module(module), name)  # type: ignore[no-any-return]
 
 
-def drift_rows(
-    rolling_path: str, threshold: float, *, column: str = BIAS_CHANGE_COLUMN
-) -> tuple[Any, int, float | None]:
-    """Rows of one rolling partition whose |bias change| exceeds ``threshold`` (a pandas DataFrame).
+# ---- the drift check ----------------------------------------------------------------------------------
 
-    Also returns the number of rows checked and the largest |bias change| seen.
-    A missing partition or column raises FileNotFoundError / KeyError with the columns present.
+def read_rolling(rolling: Mapping[str, Any], *, spark: Any = None,
+                 spark_conf: Mapping[str, str] | None = None) -> Any:
+    """The rolling rows of one day and window spec (``rolling`` from :func:`output_locations`), as pandas.
+
+    Folder outputs are read with pandas; a catalog table through ``spark`` or a small local session.
     """
     import pandas as pd
 
-    if "://" not in rolling_path and not Path(rolling_path).is_dir():
-        raise FileNotFoundError(f"Rolling partition {rolling_path} does not exist; did the rolling task run?")
-    df = pd.read_parquet(rolling_path)
-    if column not in df.columns:
-        raise KeyError(f"Expected column {column!r} in {rolling_path}; present columns: {sorted(df.columns)}.")
+    spec, ds = rolling["window_spec"], rolling["ds"]
+    if not rolling["catalog"]:
+        path = f"{rolling['location']}/window_spec={spec}/ds={ds}"
+        if "://" not in path and not Path(path).is_dir():
+            raise FileNotFoundError(f"Rolling partition {path} does not exist; did the rolling task run?")
+        return pd.read_parquet(path)
+    session = spark or _local_session(spark_conf, "ctcalc-drift-check")
+    try:
+        from pyspark.sql import functions as F
+
+        table = session.table(rolling["location"])
+        return table.where((F.col("window_spec") == spec) & (F.col("ds").cast("string") == ds)).toPandas()
+    finally:
+        if spark is None:
+            session.stop()
+
+
+def _drift_of(df: Any, threshold: float, column: str) -> tuple[Any, int, float | None]:
+    import pandas as pd
+
     change = pd.to_numeric(df[column], errors="coerce")
     drifted = df[change.abs() > threshold].copy()
     max_abs = float(change.abs().max()) if change.notna().any() else None
     return drifted, int(change.notna().sum()), max_abs
+
+
+def drift_check(rolling: Mapping[str, Any], threshold: float, *, spark: Any = None,
+                spark_conf: Mapping[str, str] | None = None) -> tuple[dict[str, Any], Any]:
+    """The day's drift verdict and the drifted rows.
+
+    ``outcome`` tells the cases apart: ``drift`` (some |bias change| above the threshold), ``no_drift`` (rows
+    compared, none above), ``first_window`` (every row is in the first window: nothing to compare with yet),
+    ``no_previous_window`` (no row has a usable previous window, though history exists: missing or empty),
+    ``no_rows`` (the rolling partition is empty).
+    ``statuses`` counts the rolling rows by ``status`` (``ok``, ``first_window``, ``missing_previous_window``,
+    ``previous_window_empty``, ...; see ctcalc_spark.core.windows).
+    """
+    df = read_rolling(rolling, spark=spark, spark_conf=spark_conf)
+    if BIAS_CHANGE_COLUMN not in df.columns:
+        raise KeyError(f"Expected column {BIAS_CHANGE_COLUMN!r} in the rolling rows of ds={rolling['ds']}; present "
+                       f"columns: {sorted(df.columns)}.")
+    statuses = ({str(k): int(v) for k, v in df[STATUS_COLUMN].value_counts().items()}
+                if STATUS_COLUMN in df.columns else {})
+    drifted, n_checked, max_abs = _drift_of(df, threshold, BIAS_CHANGE_COLUMN)
+    if df.empty:
+        outcome = "no_rows"
+    elif len(drifted):
+        outcome = "drift"
+    elif n_checked:
+        outcome = "no_drift"
+    elif statuses and set(statuses) == {FIRST_WINDOW}:
+        outcome = "first_window"
+    else:
+        outcome = "no_previous_window"
+    result = {"ds": rolling["ds"], "outcome": outcome, "rows": len(df), "rows_checked": n_checked,
+              "rows_drifted": len(drifted), "max_abs_bias_change": max_abs, "threshold": threshold,
+              "statuses": statuses}
+    return result, drifted
+
+
+def drift_message(result: Mapping[str, Any], drifted: Any, rolling_path: str) -> str:
+    """The failure message of a drifted day."""
+    return (f"Bias drift on {result['ds']}: {result['rows_drifted']} of {result['rows_checked']} compared rows have "
+            f"|{BIAS_CHANGE_COLUMN}| > {result['threshold']} (max {result['max_abs_bias_change']:.4g}) in "
+            f"{rolling_path}:\n{drifted.head(20).to_string(index=False)}\n"
+            f"Set the Variable {VAR_DRIFT_CALLBACK} to alert instead of failing.")
+
+
+def no_previous_message(result: Mapping[str, Any], rolling_path: str) -> str:
+    """The failure message of a day none of whose rows could be compared with a previous window."""
+    if result["outcome"] == "no_rows":
+        return (f"No drift verdict for {result['ds']}: the rolling partition {rolling_path} has no rows. "
+                "Check the rolling task's log and the day's summaries, then clear this run.")
+    return (f"No drift verdict for {result['ds']}: none of the {result['rows']} rows in {rolling_path} has a "
+            f"previous window to compare with (row statuses: {result['statuses']}). This is not 'no drift': the "
+            "previous window's summaries are missing or empty. Rerun the previous window's days, then clear this "
+            f"run; or set the param/Variable {VAR_PREVIOUS_WINDOW}=ignore to accept days without a verdict.")
+
+
+# ---- redaction ----------------------------------------------------------------------------------------
+# Which keys are secret is decided once, in ctcalc_spark.redact; these helpers add what the DAGs echo:
+# command lines whose ``--set key={...}`` values are JSON objects, and the values for Airflow's log masker.
+
+def _json_mapping(text: str) -> Mapping[str, Any] | None:
+    """``text`` as a JSON object, or None when it is not one."""
+    if not text.lstrip().startswith("{"):
+        return None
+    try:
+        parsed = json.loads(text)
+    except json.JSONDecodeError:
+        return None
+    return parsed if isinstance(parsed, Mapping) else None
+
+
+def redact_value(key: str, value: Any) -> Any:
+    """``value`` with its secret parts replaced by ``***``: the whole value under a secret key, nested keys of
+    mappings and of JSON object strings otherwise, and URL credentials."""
+    from ctcalc_spark import redact as shared
+
+    parsed = _json_mapping(value) if isinstance(value, str) and not shared.is_secret_key(key) else None
+    return json.dumps(shared.redact(parsed)) if parsed is not None else shared.redact(value, key=key)
+
+
+def redact_args(args: Sequence[str]) -> list[str]:
+    """Command-line arguments with the value of every secret-looking ``key=value`` redacted."""
+    from ctcalc_spark.redact import redact_url
+
+    out = []
+    for arg in args:
+        key, eq, value = str(arg).partition("=")
+        out.append(f"{key}={redact_value(key, value)}" if eq and not key.startswith("-") else redact_url(str(arg)))
+    return out
+
+
+def redact_settings(settings: Mapping[str, Any]) -> dict[str, Any]:
+    """A copy of the run settings fit for a log: secret-looking keys and ``k=v`` arguments redacted."""
+    return {key: (redact_args(value) if isinstance(value, list) and all(isinstance(v, str) for v in value)
+                  else redact_value(key, value)) for key, value in settings.items()}
+
+
+def redact_text(text: str) -> str:
+    """A raw setting value quoted in an error message: reduced to its length when it may hold secrets."""
+    from ctcalc_spark.redact import SECRET_WORDS, key_words, redact_url
+
+    return f"<{len(text)} characters>" if SECRET_WORDS & set(key_words(text)) else redact_url(text)
+
+
+def secret_values(*settings: Mapping[str, Any] | Sequence[str]) -> list[str]:
+    """Every value under a secret-looking key (and every string holding URL credentials), for Airflow's log
+    masker (``airflow.sdk.log.mask_secret``), which then hides them wherever they appear."""
+    from ctcalc_spark.redact import is_secret_key, redact_url
+
+    found: list[str] = []
+
+    def walk(key: str, value: Any) -> None:
+        if isinstance(value, Mapping):
+            for k, v in value.items():
+                walk(str(k), v)
+        elif isinstance(value, (list, tuple)):
+            for v in value:
+                walk(key, v)
+        elif is_secret_key(key) and value not in (None, ""):
+            found.append(value if isinstance(value, str) else json.dumps(value))
+        elif isinstance(value, str):
+            parsed = _json_mapping(value)
+            if parsed is not None:
+                walk(key, parsed)
+            elif redact_url(value) != value:
+                found.append(value)
+
+    for s in settings:
+        if isinstance(s, Mapping):
+            walk("", s)
+        else:
+            for arg in s:
+                k, eq, v = str(arg).partition("=")
+                walk(k, v) if eq and not k.startswith("-") else walk("", str(arg))
+    return sorted(set(found))
 
 
 def score_partition(models: Mapping[str, Any], features_path: str, eval_partition: str, ds: str) -> str:
@@ -280,20 +720,43 @@ def score_partition(models: Mapping[str, Any], features_path: str, eval_partitio
     return str(final)
 
 
-def compare_plan(params: Mapping[str, Any], project_dir: str) -> dict[str, Any]:
-    """Paths and arguments of one compare_pipelines run, from its params (all outputs under ``workdir``)."""
+COMPARE_PATH_PARAMS = ("config", "train_path", "features_path", "workdir")
+
+
+def compare_plan(params: Mapping[str, Any], project_dir: str, *, allowed_root: str | None = None) -> dict[str, Any]:
+    """Paths and arguments of one compare_pipelines run, from its params (all outputs under ``workdir``).
+
+    ``allowed_root`` (``CTCALC_COMPARE_ROOT``): when set, every path param must lie under it, so whoever
+    may trigger the DAG cannot make it read or write elsewhere.
+    """
+    from ctcalc_spark.errors import ConfigError
+
     project = Path(project_dir)
+    missing = [k for k in (*COMPARE_PATH_PARAMS, "ds") if _first(params.get(k)) is None]
+    if missing:
+        raise ConfigError(f"compare_pipelines needs the params {missing} (paths have no built-in default); "
+                          "trigger it with e.g. --conf '{\"config\": \"conf/demo.yaml\", \"ds\": \"2026-11-02\", "
+                          "\"train_path\": ..., \"features_path\": ..., \"workdir\": ...}'.")
 
     def absolute(p: str) -> str:
         return p if "://" in p or os.path.isabs(p) else str(project / p)
 
+    if allowed_root:
+        root = Path(allowed_root).resolve()
+        paths = {k: absolute(str(params[k])) for k in COMPARE_PATH_PARAMS}
+        outside = {k: p for k, p in paths.items() if "://" in p or not Path(p).resolve().is_relative_to(root)}
+        if outside:
+            raise ConfigError(f"These params point outside CTCALC_COMPARE_ROOT={root}: {outside}. Use paths under it.")
     work = absolute(params["workdir"]).rstrip("/")
     config = absolute(params["config"])
     a, b = str(params["pipeline_a"]), str(params["pipeline_b"])
     if a == b:
-        raise ValueError(f"pipeline_a and pipeline_b must differ, both are {a!r}.")
+        raise ConfigError(f"pipeline_a and pipeline_b must differ, both are {a!r}.")
     ds = str(params["ds"])
-    dt.date.fromisoformat(ds)
+    try:
+        dt.date.fromisoformat(ds)
+    except ValueError as e:
+        raise ConfigError(f"Expected the param ds as YYYY-MM-DD, got {ds!r}.") from e
     sets = ["--set", f"input.path={work}/eval", "--set", f"output.path={work}/out"]
     return {
         "train_jobs": [{"pipeline": name, "spec": dict(spec), "run": r, "train_path": absolute(params["train_path"]),
@@ -302,6 +765,8 @@ def compare_plan(params: Mapping[str, Any], project_dir: str) -> dict[str, Any]:
                        for r in range(int(params["runs"]))],
         "features_path": absolute(params["features_path"]),
         "eval_path": f"{work}/eval",
+        "evaluate_app": str(project / "jobs" / "evaluate.py"),
+        "compare_app": str(project / "jobs" / "compare.py"),
         "evaluate_args": ["--config", config, "--ds", ds, *sets],
         "compare_args": ["--config", config, "--a", a, "--b", b, "--ds", ds, "--out", f"{work}/out/compare/{a}_vs_{b}",
                          *sets],
