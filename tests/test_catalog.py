@@ -1,0 +1,138 @@
+"""A round trip through a real metastore: Spark's built-in Hive catalog with Derby in a temporary folder.
+
+A partitioned input table is read by name, the outputs are catalog tables (metrics, summaries, rolling)
+written with Spark's own dynamic partition overwrite, a rerun of a day replaces exactly that day, and the
+CLI takes its Spark settings (the Hive catalog, the warehouse, Derby's home) from the job config. The
+numbers equal the same job on folders (the session fixture, no catalog) to 1e-12.
+
+Derby allows one JVM at a time, and the test session's Spark has no Hive catalog, so every catalog step runs
+in its own process, one after the other.
+"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+import yaml
+
+pytestmark = pytest.mark.slow
+
+REPO = Path(__file__).resolve().parents[1]
+DAYS = ["2026-11-15", "2026-11-16", "2026-11-17"]
+KEYS = ["ds", "model", "run", "slice_name", "slice_value"]
+
+
+def _config(tmp: Path) -> dict:
+    return {
+        "task": "binary",
+        "input": {"table": "ct.eval"},
+        "columns": {"slices": ["country"]},
+        "split": {"bias_fraction": 0.2, "salt": "cat"},
+        "output": {"path": str(tmp / "out"), "database": "ct"},
+        "rolling": {"window": "day"},
+        "spark": {"master": "local[2]", "shuffle_partitions": 2, "conf": {
+            "spark.sql.catalogImplementation": "hive",
+            "spark.sql.warehouse.dir": str(tmp / "warehouse"),
+            "spark.driver.extraJavaOptions": f"-Dderby.system.home={tmp / 'derby'}",
+        }},
+    }
+
+
+def _run(script: str, tmp: Path, *args: str) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH")) if p)}
+    proc = subprocess.run([sys.executable, "-c", textwrap.dedent(script), *args], cwd=tmp, env=env,
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, f"exit {proc.returncode}\n{proc.stdout[-3000:]}\n{proc.stderr[-6000:]}"
+    return proc
+
+
+PREAMBLE = """
+import json, sys
+import pandas as pd
+from ctcalc_spark.config import load_config
+from ctcalc_spark.spark.session import build_session
+cfg = load_config(sys.argv[1])
+spark = build_session(cfg.spark, app_name="catalog-test")
+"""
+
+
+def test_metastore_round_trip_tables_in_and_out(spark, tmp_path):
+    from ctcalc_spark.config import config_from_dict
+    from ctcalc_spark.demo import generate_demo_eval
+    from ctcalc_spark.jobs.evaluate import evaluate
+    from ctcalc_spark.jobs.rolling import run_rolling
+    from ctcalc_spark.spark.storage import OutputStore
+
+    rows = generate_demo_eval(n_examples_per_day=1500, n_runs=3, n_days=len(DAYS), seed=3, start_ds=DAYS[0])
+    rows["country"] = np.where(rows["example_id"] % 3 == 0, "US", "DE")
+    rows.to_parquet(tmp_path / "rows.parquet", index=False)
+    conf = tmp_path / "catalog.yaml"
+    conf.write_text(yaml.safe_dump(_config(tmp_path)))
+
+    # 1. the input as a partitioned metastore table; 2. evaluate the range and roll, by table names
+    _run(PREAMBLE + """
+spark.sql("CREATE DATABASE IF NOT EXISTS ct")
+(spark.createDataFrame(pd.read_parquet("rows.parquet")).write.partitionBy("ds").format("parquet")
+ .saveAsTable("ct.eval"))
+from ctcalc_spark.jobs.evaluate import evaluate
+from ctcalc_spark.jobs.rolling import run_rolling
+first = evaluate(spark, cfg, sys.argv[2])
+roll = run_rolling(spark, cfg, sys.argv[2])
+print(json.dumps({"evaluate": first.run_id, "rolling": roll.run_id, "paths": first.paths}))
+""", tmp_path, str(conf), f"{DAYS[0]}..{DAYS[-1]}")
+
+    # 3. a rerun of one day through the CLI: the Hive catalog comes from the config's spark.conf
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH")) if p)}
+    cli = subprocess.run([sys.executable, "-m", "ctcalc_spark.cli", "evaluate", "--config", str(conf), "--ds", DAYS[1]],
+                         cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
+    assert cli.returncode == 0, cli.stderr[-4000:]
+
+    # 4. read everything back through the metastore
+    dump = _run(PREAMBLE + """
+out = {}
+for t in ("metrics", "summaries", "rolling"):
+    name = "ct.ctcalc_" + t
+    out[t] = {"partitions": [r[0] for r in spark.sql(f"SHOW PARTITIONS {name}").collect()],
+              "provider": {r[0]: r[1] for r in spark.sql(f"DESCRIBE TABLE EXTENDED {name}").collect()}.get("Provider")}
+    spark.table(name).toPandas().to_parquet(f"{t}.parquet", index=False)
+print(json.dumps(out))
+""", tmp_path, str(conf))
+    info = json.loads(dump.stdout.strip().splitlines()[-1])
+    assert info["metrics"]["partitions"] == [f"ds={d}" for d in DAYS]
+    assert info["rolling"]["partitions"] == [f"window_spec=day/ds={d}" for d in DAYS]
+    assert info["metrics"]["provider"] == "parquet"
+
+    metrics = pd.read_parquet(tmp_path / "metrics.parquet")
+    summaries = pd.read_parquet(tmp_path / "summaries.parquet")
+    # the CLI rerun replaced exactly its day: one run id per day, the rerun's on DAYS[1] in both tables
+    runs = metrics.groupby("ds")["run_id"].agg(set)
+    assert all(len(r) == 1 for r in runs) and runs[DAYS[1]] != runs[DAYS[0]] == runs[DAYS[2]]
+    assert summaries.groupby("ds")["run_id"].agg(set).to_dict() == runs.to_dict()
+    store = OutputStore(config_from_dict(_config(tmp_path)))  # the commit records are files under output.path
+    commits = store.commits().set_index(["table", "partition"])["run_id"]
+    assert commits[("metrics", f"ds={DAYS[1]}")] == commits[("summaries", f"ds={DAYS[1]}")] == next(iter(runs[DAYS[1]]))
+
+    # the same rows through folders (the test session, no catalog): the same numbers
+    rows.to_parquet(tmp_path / "eval", partition_cols=["ds"], index=False)
+    path_cfg = config_from_dict({**{k: v for k, v in _config(tmp_path).items() if k != "spark"},
+                                 "input": {"path": str(tmp_path / "eval")}, "output": {"path": str(tmp_path / "p")}})
+    want = evaluate(spark, path_cfg, DAYS).metrics.sort_values(KEYS).reset_index(drop=True)
+    got = metrics.drop(columns="run_id").sort_values(KEYS).reset_index(drop=True)[list(want.columns)]
+    assert len(got) == len(want) == len(DAYS) * 3 * 3 * 3  # days x models x runs x (all, US, DE)
+    for col in want.columns:
+        if pd.api.types.is_float_dtype(want[col]):
+            np.testing.assert_allclose(got[col].to_numpy(float), want[col].to_numpy(float), rtol=1e-12, atol=1e-12,
+                                       err_msg=col)
+        else:
+            assert got[col].astype(str).tolist() == want[col].astype(str).tolist(), col
+    rolled = pd.read_parquet(tmp_path / "rolling.parquet")
+    want_roll = run_rolling(spark, path_cfg, DAYS, write=False).table
+    assert len(rolled) == len(want_roll)
+    assert not list((tmp_path / "warehouse").rglob(".spark-staging-*"))  # nothing a killed run would leave
