@@ -82,6 +82,9 @@ class OutputConfig:
     tables: Mapping[str, str] = field(default_factory=dict)
     lease_timeout_s: int = 600
     """A run whose heartbeat is older than this is dead (runs on other hosts); leftovers of dead runs are removed."""
+    swap: str = "auto"
+    """How partitions are replaced: 'exchange' (staged, then one atomic swap per partition; local Linux file
+    systems), 'spark' (Spark's dynamic partition overwrite), 'auto' (exchange where it works)."""
 
     @property
     def catalog(self) -> bool:
@@ -215,6 +218,8 @@ def _validate_output(o: OutputConfig) -> None:
         if missing:
             raise ConfigError(f"'output.tables' names only some tables; set 'output.database' for the others "
                               f"({missing}) or name them all.")
+    if o.swap not in ("auto", "exchange", "spark"):
+        raise ConfigError(f"'output.swap' must be auto, exchange or spark, got {o.swap!r}.")
     if o.lease_timeout_s < 30:
         raise ConfigError(f"'output.lease_timeout_s' must be >= 30 s, got {o.lease_timeout_s}.")
 

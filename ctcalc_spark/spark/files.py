@@ -7,6 +7,8 @@ credentials as the Spark job are expected in the environment.
 """
 from __future__ import annotations
 
+import ctypes
+import errno
 import os
 import uuid
 from dataclasses import dataclass
@@ -113,6 +115,13 @@ class FileStore:
         self.mkdirs(dst.rstrip("/").rsplit("/", 1)[0])
         self._fs.move(self._p(src), self._p(dst))
 
+    def exchange(self, a: str, b: str) -> None:
+        """Swap two existing paths in one atomic step (Linux renameat2 RENAME_EXCHANGE on a local file system):
+        a reader of either path sees the old or the new content, never nothing."""
+        if not (is_local(a) and is_local(b)):
+            raise OSError(errno.ENOTSUP, "atomic exchange needs a local file system", a)
+        _renameat2(self._p(a), self._p(b), _RENAME_EXCHANGE)
+
     def read_text(self, path: str) -> str:
         with self._fs.open_input_stream(self._p(path)) as f:
             return f.read().decode("utf-8")
@@ -147,3 +156,38 @@ def _filesystem(root: str) -> pafs.FileSystem:
             "(local, hdfs with libhdfs, s3, gs, abfs), or use catalog tables ('output.database')."
         ) from e
     return fs
+
+
+_RENAME_EXCHANGE = 2
+_AT_FDCWD = -100
+
+
+def _renameat2(a: str, b: str, flags: int) -> None:
+    try:
+        fn = ctypes.CDLL(None, use_errno=True).renameat2
+    except (AttributeError, OSError) as e:  # not glibc >= 2.28 / not Linux
+        raise OSError(errno.ENOTSUP, f"renameat2 is not available: {e}") from None
+    if fn(_AT_FDCWD, a.encode(), _AT_FDCWD, b.encode(), flags) != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, os.strerror(err), a, None, b)
+
+
+def supports_exchange(folder: str) -> bool:
+    """Whether atomic exchange works in ``folder`` (probed with two empty folders made there, then removed)."""
+    if not is_local(folder):
+        return False
+    base = os.path.abspath(local_path(folder))
+    os.makedirs(base, exist_ok=True)
+    token = uuid.uuid4().hex[:8]
+    a, b = f"{base}/.ctcalc-probe-{token}-a", f"{base}/.ctcalc-probe-{token}-b"
+    try:
+        os.mkdir(a)
+        os.mkdir(b)
+        _renameat2(a, b, _RENAME_EXCHANGE)
+        return True
+    except OSError:
+        return False
+    finally:
+        for d in (a, b):
+            if os.path.isdir(d):
+                os.rmdir(d)

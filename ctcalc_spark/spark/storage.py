@@ -39,7 +39,7 @@ from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
 
 from ctcalc_spark.config import JobConfig, OutputConfig
 from ctcalc_spark.errors import ConfigError, InputError
-from ctcalc_spark.spark.files import FileStore, is_local, local_path
+from ctcalc_spark.spark.files import FileStore, is_local, local_path, supports_exchange
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -61,6 +61,8 @@ PARTITIONS: dict[str, tuple[str, ...]] = {
 """Partition columns of each output table, outermost first."""
 
 RUN_ID = "run_id"
+STAGING_PREFIX = ".ctcalc-staging-"
+"""A run's staged partitions: ``<table root>/.ctcalc-staging-<run id>-<table>/`` (hidden from readers)."""
 COMMIT_COLUMNS = ["table", "partition", "ds", RUN_ID, "job", "committed_at", "n_rows"]
 _PARTITION_VALUE = re.compile(r"^[A-Za-z0-9_.:+-]+$")
 _LEGACY_ASIDE = re.compile(r"^ds=\d{4}-\d\d-\d\d\.old\.[0-9a-f]+$")
@@ -260,7 +262,8 @@ def recover_root(files: FileStore, root: str, depth: int) -> list[str]:
                         done.append(f"rolled forward {final} from {e.name} (its writer died during the swap)")
             files.delete(path)
             done.append(f"removed {path}")
-        elif e.name in ("_temporary", "_staging") or (e.name.startswith(".") and e.name.endswith(".tmp")):
+        elif e.name in ("_temporary", "_staging") or (e.name.startswith(".") and e.name.endswith(".tmp")) \
+                or e.name.startswith(".ctcalc-probe-"):
             files.delete(path)  # unfinished Spark task output, the earlier layout's staging, a torn small file
             done.append(f"removed {path}")
         elif _LEGACY_ASIDE.match(e.name):
@@ -296,6 +299,7 @@ class OutputStore:
         self.spark = spark
         self.root = _absolute(self.output.path)
         self._files: FileStore | None = None
+        self._exchange: dict[str, bool] = {}
 
     # ---- where -----------------------------------------------------------------------------------
     @property
@@ -484,36 +488,67 @@ class OutputStore:
         """A write transaction (use as a context manager): lease, recovery, writes, commit records last."""
         return Transaction(self, job)
 
-    def recover(self, exclude_run: str | None = None) -> list[str]:
-        """Clear what killed runs left, unless another live run holds this output (then nothing is touched)."""
-        try:
-            leases = self.files.list(f"{self.root}/_runs")
-        except ConfigError as e:
-            log.warning("cannot check leftovers of earlier runs: %s", e)
-            return []
-        live, stale = [], []
-        for e in leases:
+    def swap_mode(self, root: str) -> str:
+        """'exchange' (stage, then swap each partition atomically) or 'spark' (Spark's dynamic partition
+        overwrite: a delete then a rename, so a reader can find the partition missing for a moment)."""
+        mode = self.output.swap
+        if mode == "spark":
+            return mode
+        if root not in self._exchange:
+            self._exchange[root] = supports_exchange(root)
+        if mode == "exchange" and not self._exchange[root]:
+            raise ConfigError(f"output.swap is 'exchange' but {root!r} is not on a local Linux file system with "
+                              "atomic exchange (renameat2); use 'auto' or 'spark' there.")
+        return "exchange" if self._exchange[root] else "spark"
+
+    def _live_runs(self, exclude_run: str | None) -> tuple[set[str], list[str]]:
+        """(run ids holding a live lease, stale lease file names)."""
+        live, stale = set(), []
+        for e in self.files.list(f"{self.root}/_runs"):
             if not e.name.endswith(".json") or e.name[:-5] == exclude_run:
                 continue
             try:
                 record = json.loads(self.files.read_text(f"{self.root}/_runs/{e.name}"))
             except (OSError, ValueError):
                 record = {"heartbeat_at": e.mtime}
-            (live if lease_is_live(record, self.output.lease_timeout_s) else stale).append(e.name)
-        if live:
-            log.info("runs %s are writing to %s: leftovers are left for later", live, self.root)
+            if lease_is_live(record, self.output.lease_timeout_s):
+                live.add(e.name[:-5])
+            else:
+                stale.append(e.name)
+        return live, stale
+
+    def recover(self, exclude_run: str | None = None) -> list[str]:
+        """Clear what killed runs left: their staging folders always; Spark's own leftovers (``.spark-staging-*``,
+        ``_temporary``) and stale leases only while no other run holds this output."""
+        try:
+            live, stale = self._live_runs(exclude_run)
+        except ConfigError as e:
+            log.warning("cannot check leftovers of earlier runs: %s", e)
             return []
-        done = recover_root(self.files, f"{self.root}/_commits", 1) + recover_root(self.files, f"{self.root}/_runs", 1)
-        for table, parts in PARTITIONS.items():
-            root = self._table_root(table)
-            if root is not None:
-                done += recover_root(self.files, root, len(parts))
-                if self.catalog and any(d.startswith("rolled forward") for d in done):
-                    self._session("Repairing a catalog table").sql(
-                        f"ALTER TABLE {self.location(table)} RECOVER PARTITIONS")
-        for name in stale:
-            self.files.delete(f"{self.root}/_runs/{name}")
-            done.append(f"removed stale lease {name}")
+        roots = {table: self._table_root(table) for table in PARTITIONS}
+        done = []
+        for root in {r for r in roots.values() if r is not None}:
+            for entry in self.files.list(root):
+                if entry.name.startswith(STAGING_PREFIX):
+                    run = entry.name[len(STAGING_PREFIX):].rsplit("-", 1)[0]
+                    if run != exclude_run and run not in live:
+                        self.files.delete(f"{root}/{entry.name}")
+                        done.append(f"removed {root}/{entry.name} (run {run} ended before its swap finished)")
+        if live:
+            log.info("runs %s are writing to %s: Spark's leftovers are left for later", sorted(live), self.root)
+        else:
+            done += recover_root(self.files, f"{self.root}/_commits", 1) + recover_root(self.files, f"{self.root}/_runs", 1)
+            for table, parts in PARTITIONS.items():
+                root = roots[table]
+                if root is not None:
+                    rolled = recover_root(self.files, root, len(parts))
+                    done += rolled
+                    if self.catalog and any(d.startswith("rolled forward") for d in rolled):
+                        self._session("Repairing a catalog table").sql(
+                            f"ALTER TABLE {self.location(table)} RECOVER PARTITIONS")
+            for name in stale:
+                self.files.delete(f"{self.root}/_runs/{name}")
+                done.append(f"removed stale lease {name}")
         for line in done:
             log.warning("recovery: %s", line)
         return done
@@ -554,6 +589,8 @@ class Transaction:
         self.job = job
         self.run_id = new_run_id()
         self.written: list[tuple[str, dict[str, str], int]] = []
+        self.staged: list[tuple[str, str, list[str]]] = []  # (staging root, table root, partition paths)
+        self.new_catalog_partitions: list[tuple[str, dict[str, str]]] = []
         self.lease: Lease | None = None
         self.recovered: list[str] = []
 
@@ -573,15 +610,24 @@ class Transaction:
 
     def __exit__(self, kind: Any, value: Any, tb: Any) -> None:
         try:
-            if kind is None and self.written:
-                self._commit()
+            if kind is None:
+                self._swap_in()
+                if self.written:
+                    self._commit()
         finally:
+            for staging, _, _ in self.staged:
+                try:
+                    self.store.files.delete(staging)  # after the swap it holds the replaced partitions
+                except OSError as e:
+                    log.warning("could not remove %s (the next run will): %s", staging, e)
             if self.lease is not None:
                 self.lease.release()
 
     def write(self, table: str, frame: pd.DataFrame | DataFrame, types: Mapping[str, str] | None = None) -> str:
         """Replace the partitions of ``table`` that ``frame`` holds (a pandas frame needs ``types``).
 
+        Where partitions are swapped atomically (:meth:`OutputStore.swap_mode`), the rows are written to a
+        hidden staging folder now and swapped in when the transaction ends; otherwise Spark replaces them now.
         A Spark frame is counted per partition first (one more Spark job); pass pandas where it exists.
         """
         import pandas as pd
@@ -608,8 +654,15 @@ class Transaction:
         sdf = sdf.withColumn(RUN_ID, F.lit(self.run_id))
         sdf = sdf.select(*[c for c in sdf.columns if c not in parts], *[F.col(p).cast("string") for p in parts])
         loc = store.location(table)
-        if store.catalog:
-            _overwrite_table(spark, loc, sdf, parts, store.output.format)
+        root = _prepare_catalog_table(spark, loc, sdf, parts, store.output.format) if store.catalog else loc
+        if root is not None and store.swap_mode(root) == "exchange":
+            staging = f"{root}/.ctcalc-staging-{self.run_id}-{table}"
+            sdf.coalesce(1).write.mode("overwrite").partitionBy(*parts).format(store.output.format).save(staging)
+            self.staged.append((staging, root, [_partition_path(v) for v, _ in written]))
+            if store.catalog:
+                self.new_catalog_partitions += [(loc, v) for v, _ in written]
+        elif store.catalog:
+            _overwrite_catalog_partitions(spark, loc, sdf)
         else:
             (sdf.coalesce(1).write.mode("overwrite").option("partitionOverwriteMode", "dynamic")
              .partitionBy(*parts).format(store.output.format).save(loc))
@@ -617,19 +670,45 @@ class Transaction:
             self.written.append((table, values, n))
         return loc
 
+    def _swap_in(self) -> None:
+        """Every staged partition into place: one atomic exchange each (a new one is renamed into place)."""
+        files = self.store.files
+        for staging, root, rels in self.staged:
+            for rel in rels:
+                final = f"{root}/{rel}"
+                if files.exists(final):
+                    files.exchange(f"{staging}/{rel}", final)
+                else:
+                    files.rename(f"{staging}/{rel}", final)
+        if self.new_catalog_partitions:
+            spark = self.store._session("Registering catalog partitions")
+            for name in sorted({n for n, _ in self.new_catalog_partitions}):
+                specs = [v for n, v in self.new_catalog_partitions if n == name]
+                clause = " ".join("PARTITION (" + ", ".join(f"{k} = '{v}'" for k, v in s.items()) + ")" for s in specs)
+                spark.sql(f"ALTER TABLE {name} ADD IF NOT EXISTS {clause}")
+                spark.sql(f"REFRESH TABLE {name}")
+
     def _commit(self) -> None:
-        parts = [{"table": t, "partition": "/".join(f"{k}={v}" for k, v in values.items()), "ds": values.get("ds"),
-                  "n_rows": n} for t, values, n in self.written]
+        parts = [{"table": t, "partition": _partition_path(values), "ds": values.get("ds"), "n_rows": n}
+                 for t, values, n in self.written]
         try:
             self.store.write_commit(self.run_id, self.job, parts)
         except ConfigError as e:
             log.warning("no commit record written: %s", e)
 
 
-def _overwrite_table(spark: SparkSession, name: str, frame: DataFrame, parts: Sequence[str], fmt: str) -> None:
-    """Dynamic partition overwrite of a catalog table, creating it (partitioned) when missing."""
-    from pyspark.sql import functions as F
+def _partition_path(values: Mapping[str, str]) -> str:
+    return "/".join(f"{k}={v}" for k, v in values.items())
 
+
+FILE_PROVIDERS = ("parquet", "orc", "json", "csv", "avro", "text", "hive")
+"""Catalog table providers whose partitions are folders under the table's location."""
+
+
+def _prepare_catalog_table(spark: SparkSession, name: str, frame: DataFrame, parts: Sequence[str],
+                           fmt: str) -> str | None:
+    """Create the table (partitioned) when missing and add new columns; return its folder when it is a
+    file-based table on a local file system (partitions can be exchanged atomically), else None."""
     if not spark.catalog.tableExists(name):
         frame.limit(0).write.partitionBy(*parts).format(fmt).saveAsTable(name)
     have = spark.table(name).columns
@@ -637,7 +716,19 @@ def _overwrite_table(spark: SparkSession, name: str, frame: DataFrame, parts: Se
     if new:
         cols = ", ".join(f"`{f.name}` {f.dataType.simpleString()}" for f in new)
         spark.sql(f"ALTER TABLE {name} ADD COLUMNS ({cols})")
-        have = spark.table(name).columns
+    info = {r[0]: r[1] for r in spark.sql(f"DESCRIBE TABLE EXTENDED {name}").collect()}
+    loc, provider = info.get("Location"), str(info.get("Provider", "")).lower()
+    if provider not in FILE_PROVIDERS or not loc or not is_local(loc):
+        return None
+    return _absolute(loc)
+
+
+def _overwrite_catalog_partitions(spark: SparkSession, name: str, frame: DataFrame) -> None:
+    """Spark's own partition overwrite of a catalog table: overwritePartitions() for v2 tables (Delta,
+    Iceberg: atomic), insertInto(overwrite=True) in dynamic mode for file-based tables elsewhere."""
+    from pyspark.sql import functions as F
+
+    have = spark.table(name).columns
     aligned = frame.select(*[F.col(c) if c in frame.columns else F.lit(None).alias(c) for c in have])
     try:
         aligned.writeTo(name).overwritePartitions()
