@@ -1,9 +1,10 @@
 """Small file operations on the output file system, without a JVM handle (pyarrow's file systems).
 
 Used by the storage layer for what Spark's writers do not do: run leases, clearing what a killed run
-left, listing partition folders and the streaming job's state files. Local paths, ``file://``, ``hdfs://``
-(needs libhdfs), ``s3://``/``s3a://``, ``gs://`` and ``abfs://`` go through ``pyarrow.fs``; the same
-credentials as the Spark job are expected in the environment.
+left, listing partition folders; and by the streaming job for its state files and the footers of the
+files it reads. Local paths, ``file://``, ``hdfs://`` (needs libhdfs), ``s3://``/``s3a://``, ``gs://``
+and ``abfs://`` go through ``pyarrow.fs``; the same credentials as the Spark job are expected in the
+environment.
 """
 from __future__ import annotations
 
@@ -112,6 +113,13 @@ class FileStore:
             raise OSError(f"Cannot move {src} to {dst}: the destination exists.")
         self.mkdirs(dst.rstrip("/").rsplit("/", 1)[0])
         self._fs.move(self._p(src), self._p(dst))
+
+    def parquet_rows(self, path: str) -> int:
+        """The row count in a Parquet file's footer (raises OSError or pyarrow's ArrowInvalid if unreadable)."""
+        import pyarrow.parquet as pq
+
+        with self._fs.open_input_file(self._p(path)) as f:
+            return int(pq.read_metadata(f).num_rows)
 
     def read_text(self, path: str) -> str:
         with self._fs.open_input_stream(self._p(path)) as f:
