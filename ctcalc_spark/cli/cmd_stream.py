@@ -55,7 +55,7 @@ def run(args: argparse.Namespace) -> int:
                                                                       status=("status", "first")))
                  .reset_index())
         print(f"\nClosed windows (mean {metric} over runs; same_window: hash-split bias, rolling: previous window's):")
-        print(table.to_string(index=False, float_format=lambda v: f"{v:.5f}"))
+        print(table.to_string(index=False, na_rep="n/a", float_format=lambda v: f"{v:.5f}"))
     p = res.paths
     print(f"\nmetrics -> {p.metrics}   rolling -> {p.rolling}   summaries -> {p.summaries}   counts (late, invalid, "
           f"quarantined files) -> {p.counts}   checkpoint -> {p.checkpoint}")
