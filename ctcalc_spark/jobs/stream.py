@@ -70,6 +70,8 @@ if TYPE_CHECKING:
     from pyspark.sql.streaming import StreamingQuery
     from pyspark.sql.types import StructType
 
+    from ctcalc_spark.spark.storage import Transaction
+
 log = logging.getLogger(__name__)
 
 KAFKA_PACKAGE = "org.apache.spark:spark-sql-kafka-0-10_2.13:4.2.0"
@@ -301,7 +303,7 @@ class WindowCloser:
             check_finite(frame)
         return same, rolling
 
-    def write(self, tx: Any, starts: Sequence[int], batch_id: int, first_window_us: int | None) -> list[int]:
+    def write(self, tx: Transaction, starts: Sequence[int], batch_id: int, first_window_us: int | None) -> list[int]:
         """Finalise and write the windows; returns the starts of those that had summaries."""
         if not starts:
             return []
@@ -705,7 +707,8 @@ class StreamRun:
 
     @property
     def error(self) -> CtcalcError | None:
-        """The error a batch of this run failed with (None if none did)."""
+        """The last error a batch of this run failed with (None if none did). A batch interrupted by
+        ``query.stop()`` leaves one too; ``query.exception()`` tells whether the query itself failed."""
         return self.files.error(self.token)
 
     def load_state(self) -> StreamState:
@@ -779,7 +782,11 @@ def run_stream(
     spark: SparkSession, cfg: JobConfig, *, trigger: str | None = None, timeout_s: float | None = None,
     close_at_end: bool = False,
 ) -> StreamResult:
-    """Run the query until it ends (availableNow/once) or ``timeout_s`` passes; optionally close open windows."""
+    """Run the query until it ends (availableNow/once) or ``timeout_s`` passes; optionally close open windows.
+
+    A failed batch fails the query: its own error is raised (read from the error files). A batch that the stop
+    after ``timeout_s`` interrupts is not an error: Spark replays it on the next start.
+    """
     query, run = start_stream(spark, cfg, trigger=trigger)
     try:
         query.awaitTermination(timeout_s) if timeout_s else query.awaitTermination()
@@ -791,9 +798,6 @@ def run_stream(
     finally:
         if query.isActive:
             query.stop()
-    error = run.error
-    if error is not None:
-        raise error
     closed = run.close_open_windows() if close_at_end else []
     return StreamResult(run.reports, closed, run.paths)
 
