@@ -9,7 +9,9 @@ processing-time trigger. Reported:
   up (rows left unprocessed when feeding stopped, in seconds of feed);
 * latency per window, from the moment it *can* close (window end + watermark delay,
   wall clock) to its metrics row being written (``finalized_at``): median, p95, max;
-* micro-batch durations.
+* micro-batch durations and their phases (read + file accounting, aggregate, table writes, window closing);
+* how many commit records the stream's storage transactions left under ``_commits`` (one per batch that
+  wrote partitions that no later run replaced).
 
 Usage: .venv/bin/python bench/bench_stream.py --rate 100000 --duration 60
 """
@@ -102,10 +104,11 @@ def main() -> None:
             fed["rows"] += (per_file // 6) * 6
             fed["files"] += 1
 
-    query, job = start_stream(spark, cfg)
+    load_at_start = os.getloadavg()[0]
+    query, run = start_stream(spark, cfg)
     try:
         t_warm = time.time()  # warm-up: the seed file's batch (JVM and code paths warm) before the clock starts
-        while job.load_state().batch_id < 0 and time.time() - t_warm < 300:
+        while run.load_state().batch_id < 0 and time.time() - t_warm < 300:
             time.sleep(0.5)
         feeder = threading.Thread(target=feed, daemon=True)
         t0 = time.time()
@@ -114,17 +117,17 @@ def main() -> None:
         stop.set()
         feeder.join()
         t_feed_end = time.time()
-        done_at_feed_end = job.load_state().rows
+        done_at_feed_end = run.load_state().rows
         fed_rows = fed["rows"]
         t_wait = time.time()
-        while job.load_state().rows < fed_rows and time.time() - t_wait < args.drain:
+        while run.load_state().rows < fed_rows and time.time() - t_wait < args.drain:
             time.sleep(0.5)
         t_caught_up = time.time()
-        caught_up = job.load_state().rows >= fed_rows
+        caught_up = run.load_state().rows >= fed_rows
     finally:
         query.stop()
     metrics = read_stream_metrics(spark, cfg)
-    state = job.load_state()
+    state = run.load_state()
     lat = []
     for (ws, we), grp in metrics.groupby(["window_start", "window_end"]):
         close = dt.datetime.fromisoformat(we).replace(tzinfo=dt.timezone.utc).timestamp() + args.watermark
@@ -132,11 +135,12 @@ def main() -> None:
             continue  # the seed file's window
         first_written = min(dt.datetime.fromisoformat(f).timestamp() for f in grp["finalized_at"])
         lat.append(first_written - close)
-    batches = [b for b in job.reports if b["rows"] > 0]
+    batches = [b for b in run.reports if b["rows"] > 0]
     secs = np.array([b["seconds"] for b in batches])
     feed_s = t_feed_end - t0
     figures = {
-        "machine": f"{os.cpu_count()} cores, local[2]; load average at end {os.getloadavg()[0]:.1f}",
+        "machine": f"{os.cpu_count()} cores, local[2]; load average at start {load_at_start:.1f}, at end "
+                   f"{os.getloadavg()[0]:.1f}",
         "feed_rate_rows_per_s": args.rate, "feed_seconds": round(feed_s, 1), "rows_fed": fed_rows,
         "rows_committed_at_feed_end": done_at_feed_end,
         "backlog_at_feed_end_s": round((fed_rows - done_at_feed_end) / args.rate, 1),
@@ -146,11 +150,12 @@ def main() -> None:
         "batch_seconds_median": round(float(np.median(secs)), 2) if batches else None,
         "batch_seconds_max": round(float(secs.max()), 2) if batches else None,
         "batch_phase_seconds_median": {k: round(float(np.median([b["phase_seconds"].get(k, 0.0) for b in batches])), 2)
-                                       for k in ("stats", "aggregate", "write", "close")} if batches else None,
+                                       for k in ("read", "aggregate", "write", "close")} if batches else None,
         "windows_closed": len(lat),
         "latency_s_median": round(float(np.median(lat)), 2) if lat else None,
         "latency_s_p95": round(float(np.percentile(lat, 95)), 2) if lat else None,
         "latency_s_max": round(float(np.max(lat)), 2) if lat else None,
+        "commit_records": len(list((work / "out" / "_commits").glob("*.json"))),
         "window_s": args.window, "watermark_s": args.watermark, "trigger_s": args.trigger,
     }
     print(json.dumps(figures, indent=2))

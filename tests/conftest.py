@@ -70,3 +70,85 @@ def three_year_report(three_years_of_drift):
 
     days, inp, cfg = three_years_of_drift
     return cfg, build_report(inp, cfg, days[7], days[-1])
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture(scope="session")
+def connect_server_session(tmp_path_factory):
+    """A Spark Connect client session on a Connect server process started for the test session.
+
+    The server is ``spark-submit --class ...SparkConnectServer`` from this venv (local[2]), with this
+    checkout first on its workers' PYTHONPATH (foreachBatch functions run in its Python processes); it is
+    stopped by its PID at the end. Tests take :func:`connect_spark`, which also switches the functions API.
+    """
+    import signal
+    import socket
+    import subprocess
+    import time
+    from pathlib import Path
+
+    from ctcalc_spark.config import SparkConfig
+    from ctcalc_spark.spark.session import build_session
+
+    work = tmp_path_factory.mktemp("connect_server")
+    port = _free_port()
+    repo = str(Path(__file__).resolve().parents[1])
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([repo, *filter(None, [os.environ.get("PYTHONPATH")])]),
+               PYSPARK_PYTHON=sys.executable, SPARK_LOCAL_IP="127.0.0.1")
+    submit = str(Path(sys.executable).parent / "spark-submit")
+    conf = {"spark.connect.grpc.binding.port": str(port), "spark.ui.enabled": "false",
+            "spark.sql.shuffle.partitions": "4", "spark.driver.memory": "2g",
+            "spark.sql.warehouse.dir": str(work / "warehouse"),
+            "spark.driver.extraJavaOptions": f"-Dderby.system.home={work / 'derby'}"}
+    cmd = [submit, "--master", "local[2]", "--class", "org.apache.spark.sql.connect.service.SparkConnectServer"]
+    for key, value in conf.items():
+        cmd += ["--conf", f"{key}={value}"]
+    log_path = work / "server.log"
+    with open(log_path, "wb") as log_file:
+        # spark-submit execs java: the PID is the server's own; a new session keeps our Ctrl-C off it
+        server = subprocess.Popen(cmd, cwd=work, env=env, stdout=log_file, stderr=subprocess.STDOUT,
+                                  start_new_session=True)
+    try:
+        deadline = time.time() + 240
+        while True:
+            if server.poll() is not None:
+                raise RuntimeError(f"The Spark Connect server exited with {server.returncode} before listening on "
+                                   f"port {port}; its log ({log_path}) ends with:\n{log_path.read_text()[-3000:]}")
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                break
+            except OSError:
+                if time.time() > deadline:
+                    raise RuntimeError(f"The Spark Connect server did not listen on port {port} within 240 s; "
+                                       f"its log ({log_path}) ends with:\n{log_path.read_text()[-3000:]}") from None
+                time.sleep(0.5)
+        session = build_session(SparkConfig(remote=f"sc://127.0.0.1:{port}", shuffle_partitions=4),
+                                app_name="ctcalc-connect-tests")
+        yield session
+        session.stop()
+    finally:
+        server.send_signal(signal.SIGTERM)
+        try:
+            server.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            server.kill()
+            server.wait(timeout=30)
+
+
+@pytest.fixture()
+def connect_spark(connect_server_session, monkeypatch):
+    """The Spark Connect session, with this process in Connect mode for the test.
+
+    pyspark builds ``pyspark.sql.functions`` columns for Connect only while ``SPARK_CONNECT_MODE_ENABLED`` is
+    set; the classic ``spark`` fixture coexists in the process, so the variable is set for this test alone.
+    Classic work inside the same test goes under ``monkeypatch.context()`` with the variable removed.
+    """
+    monkeypatch.setenv("SPARK_CONNECT_MODE_ENABLED", "1")
+    yield connect_server_session

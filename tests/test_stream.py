@@ -1,25 +1,65 @@
-"""The streaming job: exactly once across a stop and a crash, late-row accounting, parity with the batch job."""
+"""The streaming job: exactly once across a stop and a crash, late rows, quarantined files, the batch jobs'
+numbers (same-window metrics and rolling rows), Spark Connect."""
 from __future__ import annotations
 
+import gzip
+import json
 import os
+import re
 import shutil
 import time
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
+from ctcalc_spark.core.summary import BinarySummary
+from ctcalc_spark.core.windows import (
+    WindowSpec,
+    finalize_windows,
+    fixed_window,
+    previous_window,
+    rolling_metrics,
+    sum_windows,
+    window_of,
+    window_start_us,
+    windows_between,
+)
 from ctcalc_spark.errors import ConfigError
+from ctcalc_spark.jobs.evaluate import evaluate
+from ctcalc_spark.jobs.rolling import compute_rolling
+from ctcalc_spark.jobs.stream import (
+    KAFKA_PACKAGE,
+    StreamBatchError,
+    read_stream,
+    read_stream_counts,
+    read_stream_metrics,
+    read_stream_rolling,
+    read_stream_state,
+    read_stream_table,
+    run_stream,
+    start_stream,
+    window_micros,
+    window_spec,
+    write_stream_demo_files,
+)
 
 TOL = 1e-12
 SAME_COLS = ["n_rows", "n_bias", "n_remain", "log_loss", "log_loss_remain", "calibrated_log_loss", "bias", "auc",
              "calibration", "normalized_entropy"]
+ROLLING_COLS = ["n_rows", "prev_n_rows", "weight", "prev_weight", "vanilla", "calibrated", "calibrated_bound",
+                "calibration_gain", "best_shift_gain", "bias", "prev_bias", "bias_change", "calibration",
+                "mean_prediction", "mean_label"]
+DAYS = ["2026-11-15", "2026-11-16", "2026-11-17"]
 
 
-def _stream_config(demo_config, src: Path, **stream):
+def _stream_config(demo_config, src: Path, out: Path | None = None, **stream):
+    over = {"output__path": str(out)} if out is not None else {}
     return demo_config(input__path=str(src), stream={"path": str(src), "window": "1 day", "watermark": "1 hour",
-                                                     "max_files_per_trigger": 1, **stream})
+                                                     "max_files_per_trigger": 1, **stream}, **over)
 
 
 def _move_files(files: list[Path], dst: Path, first_mtime: float) -> None:
@@ -39,11 +79,10 @@ def _wait_for(pred, timeout: float = 90.0) -> None:
         time.sleep(0.2)
 
 
-def _drain(spark, cfg, *, timeout: float = 120, expect_error: bool = False, **kw):
-    """Run an availableNow query over what has landed, always stopping it; returns the job."""
-    from ctcalc_spark.jobs.stream import start_stream
+def _drain(spark, cfg, *, timeout: float = 180, expect_error: bool = False, **kw):
+    """Run an availableNow query over what has landed, always stopping it; returns its StreamRun."""
 
-    query, job = start_stream(spark, cfg, trigger="availableNow", **kw)
+    query, run = start_stream(spark, cfg, trigger="availableNow", **kw)
     try:
         if expect_error:
             with pytest.raises(Exception):
@@ -53,44 +92,45 @@ def _drain(spark, cfg, *, timeout: float = 120, expect_error: bool = False, **kw
     finally:
         if query.isActive:
             query.stop()
-    return job
+    return run
 
 
-def _assert_same_as_batch(spark, cfg, metrics: pd.DataFrame, days: list[str]) -> None:
-    """same_window rows == the batch evaluate job; rolling rows == bias of day d-1 applied to day d (batch summaries)."""
-    from ctcalc_spark.jobs.evaluate import evaluate
-    from ctcalc_spark.core.finalize import binary_summary_of
+def _batch_reference(spark, demo_config, src: Path, out: Path, days: list[str]) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The batch evaluate and rolling (day windows) jobs over the same rows: (metrics, rolling) frames."""
+    cfg = demo_config(input__path=str(src), output__path=str(out))
+    metrics = evaluate(spark, cfg, days).metrics
+    return metrics.assign(run=metrics["run"].astype(str)), compute_rolling(cfg, days, spark).table
 
-    results = {ds: evaluate(spark, cfg, ds, write=False) for ds in days}
+
+def _close(a: pd.DataFrame, b: pd.DataFrame, cols: list[str], what: str) -> None:
+    for col in cols:  # None and NaN both mean 'not computed' here and must agree
+        np.testing.assert_allclose(a[col].to_numpy(float), b[col].to_numpy(float), rtol=0, atol=TOL,
+                                   equal_nan=True, err_msg=f"{what}: {col}")
+
+
+def _assert_same_as_batch(metrics: pd.DataFrame, rolling: pd.DataFrame, reference: tuple[pd.DataFrame, pd.DataFrame],
+                          days: list[str]) -> None:
+    """Stream tables == the batch jobs: same-window rows == evaluate, rolling rows == rolling (day windows)."""
+    batch_metrics, batch_rolling = reference
+    key = ["model", "run", "slice_name", "slice_value"]
     for i, ds in enumerate(days):
-        batch = results[ds].metrics.sort_values(["model", "run"]).reset_index(drop=True)
-        sm = metrics[(metrics["ds"] == ds) & (metrics["mode"] == "same_window")]
-        sm = sm.sort_values(["model", "run"]).reset_index(drop=True)
-        assert len(sm) == len(batch) > 0
-        assert (sm["model"] == batch["model"]).all() and (sm["run"] == batch["run"].astype(str)).all()
-        assert (sm["status"] == batch["status"]).all()
-        for col in SAME_COLS:
-            np.testing.assert_allclose(sm[col].to_numpy(float), batch[col].to_numpy(float), rtol=0, atol=TOL,
-                                       err_msg=f"{ds} {col}")
-        roll = metrics[(metrics["ds"] == ds) & (metrics["mode"] == "rolling")].sort_values(["model", "run"])
-        assert len(roll) == len(batch)
-        if i == 0:
-            assert (roll["status"] == "no_previous_window").all() and roll["calibrated_log_loss"].isna().all()
-            continue
-        cur_s, prev_s = results[ds].summaries, results[days[i - 1]].summaries
-        for _, r in roll.iterrows():
-            pick = lambda s: s[(s["model"] == r["model"]) & (s["run"].astype(str) == r["run"])]  # noqa: E731
-            cur, prev = binary_summary_of(pick(cur_s), 0.05), binary_summary_of(pick(prev_s), 0.05)
-            c = prev.solve_bias()
-            assert r["status"] == "ok" and r["n_bias"] == prev.n_rows and r["n_rows"] == cur.n_rows
-            assert abs(r["bias"] - c) <= TOL
-            assert abs(r["calibrated_log_loss"] - cur.log_loss(c)) <= TOL
-            assert abs(r["log_loss"] - cur.log_loss()) <= TOL
+        batch = batch_metrics[batch_metrics["ds"] == ds].sort_values(key).reset_index(drop=True)
+        same = metrics[metrics["ds"] == ds].sort_values(key).reset_index(drop=True)
+        assert len(same) == len(batch) > 0
+        assert same[key + ["status"]].equals(batch[key + ["status"]])
+        _close(same, batch, SAME_COLS, f"same-window {ds}")
+        broll = batch_rolling[batch_rolling["ds"] == ds].sort_values(key).reset_index(drop=True)
+        sroll = rolling[rolling["ds"] == ds].sort_values(key).reset_index(drop=True)
+        assert len(sroll) == len(broll) > 0
+        assert sroll[key + ["status", "bias_status", "metric"]].equals(broll[key + ["status", "bias_status", "metric"]])
+        assert set(sroll["status"]) == ({"first_window"} if i == 0 else {"ok"})
+        assert (sroll["window_kind"] == "fixed").all() and (sroll["window_spec"] == "fixed_86400s").all()
+        assert (sroll["window_start"] == f"{ds} 00:00:00").all() and sroll["n_days"].isna().all()
+        _close(sroll, broll, ROLLING_COLS, f"rolling {ds}")
 
 
 def test_restart_exactly_once_equals_batch(spark, demo_config, tmp_path):
-    """Stop mid-stream, crash inside a batch after its files are written, restart: batch-job numbers, no row twice."""
-    from ctcalc_spark.jobs.stream import StreamJob, read_stream_metrics, start_stream, write_stream_demo_files
+    """Stop mid-stream, crash inside a batch after its tables are written, restart: batch-job numbers, no row twice."""
 
     gen, src = tmp_path / "gen", tmp_path / "src"
     rows = write_stream_demo_files(str(gen), n_examples_per_day=600, n_runs=2, n_days=3, files_per_day=2)
@@ -101,16 +141,17 @@ def test_restart_exactly_once_equals_batch(spark, demo_config, tmp_path):
     cfg = _stream_config(demo_config, src)
 
     # 1. processing-time query, stopped after two committed batches (day 1 read, day 2 not yet complete)
-    query, job = start_stream(spark, cfg, trigger="1 second")
+    query, run = start_stream(spark, cfg, trigger="1 second")
     try:
-        _wait_for(lambda: len(job.reports) >= 2 or job.error is not None)
+        _wait_for(lambda: len(run.reports) >= 2 or query.exception() is not None)
     finally:
         query.stop()
-    assert len(job.reports) >= 2  # stop() may interrupt the batch in flight: it is replayed on restart
-    done_before = job.load_state().batch_id
+    assert query.exception() is None, run.error
+    assert len(run.reports) >= 2  # stop() may interrupt the batch in flight (an error file): replayed later
+    done_before = run.load_state().batch_id
     assert 1 <= done_before <= 3
 
-    # 2. day 3 lands; restart with a crash after the next batch's files are written but before its commit
+    # 2. day 3 lands; restart with a crash after the next batch's tables are written but before its commit
     _move_files(files[4:], src, t0 + 100)
     crash_at = done_before + 1
 
@@ -118,37 +159,31 @@ def test_restart_exactly_once_equals_batch(spark, demo_config, tmp_path):
         if batch_id == crash_at:
             raise RuntimeError("simulated crash after the batch's summaries were written")
 
-    job = _drain(spark, cfg, expect_error=True, after_write=crash)
-    assert isinstance(job.error, RuntimeError)
-    assert job.load_state().batch_id == done_before  # the crashed batch is not committed ...
-    assert any(Path(job.paths.summaries).glob(f"window=*/batch_id={crash_at}"))  # ... though its files were written
+    run = _drain(spark, cfg, expect_error=True, after_write=crash)
+    assert isinstance(run.error, StreamBatchError) and run.error.error_type == "RuntimeError"
+    assert "simulated crash" in str(run.error) and f"batch {crash_at}" in str(run.error)
+    assert run.load_state().batch_id == done_before  # the crashed batch is not committed ...
+    assert any(Path(run.paths.summaries).glob(f"window=*/batch_id={crash_at}"))  # ... though its rows were written
 
     # 3. restart cleanly: Spark replays the crashed batch id, the job overwrites it, then reads the rest
-    job = _drain(spark, cfg)
-    assert job.error is None
-    assert job.reports[0]["batch_id"] == crash_at  # replayed with the same id
-    closed = job.close_open_windows()
-    assert closed == ["2026-11-17 00:00:00"]
-    state = job.load_state()
+    run = _drain(spark, cfg)
+    assert run.error is None
+    assert run.reports[0]["batch_id"] == crash_at  # replayed with the same id
+    assert run.close_open_windows() == ["2026-11-17 00:00:00"]
+    state = run.load_state()
     assert state.rows == len(rows) and state.late_rows == 0  # every row once: nothing lost, nothing twice
 
-    metrics = read_stream_metrics(spark, cfg)
-    days = ["2026-11-15", "2026-11-16", "2026-11-17"]
-    assert sorted(metrics["ds"].unique()) == days
-    all_rows = metrics[(metrics["mode"] == "same_window")]
-    assert int(all_rows["n_rows"].sum()) == len(rows)
-    _assert_same_as_batch(spark, cfg, metrics, days)
+    metrics, rolling = read_stream_metrics(spark, cfg), read_stream_rolling(spark, cfg)
+    assert sorted(metrics["ds"].unique()) == DAYS and "mode" not in metrics
+    assert int(metrics.loc[metrics["slice_name"] == "__all__", "n_rows"].sum()) == len(rows)
+    _assert_same_as_batch(metrics, rolling, _batch_reference(spark, demo_config, gen, tmp_path / "batch", DAYS), DAYS)
     # a second run on the same checkpoint finds nothing new and changes nothing
-    job = _drain(spark, cfg, timeout=60)
-    assert job.reports == [] and job.load_state().rows == len(rows)
+    run = _drain(spark, cfg, timeout=60)
+    assert run.reports == [] and run.load_state().rows == len(rows)
 
 
 def test_late_rows_counted_not_dropped(spark, demo_config, tmp_path):
     """Rows for a closed window are counted per window and group, reported in n_late, and kept out of its metrics."""
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
-    from ctcalc_spark.jobs.stream import read_stream_counts, read_stream_metrics, run_stream, write_stream_demo_files
 
     gen, src, ontime = tmp_path / "gen", tmp_path / "src", tmp_path / "ontime"
     rows = write_stream_demo_files(str(gen), n_examples_per_day=400, n_runs=2, n_days=2, files_per_day=1)
@@ -170,41 +205,193 @@ def test_late_rows_counted_not_dropped(spark, demo_config, tmp_path):
 
     counts = read_stream_counts(spark, cfg)
     assert set(counts["kind"]) == {"late"} and int(counts["n_rows"].sum()) == 90
-    assert set(counts["window_start"]) == {"2026-11-15 00:00:00"}
-    metrics = read_stream_metrics(spark, cfg)
-    day1 = metrics[metrics["ds"] == "2026-11-15"]
+    assert set(counts["window_start"]) == {"2026-11-15 00:00:00"} and set(counts["window"]) == {"20261115T000000"}
+    metrics, rolling = read_stream_metrics(spark, cfg), read_stream_rolling(spark, cfg)
     expected = late.groupby(["model", "run"]).size()
-    for _, r in day1.iterrows():
-        assert r["n_late"] == expected.get((r["model"], int(r["run"])), 0)
-    assert int(metrics.loc[metrics["ds"] == "2026-11-16", "n_late"].sum()) == 0
-    # values are those of the on-time rows alone: the batch job over the files without the late one
-    _assert_same_as_batch(spark, demo_config(input__path=str(ontime)), metrics, ["2026-11-15", "2026-11-16"])
+    for table in (metrics, rolling):
+        day1 = table[(table["ds"] == "2026-11-15") & (table["slice_name"] == "__all__")]
+        assert len(day1) == 6
+        for _, r in day1.iterrows():
+            assert r["n_late"] == expected.get((r["model"], int(r["run"])), 0)
+        assert int(table.loc[table["ds"] == "2026-11-16", "n_late"].sum()) == 0
+        assert (table.loc[table["ds"] == "2026-11-15", "finalized_batch_id"] == 2).all()  # rewritten by batch 2
+    # values are those of the on-time rows alone: the batch jobs over the files without the late one
+    days = ["2026-11-15", "2026-11-16"]
+    _assert_same_as_batch(metrics, rolling, _batch_reference(spark, demo_config, ontime, tmp_path / "batch", days),
+                          days)
 
 
-def test_rolling_finalizer_matches_summary_math():
-    """Pure: rolling = bias fitted on all of the previous window's rows, applied to all of this window's rows."""
-    from ctcalc_spark.core.finalize import binary_summary_of
-    from ctcalc_spark.jobs.stream import finalize_rolling
-    from ctcalc_spark.core.summary import BinarySummary
+def _partly_corrupt(rows: pd.DataFrame, path: Path) -> int:
+    """A Parquet file whose footer is intact but whose last row group's data page header is overwritten."""
+    pq.write_table(pa.Table.from_pandas(rows, preserve_index=False), str(path), row_group_size=len(rows) // 3,
+                   coerce_timestamps="us", allow_truncated_timestamps=True)
+    meta = pq.read_metadata(str(path))
+    last = meta.row_group(meta.num_row_groups - 1)
+    offsets = [last.column(j).data_page_offset for j in range(last.num_columns)]
+    data = bytearray(path.read_bytes())
+    for off in offsets:
+        data[off:off + 24] = b"\xff" * 24
+    path.write_bytes(bytes(data))
+    assert pq.read_metadata(str(path)).num_rows == len(rows)
+    return len(rows)
 
-    rng = np.random.default_rng(3)
 
-    def rows(n: int, shift: float) -> pd.DataFrame:
-        z = rng.normal(-1.5 + shift, 1.0, n)
-        y = (rng.random(n) < 1 / (1 + np.exp(-z + shift))).astype(float)
-        s = BinarySummary.from_logits(y, z)
-        return pd.DataFrame(s.to_columns())
+def test_corrupt_files_are_quarantined_and_never_stop_the_stream(spark, demo_config, tmp_path):
+    """Garbage, truncated and partly corrupt Parquet files land between good ones: the stream goes on, a restart
+    goes on, later good files are read, every good row counts once, no row of a quarantined file counts."""
 
-    prev, cur = rows(3000, 0.0), rows(2000, 0.3)
-    r = finalize_rolling("binary", prev, cur, 0.05)
-    p, c = binary_summary_of(prev, 0.05), binary_summary_of(cur, 0.05)
-    assert r["status"] == "ok" and r["n_bias"] == 3000 and r["n_rows"] == r["n_remain"] == 2000
-    assert r["bias"] == pytest.approx(p.solve_bias(), abs=1e-14)
-    assert r["calibrated_log_loss"] == pytest.approx(c.log_loss(p.solve_bias()), abs=1e-14)
-    assert r["log_loss"] == pytest.approx(c.log_loss(), abs=1e-14)
-    first = finalize_rolling("binary", None, cur, 0.05)
-    assert first["status"] == "no_previous_window" and first["calibrated_log_loss"] is None
-    assert first["log_loss"] == pytest.approx(c.log_loss(), abs=1e-14)
+    gen, src, bad = tmp_path / "gen", tmp_path / "src", tmp_path / "bad"
+    rows = write_stream_demo_files(str(gen), n_examples_per_day=300, n_runs=1, n_days=2, files_per_day=2)
+    good = sorted(gen.glob("*.parquet"))
+    bad.mkdir()
+    (bad / "part-x-garbage.parquet").write_bytes(os.urandom(3000))
+    data = good[0].read_bytes()
+    (bad / "part-x-truncated.parquet").write_bytes(data[: len(data) // 2])
+    extra = rows[rows["ds"] == "2026-11-15"].assign(example_id=lambda f: f["example_id"] + 10**6)
+    n_partial = _partly_corrupt(extra, bad / "part-x-partial.parquet")
+    t0 = time.time() - 600
+    _move_files([good[0], bad / "part-x-garbage.parquet", good[1], bad / "part-x-truncated.parquet",
+                 bad / "part-x-partial.parquet"], src, t0)
+    cfg = _stream_config(demo_config, src)
+
+    first = run_stream(spark, cfg, trigger="availableNow")
+    assert len(first.batches) == 5
+    quarantined = {Path(q["file"]).name: q for b in first.batches for q in b["quarantined"]}
+    assert set(quarantined) == {"part-x-garbage.parquet", "part-x-truncated.parquet", "part-x-partial.parquet"}
+    assert "footer" in quarantined["part-x-garbage.parquet"]["reason"]
+    partial = re.search(r"Spark read (\d+) of the (\d+) rows", quarantined["part-x-partial.parquet"]["reason"])
+    assert partial is not None and 0 < int(partial[1]) < int(partial[2]) == n_partial  # rows read, then left out
+
+    _move_files(good[2:], src, t0 + 100)  # later good files, read by a restarted stream
+    second = run_stream(spark, cfg, trigger="availableNow", close_at_end=True)
+    assert [b["rows"] for b in second.batches] == [len(rows) // 4] * 2 and second.closed_at_end
+    state = read_stream_state(cfg)
+    assert state.rows == len(rows) and state.quarantined_files == 3
+
+    counts = read_stream_counts(spark, cfg)
+    listed = counts[counts["kind"] == "unreadable_file"]
+    assert sorted(Path(f).name for f in listed["file"]) == sorted(quarantined)
+    assert (listed["window"] == "none").all() and listed["reason"].notna().all()
+    assert int(listed.loc[listed["file"].str.endswith("partial.parquet"), "n_rows"].iloc[0]) == n_partial
+    metrics, rolling = read_stream_metrics(spark, cfg), read_stream_rolling(spark, cfg)
+    days = ["2026-11-15", "2026-11-16"]
+    _assert_same_as_batch(metrics, rolling, _batch_reference(spark, demo_config, gen, tmp_path / "batch", days), days)
+
+
+def test_malformed_json_lines_and_unreadable_json_files(spark, demo_config, tmp_path):
+    """JSON source: malformed lines are counted per file and left out; an undecodable file is quarantined."""
+
+    gen, src = tmp_path / "gen", tmp_path / "src"
+    rows = write_stream_demo_files(str(gen), n_examples_per_day=300, n_runs=1, n_days=2, files_per_day=1)
+    src.mkdir()
+    t0 = time.time() - 600
+    for i, (ds, day) in enumerate(rows.groupby("ds")):
+        day = day.assign(event_time=day["event_time"].dt.strftime("%Y-%m-%d %H:%M:%S.%f"))
+        lines = [json.dumps(r) for r in day.to_dict("records")]  # floats as repr: they read back exactly
+        if i == 0:
+            lines[10:10] = ['{"model": "baseline", "run": 0, "label": ', "not json at all", '{"logit": 1.5']
+        (src / f"day-{ds}.json").write_text("\n".join(lines) + "\n")
+        os.utime(src / f"day-{ds}.json", (t0 + 2 * i, t0 + 2 * i))
+    (src / "day-x-broken.json.gz").write_bytes(gzip.compress(b'{"model": "m"}\n' * 500)[:40])
+    os.utime(src / "day-x-broken.json.gz", (t0 + 1, t0 + 1))
+    schema = "model STRING, run BIGINT, ds STRING, example_id BIGINT, label INT, logit DOUBLE, event_time TIMESTAMP"
+    cfg = _stream_config(demo_config, src, format="json", schema=schema)
+
+    res = run_stream(spark, cfg, trigger="availableNow", close_at_end=True)
+    assert [b["malformed_record"] for b in res.batches] == [3, 0, 0]
+    assert [b["unreadable_file"] for b in res.batches] == [0, 1, 0]
+    assert sum(b["rows"] for b in res.batches) == len(rows)
+    counts = read_stream_counts(spark, cfg)
+    malformed = counts[counts["kind"] == "malformed_record"]
+    assert malformed["file"].str.endswith("day-2026-11-15.json").all() and int(malformed["n_rows"].sum()) == 3
+    assert counts.loc[counts["kind"] == "unreadable_file", "file"].str.endswith("broken.json.gz").all()
+    metrics = read_stream_metrics(spark, cfg)
+    batch_metrics, _ = _batch_reference(spark, demo_config, gen, tmp_path / "batch", ["2026-11-15", "2026-11-16"])
+    key = ["ds", "model", "run", "slice_name"]
+    _close(metrics.sort_values(key).reset_index(drop=True), batch_metrics.sort_values(key).reset_index(drop=True),
+           SAME_COLS, "json stream vs batch")
+
+
+def test_stream_on_spark_connect_equals_classic(spark, connect_spark, demo_config, tmp_path, monkeypatch):
+    """On a Connect server the handler runs server-side: same tables as a classic session, a batch's error comes
+    back through the error files, a quarantined file is listed the same way."""
+
+    gen, src = tmp_path / "gen", tmp_path / "src"
+    write_stream_demo_files(str(gen), n_examples_per_day=300, n_runs=2, n_days=2, files_per_day=2)
+    good = sorted(gen.glob("*.parquet"))
+    (gen / "part-x-garbage.parquet").write_bytes(b"not parquet" * 300)
+    _move_files([good[0], gen / "part-x-garbage.parquet", *good[1:]], src, time.time() - 600)
+    on_connect = _stream_config(demo_config, src, tmp_path / "connect")
+    classic = _stream_config(demo_config, src, tmp_path / "classic")
+
+    def crash(batch_id: int) -> None:
+        if batch_id == 1:
+            raise RuntimeError("simulated crash on the server")
+
+    tables = ("stream_metrics", "stream_rolling", "stream_counts", "stream_summaries")
+    with monkeypatch.context() as classic_mode:  # the classic session's part: functions build classic columns
+        classic_mode.delenv("SPARK_CONNECT_MODE_ENABLED")
+        run_stream(spark, classic, trigger="availableNow", close_at_end=True)
+        expected = {t: read_stream_table(spark, classic, t) for t in tables}
+
+    run = _drain(connect_spark, on_connect, expect_error=True, after_write=crash)
+    error = run.error
+    assert isinstance(error, StreamBatchError) and error.error_type == "RuntimeError"
+    assert "simulated crash on the server" in str(error)
+    assert run.load_state().batch_id == 0
+    res = run_stream(connect_spark, on_connect, trigger="availableNow", close_at_end=True)
+    assert res.batches[0]["batch_id"] == 1 and res.batches[0]["unreadable_file"] == 1
+
+    skip = {"run_id", "finalized_at", "file", "reason"}
+    for table in tables:
+        a, b = read_stream_table(connect_spark, on_connect, table), expected[table]
+        assert len(a) == len(b) > 0 and list(a.columns) == list(b.columns), table
+        for col in a.columns:
+            if col in skip:
+                continue
+            if pd.api.types.is_numeric_dtype(b[col]):
+                _close(a, b, [col], table)
+            else:
+                assert a[col].astype(str).tolist() == b[col].astype(str).tolist(), (table, col)
+    for counts in (expected["stream_counts"], read_stream_table(connect_spark, on_connect, "stream_counts")):
+        assert counts["file"].dropna().str.endswith("part-x-garbage.parquet").tolist() == [True]
+
+
+def test_fixed_windows_share_the_batch_finalizer():
+    """Pure: a day as a 1-day fixed (event-time) window gives the batch day window's rolling rows and statuses."""
+    spec = WindowSpec("fixed", seconds=3600)
+    w = fixed_window(1_763_168_123_000_000, spec)  # 2025-11-15 00:55:23 UTC
+    assert (w.start, w.end, w.label) == ("2025-11-15 00:00:00", "2025-11-15 01:00:00", "20251115T000000")
+    assert previous_window(w, spec).label == "20251114T230000" and spec.label == "fixed_3600s"
+    assert window_start_us(w) == 1_763_164_800_000_000
+    with pytest.raises(ConfigError, match="event time"):
+        window_of("2025-11-15", spec)
+
+    rng = np.random.default_rng(5)
+    days = ["2026-11-15", "2026-11-16", "2026-11-18", "2026-11-19"]  # 11-17 missing: missing_previous_window
+    parts = []
+    for i, ds in enumerate(days):
+        for run in ("0", "1"):
+            for split in ("bias", "remain"):
+                z = rng.normal(-1.5 + 0.1 * i, 1.0, 400)
+                y = (rng.random(400) < 1 / (1 + np.exp(-z - 0.2 * i))).astype(float)
+                parts.append(pd.DataFrame(BinarySummary.from_logits(y, z).to_columns()).assign(
+                    ds=ds, model="m", run=run, split=split, bin_width=0.05))
+    rows = pd.concat(parts, ignore_index=True)
+    day = WindowSpec("day")
+    batch = rolling_metrics(rows, "binary", windows_between(days[0], days[-1], day), day, first_ds=days[0])
+
+    day_fixed = WindowSpec("fixed", seconds=86_400)
+    start = {ds: pd.Timestamp(ds, tz="UTC").value // 1000 for ds in days}
+    labelled = rows.assign(window=[fixed_window(start[d], day_fixed).label for d in rows["ds"]]).drop(columns="ds")
+    wins = sorted({fixed_window(s, day_fixed) for s in start.values()})
+    stream = finalize_windows(sum_windows(labelled, "binary"), "binary",
+                              [(x, previous_window(x, day_fixed)) for x in wins], day_fixed,
+                              first={wins[0].label})
+    assert batch["status"].tolist() == stream["status"].tolist()
+    assert batch["status"].tolist() == ["first_window"] * 2 + ["ok"] * 2 + ["missing_previous_window"] * 2 + ["ok"] * 2
+    _close(batch, stream, ROLLING_COLS, "day vs 1-day fixed windows")
+    assert stream["n_days"].isna().all() and (stream["window_kind"] == "fixed").all()
 
 
 def test_stream_config_validation(demo_config):
@@ -215,13 +402,12 @@ def test_stream_config_validation(demo_config):
     with pytest.raises(ConfigError, match="stream.trigger"):
         demo_config(stream={"trigger": "soon"})
     cfg = demo_config(stream={"window": "15 minutes", "watermark": "2 hours"})
-    from ctcalc_spark.jobs.stream import window_micros
 
     assert window_micros(cfg) == (900 * 10**6, 7200 * 10**6)
+    assert window_spec(cfg).label == "fixed_900s"
 
 
 def test_kafka_without_connector_names_the_package(spark, demo_config):
-    from ctcalc_spark.jobs.stream import KAFKA_PACKAGE, read_stream
 
     cfg = demo_config(stream={"source": "kafka", "kafka_bootstrap_servers": "localhost:9092", "kafka_topic": "scores"})
     with pytest.raises(ConfigError, match="spark-sql-kafka-0-10_2.13:4.2.0"):

@@ -20,7 +20,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from ctcalc_spark.cli.common import config_from_args, session_for
-    from ctcalc_spark.jobs.stream import read_stream_metrics, run_stream, write_stream_demo_files
+    from ctcalc_spark.jobs.stream import read_stream_metrics, read_stream_rolling, run_stream, write_stream_demo_files
 
     cfg = config_from_args(args)
     if args.generate_demo:
@@ -33,22 +33,30 @@ def run(args: argparse.Namespace) -> int:
         print(f"generated {len(rows):,} rows ({rows['ds'].nunique()} days) -> {cfg.stream.path}")
     spark = session_for(args, cfg, "ctcalc-stream")
     res = run_stream(spark, cfg, trigger=args.trigger, timeout_s=args.timeout, close_at_end=args.close_at_end)
+    kinds = ("late", "invalid", "no_event_time", "malformed_record", "unreadable_file")
     for b in res.batches:
-        extra = "".join(f", {b[k]} {k}" for k in ("late", "invalid", "no_event_time") if b[k])
+        extra = "".join(f", {b[k]} {k}" for k in kinds if b.get(k))
         closed = f"; closed {', '.join(b['closed'])}" if b["closed"] else ""
         print(f"batch {b['batch_id']}: {b['rows']:,} rows ({b['on_time']:,} on time{extra}), watermark "
               f"{b['watermark']}{closed}  [{b['seconds']:.1f} s]")
+        for q in b["quarantined"]:
+            print(f"  quarantined {q['file']}: {q['reason']}")
     if res.closed_at_end:
         print(f"closed at end: {', '.join(res.closed_at_end)}")
-    m = read_stream_metrics(spark, cfg)
-    if not m.empty:
-        m = m[m["slice_name"] == "__all__"]
-        table = (m.groupby(["window_start", "mode", "model"])
-                 .agg(runs=("run", "nunique"), log_loss=("log_loss", "mean"),
-                      calibrated_log_loss=("calibrated_log_loss", "mean"), n_late=("n_late", "sum"))
+    same, rolling = read_stream_metrics(spark, cfg), read_stream_rolling(spark, cfg)
+    if not same.empty:
+        same = same[same["slice_name"] == "__all__"]
+        rolling = rolling[rolling["slice_name"] == "__all__"]
+        metric = "log_loss" if cfg.task == "binary" else "mse"
+        table = (same.groupby(["window_start", "model"])
+                 .agg(runs=("run", "nunique"), vanilla=(metric, "mean"), same_window=(f"calibrated_{metric}", "mean"),
+                      n_late=("n_late", "sum"))
+                 .join(rolling.groupby(["window_start", "model"]).agg(rolling=("calibrated", "mean"),
+                                                                      status=("status", "first")))
                  .reset_index())
-        print("\nClosed windows (mean over runs):")
-        print(table.to_string(index=False, float_format=lambda v: f"{v:.5f}"))
-    print(f"\nmetrics -> {res.paths.metrics}   summaries -> {res.paths.summaries}   late/invalid counts -> "
-          f"{res.paths.counts}   checkpoint -> {res.paths.checkpoint}")
+        print(f"\nClosed windows (mean {metric} over runs; same_window: hash-split bias, rolling: previous window's):")
+        print(table.to_string(index=False, na_rep="n/a", float_format=lambda v: f"{v:.5f}"))
+    p = res.paths
+    print(f"\nmetrics -> {p.metrics}   rolling -> {p.rolling}   summaries -> {p.summaries}   counts (late, invalid, "
+          f"quarantined files) -> {p.counts}   checkpoint -> {p.checkpoint}")
     return 0

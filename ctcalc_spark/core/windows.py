@@ -13,6 +13,15 @@ Windows (``WindowSpec.kind``):
 * ``rolling``: the ``days`` days ending at a ``ds``, labelled
   ``2026-11-15..2026-11-21``; its previous window is the ``days`` days right
   before it (disjoint, so the bias is never fitted on the rows it is applied to).
+* ``fixed``: fixed-length event-time windows of ``seconds`` seconds aligned to
+  the Unix epoch (the streaming job's tumbling windows), ``[start, end)``
+  instants in UTC, labelled by the start ``20261115T000000``; keyed by event
+  time, not by ``ds`` (:func:`fixed_window`).
+
+Both jobs finalise windows with :func:`finalize_windows`: the batch rolling job
+on windows of daily summary rows (:func:`rolling_metrics`), the streaming job on
+event-time windows of per-batch summary rows (:func:`sum_windows`). One
+finalizer, one row schema (:data:`ROLLING_TYPES`), one status vocabulary.
 
 Rolling calibration (the paper's stock-return setting): with ``c*(t-1)``
 fitted on all rows of window ``t-1``, the calibrated metric of window ``t`` is
@@ -25,7 +34,8 @@ from __future__ import annotations
 import datetime as dt
 import math
 from dataclasses import dataclass
-from typing import Any, Iterable, Mapping, Sequence
+from collections import defaultdict
+from typing import Any, Collection, Iterable, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
@@ -34,7 +44,10 @@ from ctcalc_spark.errors import ConfigError, DegenerateBiasError
 from ctcalc_spark.core.finalize import ALL, REGRESSION_FIELDS
 from ctcalc_spark.core.summary import BINARY_COUNTS, BINARY_KEYS, BINARY_MOMENTS, BinarySummary, RegressionSummary
 
-WINDOW_KINDS = ("day", "week", "month", "rolling")
+WINDOW_KINDS = ("day", "week", "month", "rolling", "fixed")
+US = 1_000_000
+"""Microseconds per second: fixed windows are handled in integer microseconds since the epoch (UTC)."""
+_EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
 
 STATUS_OK = "ok"
 STATUS_FIRST_WINDOW = "first_window"
@@ -51,7 +64,8 @@ _PREVIOUS_DEGENERATE = {
 
 METRIC_NAME = {"binary": "log_loss", "regression": "mse"}
 
-# Rolling table columns after the partition column ds: name -> 'string' | 'long' | 'double'.
+# Rolling table columns after the partition column ds: name -> 'string' | 'long' | 'double'. The day counts
+# (n_days, n_days_expected, prev_n_days) are null for fixed (event-time) windows, which are complete once closed.
 ROLLING_TYPES: dict[str, str] = {
     "task": "string", "window_kind": "string", "window": "string", "window_start": "string",
     "window_end": "string", "prev_window": "string", "model": "string", "run": "string",
@@ -70,16 +84,20 @@ ROLLING_TYPES: dict[str, str] = {
 
 @dataclass(frozen=True)
 class WindowSpec:
-    """Which windows: ``kind`` in day/week/month/rolling; ``days`` is the rolling length."""
+    """Which windows: ``kind`` in day/week/month/rolling/fixed; ``days`` is the rolling length, ``seconds``
+    the fixed length."""
 
     kind: str = "day"
     days: int = 7
+    seconds: int = 0
 
     def __post_init__(self) -> None:
         if self.kind not in WINDOW_KINDS:
             raise ConfigError(f"Window kind must be one of {list(WINDOW_KINDS)}, got {self.kind!r}.")
         if self.kind == "rolling" and self.days < 1:
             raise ConfigError(f"A rolling window needs days >= 1, got {self.days}.")
+        if self.kind == "fixed" and self.seconds < 1:
+            raise ConfigError(f"A fixed window needs a length of seconds >= 1, got {self.seconds}.")
 
     @classmethod
     def from_config(cls, rolling: Any) -> WindowSpec:
@@ -88,13 +106,21 @@ class WindowSpec:
 
     @property
     def label(self) -> str:
-        """The spec as a partition value: 'day', 'week', 'month' or 'rolling_<N>d'."""
-        return f"rolling_{self.days}d" if self.kind == "rolling" else self.kind
+        """The spec as a partition value: 'day', 'week', 'month', 'rolling_<N>d' or 'fixed_<S>s'."""
+        if self.kind == "rolling":
+            return f"rolling_{self.days}d"
+        return f"fixed_{self.seconds}s" if self.kind == "fixed" else self.kind
+
+    @property
+    def calendar(self) -> bool:
+        """Whether windows are made of whole days keyed by ``ds`` (every kind but 'fixed')."""
+        return self.kind != "fixed"
 
 
 @dataclass(frozen=True, order=True)
 class Window:
-    """Inclusive range of days [start, end] (ISO dates) and its label."""
+    """Calendar windows: the inclusive range of days [start, end] (ISO dates). Fixed windows: the instants
+    [start, end) as 'YYYY-MM-DD HH:MM:SS' (UTC). With its label."""
 
     start: str
     end: str
@@ -123,6 +149,8 @@ def _date(ds: str) -> dt.date:
 
 def window_of(ds: str, spec: WindowSpec) -> Window:
     """The window containing ``ds`` (for 'rolling': the ``days`` days ending at ``ds``)."""
+    if not spec.calendar:
+        raise ConfigError(f"Window kind {spec.kind!r} is keyed by event time, not by a day: use fixed_window().")
     d = _date(ds)
     if spec.kind == "day":
         return Window(d.isoformat(), d.isoformat(), d.isoformat())
@@ -140,8 +168,31 @@ def window_of(ds: str, spec: WindowSpec) -> Window:
 
 def previous_window(w: Window, spec: WindowSpec) -> Window:
     """The window right before ``w`` (disjoint from it)."""
+    if not spec.calendar:
+        return fixed_window(window_start_us(w) - spec.seconds * US, spec)
     day_before = (_date(w.start) - dt.timedelta(days=1)).isoformat()
     return window_of(day_before, spec)
+
+
+def instant_text(us: int) -> str:
+    """An instant (microseconds since the epoch) as 'YYYY-MM-DD HH:MM:SS' (UTC)."""
+    return (_EPOCH + dt.timedelta(microseconds=int(us))).strftime("%Y-%m-%d %H:%M:%S")
+
+
+def fixed_window(event_us: int, spec: WindowSpec) -> Window:
+    """The fixed window containing the instant ``event_us``: labelled by its start as 'YYYYMMDDTHHMMSS'."""
+    if spec.calendar:
+        raise ConfigError(f"fixed_window() needs a 'fixed' window spec, got {spec.kind!r}.")
+    length = spec.seconds * US
+    start = int(event_us) - int(event_us) % length
+    label = (_EPOCH + dt.timedelta(microseconds=start)).strftime("%Y%m%dT%H%M%S")
+    return Window(instant_text(start), instant_text(start + length), label)
+
+
+def window_start_us(w: Window) -> int:
+    """The start of a fixed window in microseconds since the epoch."""
+    start = dt.datetime.strptime(w.start, "%Y-%m-%d %H:%M:%S").replace(tzinfo=dt.timezone.utc)
+    return (start - _EPOCH) // dt.timedelta(microseconds=1)
 
 
 def windows_between(start: str, end: str, spec: WindowSpec) -> list[Window]:
@@ -155,14 +206,33 @@ def windows_between(start: str, end: str, spec: WindowSpec) -> list[Window]:
 
 # ---- merging daily summary rows per window --------------------------------------------------------
 
+def _keys(task: str) -> list[str]:
+    """Keys inside a summary group: a binary summary's bin and label; none for regression."""
+    return list(BINARY_KEYS) if task == "binary" else []
+
+
+def _fields(task: str) -> list[str]:
+    """The additive fields of a summary row."""
+    return list(BINARY_COUNTS + BINARY_MOMENTS) if task == "binary" else list(REGRESSION_FIELDS)
+
+
 def _cell_columns(rows: pd.DataFrame, task: str) -> list[str]:
-    data = set(BINARY_COUNTS + BINARY_MOMENTS + BINARY_KEYS + ("bin_width",)) if task == "binary" \
-        else set(REGRESSION_FIELDS)
-    return [c for c in rows.columns if c not in data | {"ds", "split", "run_id"}]
+    data = {*_fields(task), *_keys(task), "bin_width", "ds", "split", "run_id"}
+    return [c for c in rows.columns if c not in data]
+
+
+def sum_windows(rows: pd.DataFrame, task: str) -> pd.DataFrame:
+    """Summary rows that carry a 'window' label, summed per (window, group cells[, bin, label]).
+
+    Every column that is neither a summary field nor 'ds'/'split'/'run_id' is a group cell; days, splits and
+    (streaming) micro-batches are merged. Pass only the label, the group columns and the summary fields.
+    """
+    cells = [c for c in _cell_columns(rows, task) if c != "window"]
+    return rows.groupby(["window", *cells, *_keys(task)], dropna=False, sort=True)[_fields(task)].sum().reset_index()
 
 
 def merge_windows(summaries: pd.DataFrame, task: str, windows: Iterable[Window]) -> pd.DataFrame:
-    """Summary rows summed per (window label, group cells[, bin]) over days and splits.
+    """Summary rows summed per (window label, group cells[, bin, label]) over days and splits.
 
     ``summaries``: summaries-table rows with a string 'ds' column. Rows whose ds is
     in no window are dropped; with overlapping (rolling) windows a day counts in each.
@@ -179,27 +249,27 @@ def merge_windows(summaries: pd.DataFrame, task: str, windows: Iterable[Window])
     # days per group and window, counted before the day rows are summed away
     days = rows[cells + ["ds"]].drop_duplicates().merge(members, on="ds")
     n_days = days.groupby(["window", *cells], dropna=False).size().rename("n_days").reset_index()
-    inner = list(BINARY_KEYS) if task == "binary" else []
-    fields = list(BINARY_COUNTS + BINARY_MOMENTS) if task == "binary" else list(REGRESSION_FIELDS)
-    daily = rows.groupby(["ds", *cells, *inner], dropna=False, sort=False)[fields].sum().reset_index()  # splits merged
-    merged = daily.merge(members, on="ds").drop(columns="ds")
-    out = merged.groupby(["window", *cells, *inner], dropna=False, sort=True)[fields].sum().reset_index()
+    daily = rows.groupby(["ds", *cells, *_keys(task)], dropna=False, sort=False)[_fields(task)].sum().reset_index()
+    out = sum_windows(daily.merge(members, on="ds").drop(columns="ds"), task)  # splits merged, then days
     return out.merge(n_days, on=["window", *cells], how="left")
 
 
 Summary = BinarySummary | RegressionSummary
 
 
-def _group_summaries(merged: pd.DataFrame, task: str, by: Sequence[str], bin_width: float) -> dict[tuple, tuple[Summary, int]]:
-    """(window, *by values) -> (summary of the group's cells merged, n_days)."""
-    out: dict[tuple, tuple[Summary, int]] = {}
+def _group_summaries(
+    merged: pd.DataFrame, task: str, by: Sequence[str], bin_width: float
+) -> dict[tuple, tuple[Summary, int | None]]:
+    """(window, *by values) -> (summary of the group's cells merged, n_days or None without an 'n_days' column)."""
+    out: dict[tuple, tuple[Summary, int | None]] = {}
     if merged.empty:
         return out
     keys = ["window", *by]
+    with_days = "n_days" in merged.columns
     if task == "binary":
         fields = list(BINARY_COUNTS + BINARY_MOMENTS)
         agg = merged.groupby([*keys, *BINARY_KEYS], dropna=False, sort=True)[fields].sum().reset_index()
-        days = merged.groupby(keys, dropna=False)["n_days"].max()
+        days = merged.groupby(keys, dropna=False)["n_days"].max() if with_days else None
         gid = agg.groupby(keys, dropna=False, sort=False).ngroup().to_numpy()  # agg is sorted by keys
         change = np.flatnonzero(gid[1:] != gid[:-1]) + 1
         starts = np.concatenate([[0], change])
@@ -210,16 +280,17 @@ def _group_summaries(merged: pd.DataFrame, task: str, by: Sequence[str], bin_wid
             k = key_vals[s]
             summary = BinarySummary.from_columns(float(bin_width), cols["bin"][s:e], cols["label"][s:e],
                                                  **{n: cols[n][s:e] for n in fields})
-            out[k] = (summary, int(days.loc[k]))
+            out[k] = (summary, None if days is None else int(days.loc[k]))
         return out
-    fields = list(REGRESSION_FIELDS)
+    fields = _fields(task)
     agg = merged.groupby(keys, dropna=False, sort=True).agg(
-        **{f: (f, "sum") for f in fields}, n_days=("n_days", "max")
+        **{f: (f, "sum") for f in fields}, **({"n_days": ("n_days", "max")} if with_days else {})
     ).reset_index()
     for rec in agg.itertuples(index=False):
         d = rec._asdict()
         k = tuple(d[c] for c in keys) if len(keys) > 1 else (d[keys[0]],)
-        out[k] = (RegressionSummary(int(d["count"]), *(float(d[f]) for f in fields[1:])), int(d["n_days"]))
+        summary = RegressionSummary(int(d["count"]), *(float(d[f]) for f in fields[1:]))
+        out[k] = (summary, int(d["n_days"]) if with_days else None)
     return out
 
 
@@ -316,6 +387,72 @@ def finalize_rolling(
     return row
 
 
+def _check_task(task: str) -> None:
+    if task not in METRIC_NAME:
+        raise ConfigError(f"Rolling calibration supports tasks {list(METRIC_NAME)}, got {task!r}.")
+
+
+def finalize_windows(
+    merged: pd.DataFrame,
+    task: str,
+    pairs: Sequence[tuple[Window, Window]],
+    spec: WindowSpec,
+    *,
+    model: str = "model",
+    run: str = "run",
+    slices: Sequence[str] = (),
+    bin_width: float = 0.05,
+    first: Collection[str] = (),
+    days: Mapping[str, tuple[int, int]] | None = None,
+) -> pd.DataFrame:
+    """One rolling row per (model, run, window, slice view) for each (window, previous window) of ``pairs``.
+
+    ``merged``: summary rows summed per window (:func:`merge_windows` or :func:`sum_windows`), holding the
+    windows of ``pairs`` and their previous windows. Slice views as in ``metrics_from_summaries``: every
+    slice merged ('__all__') and each slice column's values, each with its own bias. ``first``: labels of
+    the windows whose previous window precedes all data (status first_window instead of
+    missing_previous_window). ``days`` (calendar windows): label -> (days expected in the window, days of
+    its previous window); fills the day counts and the incomplete_window / incomplete_previous_window
+    statuses. Without it (fixed windows) the day counts are null. Columns: :data:`ROLLING_TYPES`.
+    """
+    _check_task(task)
+    views: list[tuple[str, str | None]] = [(ALL, None)] + [(s, s) for s in slices]
+    out: list[dict[str, Any]] = []
+    for slice_name, col in views:
+        by = [model, run] + ([col] if col else [])
+        groups = _group_summaries(merged, task, by, bin_width)
+        biases = {k: _bias_of(s) for k, (s, _) in groups.items()}
+        in_window: dict[str, list[tuple]] = defaultdict(list)
+        for key in groups:
+            in_window[key[0]].append(key)
+        for w, pw in pairs:
+            is_first = w.label in first
+            for key in in_window.get(w.label, []):
+                cur, n_days = groups[key]
+                pkey = (pw.label, *key[1:])
+                prev, prev_days = groups.get(pkey, (None, 0 if days is not None else None))
+                rec = finalize_rolling(cur, prev, first_window=is_first, bias=biases[key],
+                                       prev_bias=biases.get(pkey))
+                rec.update(
+                    task=task, window_kind=spec.kind, window=w.label, window_start=w.start, window_end=w.end,
+                    prev_window=pw.label, model=str(key[1]), run=str(key[2]), slice_name=slice_name,
+                    slice_value=ALL if col is None else str(key[3]), metric=METRIC_NAME[task], n_days=n_days,
+                    n_days_expected=None, prev_n_days=prev_days, calibrated_exact=None,
+                )
+                if days is not None:
+                    expected, prev_expected = days[w.label]
+                    rec["n_days_expected"] = expected
+                    if rec["status"] == STATUS_OK and n_days < expected:
+                        rec["status"] = STATUS_INCOMPLETE_WINDOW
+                    elif rec["status"] == STATUS_OK and not is_first and prev_days < prev_expected:
+                        rec["status"] = STATUS_INCOMPLETE_PREVIOUS
+                out.append(rec)
+    frame = pd.DataFrame(out, columns=list(ROLLING_TYPES))
+    return frame.sort_values(["window_start", "model", "run", "slice_name", "slice_value"], kind="stable").reset_index(
+        drop=True
+    )
+
+
 def rolling_metrics(
     summaries: pd.DataFrame,
     task: str,
@@ -329,56 +466,29 @@ def rolling_metrics(
     first_ds: str | None = None,
     until: str | None = None,
 ) -> pd.DataFrame:
-    """One row per (model, run, window, slice view) of ``windows`` with its rolling calibrated metric.
+    """One row per (model, run, window, slice view) of calendar ``windows`` with its rolling calibrated metric.
 
     ``summaries`` must hold the days of ``windows`` and of their previous windows
-    (other days are ignored). Slice views as in ``metrics_from_summaries``: every
-    slice merged ('__all__') and each slice column's values, each with its own bias.
+    (other days are ignored); see :func:`finalize_windows` for the slice views.
     ``first_ds``: the earliest day that has summaries at all; a window whose previous
     window ends before it is the first window. ``until``: days after it do not count
     (a partial current window when the job runs mid-week/month).
     Columns: :data:`ROLLING_TYPES` (no ds).
     """
-    if task not in METRIC_NAME:
-        raise ConfigError(f"Rolling calibration supports tasks {list(METRIC_NAME)}, got {task!r}.")
-    targets = sorted(set(windows))
-    prevs = {w.label: previous_window(w, spec) for w in targets}
-    needed = sorted(set(targets) | set(prevs.values()))
+    _check_task(task)
+    if not spec.calendar:
+        raise ConfigError(f"rolling_metrics() takes calendar windows keyed by ds, got kind {spec.kind!r}; fixed "
+                          "windows are finalised with sum_windows() and finalize_windows().")
+    pairs = [(w, previous_window(w, spec)) for w in sorted(set(windows))]
+    needed = sorted({x for pair in pairs for x in pair})
     rows = summaries
     if until is not None and not summaries.empty:
         rows = summaries[summaries["ds"].astype(str) <= until]
     merged = merge_windows(rows, task, needed)
-    views: list[tuple[str, str | None]] = [(ALL, None)] + [(s, s) for s in slices]
-    out: list[dict[str, Any]] = []
-    for slice_name, col in views:
-        by = [model, run] + ([col] if col else [])
-        groups = _group_summaries(merged, task, by, bin_width)
-        biases = {k: _bias_of(s) for k, (s, _) in groups.items()}
-        for w in targets:
-            pw = prevs[w.label]
-            first = first_ds is None or pw.end < first_ds
-            for key, (cur, n_days) in groups.items():
-                if key[0] != w.label:
-                    continue
-                pkey = (pw.label, *key[1:])
-                prev, prev_days = groups.get(pkey, (None, 0))
-                rec = finalize_rolling(cur, prev, first_window=first, bias=biases[key], prev_bias=biases.get(pkey))
-                expected = len(w.days(until))
-                rec.update(
-                    task=task, window_kind=spec.kind, window=w.label, window_start=w.start, window_end=w.end,
-                    prev_window=pw.label, model=str(key[1]), run=str(key[2]), slice_name=slice_name,
-                    slice_value=ALL if col is None else str(key[3]), metric=METRIC_NAME[task], n_days=n_days,
-                    n_days_expected=expected, prev_n_days=prev_days, calibrated_exact=None,
-                )
-                if rec["status"] == STATUS_OK and n_days < expected:
-                    rec["status"] = STATUS_INCOMPLETE_WINDOW
-                elif rec["status"] == STATUS_OK and not first and prev_days < pw.n_days:
-                    rec["status"] = STATUS_INCOMPLETE_PREVIOUS
-                out.append(rec)
-    frame = pd.DataFrame(out, columns=list(ROLLING_TYPES))
-    return frame.sort_values(["window_start", "model", "run", "slice_name", "slice_value"], kind="stable").reset_index(
-        drop=True
-    )
+    first = {w.label for w, pw in pairs if first_ds is None or pw.end < first_ds}
+    days = {w.label: (len(w.days(until)), pw.n_days) for w, pw in pairs}
+    return finalize_windows(merged, task, pairs, spec, model=model, run=run, slices=slices, bin_width=bin_width,
+                            first=first, days=days)
 
 
 def attach_exact(rolling: pd.DataFrame, exact: pd.DataFrame, *, rtol: float = 1e-9) -> pd.DataFrame:

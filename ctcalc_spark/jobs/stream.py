@@ -1,90 +1,93 @@
-"""Streaming: calibrated metrics per event-time window as soon as the window closes.
+"""Streaming: calibrated metrics per fixed-length event-time window as soon as the window closes.
 
-The same summaries and finalizers as the batch jobs, driven by Structured
-Streaming's ``foreachBatch``. One micro-batch ``id``:
+Structured Streaming drives a ``foreachBatch`` function (:class:`BatchHandler`); docs/streaming.md has the
+tables, the exactly-once argument, late data, quarantined files and Spark Connect. One micro-batch ``id``:
 
-1. every row gets its tumbling window ``start = floor(event_time / window)`` and
-   ``late`` = that window already closed (its end <= the watermark at the start of
-   the batch). One native aggregation (:func:`summary_aggregation` with the window
-   and the late flag as extra keys) yields the batch's summaries.
-2. on-time valid summary rows are written to
-   ``stream_summaries/window=<w>/batch_id=<id>`` (the batch summaries-table
-   columns plus ``ds``, ``window_start``, ``window_end``); late, invalid and
-   event-time-less rows are counted in ``stream_counts/window=<w>/batch_id=<id>``
-   (``kind``, ``n_rows``) — never dropped silently.
-3. the watermark ``max event time seen - watermark delay`` advances; each open
-   window whose end it passed is closed: its summaries are summed over batches and
-   finalised twice into ``stream_metrics/window=<w>``: ``mode='same_window'`` (the
-   hash split, identical to the batch evaluate job on the same rows) and
-   ``mode='rolling'`` (bias fitted on all of the previous window, applied to all
-   of this one). Windows that receive late rows get their metrics rewritten with
-   the new ``n_late`` (values unchanged: late rows are not in the summaries).
-4. the stream state (last batch id, max event time, watermark, open windows) is
-   committed last, as a new versioned file under ``_stream/state``.
+1. **rows**. File source: the stream is the list of files that landed (Spark's ``binaryFile`` source, the
+   contents not read); the handler reads them with the batch reader, skipping unreadable files
+   (``ignoreCorruptFiles``), and accounts for every file: rows read per file (``_metadata.file_path``)
+   against the Parquet footer, so that a corrupt, truncated or partly readable file is quarantined (no row
+   of it used, listed in ``stream_counts`` with kind ``unreadable_file``) and never stops the stream.
+   Malformed JSON lines are counted per file (kind ``malformed_record``). Kafka: the batch's rows.
+2. **summaries**. Every row gets its window ``start = event_time - event_time mod length`` and ``late`` =
+   its window had closed before this batch. One native aggregation (:func:`summary_aggregation`) yields
+   the summaries; on-time valid ones go to ``stream_summaries`` (window, batch_id), late / invalid /
+   event-time-less rows are counted in ``stream_counts`` — never dropped silently.
+3. **windows**. The watermark (max event time seen - ``stream.watermark``) advances; each open window whose
+   end it passed is closed: its summaries are summed over batches and finalised into ``stream_metrics``
+   (the hash split, identical to the batch evaluate job, METRIC_TYPES) and ``stream_rolling`` (bias of
+   all of the previous window applied to all of this one, by :func:`finalize_windows` like the batch rolling
+   job, ROLLING_TYPES). A closed window that gets late rows is finalised again with the new ``n_late``.
+4. **commit**. Every table write above is one storage transaction; the stream state (last batch id,
+   watermark, open windows) is committed after it, then the batch's report.
 
-Exactly once: Spark replays an uncommitted batch with the same id and rows after
-a failure; the replay overwrites the same folders (each written to staging and
-renamed into place), and a batch id at or below the committed one is skipped.
-A row is *late* only when its window has closed; rows older than the watermark
-whose window is still open are counted normally (Spark's own semantics).
+Exactly once: Spark replays an uncommitted batch with the same id and files; the replay replaces the
+same partitions (dynamic partition overwrite), and a batch id at or below the committed one is skipped.
+
+The handler holds no session and shares no memory with the client: on Spark Connect it is pickled and
+runs in a server-side Python process with the batch's own session. Reports and errors go through files
+under ``<output.path>/_stream/``, which the client (:class:`StreamRun`) reads.
 """
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import json
 import logging
+import os
 import time
+import traceback
 import uuid
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Sequence
+from urllib.parse import unquote
 
 import numpy as np
 import pandas as pd
 
+from ctcalc_spark import errors
 from ctcalc_spark.config import JobConfig, duration_seconds
-from ctcalc_spark.errors import ConfigError, InputError
-from ctcalc_spark.core.finalize import ALL, METRIC_TYPES, SUMMARY_TYPES, finalize_pair, metrics_from_summaries, spark_schema
-from ctcalc_spark.spark.storage import check_columns, pandas_to_spark, required_columns
-from ctcalc_spark.spark.scan import INVALID_REASONS, group_columns, summary_aggregation
+from ctcalc_spark.core.finalize import ALL, METRIC_TYPES, SUMMARY_TYPES, metrics_from_summaries
+from ctcalc_spark.core.windows import (
+    ROLLING_TYPES,
+    US,
+    WindowSpec,
+    finalize_windows,
+    fixed_window,
+    instant_text,
+    previous_window,
+    sum_windows,
+    window_start_us,
+)
+from ctcalc_spark.errors import ConfigError, CtcalcError, InputError
+from ctcalc_spark.jobs.evaluate import check_finite
+from ctcalc_spark.spark.files import FileStore, is_local, local_path
+from ctcalc_spark.spark.scan import INVALID_REASONS, decode_aggregate, group_columns, summary_aggregation
+from ctcalc_spark.spark.storage import OutputStore, check_columns, required_columns
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
     from pyspark.sql.streaming import StreamingQuery
+    from pyspark.sql.types import StructType
+
+    from ctcalc_spark.spark.storage import Transaction
 
 log = logging.getLogger(__name__)
 
 KAFKA_PACKAGE = "org.apache.spark:spark-sql-kafka-0-10_2.13:4.2.0"
 """The connector matching our Spark (4.2.0, Scala 2.13): spark-submit --packages <this>."""
 
-MODES = ("same_window", "rolling")
-STATUS_NO_PREVIOUS_WINDOW = "no_previous_window"
-WINDOW_TYPES = {"ds": "string", "window_start": "string", "window_end": "string"}
-STREAM_METRIC_EXTRA = {"n_late": "long", "finalized_batch_id": "long", "finalized_at": "string"}
-COUNT_KINDS = ("late", "invalid", "no_event_time")
+JOB = "stream"
 NO_WINDOW = "none"
-_ROLLING_FROM_SHIFT = {
-    "binary": ("n_bias", "log_loss_remain", "calibrated_log_loss", "calibration_gain", "bias",
-               "calibrated_normalized_entropy", "status"),
-    "regression": ("n_bias", "mse_remain", "calibrated_mse", "calibration_gain", "bias", "status"),
-}
-_CALIBRATED = {
-    "binary": ("calibrated_log_loss", "calibration_gain", "bias", "calibrated_normalized_entropy"),
-    "regression": ("calibrated_mse", "calibration_gain", "bias"),
-}
-US = 1_000_000
-_EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
+"""``window`` partition of the counts that belong to no window (no event time, quarantined files)."""
+COUNT_KINDS = ("late", "invalid", "no_event_time", "unreadable_file", "malformed_record")
+CORRUPT_RECORD = "_corrupt_record"
+FILE_COLUMN = "_file"
+FILE_LIST_SCHEMA = "path STRING, modificationTime TIMESTAMP, length LONG, content BINARY"
+"""Spark's binaryFile source: the stream of landed files (``content`` is never selected, so never read)."""
 
-
-# ---- windows ---------------------------------------------------------------------------------
-
-def window_key(start_us: int) -> str:
-    """Folder key of a window: its UTC start as YYYYMMDDTHHMMSS."""
-    return (_EPOCH + dt.timedelta(microseconds=int(start_us))).strftime("%Y%m%dT%H%M%S")
-
-
-def window_text(us: int) -> str:
-    """A window bound as 'YYYY-MM-DD HH:MM:SS' (UTC)."""
-    return (_EPOCH + dt.timedelta(microseconds=int(us))).strftime("%Y-%m-%d %H:%M:%S")
+WINDOW_TYPES = {"ds": "string", "window_start": "string", "window_end": "string"}
+STREAM_EXTRA = {"n_late": "long", "finalized_batch_id": "long", "finalized_at": "string"}
 
 
 def window_micros(cfg: JobConfig) -> tuple[int, int]:
@@ -93,446 +96,501 @@ def window_micros(cfg: JobConfig) -> tuple[int, int]:
     return duration_seconds(s.window, "stream.window") * US, duration_seconds(s.watermark, "stream.watermark") * US
 
 
-# ---- pure finalisation of one window ------------------------------------------------------------
-
-def finalize_rolling(task: str, prev_rows: pd.DataFrame | None, cur_rows: pd.DataFrame, bin_width: float) -> dict[str, Any]:
-    """Rolling metrics of one group: bias fitted on all of the previous window, applied to all of this one.
-
-    Whole-window values (n_rows, log_loss/mse, auc, ...) are this window's; ``n_bias``
-    is the previous window's row count, ``bias`` its fitted shift, ``calibrated_*`` the
-    vanilla metric of this window's shifted predictions. No previous window:
-    status 'no_previous_window' and no calibrated value.
-    """
-    none = cur_rows.iloc[0:0]
-    row = finalize_pair(task, none, cur_rows, bin_width)
-    for name in _CALIBRATED[task]:
-        row[name] = None
-    if prev_rows is None or prev_rows.empty:
-        row.update(n_bias=0, status=STATUS_NO_PREVIOUS_WINDOW)
-        return row
-    shifted = finalize_pair(task, prev_rows, cur_rows, bin_width)
-    row.update({k: shifted[k] for k in _ROLLING_FROM_SHIFT[task]})
-    return row
+def window_spec(cfg: JobConfig) -> WindowSpec:
+    """The stream's windows: fixed-length, ``stream.window`` long, aligned to the Unix epoch."""
+    return WindowSpec("fixed", seconds=window_micros(cfg)[0] // US)
 
 
-def rolling_metrics_from_summaries(
-    prev: pd.DataFrame, cur: pd.DataFrame, task: str, *, keys: Sequence[str], slices: Sequence[str] = (),
-    bin_width: float = 0.05,
-) -> pd.DataFrame:
-    """One rolling metrics row per (keys, slice) of ``cur``, shaped like :func:`metrics_from_summaries`."""
-    out: list[dict[str, Any]] = []
-    for slice_name, col in [(ALL, None)] + [(s, s) for s in slices]:
-        by = list(keys) + ([col] if col else [])
-        prev_groups = {} if prev.empty else {
-            (k if isinstance(k, tuple) else (k,)): g for k, g in prev.groupby(by, sort=True, dropna=False)
-        }
-        for key_vals, grp in cur.groupby(by, sort=True, dropna=False):
-            key_vals = key_vals if isinstance(key_vals, tuple) else (key_vals,)
-            row: dict[str, Any] = dict(zip(by, key_vals))
-            row.update(finalize_rolling(task, prev_groups.get(key_vals), grp, bin_width))
-            row["slice_name"] = slice_name
-            row["slice_value"] = ALL if col is None else row.pop(col)
-            out.append(row)
-    return pd.DataFrame(out, columns=list(keys) + ["slice_name", "slice_value"] + list(METRIC_TYPES[task]))
+# ---- table schemas ---------------------------------------------------------------------------------
+
+def summary_types(cfg: JobConfig) -> dict[str, str]:
+    """Columns of stream_summaries: the window, the summary group, the summaries-table columns, the batch."""
+    return {**WINDOW_TYPES, **{g: "string" for g in group_columns(cfg)}, **SUMMARY_TYPES[cfg.task],
+            "window": "string", "batch_id": "long"}
 
 
-def _count_for(counts: pd.DataFrame, kind: str, by: Sequence[str], key_vals: Sequence[Any]) -> int:
-    if counts.empty:
-        return 0
-    sel = (counts["kind"] == kind).to_numpy()
-    for k, v in zip(by, key_vals):
-        sel &= (counts[k].astype(object) == v).to_numpy()
-    return int(counts.loc[sel, "n_rows"].sum())
+def count_types(cfg: JobConfig) -> dict[str, str]:
+    """Columns of stream_counts: rows in no summary, by kind (and file, for unreadable files)."""
+    return {**WINDOW_TYPES, **{g: "string" for g in group_columns(cfg)}, "kind": "string", "reason": "string",
+            "file": "string", "n_rows": "long", "window": "string", "batch_id": "long"}
 
 
-def window_metrics(
-    cfg: JobConfig, prev: pd.DataFrame, cur: pd.DataFrame, counts: pd.DataFrame
-) -> pd.DataFrame:
-    """Both modes' metrics of one window from its summary rows (and the previous window's), with n_invalid/n_late."""
-    c = cfg.columns
-    keys = [c.model, c.run]
-    h = cfg.histogram.bin_width
-    invalid = counts[counts["kind"] == "invalid"].rename(columns={"n_rows": "n_invalid"}) if not counts.empty else None
-    same = metrics_from_summaries(cur, cfg.task, keys=keys, slices=list(c.slices), bin_width=h, invalid_counts=invalid)
-    rolling = rolling_metrics_from_summaries(prev, cur, cfg.task, keys=keys, slices=list(c.slices), bin_width=h)
-    rolling["n_invalid"] = same["n_invalid"].to_numpy()  # same groups, same order
-    frames = []
-    for mode, frame in (("same_window", same), ("rolling", rolling)):
-        frame = frame.copy()
-        n_late = []
-        for _, r in frame.iterrows():
-            by = keys + ([] if r["slice_name"] == ALL else [r["slice_name"]])
-            vals = [r[c.model], r[c.run]] + ([] if r["slice_name"] == ALL else [r["slice_value"]])
-            n_late.append(_count_for(counts, "late", by, vals))
-        frame["n_late"] = n_late
-        frame.insert(0, "mode", mode)
-        frames.append(frame)
-    records = [r for frame in frames for r in frame.to_dict("records")]  # concat would warn on all-None columns
-    return pd.DataFrame(records, columns=frames[0].columns).rename(columns={c.model: "model", c.run: "run"})
+def metric_types(task: str) -> dict[str, str]:
+    """Columns of stream_metrics: the metrics table's (METRIC_TYPES) plus the window and its finalisation."""
+    return {"ds": "string", "task": "string", "window_start": "string", "window_end": "string", "model": "string",
+            "run": "string", "slice_name": "string", "slice_value": "string", **METRIC_TYPES[task], **STREAM_EXTRA,
+            "window": "string"}
 
 
-# ---- Hadoop file system helpers (work on local, HDFS, S3 paths alike) ----------------------------
-
-class _Fs:
-    def __init__(self, spark: SparkSession) -> None:
-        self._jvm = spark.sparkContext._jvm
-        self._conf = spark.sparkContext._jsc.hadoopConfiguration()
-
-    def _p(self, path: str):  # type: ignore[no-untyped-def]
-        jp = self._jvm.org.apache.hadoop.fs.Path(path)
-        return jp.getFileSystem(self._conf), jp
-
-    def exists(self, path: str) -> bool:
-        fs, jp = self._p(path)
-        return bool(fs.exists(jp))
-
-    def delete(self, path: str) -> None:
-        fs, jp = self._p(path)
-        if fs.exists(jp):
-            fs.delete(jp, True)
-
-    def mkdirs(self, path: str) -> None:
-        fs, jp = self._p(path)
-        fs.mkdirs(jp)
-
-    def names(self, path: str) -> list[str]:
-        fs, jp = self._p(path)
-        if not fs.exists(jp):
-            return []
-        return [st.getPath().getName() for st in fs.listStatus(jp)]
-
-    def move(self, src: str, dst: str) -> None:
-        """Rename src to dst, replacing dst (a replayed batch rewrites the same folder)."""
-        fs, jsrc = self._p(src)
-        _, jdst = self._p(dst)
-        if fs.exists(jdst):
-            fs.delete(jdst, True)
-        fs.mkdirs(jdst.getParent())
-        if not fs.rename(jsrc, jdst):
-            raise OSError(f"Could not move {src} to {dst}.")
-
-    def read_text(self, path: str) -> str:
-        fs, jp = self._p(path)
-        stream = fs.open(jp)
-        try:
-            return str(self._jvm.org.apache.commons.io.IOUtils.toString(stream, "UTF-8"))
-        finally:
-            stream.close()
-
-    def write_text_new(self, path: str, text: str) -> None:
-        """Write a new file atomically: a temporary file renamed to a name that does not exist yet."""
-        fs, jp = self._p(path)
-        _, jtmp = self._p(f"{path}.{uuid.uuid4().hex[:8]}.tmp")
-        out = fs.create(jtmp, True)
-        try:
-            out.write(bytearray(text.encode("utf-8")))
-        finally:
-            out.close()
-        if not fs.rename(jtmp, jp):
-            fs.delete(jtmp, False)
-            raise OSError(f"Could not commit {path} (does it exist already?).")
+def rolling_types() -> dict[str, str]:
+    """Columns of stream_rolling: the rolling table's (ROLLING_TYPES, ``window`` = the window key) plus extras."""
+    return {"ds": "string", "window_spec": "string", **ROLLING_TYPES, "n_invalid": "long", **STREAM_EXTRA}
 
 
-# ---- the job -----------------------------------------------------------------------------------
+# ---- state, reports and errors (files under <output.path>/_stream) --------------------------------
 
 @dataclass
 class StreamState:
-    """What the stream has committed: last batch id, max event time, watermark, open windows (micros)."""
+    """What the stream has committed: last batch id, event time, watermark, windows (micros), counters."""
 
     seq: int = 0
     batch_id: int = -1
     max_event_us: int | None = None
     watermark_us: int | None = None
+    first_window_us: int | None = None
     open_windows: list[int] = field(default_factory=list)
     rows: int = 0
     late_rows: int = 0
+    quarantined_files: int = 0
 
 
-@dataclass
+@dataclass(frozen=True)
 class StreamPaths:
+    """Where the stream keeps its tables (folders or catalog names), state, reports, errors and checkpoint."""
+
     summaries: str
     counts: str
     metrics: str
+    rolling: str
     state: str
+    reports: str
+    errors: str
     checkpoint: str
-    staging: str
 
 
-def stream_paths(cfg: JobConfig) -> StreamPaths:
-    """Where the stream writes its tables, state and (by default) its checkpoint."""
-    root = cfg.output.path.rstrip("/")
-    return StreamPaths(
-        summaries=f"{root}/stream_summaries",
-        counts=f"{root}/stream_counts",
-        metrics=f"{root}/stream_metrics",
-        state=f"{root}/_stream/state",
-        checkpoint=cfg.stream.checkpoint or f"{root}/_stream/checkpoint",
-        staging=f"{root}/_stream/staging",
-    )
+class StreamBatchError(CtcalcError, RuntimeError):
+    """A micro-batch failed; ``error_type`` is the original exception's class, the message its text."""
+
+    def __init__(self, message: str, error_type: str = "RuntimeError") -> None:
+        super().__init__(message)
+        self.error_type = error_type
 
 
-class StreamJob:
-    """The foreachBatch handler and window finaliser of one streaming query (see the module docstring)."""
+class StreamFiles:
+    """The stream's state, reports and errors, through the output's FileStore (client and handler alike)."""
 
     keep_states = 20
+    keep_reports = 1000
+    keep_errors = 100
 
-    def __init__(self, spark: SparkSession, cfg: JobConfig, *, after_write: Callable[[int], None] | None = None) -> None:
+    def __init__(self, store: OutputStore, cfg: JobConfig) -> None:
+        root = f"{store.root}/_stream"
+        self.files = store.files
+        checkpoint = cfg.stream.checkpoint or f"{root}/checkpoint"
+        self.paths = StreamPaths(
+            summaries=store.location("stream_summaries"), counts=store.location("stream_counts"),
+            metrics=store.location("stream_metrics"), rolling=store.location("stream_rolling"),
+            state=f"{root}/state", reports=f"{root}/reports", errors=f"{root}/errors", checkpoint=checkpoint,
+        )
+
+    def _names(self, folder: str, prefix: str) -> list[str]:
+        return [e.name for e in self.files.list(folder) if e.name.startswith(prefix) and e.name.endswith(".json")]
+
+    def _prune(self, folder: str, prefix: str, keep: int) -> None:
+        for name in self._names(folder, prefix)[:-keep]:
+            self.files.delete(f"{folder}/{name}")
+
+    def load_state(self) -> StreamState:
+        names = self._names(self.paths.state, "state-")
+        if not names:
+            return StreamState()
+        return StreamState(**json.loads(self.files.read_text(f"{self.paths.state}/{names[-1]}")))
+
+    def commit_state(self, state: StreamState) -> None:
+        """A new versioned state file (the old ones stay readable until pruned)."""
+        state.seq += 1
+        self.files.write_text(f"{self.paths.state}/state-{state.seq:012d}.json", json.dumps(dataclasses.asdict(state)))
+        self._prune(self.paths.state, "state-", self.keep_states)
+
+    def write_report(self, report: dict[str, Any]) -> None:
+        self.files.write_text(f"{self.paths.reports}/batch-{report['batch_id']:012d}.json", json.dumps(report))
+        self._prune(self.paths.reports, "batch-", self.keep_reports)
+
+    def reports(self, token: str) -> list[dict[str, Any]]:
+        """Reports of the batches committed by the run ``token``, in batch order."""
+        out = []
+        for name in self._names(self.paths.reports, "batch-"):
+            try:
+                report = json.loads(self.files.read_text(f"{self.paths.reports}/{name}"))
+            except (OSError, ValueError):  # pruned between listing and reading
+                continue
+            if report.get("token") == token:
+                out.append(report)
+        return out
+
+    def write_error(self, token: str, batch_id: int, error: BaseException) -> None:
+        record = {"token": token, "batch_id": batch_id, "type": type(error).__name__, "message": str(error),
+                  "traceback": traceback.format_exc(), "at": dt.datetime.now(dt.timezone.utc).isoformat()}
+        stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y%m%dT%H%M%S%f")
+        self.files.write_text(f"{self.paths.errors}/error-{stamp}-{batch_id:012d}.json", json.dumps(record))
+        self._prune(self.paths.errors, "error-", self.keep_errors)
+
+    def error(self, token: str) -> CtcalcError | None:
+        """The last error of the run ``token`` as raised by the handler: the package's own errors keep their
+        class; any other is a :class:`StreamBatchError` naming the original class."""
+        records = []
+        for name in self._names(self.paths.errors, "error-"):
+            record = json.loads(self.files.read_text(f"{self.paths.errors}/{name}"))
+            if record.get("token") == token:
+                records.append(record)
+        if not records:
+            return None
+        last = records[-1]
+        cls = getattr(errors, last["type"], None)
+        if isinstance(cls, type) and issubclass(cls, CtcalcError) and cls is not errors.DegenerateBiasError:
+            return cls(last["message"])
+        return StreamBatchError(f"Stream batch {last['batch_id']} failed with {last['type']}: {last['message']}",
+                                last["type"])
+
+
+# ---- closing windows --------------------------------------------------------------------------------
+
+def _attach_counts(frame: pd.DataFrame, counts: pd.DataFrame, kind: str, name: str, cfg: JobConfig) -> None:
+    """Column ``name``: the rows of ``kind`` in stream_counts for each output row's window, model, run, slice."""
+    c = cfg.columns
+    out = np.zeros(len(frame), dtype=np.int64)
+    sel = counts[counts["kind"] == kind] if not counts.empty else counts
+    for view in [ALL, *c.slices]:
+        mask = (frame["slice_name"] == view).to_numpy()
+        if sel.empty or not mask.any():
+            continue
+        by = [c.model, c.run] + ([] if view == ALL else [view])
+        sums = sel.groupby(["window", *by], dropna=False)["n_rows"].sum()
+        keys = frame.loc[mask, ["window", "model", "run"] + ([] if view == ALL else ["slice_value"])]
+        out[mask] = [int(sums.get(k, 0)) for k in keys.itertuples(index=False, name=None)]
+    frame[name] = out
+
+
+class WindowCloser:
+    """Finalises closed windows from stream_summaries/stream_counts into stream_metrics and stream_rolling."""
+
+    def __init__(self, store: OutputStore, cfg: JobConfig) -> None:
+        self.store = store
+        self.cfg = cfg
+        self.spec = window_spec(cfg)
+
+    def finalize(self, starts: Sequence[int], batch_id: int, first_window_us: int | None) -> tuple[
+            pd.DataFrame, pd.DataFrame]:
+        """(stream_metrics rows, stream_rolling rows) of the windows starting at ``starts`` (micros)."""
+        cfg, c = self.cfg, self.cfg.columns
+        pairs = [(w, previous_window(w, self.spec)) for w in sorted({fixed_window(s, self.spec) for s in starts})]
+        labels = sorted({x.label for pair in pairs for x in pair})
+        rows = self.store.read("stream_summaries", where={"window": labels})
+        if rows.empty:
+            return pd.DataFrame(), pd.DataFrame()
+        rows = rows[["window", *group_columns(cfg), *SUMMARY_TYPES[cfg.task]]]
+        counts = self.store.read("stream_counts", where={"window": [w.label for w, _ in pairs]})
+        now = dt.datetime.now(dt.timezone.utc).isoformat(timespec="milliseconds")
+        by_label = {w.label: w for w, _ in pairs}
+
+        current = rows[rows["window"].isin(list(by_label))]
+        same = metrics_from_summaries(current, cfg.task, keys=["window", c.model, c.run], slices=list(c.slices),
+                                      bin_width=cfg.histogram.bin_width)
+        same = same.rename(columns={c.model: "model", c.run: "run"})
+        same = same.assign(ds=[by_label[x].start[:10] for x in same["window"]], task=cfg.task,
+                           window_start=[by_label[x].start for x in same["window"]],
+                           window_end=[by_label[x].end for x in same["window"]])
+
+        first = {w.label for w, pw in pairs if first_window_us is None or window_start_us(pw) < first_window_us}
+        rolling = finalize_windows(sum_windows(rows, cfg.task), cfg.task, pairs, self.spec, model=c.model, run=c.run,
+                                   slices=list(c.slices), bin_width=cfg.histogram.bin_width, first=first)
+        rolling = rolling.assign(ds=rolling["window_start"].str[:10], window_spec=self.spec.label)
+        for frame in (same, rolling):
+            _attach_counts(frame, counts, "invalid", "n_invalid", cfg)
+            _attach_counts(frame, counts, "late", "n_late", cfg)
+            frame["finalized_batch_id"] = batch_id
+            frame["finalized_at"] = now
+            check_finite(frame)
+        return same, rolling
+
+    def write(self, tx: Transaction, starts: Sequence[int], batch_id: int, first_window_us: int | None) -> list[int]:
+        """Finalise and write the windows; returns the starts of those that had summaries."""
+        if not starts:
+            return []
+        same, rolling = self.finalize(starts, batch_id, first_window_us)
+        if same.empty:
+            return []
+        tx.write("stream_metrics", same, metric_types(self.cfg.task))
+        tx.write("stream_rolling", rolling, rolling_types())
+        done = set(same["window"])
+        return [s for s in starts if fixed_window(s, self.spec).label in done]
+
+
+# ---- one micro-batch ----------------------------------------------------------------------------------
+
+def _concat(frames: Sequence[pd.DataFrame]) -> pd.DataFrame:
+    """The non-empty frames one under the other (an empty frame if none)."""
+    kept = [f for f in frames if not f.empty]
+    return pd.concat(kept, ignore_index=True) if kept else pd.DataFrame()
+
+
+def _latest(a: int | None, b: int | None) -> int | None:
+    """The larger of two optional instants."""
+    return b if a is None else a if b is None else max(a, b)
+
+
+def _file_key(path: str) -> str:
+    """A file's identity across Spark's spellings (file:/x, file:///x, percent-encoded names)."""
+    path = unquote(path)
+    return os.path.normpath(local_path(path)) if is_local(path) else path
+
+
+@dataclass
+class _BatchRows:
+    """The rows of one micro-batch and what reading them found."""
+
+    frame: DataFrame | None
+    n_rows: int = 0
+    max_event_us: int | None = None
+    quarantined: list[dict[str, Any]] = field(default_factory=list)
+    malformed: list[dict[str, Any]] = field(default_factory=list)
+
+
+class BatchHandler:
+    """The ``foreachBatch`` function: picklable, no session or client state (see the module docstring).
+
+    ``schema``: the rows' schema for a file source (None for Kafka, whose batches are the rows);
+    ``token``: the run that started the query, stamped on its reports and errors; ``after_write``: a test
+    hook called after a batch's summaries and counts are written, before its windows and commit.
+    """
+
+    def __init__(self, cfg: JobConfig, *, token: str, schema: StructType | None = None,
+                 after_write: Callable[[int], None] | None = None) -> None:
         if cfg.task not in ("binary", "regression"):
             raise ConfigError(f"The stream supports task binary/regression, got {cfg.task!r} (multiclass needs its "
                               "val-bias rows, not mergeable summaries; use the batch evaluate job).")
-        self.spark = spark
         self.cfg = cfg
-        self.paths = stream_paths(cfg)
+        self.token = token
+        self.schema = schema
+        self.after_write = after_write
         self.window_us, self.delay_us = window_micros(cfg)
-        self.fs = _Fs(spark)
-        self.after_write = after_write  # test hook: called after a batch's files are written, before its commit
-        self.reports: list[dict[str, Any]] = []
-        self.error: BaseException | None = None
 
-    # ---- state ----------------------------------------------------------------
-    def load_state(self) -> StreamState:
-        names = sorted(n for n in self.fs.names(self.paths.state) if n.startswith("state-") and n.endswith(".json"))
-        if not names:
-            return StreamState()
-        data = json.loads(self.fs.read_text(f"{self.paths.state}/{names[-1]}"))
-        return StreamState(**data)
-
-    def commit_state(self, state: StreamState) -> None:
-        state.seq += 1
-        self.fs.write_text_new(f"{self.paths.state}/state-{state.seq:012d}.json", json.dumps(state.__dict__))
-        old = sorted(n for n in self.fs.names(self.paths.state) if n.startswith("state-") and n.endswith(".json"))
-        for name in old[: -self.keep_states]:
-            self.fs.delete(f"{self.paths.state}/{name}")
-
-    def check_checkpoint(self) -> None:
-        """Refuse to pair committed stream state with a fresh checkpoint (batch ids would restart at 0)."""
-        state = self.load_state()
-        if state.batch_id >= 0 and not self.fs.exists(f"{self.paths.checkpoint}/offsets"):
-            raise ConfigError(
-                f"{self.cfg.output.path!r} already holds stream state up to batch {state.batch_id}, but the "
-                f"checkpoint {self.paths.checkpoint!r} has no offsets: restore that checkpoint, or use a new "
-                "'output.path' for a new stream."
-            )
-
-    # ---- one micro-batch --------------------------------------------------------
-    def process_batch(self, batch_df: DataFrame, batch_id: int) -> None:
-        """foreachBatch handler; records the error so that the caller can re-raise the real one."""
+    def __call__(self, batch_df: DataFrame, batch_id: int) -> None:
+        store = OutputStore(self.cfg, batch_df.sparkSession)
+        files = StreamFiles(store, self.cfg)
         try:
-            self._process(batch_df, int(batch_id))
+            self._process(store, files, batch_df, int(batch_id))
         except BaseException as e:
-            self.error = e
+            try:
+                files.write_error(self.token, int(batch_id), e)
+            except Exception as record_error:  # noqa: BLE001 - the batch's own error is the one to raise
+                log.error("could not record the error of batch %s: %s", batch_id, record_error)
             raise
 
-    def _process(self, batch_df: DataFrame, batch_id: int) -> None:
+    # ---- reading ----------------------------------------------------------------------------------------
+    def _event_us(self) -> Any:
+        from pyspark.sql import functions as F
+
+        return F.unix_micros(F.col(self.cfg.stream.event_time).cast("timestamp"))
+
+    def _read(self, batch_df: DataFrame) -> _BatchRows:
+        """The batch's usable rows, with every landed file accounted for."""
+        from pyspark.sql import functions as F
+
+        s = self.cfg.stream
+        if s.source != "file":
+            stats = batch_df.agg(F.count(F.lit(1)).alias("n"), F.max(self._event_us()).alias("mx")).first()
+            return _BatchRows(batch_df, int(stats["n"]), None if stats["mx"] is None else int(stats["mx"]))
+        landed = [(r["path"], int(r["length"])) for r in batch_df.select("path", "length").collect()]
+        if not landed:
+            return _BatchRows(None)
+        spark = batch_df.sparkSession
+        reader = (spark.read.format(s.format).schema(self.schema).option("ignoreCorruptFiles", "true")
+                  .option("ignoreMissingFiles", "true"))
+        json_source = s.format == "json"
+        if json_source:
+            reader = reader.option("mode", "PERMISSIVE").option("columnNameOfCorruptRecord", CORRUPT_RECORD)
+        frame = reader.load([p for p, _ in landed]).withColumn(FILE_COLUMN, F.col("_metadata.file_path"))
+        aggs = [F.count(F.lit(1)).alias("n"), F.max(self._event_us()).alias("mx")]
+        if json_source:
+            aggs.append(F.count(CORRUPT_RECORD).alias("malformed"))
+        per_file = {_file_key(r[FILE_COLUMN]): r.asDict() for r in frame.groupBy(FILE_COLUMN).agg(*aggs).collect()}
+        out = _BatchRows(frame)
+        excluded = []
+        try:
+            footers: FileStore | str = FileStore(str(s.path))
+        except ConfigError as e:  # a file system pyarrow cannot reach: Spark's counts are all there is
+            footers = str(e).splitlines()[0]
+        for path, length in landed:
+            got = per_file.get(_file_key(path), {"n": 0, "mx": None, "malformed": 0})
+            reason, footer = self._unreadable(footers, path, length, int(got["n"]))
+            if reason is not None:
+                out.quarantined.append({"file": path, "reason": reason, "n_rows": footer})
+                if got["n"]:
+                    excluded.append(got[FILE_COLUMN])
+                continue
+            bad = int(got.get("malformed") or 0)
+            if bad:
+                out.malformed.append({"file": path, "reason": "malformed JSON line(s)", "n_rows": bad})
+            out.n_rows += int(got["n"]) - bad
+            out.max_event_us = _latest(out.max_event_us, None if got["mx"] is None else int(got["mx"]))
+        if excluded:
+            frame = frame.where(~F.col(FILE_COLUMN).isin(excluded))
+        if json_source:
+            frame = frame.where(F.col(CORRUPT_RECORD).isNull())
+        out.frame = frame
+        return out
+
+    def _unreadable(self, footers: FileStore | str, path: str, length: int, read: int) -> tuple[
+            str | None, int | None]:
+        """(why the file is quarantined or None, its footer row count if known) from the rows Spark read.
+
+        ``footers``: the FileStore to read Parquet footers with, or why there is none."""
+        if self.cfg.stream.format != "parquet":
+            return (f"no records read from a {length}-byte file", None) if read == 0 and length > 0 else (None, None)
+        footer: int | None = None
+        if isinstance(footers, str):
+            problem = footers
+        else:
+            try:
+                footer, problem = footers.parquet_rows(path), ""
+            except Exception as e:  # noqa: BLE001 - ArrowInvalid, OSError: the footer itself is unreadable
+                problem = f"unreadable Parquet footer ({str(e).splitlines()[0][:200]})"
+        if footer is not None:
+            if read == footer:
+                return None, footer
+            return f"Spark read {read} of the {footer} rows its footer lists (corrupt or truncated data)", footer
+        if read == 0 and length > 0:
+            return f"no rows read from a {length}-byte file: {problem}", None
+        return None, None
+
+    # ---- one batch ----------------------------------------------------------------------------------------
+    def _process(self, store: OutputStore, files: StreamFiles, batch_df: DataFrame, batch_id: int) -> None:
         from pyspark.sql import functions as F
 
         t0 = time.perf_counter()
-        state = self.load_state()
+        state = files.load_state()
         if batch_id <= state.batch_id:
             log.info("batch %d already committed (replay after a restart): skipped", batch_id)
             return
-        ev = F.unix_micros(F.col(self.cfg.stream.event_time).cast("timestamp"))
-        wstart = ev - F.pmod(ev, F.lit(self.window_us))
-        wm = state.watermark_us
-        late = (wstart + F.lit(self.window_us) <= F.lit(wm)) if wm is not None else F.lit(False)
-        rows = batch_df.withColumn("_window_us", wstart).withColumn("_late", late)
-        agg = None
         phase: dict[str, float] = {}
-        try:
-            # the input is not cached: this reads the event-time column only (the aggregation reads its own columns)
-            stats = batch_df.agg(F.count(F.lit(1)).alias("n"), F.max(ev).alias("mx")).first()
-            n_rows, max_ev = int(stats["n"]), stats["mx"]
-            phase["stats"] = time.perf_counter() - t0
-            report: dict[str, Any] = {"batch_id": batch_id, "rows": n_rows, "on_time": 0, "late": 0, "invalid": 0,
-                                      "no_event_time": 0, "closed": [], "refreshed": []}
-            new_windows: list[int] = []
-            if n_rows:
-                agg = summary_aggregation(rows, self.cfg, extra_keys=["_window_us", "_late"]).persist()
-                tally = self._tally(agg)
-                phase["aggregate"] = time.perf_counter() - t0 - sum(phase.values())
-                counts = tally[tally["kind"] != "on_time"]
-                self._check_invalid(counts, batch_id)
-                for kind in ("on_time", *COUNT_KINDS):
-                    report[kind] = int(tally.loc[tally["kind"] == kind, "n_rows"].sum())
-                new_windows = sorted({int(w) for w in tally.loc[tally["kind"] == "on_time", "_window_us"]})
-                if new_windows:
-                    self._write_summaries(agg, batch_id, new_windows)
-                if not counts.empty:
-                    self._write_counts(counts, batch_id)
-                phase["write"] = time.perf_counter() - t0 - sum(phase.values())
+
+        def lap(name: str) -> None:
+            phase[name] = round(time.perf_counter() - t0 - sum(phase.values()), 3)
+
+        got = self._read(batch_df)
+        lap("read")
+        report: dict[str, Any] = {"batch_id": batch_id, "token": self.token, "rows": got.n_rows, "on_time": 0,
+                                  **{k: 0 for k in COUNT_KINDS}, "quarantined": got.quarantined, "closed": [],
+                                  "refreshed": []}
+        report["unreadable_file"] = len(got.quarantined)
+        report["malformed_record"] = sum(m["n_rows"] for m in got.malformed)
+        summaries, counts = pd.DataFrame(), [self._file_counts(got, batch_id)]
+        if got.n_rows and got.frame is not None:
+            ev = self._event_us()
+            start = ev - F.pmod(ev, F.lit(self.window_us))
+            wm = state.watermark_us
+            late = (start + F.lit(self.window_us) <= F.lit(wm)) if wm is not None else F.lit(False)
+            rows = got.frame.withColumn("_window_us", start).withColumn("_late", late)
+            agg = summary_aggregation(rows, self.cfg, extra_keys=["_window_us", "_late"]).toPandas()
+            lap("aggregate")
+            summaries, row_counts = self._split(agg, batch_id, report)
+            counts.append(row_counts)
+        counts = _concat(counts)
+
+        closer = WindowCloser(store, self.cfg)
+        new_windows = sorted({int(w) for w in summaries.get("_window_us", [])})
+        with store.transaction(JOB) as tx:
+            if not summaries.empty:
+                tx.write("stream_summaries", summaries.drop(columns="_window_us"), summary_types(self.cfg))
+            if not counts.empty:
+                tx.write("stream_counts", counts, count_types(self.cfg))
+            lap("write")
             if self.after_write is not None:
                 self.after_write(batch_id)
-            if max_ev is not None:
-                state.max_event_us = int(max_ev) if state.max_event_us is None else max(state.max_event_us, int(max_ev))
-                cand = state.max_event_us - self.delay_us
-                state.watermark_us = cand if state.watermark_us is None else max(state.watermark_us, cand)
+            state.max_event_us = _latest(state.max_event_us, got.max_event_us)
+            if state.max_event_us is not None:
+                state.watermark_us = _latest(state.watermark_us, state.max_event_us - self.delay_us)
+            if new_windows:
+                first = state.first_window_us
+                state.first_window_us = new_windows[0] if first is None else min(first, new_windows[0])
             open_windows = sorted(set(state.open_windows) | set(new_windows))
-            to_close = [w for w in open_windows if state.watermark_us is not None
-                        and w + self.window_us <= state.watermark_us]
-            for w in to_close:
-                self.finalize_window(w, batch_id)
-            report["closed"] = [window_text(w) for w in to_close]
-            phase["close"] = time.perf_counter() - t0 - sum(phase.values())
-            if report["late"]:
-                late_windows = self._late_windows(batch_id)
-                for w in sorted(set(late_windows) - set(to_close)):
-                    if self.fs.exists(f"{self.paths.metrics}/window={window_key(w)}"):
-                        self.finalize_window(w, batch_id)
-                        report["refreshed"].append(window_text(w))
-                log.warning("batch %d: %d late row(s) for closed window(s) %s, counted in %s", batch_id,
-                            report["late"], [window_text(w) for w in sorted(late_windows)], self.paths.counts)
-            state.open_windows = [w for w in open_windows if w not in to_close]
-            state.batch_id = batch_id
-            state.rows += n_rows
-            state.late_rows += report["late"]
-            self.commit_state(state)
-            report["watermark"] = window_text(state.watermark_us) if state.watermark_us is not None else None
-            report["seconds"] = time.perf_counter() - t0
-            report["phase_seconds"] = {k: round(v, 3) for k, v in phase.items()}
-            self.reports.append(report)
-            log.info("batch %d: %s", batch_id, report)
-        finally:
-            if agg is not None:
-                agg.unpersist()
+            closing = [w for w in open_windows if state.watermark_us is not None
+                       and w + self.window_us <= state.watermark_us]
+            late_windows = sorted({int(w) for w in counts.loc[counts["kind"] == "late", "_window_us"]}) \
+                if report["late"] else []
+            refresh = [w for w in late_windows if w not in closing]
+            closer.write(tx, closing, batch_id, state.first_window_us)
+            report["closed"] = [instant_text(w) for w in closing]
+            report["refreshed"] = [instant_text(w) for w in closer.write(tx, refresh, batch_id, state.first_window_us)]
+            lap("close")
+        if report["late"]:
+            log.warning("batch %d: %d late row(s) for closed window(s) %s, counted in %s", batch_id, report["late"],
+                        [instant_text(w) for w in late_windows], files.paths.counts)
+        if got.quarantined:
+            log.warning("batch %d: quarantined %s", batch_id, got.quarantined)
+        state.open_windows = [w for w in open_windows if w not in closing]
+        state.batch_id = batch_id
+        state.rows += got.n_rows
+        state.late_rows += report["late"]
+        state.quarantined_files += len(got.quarantined)
+        files.commit_state(state)
+        report["watermark"] = instant_text(state.watermark_us) if state.watermark_us is not None else None
+        report["seconds"] = round(time.perf_counter() - t0, 3)
+        report["phase_seconds"] = phase
+        report["run_id"] = tx.run_id
+        files.write_report(report)
+        log.info("batch %d: %s", batch_id, report)
 
-    def _tally(self, agg: DataFrame) -> pd.DataFrame:
-        """Rows per (window, group, kind): on_time (in the summaries), late, invalid, no_event_time."""
-        from pyspark.sql import functions as F
+    def _window_columns(self, frame: pd.DataFrame) -> pd.DataFrame:
+        """window, ds, window_start, window_end from the ``_window_us`` column (None: no window)."""
+        spec = window_spec(self.cfg)
+        wins = {w: fixed_window(int(w), spec) for w in set(frame["_window_us"].dropna())}
 
+        def pick(attr: str, none: str | None) -> list[str | None]:
+            return [none if pd.isna(w) else getattr(wins[w], attr) for w in frame["_window_us"]]
+
+        return frame.assign(window=pick("label", NO_WINDOW), ds=[None if x is None else x[:10]
+                                                                  for x in pick("start", None)],
+                            window_start=pick("start", None), window_end=pick("end", None))
+
+    def _split(self, agg: pd.DataFrame, batch_id: int, report: dict[str, Any]) -> tuple[pd.DataFrame, pd.DataFrame]:
+        """(on-time summaries, counts of late / invalid / event-time-less rows) of the collected aggregate."""
         gcols = group_columns(self.cfg)
-        w = F.col("_window_us")
-        kind = (F.when(w.isNull(), "no_event_time").when(F.col("_late") == "true", "late")
-                .when(F.col("invalid") != 0, "invalid").otherwise("on_time"))
-        pdf = (agg.withColumn("kind", kind)
-               .groupBy(w.cast("long").alias("_window_us"), "kind", "invalid", *gcols)
-               .agg(F.sum("count").alias("n_rows")).toPandas())
-        return pdf
+        window = agg["_window_us"]
+        kind = np.select([window.isna().to_numpy(), (agg["_late"] == "true").to_numpy(),
+                          (agg["invalid"] != 0).to_numpy()], ["no_event_time", "late", "invalid"], "on_time")
+        kept = agg[np.isin(kind, ["on_time", "invalid"])].drop(columns="_late")
+        summaries, tally = decode_aggregate(kept, self.cfg, extra=["_window_us"])
+        uncounted = np.isin(kind, ["late", "no_event_time"])
+        other = agg[uncounted].assign(kind=kind[uncounted])
+        other = other.groupby(["_window_us", "kind", *gcols], dropna=False)["count"].sum().reset_index()
+        tally = tally.assign(kind="invalid", reason=[INVALID_REASONS[int(x)] for x in tally["invalid"]])
+        counts = _concat([other, tally.drop(columns="invalid")]).rename(columns={"count": "n_rows"})
+        for k in ("on_time", "late", "invalid", "no_event_time"):
+            report[k] = int(agg.loc[kind == k, "count"].sum())
+        self._check_invalid(counts, batch_id)
+        summaries = self._window_columns(summaries).assign(batch_id=batch_id)
+        if counts.empty:
+            return summaries, counts
+        if "reason" not in counts:
+            counts["reason"] = None
+        return summaries, self._window_columns(counts).assign(batch_id=batch_id, file=None)
+
+    def _file_counts(self, got: _BatchRows, batch_id: int) -> pd.DataFrame:
+        """stream_counts rows of quarantined files and malformed records (window 'none', no group)."""
+        items = [{**q, "kind": "unreadable_file"} for q in got.quarantined] + \
+            [{**m, "kind": "malformed_record"} for m in got.malformed]
+        if not items:
+            return pd.DataFrame()
+        return pd.DataFrame(items).assign(window=NO_WINDOW, batch_id=batch_id, _window_us=None)
 
     def _check_invalid(self, counts: pd.DataFrame, batch_id: int) -> None:
-        if self.cfg.on_invalid != "error":
+        if self.cfg.on_invalid != "error" or counts.empty:
             return
         bad = counts[counts["kind"].isin(["invalid", "no_event_time"])]
         if bad.empty:
             return
         parts = []
-        for (kind, code), n in bad.groupby(["kind", "invalid"])["n_rows"].sum().items():
-            reason = f"null or unparsable '{self.cfg.stream.event_time}'" if kind == "no_event_time" else \
-                INVALID_REASONS[int(code)]
-            parts.append(f"{int(n)} rows: {reason}")
+        for kind, grp in bad.groupby("kind"):
+            for reason, n in grp.groupby(grp["reason"].fillna(""))["n_rows"].sum().items():
+                text = f"null or unparsable '{self.cfg.stream.event_time}'" if kind == "no_event_time" else reason
+                parts.append(f"{int(n)} rows: {text}")
         raise InputError(f"Invalid rows in stream batch {batch_id}: " + "; ".join(parts) + ". Fix the producer, or "
                          "set on_invalid: drop to exclude them and count them in stream_counts and n_invalid.")
 
-    def _write_summaries(self, agg: DataFrame, batch_id: int, windows: list[int]) -> None:
-        """On-time valid summary rows -> stream_summaries/window=<w>/batch_id=<id> for each of ``windows``."""
-        from pyspark.sql import functions as F
 
-        cfg = self.cfg
-        wl = F.col("_window_us").cast("long")
-        start = F.timestamp_micros(wl)
-        ok = agg.where((F.col("invalid") == 0) & (F.col("_late") == "false") & wl.isNotNull())
-        types = SUMMARY_TYPES[cfg.task]
-        numeric = [n for n in types if n not in ("split", "bin", "bin_width")]
-        cols = [
-            F.date_format(start, "yyyyMMdd'T'HHmmss").alias("window"),
-            F.date_format(start, "yyyy-MM-dd").alias("ds"),
-            F.date_format(start, "yyyy-MM-dd HH:mm:ss").alias("window_start"),
-            F.date_format(F.timestamp_micros(wl + F.lit(self.window_us)), "yyyy-MM-dd HH:mm:ss").alias("window_end"),
-            *[F.col(g) for g in group_columns(cfg)],
-            F.when(F.col("is_bias"), "bias").otherwise("remain").alias("split"),
-        ]
-        if cfg.task == "binary":
-            cols.append(F.col("bin"))
-        cols += [F.coalesce(F.col(n), F.lit(0)).cast("long" if types[n] == "long" else "double").alias(n)
-                 for n in numeric]
-        if cfg.task == "binary":
-            cols.append(F.lit(cfg.histogram.bin_width).alias("bin_width"))
-        staging = f"{self.paths.staging}/summaries-{batch_id}-{uuid.uuid4().hex[:8]}"
-        ok.select(*cols).coalesce(1).write.mode("overwrite").partitionBy("window").parquet(staging)
-        for w in windows:
-            key = window_key(w)
-            self.fs.move(f"{staging}/window={key}", f"{self.paths.summaries}/window={key}/batch_id={batch_id}")
-        self.fs.delete(staging)
-
-    def _write_counts(self, counts: pd.DataFrame, batch_id: int) -> None:
-        """Late / invalid / no-event-time counts -> stream_counts/window=<w>/batch_id=<id>."""
-        gcols = group_columns(self.cfg)
-        pdf = counts.groupby(["_window_us", "kind", *gcols], dropna=False)["n_rows"].sum().reset_index()
-        wus = pdf.pop("_window_us")
-        pdf["window"] = [NO_WINDOW if pd.isna(w) else window_key(int(w)) for w in wus]
-        pdf["ds"] = [None if pd.isna(w) else window_text(int(w))[:10] for w in wus]
-        pdf["window_start"] = [None if pd.isna(w) else window_text(int(w)) for w in wus]
-        pdf["window_end"] = [None if pd.isna(w) else window_text(int(w) + self.window_us) for w in wus]
-        types = {"window": "string", **WINDOW_TYPES, **{g: "string" for g in gcols}, "kind": "string",
-                 "n_rows": "long"}
-        staging = f"{self.paths.staging}/counts-{batch_id}-{uuid.uuid4().hex[:8]}"
-        frame = pandas_to_spark(self.spark, pdf, spark_schema(types))
-        frame.coalesce(1).write.mode("overwrite").partitionBy("window").parquet(staging)
-        for key in sorted(set(pdf["window"])):
-            self.fs.move(f"{staging}/window={key}", f"{self.paths.counts}/window={key}/batch_id={batch_id}")
-        self.fs.delete(staging)
-
-    def _late_windows(self, batch_id: int) -> list[int]:
-        """Windows that got late rows in this batch (from the counts just written)."""
-        out = []
-        for name in self.fs.names(self.paths.counts):
-            key = name.split("=", 1)[1]
-            if key != NO_WINDOW and self.fs.exists(f"{self.paths.counts}/{name}/batch_id={batch_id}"):
-                out.append(int((dt.datetime.strptime(key, "%Y%m%dT%H%M%S").replace(tzinfo=dt.timezone.utc)
-                                - _EPOCH) / dt.timedelta(microseconds=1)))
-        return out
-
-    # ---- closing a window --------------------------------------------------------
-    def _read(self, path: str) -> pd.DataFrame:
-        if not self.fs.exists(path):
-            return pd.DataFrame()
-        pdf = self.spark.read.parquet(path).toPandas()
-        return pdf.drop(columns=[c for c in ("batch_id", "window") if c in pdf.columns])
-
-    def finalize_window(self, start_us: int, batch_id: int) -> pd.DataFrame:
-        """Sum a window's summaries over batches, finalise both modes, replace its metrics folder atomically."""
-        key = window_key(start_us)
-        cur = self._read(f"{self.paths.summaries}/window={key}")
-        prev = self._read(f"{self.paths.summaries}/window={window_key(start_us - self.window_us)}")
-        counts = self._read(f"{self.paths.counts}/window={key}")
-        metrics = window_metrics(self.cfg, prev, cur, counts)
-        metrics.insert(0, "window_end", window_text(start_us + self.window_us))
-        metrics.insert(0, "window_start", window_text(start_us))
-        metrics.insert(0, "task", self.cfg.task)
-        metrics.insert(0, "ds", window_text(start_us)[:10])
-        metrics["finalized_batch_id"] = batch_id
-        metrics["finalized_at"] = dt.datetime.now(dt.timezone.utc).isoformat(timespec="milliseconds")
-        numeric = metrics.select_dtypes(include=[np.number])
-        if not np.isfinite(numeric.to_numpy(dtype=np.float64, na_value=0.0)).all():
-            raise AssertionError("A metric came out non-finite; this is a bug, please report it with the input.")
-        types = metric_types(self.cfg.task)
-        staging = f"{self.paths.staging}/metrics-{key}-{uuid.uuid4().hex[:8]}"
-        pandas_to_spark(self.spark, metrics, spark_schema(types)).coalesce(1).write.mode("overwrite").parquet(staging)
-        self.fs.move(staging, f"{self.paths.metrics}/window={key}")
-        return metrics
-
-    def close_open_windows(self) -> list[str]:
-        """Finalise every open window now (end of a backfill); later rows for them count as late."""
-        state = self.load_state()
-        if not state.open_windows:
-            return []
-        for w in state.open_windows:
-            self.finalize_window(w, state.batch_id)
-        end = max(state.open_windows) + self.window_us
-        state.watermark_us = end if state.watermark_us is None else max(state.watermark_us, end)
-        closed = [window_text(w) for w in state.open_windows]
-        state.open_windows = []
-        self.commit_state(state)
-        return closed
-
-
-def metric_types(task: str) -> dict[str, str]:
-    """Columns of the stream metrics table, in order."""
-    return {"ds": "string", "task": "string", "window_start": "string", "window_end": "string", "mode": "string",
-            "model": "string", "run": "string", "slice_name": "string", "slice_value": "string",
-            **METRIC_TYPES[task], **STREAM_METRIC_EXTRA}
-
-
-# ---- the source and the query --------------------------------------------------------------------
+# ---- the source and the query ----------------------------------------------------------------------------
 
 def default_schema(cfg: JobConfig) -> str:
     """DDL of the rows when the source cannot tell (JSON files, Kafka values): keys as strings, scores as doubles."""
@@ -551,59 +609,155 @@ def default_schema(cfg: JobConfig) -> str:
     return ", ".join(parts)
 
 
-def read_stream(spark: SparkSession, cfg: JobConfig) -> DataFrame:
-    """The streaming rows: files landing in ``stream.path`` (Parquet/JSON) or JSON values of a Kafka topic."""
+def _needed_columns(cfg: JobConfig) -> list[str]:
+    return [n for n in required_columns(cfg) if n != cfg.columns.ds] + [cfg.stream.event_time]
+
+
+def _row_schema(spark: SparkSession, cfg: JobConfig) -> StructType:
+    """The schema the handler reads landed files with: ``stream.schema``, else the Parquet files already there
+    (unreadable ones skipped), else the default; JSON gets the malformed-record column."""
+    s = cfg.stream
+    schema: Any = s.schema
+    if schema is None and s.format == "parquet":
+        try:
+            schema = spark.read.option("ignoreCorruptFiles", "true").parquet(str(s.path)).schema
+        except Exception as e:  # no (readable) files yet: nothing to infer from
+            raise ConfigError(f"No readable Parquet files in {s.path!r} to take the schema from; set "
+                              f"'stream.schema' (DDL), e.g. {default_schema(cfg)!r}.") from e
+    if schema is None:
+        schema = default_schema(cfg)
+    if isinstance(schema, str):
+        try:  # resolved by Spark (no files read), classic or Connect alike
+            schema = spark.readStream.schema(schema).format(s.format).load(str(s.path)).schema
+        except Exception as e:  # noqa: BLE001 - a bad DDL string: say which setting
+            raise ConfigError(f"'stream.schema' is not a valid DDL schema: {str(e).splitlines()[0][:300]}") from e
+    check_columns(schema.fieldNames(), _needed_columns(cfg))
+    if s.format == "json" and CORRUPT_RECORD not in schema.fieldNames():
+        schema = schema.add(CORRUPT_RECORD, "string")
+    return schema
+
+
+def read_stream(spark: SparkSession, cfg: JobConfig) -> tuple[DataFrame, StructType | None]:
+    """(the streaming frame, the rows' schema): a file source streams the names of landed files (their rows
+    are read by the handler), Kafka streams the rows (JSON values) themselves, with schema None."""
     from pyspark.sql import functions as F
 
     s = cfg.stream
     if s.source == "file":
         if not s.path:
             raise ConfigError("A file stream needs 'stream.path' (the folder where Parquet/JSON files land).")
-        fs = _Fs(spark)
-        fs.mkdirs(s.path)
-        schema = s.schema
-        if schema is None and s.format == "parquet":
-            try:
-                schema = spark.read.parquet(s.path).schema  # type: ignore[assignment]
-            except Exception as e:  # no files yet: nothing to infer from
-                raise ConfigError(f"No Parquet files in {s.path!r} to take the schema from; set 'stream.schema' "
-                                  f"(DDL), e.g. {default_schema(cfg)!r}.") from e
-        reader = spark.readStream.format(s.format).schema(schema or default_schema(cfg))
+        try:
+            FileStore(s.path).mkdirs(s.path)
+        except ConfigError as e:  # a file system pyarrow cannot reach: Spark may still read it
+            log.info("not creating %s: %s", s.path, e)
+        schema = _row_schema(spark, cfg)
+        reader = spark.readStream.format("binaryFile").schema(FILE_LIST_SCHEMA)
         if s.max_files_per_trigger:
             reader = reader.option("maxFilesPerTrigger", s.max_files_per_trigger)
-        df = reader.load(s.path)
-    else:
-        reader = (spark.readStream.format("kafka").option("kafka.bootstrap.servers", s.kafka_bootstrap_servers)
-                  .option("subscribe", s.kafka_topic).option("startingOffsets", s.kafka_starting_offsets)
-                  .option("failOnDataLoss", "true"))
-        if s.max_offsets_per_trigger:
-            reader = reader.option("maxOffsetsPerTrigger", s.max_offsets_per_trigger)
-        for k, v in dict(s.kafka_options).items():
-            reader = reader.option(k, str(v))
+        return reader.load(s.path).select("path", "length"), schema
+    reader = (spark.readStream.format("kafka").option("kafka.bootstrap.servers", s.kafka_bootstrap_servers)
+              .option("subscribe", s.kafka_topic).option("startingOffsets", s.kafka_starting_offsets)
+              .option("failOnDataLoss", "true"))
+    if s.max_offsets_per_trigger:
+        reader = reader.option("maxOffsetsPerTrigger", s.max_offsets_per_trigger)
+    for k, v in dict(s.kafka_options).items():
+        reader = reader.option(k, str(v))
+    try:
+        raw = reader.load()
+    except Exception as e:
+        if "kafka" in str(e).lower():
+            raise ConfigError(f"The Kafka source is not available: {str(e).splitlines()[0]} Start the job with "
+                              f"spark-submit --packages {KAFKA_PACKAGE}.") from e
+        raise
+    parsed = F.from_json(F.col("value").cast("string"), s.schema or default_schema(cfg))
+    df = raw.select(parsed.alias("_r")).select("_r.*")
+    check_columns(df.columns, _needed_columns(cfg))
+    return df, None
+
+
+def _absolute(path: str | None) -> str | None:
+    """Local paths made absolute here: the handler may run in another process (Spark Connect) and cwd."""
+    return os.path.abspath(local_path(path)) if path and is_local(path) else path
+
+
+def resolved(cfg: JobConfig) -> JobConfig:
+    """The config with its output, source and checkpoint paths absolute (as the client sees them)."""
+    s = cfg.stream
+    return dataclasses.replace(
+        cfg, output=dataclasses.replace(cfg.output, path=_absolute(cfg.output.path)),
+        stream=dataclasses.replace(s, path=_absolute(s.path), checkpoint=_absolute(s.checkpoint)),
+    )
+
+
+class StreamRun:
+    """The client's view of one started query: its reports, error, state and window closing, all from files."""
+
+    def __init__(self, spark: SparkSession, cfg: JobConfig, token: str) -> None:
+        self.spark = spark
+        self.cfg = cfg
+        self.token = token
+        self.store = OutputStore(cfg, spark)
+        self.files = StreamFiles(self.store, cfg)
+        self.paths = self.files.paths
+
+    @property
+    def reports(self) -> list[dict[str, Any]]:
+        """Reports of the batches this run committed, in order."""
+        return self.files.reports(self.token)
+
+    @property
+    def error(self) -> CtcalcError | None:
+        """The last error a batch of this run failed with (None if none did). A batch interrupted by
+        ``query.stop()`` leaves one too; ``query.exception()`` tells whether the query itself failed."""
+        return self.files.error(self.token)
+
+    def load_state(self) -> StreamState:
+        return self.files.load_state()
+
+    def check_checkpoint(self) -> None:
+        """Refuse to pair committed stream state with a fresh checkpoint (batch ids would restart at 0)."""
+        state = self.load_state()
+        checkpoint = self.paths.checkpoint
         try:
-            raw = reader.load()
-        except Exception as e:
-            if "kafka" in str(e).lower():
-                raise ConfigError(f"The Kafka source is not available: {str(e).splitlines()[0]} Start the job with "
-                                  f"spark-submit --packages {KAFKA_PACKAGE}.") from e
-            raise
-        parsed = F.from_json(F.col("value").cast("string"), s.schema or default_schema(cfg))
-        df = raw.select(parsed.alias("_r")).select("_r.*")
-    need = [n for n in required_columns(cfg) if n != cfg.columns.ds] + [s.event_time]
-    check_columns(df.columns, need)
-    return df
+            has_offsets = FileStore(checkpoint).exists(f"{checkpoint}/offsets")
+        except ConfigError:  # not reachable from here: Spark will tell
+            return
+        if state.batch_id >= 0 and not has_offsets:
+            raise ConfigError(
+                f"{self.cfg.output.path!r} already holds stream state up to batch {state.batch_id}, but the "
+                f"checkpoint {checkpoint!r} has no offsets: restore that checkpoint, or use a new "
+                "'output.path' for a new stream."
+            )
+
+    def close_open_windows(self) -> list[str]:
+        """Finalise every open window now (end of a backfill); later rows for them count as late."""
+        state = self.load_state()
+        if not state.open_windows:
+            return []
+        window_us = window_micros(self.cfg)[0]
+        with self.store.transaction(JOB) as tx:
+            WindowCloser(self.store, self.cfg).write(tx, state.open_windows, state.batch_id, state.first_window_us)
+        end = max(state.open_windows) + window_us
+        state.watermark_us = max(end, state.watermark_us or end)
+        closed = [instant_text(w) for w in state.open_windows]
+        state.open_windows = []
+        self.files.commit_state(state)
+        return closed
 
 
 def start_stream(
     spark: SparkSession, cfg: JobConfig, *, trigger: str | None = None, after_write: Callable[[int], None] | None = None
-) -> tuple[StreamingQuery, StreamJob]:
-    """Start the query (``trigger`` overrides ``stream.trigger``); returns it and its job (reports, errors)."""
+) -> tuple[StreamingQuery, StreamRun]:
+    """Start the query (``trigger`` overrides ``stream.trigger``); returns it and its :class:`StreamRun`."""
     spark.conf.set("spark.sql.session.timeZone", "UTC")  # window keys and bounds are UTC
-    job = StreamJob(spark, cfg, after_write=after_write)
-    job.check_checkpoint()
-    df = read_stream(spark, cfg)
-    writer = (df.writeStream.foreachBatch(job.process_batch)
-              .option("checkpointLocation", job.paths.checkpoint).queryName(f"ctcalc-stream-{uuid.uuid4().hex[:6]}"))
+    cfg = resolved(cfg)
+    token = uuid.uuid4().hex[:12]
+    run = StreamRun(spark, cfg, token)
+    run.check_checkpoint()
+    df, schema = read_stream(spark, cfg)
+    handler = BatchHandler(cfg, token=token, schema=schema, after_write=after_write)
+    writer = (df.writeStream.foreachBatch(handler).option("checkpointLocation", run.paths.checkpoint)
+              .queryName(f"ctcalc-stream-{token[:6]}"))
     trig = trigger or cfg.stream.trigger
     if trig == "availableNow":
         writer = writer.trigger(availableNow=True)
@@ -612,7 +766,7 @@ def start_stream(
     else:
         duration_seconds(trig, "trigger")
         writer = writer.trigger(processingTime=trig)
-    return writer.start(), job
+    return writer.start(), run
 
 
 @dataclass
@@ -628,37 +782,56 @@ def run_stream(
     spark: SparkSession, cfg: JobConfig, *, trigger: str | None = None, timeout_s: float | None = None,
     close_at_end: bool = False,
 ) -> StreamResult:
-    """Run the query until it ends (availableNow/once) or ``timeout_s`` passes; optionally close open windows."""
-    query, job = start_stream(spark, cfg, trigger=trigger)
+    """Run the query until it ends (availableNow/once) or ``timeout_s`` passes; optionally close open windows.
+
+    A failed batch fails the query: its own error is raised (read from the error files). A batch that the stop
+    after ``timeout_s`` interrupts is not an error: Spark replays it on the next start.
+    """
+    query, run = start_stream(spark, cfg, trigger=trigger)
     try:
         query.awaitTermination(timeout_s) if timeout_s else query.awaitTermination()
     except Exception as e:
-        if job.error is not None:
-            raise job.error from e
+        error = run.error
+        if error is not None:
+            raise error from e
         raise
     finally:
         if query.isActive:
             query.stop()
-    if job.error is not None:
-        raise job.error
-    closed = job.close_open_windows() if close_at_end else []
-    return StreamResult(job.reports, closed, job.paths)
+    closed = run.close_open_windows() if close_at_end else []
+    return StreamResult(run.reports, closed, run.paths)
 
 
-def read_stream_metrics(spark: SparkSession, cfg: JobConfig) -> pd.DataFrame:
-    """The stream metrics table (every closed window, both modes) as pandas."""
-    path = stream_paths(cfg).metrics
-    if not _Fs(spark).exists(path):
-        return pd.DataFrame(columns=list(metric_types(cfg.task)))
-    return spark.read.parquet(path).drop("window").toPandas()
+def read_stream_table(spark: SparkSession | None, cfg: JobConfig, table: str) -> pd.DataFrame:
+    """One of the stream's tables (stream_metrics, stream_rolling, stream_counts, stream_summaries) as pandas."""
+    frame = OutputStore(resolved(cfg), spark).read(table)
+    if frame.empty:
+        return frame
+    keys = ("window", "batch_id", "kind", "file", "model", "run", *group_columns(cfg), "slice_name", "slice_value",
+            "split", "bin")
+    order = [c for c in dict.fromkeys(keys) if c in frame]
+    return frame.sort_values(order, kind="stable").reset_index(drop=True)
 
 
-def read_stream_counts(spark: SparkSession, cfg: JobConfig) -> pd.DataFrame:
-    """The late / invalid / no-event-time counts table as pandas (one row per window, group, kind, batch)."""
-    path = stream_paths(cfg).counts
-    if not _Fs(spark).exists(path):
-        return pd.DataFrame(columns=["window_start", "kind", "n_rows"])
-    return spark.read.parquet(path).toPandas()
+def read_stream_state(cfg: JobConfig) -> StreamState:
+    """The stream's last committed state (read from its state files; no Spark needed)."""
+    cfg = resolved(cfg)
+    return StreamFiles(OutputStore(cfg), cfg).load_state()
+
+
+def read_stream_metrics(spark: SparkSession | None, cfg: JobConfig) -> pd.DataFrame:
+    """Same-window metrics of every closed window (the hash split; the metrics table's columns)."""
+    return read_stream_table(spark, cfg, "stream_metrics")
+
+
+def read_stream_rolling(spark: SparkSession | None, cfg: JobConfig) -> pd.DataFrame:
+    """Rolling (previous-window bias) rows of every closed window (the rolling table's columns)."""
+    return read_stream_table(spark, cfg, "stream_rolling")
+
+
+def read_stream_counts(spark: SparkSession | None, cfg: JobConfig) -> pd.DataFrame:
+    """Rows in no summary, by kind (late, invalid, no_event_time, malformed_record) and unreadable files."""
+    return read_stream_table(spark, cfg, "stream_counts")
 
 
 # ---- generated data ------------------------------------------------------------------------------
@@ -673,7 +846,6 @@ def write_stream_demo_files(
     that chunk of the day; modification times increase file by file, so a file source
     reads them in event-time order. Returns all rows written.
     """
-    import os
     from pathlib import Path
 
     import pyarrow as pa

@@ -1,9 +1,10 @@
 """Small file operations on the output file system, without a JVM handle (pyarrow's file systems).
 
 Used by the storage layer for what Spark's writers do not do: run leases, clearing what a killed run
-left, listing partition folders and the streaming job's state files. Local paths, ``file://``, ``hdfs://``
-(needs libhdfs), ``s3://``/``s3a://``, ``gs://`` and ``abfs://`` go through ``pyarrow.fs``; the same
-credentials as the Spark job are expected in the environment.
+left, listing partition folders; and by the streaming job for its state files and the footers of the
+files it reads. Local paths, ``file://``, ``hdfs://`` (needs libhdfs), ``s3://``/``s3a://``, ``gs://``
+and ``abfs://`` go through ``pyarrow.fs``; the same credentials as the Spark job are expected in the
+environment.
 """
 from __future__ import annotations
 
@@ -121,6 +122,13 @@ class FileStore:
         if not (is_local(a) and is_local(b)):
             raise OSError(errno.ENOTSUP, "atomic exchange needs a local file system", a)
         _renameat2(self._p(a), self._p(b), _RENAME_EXCHANGE)
+
+    def parquet_rows(self, path: str) -> int:
+        """The row count in a Parquet file's footer (raises OSError or pyarrow's ArrowInvalid if unreadable)."""
+        import pyarrow.parquet as pq
+
+        with self._fs.open_input_file(self._p(path)) as f:
+            return int(pq.read_metadata(f).num_rows)
 
     def read_text(self, path: str) -> str:
         with self._fs.open_input_stream(self._p(path)) as f:

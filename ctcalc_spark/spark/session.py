@@ -80,6 +80,12 @@ def build_session(
     remote = cfg.remote or os.environ.get("SPARK_REMOTE")
     if submitted:
         builder = builder.config(map=dict(BASE_CONF))
+    elif remote and remote.startswith("sc://"):
+        # A running server (launch-only settings are its own and ignored). The Connect builder is used directly
+        # so that a client can coexist with a classic session in one process (SparkSession.builder refuses it).
+        from pyspark.sql.connect.session import SparkSession as ConnectSession
+
+        builder = ConnectSession.builder.appName(app_name).remote(remote).config(map={**launch, **BASE_CONF})
     elif remote:
         builder = builder.remote(remote).config(map={**launch, **BASE_CONF})
     else:
