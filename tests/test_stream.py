@@ -163,7 +163,9 @@ def test_restart_exactly_once_equals_batch(spark, demo_config, tmp_path):
     assert isinstance(run.error, StreamBatchError) and run.error.error_type == "RuntimeError"
     assert "simulated crash" in str(run.error) and f"batch {crash_at}" in str(run.error)
     assert run.load_state().batch_id == done_before  # the crashed batch is not committed ...
-    assert any(Path(run.paths.summaries).glob(f"window=*/batch_id={crash_at}"))  # ... though its rows were written
+    # ... and its rows, staged but never swapped in, are nowhere a reader could see them
+    assert not any(Path(run.paths.summaries).glob(f"window=*/batch_id={crash_at}"))
+    assert not any(Path(run.paths.summaries).glob(".ctcalc-staging-*"))
 
     # 3. restart cleanly: Spark replays the crashed batch id, the job overwrites it, then reads the rest
     run = _drain(spark, cfg)

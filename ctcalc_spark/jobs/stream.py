@@ -498,6 +498,10 @@ class BatchHandler:
             lap("write")
             if self.after_write is not None:
                 self.after_write(batch_id)
+        # Closing windows reads the rows just written, so it is a second transaction: the first one's partitions
+        # are swapped in (visible) only when it ends. A crash between the two replays the batch under the same
+        # id, which rewrites the same partitions; the state committed last decides what is done.
+        with store.transaction(JOB) as tx:
             state.max_event_us = _latest(state.max_event_us, got.max_event_us)
             if state.max_event_us is not None:
                 state.watermark_us = _latest(state.watermark_us, state.max_event_us - self.delay_us)

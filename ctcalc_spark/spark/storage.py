@@ -64,6 +64,8 @@ RUN_ID = "run_id"
 STAGING_PREFIX = ".ctcalc-staging-"
 """A run's staged partitions: ``<table root>/.ctcalc-staging-<run id>-<table>/`` (hidden from readers)."""
 COMMIT_COLUMNS = ["table", "partition", "ds", RUN_ID, "job", "committed_at", "n_rows"]
+COMPACT_AT = 200
+"""Commit records beyond this many are folded into one (each partition keeps its own run, job and time)."""
 _PARTITION_VALUE = re.compile(r"^[A-Za-z0-9_.:+-]+$")
 _LEGACY_ASIDE = re.compile(r"^ds=\d{4}-\d\d-\d\d\.old\.[0-9a-f]+$")
 
@@ -435,10 +437,10 @@ class OutputStore:
 
         rows = []
         for record in self._commit_records():
-            for part in record["partitions"]:
+            for part in record["partitions"]:  # a compacted record carries each partition's own run
                 if table is None or part["table"] == table:
-                    rows.append({**part, RUN_ID: record[RUN_ID], "job": record["job"],
-                                 "committed_at": record["committed_at"]})
+                    rows.append({RUN_ID: record[RUN_ID], "job": record["job"],
+                                 "committed_at": record["committed_at"], **part})
         frame = pd.DataFrame(rows, columns=COMMIT_COLUMNS)
         frame = frame.sort_values(["committed_at", RUN_ID]).drop_duplicates(["table", "partition"], keep="last")
         return frame.reset_index(drop=True)
@@ -449,21 +451,34 @@ class OutputStore:
         for e in self.files.list(folder):
             if e.name.endswith(".json") and not e.name.startswith("."):
                 try:
-                    out.append(json.loads(self.files.read_text(f"{folder}/{e.name}")))
+                    out.append({**json.loads(self.files.read_text(f"{folder}/{e.name}")), "file": e.name})
                 except (OSError, ValueError) as err:  # a record is moved into place whole; anything else is noise
                     log.warning("unreadable commit record %s: %s", e.name, err)
         return out
 
     def write_commit(self, run_id: str, job: str, partitions: Sequence[Mapping[str, Any]]) -> None:
-        """Record a finished run's partitions, then drop records every partition of which a later run replaced."""
+        """Record a finished run's partitions, then drop records every partition of which a later run replaced,
+        and fold the records into one when there are more than :data:`COMPACT_AT` (a stream commits every batch).
+        """
         record = {RUN_ID: run_id, "job": job, "committed_at": _utc_now(), "partitions": list(partitions)}
         folder = f"{self.root}/_commits"
         self.files.write_text(f"{folder}/{run_id}.json", json.dumps(record))
+        records = self._commit_records()
         latest = self.commits()
         keep = set(latest[RUN_ID])
-        for other in self._commit_records():
-            if other[RUN_ID] not in keep and other[RUN_ID] != run_id:
-                self.files.delete(f"{folder}/{other[RUN_ID]}.json")
+        kept = []
+        for other in records:
+            runs = {p.get(RUN_ID, other[RUN_ID]) for p in other["partitions"]}
+            if other[RUN_ID] != run_id and not keep & runs:
+                self.files.delete(f"{folder}/{other['file']}")
+            else:
+                kept.append(other["file"])
+        if len(kept) > COMPACT_AT:
+            entries = [{k: r[k] for k in COMMIT_COLUMNS} for r in latest.to_dict("records")]
+            record = {RUN_ID: run_id, "job": "compaction", "committed_at": _utc_now(), "partitions": entries}
+            self.files.write_text(f"{folder}/compacted-{run_id}.json", json.dumps(record))
+            for name in kept:  # a record a concurrent run commits meanwhile is in a file not in this list
+                self.files.delete(f"{folder}/{name}")
 
     def check_days(self, days: Sequence[str], tables: Sequence[str] = ("summaries", "metrics")) -> list[str]:
         """Problems with these days' partitions: data written by a run that did not commit, or tables whose

@@ -1,0 +1,124 @@
+"""The storage layer's own rules: commit records, recovery of what killed runs left, leases, atomic exchange."""
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from ctcalc_spark.config import config_from_dict
+from ctcalc_spark.spark.files import FileStore, supports_exchange
+from ctcalc_spark.spark.storage import COMPACT_AT, OutputStore, lease_is_live, recover_root
+
+
+def _store(tmp_path: Path, **output) -> OutputStore:
+    return OutputStore(config_from_dict({"input": {"path": str(tmp_path / "in")},
+                                         "output": {"path": str(tmp_path / "out"), **output}}))
+
+
+def _touch(path: Path, text: str = "x") -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+
+
+def test_commit_records_keep_the_latest_run_per_partition_and_stay_few(tmp_path):
+    store = _store(tmp_path)
+    store.write_commit("r1", "evaluate", [{"table": "metrics", "partition": "ds=2026-11-15", "ds": "2026-11-15",
+                                           "n_rows": 4}])
+    store.write_commit("r2", "evaluate", [{"table": "metrics", "partition": "ds=2026-11-15", "ds": "2026-11-15",
+                                           "n_rows": 5}])
+    folder = tmp_path / "out" / "_commits"
+    assert sorted(p.name for p in folder.iterdir()) == ["r2.json"]  # r1 was replaced everywhere: dropped
+    # a stream commits new partitions every batch: records are folded into one past COMPACT_AT
+    for i in range(COMPACT_AT + 30):
+        store.write_commit(f"b{i:04d}", "stream", [{"table": "stream_summaries", "partition": f"window=w/batch_id={i}",
+                                                    "ds": None, "n_rows": i}])
+    assert len(list(folder.glob("*.json"))) <= 31
+    commits = store.commits()
+    assert len(commits) == COMPACT_AT + 31
+    got = commits.set_index("partition")
+    assert got.loc["ds=2026-11-15", "run_id"] == "r2" and got.loc["ds=2026-11-15", "n_rows"] == 5
+    assert got.loc["window=w/batch_id=7", "run_id"] == "b0007" and got.loc["window=w/batch_id=7", "job"] == "stream"
+
+
+def test_recovery_rolls_forward_a_complete_spark_staging_and_clears_the_rest(tmp_path):
+    root = tmp_path / "metrics"
+    _touch(root / "ds=2026-11-14" / "part-0.parquet", "kept")
+    # a writer died inside Spark's swap: ds=2026-11-15 deleted, its complete copy still staged (_SUCCESS)
+    _touch(root / ".spark-staging-a" / "_SUCCESS", "")
+    _touch(root / ".spark-staging-a" / "ds=2026-11-15" / "part-0.parquet", "new")
+    _touch(root / ".spark-staging-a" / "ds=2026-11-14" / "part-0.parquet", "not swapped yet")
+    # a writer died before its tasks were merged: nothing complete
+    _touch(root / ".spark-staging-b" / "_temporary" / "0" / "x.parquet")
+    _touch(root / "_temporary" / "0" / "y")
+    # the earlier layout: a crash between its two renames left the day aside under a visible wrong name
+    _touch(root / "ds=2026-11-13.old.abc123" / "part-0.parquet", "old")
+    done = recover_root(FileStore(str(tmp_path)), str(root), 1)
+    assert sorted(p.name for p in root.iterdir()) == ["ds=2026-11-13", "ds=2026-11-14", "ds=2026-11-15"]
+    assert (root / "ds=2026-11-15" / "part-0.parquet").read_text() == "new"
+    assert (root / "ds=2026-11-14" / "part-0.parquet").read_text() == "kept"
+    assert (root / "ds=2026-11-13" / "part-0.parquet").read_text() == "old"
+    assert any("rolled forward" in d for d in done)
+
+
+def test_leftovers_of_dead_runs_go_those_of_live_runs_stay(tmp_path):
+    store = _store(tmp_path)
+    metrics = tmp_path / "out" / "metrics"
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    dead_pid = int(dead.stdout)
+    for run, pid in (("20261123T000000Z-deadbeef", dead_pid), ("20261123T000001Z-11ve0000", os.getpid())):
+        _touch(tmp_path / "out" / "_runs" / f"{run}.json", json.dumps(
+            {"run_id": run, "host": socket.gethostname(), "pid": pid, "heartbeat_at": time.time()}))
+        _touch(metrics / f".ctcalc-staging-{run}-metrics" / "ds=2026-11-15" / "part-0.parquet")
+    _touch(metrics / ".spark-staging-z" / "_temporary" / "0" / "x")
+    store.recover()
+    left = sorted(p.name for p in metrics.iterdir())
+    # the dead run's staging is gone; the live run's stays, and so does Spark's (a live run may own it)
+    assert left == [".ctcalc-staging-20261123T000001Z-11ve0000-metrics", ".spark-staging-z"]
+    assert sorted(p.name for p in (tmp_path / "out" / "_runs").iterdir()) == [
+        "20261123T000000Z-deadbeef.json", "20261123T000001Z-11ve0000.json"]  # nothing else touched while live
+    (tmp_path / "out" / "_runs" / "20261123T000001Z-11ve0000.json").unlink()  # the live run ends
+    store.recover()
+    assert not metrics.exists() or sorted(p.name for p in metrics.iterdir()) == []
+    assert list((tmp_path / "out" / "_runs").iterdir()) == []
+
+
+def test_lease_liveness():
+    now = time.time()
+    me = {"host": socket.gethostname(), "pid": os.getpid(), "heartbeat_at": now - 10_000}
+    assert lease_is_live(me, 600, now)  # same host: the process decides, not the heartbeat
+    assert not lease_is_live({**me, "pid": 2 ** 22 + 12345}, 600, now)
+    other = {"host": "elsewhere", "pid": 1, "heartbeat_at": now - 30}
+    assert lease_is_live(other, 600, now) and not lease_is_live({**other, "heartbeat_at": now - 601}, 600, now)
+
+
+def test_atomic_exchange_swaps_two_folders(tmp_path):
+    files = FileStore(str(tmp_path))
+    _touch(tmp_path / "a" / "new")
+    _touch(tmp_path / "b" / "old")
+    assert supports_exchange(str(tmp_path))
+    files.exchange(str(tmp_path / "a"), str(tmp_path / "b"))
+    assert os.listdir(tmp_path / "b") == ["new"] and os.listdir(tmp_path / "a") == ["old"]
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".ctcalc-probe")]
+
+
+@pytest.mark.parametrize("swap", ["exchange", "spark"])
+def test_both_swap_modes_replace_exactly_their_partitions(spark, tmp_path, swap):
+    store = OutputStore(config_from_dict({"input": {"path": str(tmp_path / "in")},
+                                          "output": {"path": str(tmp_path / "out"), "swap": swap}}), spark)
+    types = {"model": "string", "value": "double", "ds": "string"}
+    day = {"2026-11-15": 1.0, "2026-11-16": 2.0}
+    with store.transaction("t") as tx:
+        tx.write("metrics", pd.DataFrame({"model": "m", "value": list(day.values()), "ds": list(day)}), types)
+    with store.transaction("t") as again:
+        again.write("metrics", pd.DataFrame({"model": ["m"], "value": [9.0], "ds": ["2026-11-16"]}), types)
+    got = store.read("metrics", with_run_id=True).sort_values("ds")
+    assert got["value"].tolist() == [1.0, 9.0] and got["run_id"].tolist() == [tx.run_id, again.run_id]
+    assert store.check_days(list(day), tables=("metrics",)) == []
+    assert not [p for p in (tmp_path / "out" / "metrics").iterdir() if p.name.startswith((".", "_"))]
