@@ -276,3 +276,18 @@ def test_input_from_a_table_name(spark, tmp_path):
     assert abs(m.loc[0, "calibrated_log_loss"] - calibrated_log_loss(y[isb], z[isb], y[~isb], z[~isb])) <= 1e-6
     with pytest.raises(InputError, match="Cannot read the evaluation table 'no_such_table'"):
         evaluate(spark, config_from_dict({"input": {"table": "no_such_table"}, "split": {"salt": "t"}}), DS)
+
+
+def test_a_fixed_evaluation_set_without_a_date_column(spark, demo_config, tmp_path):
+    """columns.ds: null — every row belongs to the one --ds given, which labels the output partitions."""
+    from ctcalc_spark.spark.storage import OutputStore
+
+    df = _binary_rows().drop(columns=["ds"])
+    (tmp_path / "eval").mkdir()
+    df.to_parquet(tmp_path / "eval" / "part-0.parquet", index=False)
+    cfg = demo_config(columns={"ds": None})
+    m = evaluate(spark, cfg, "2026-01-01").metrics
+    assert set(m["ds"]) == {"2026-01-01"} and m["n_rows"].sum() == len(df) and (m["status"] == "ok").all()
+    assert OutputStore(cfg).days("metrics") == ["2026-01-01"]
+    with pytest.raises(ConfigError, match="exactly one --ds"):
+        evaluate(spark, cfg, "2026-01-01..2026-01-02")
