@@ -22,8 +22,9 @@ from ctcalc_spark.core.windows import (
     Window,
     WindowSpec,
     attach_exact,
+    finalize_windows,
+    merge_windows,
     previous_window,
-    rolling_metrics,
     window_of,
     window_summaries,
 )
@@ -110,29 +111,37 @@ def compute_rolling(cfg: JobConfig, ds: str | Sequence[str], spark: SparkSession
                          f"{store.location('summaries')!r}; run `ctcalc evaluate --ds ...` for those days first "
                          f"(available: {span}).")
     days = [d for d in days if d not in missing]
-    plan = {d: (window_of(d, spec), previous_window(window_of(d, spec), spec)) for d in days}
+    # One merge and one finalisation for every day: the window containing day d, as of d, is a window of its
+    # own (label '<window>@<d>'), paired with its (complete) previous window; labels are mapped back after.
+    pairs, as_of = [], {}
+    for d in days:
+        w = window_of(d, spec)
+        a = Window(w.start, min(w.end, d), f"{w.label}@{d}")
+        pairs.append((a, previous_window(w, spec)))
+        as_of[a.label] = (w, d)
     have = set(available)
-    needed = sorted({x for d, (cur, prev) in plan.items() for x in prev.days() + cur.days(until=d)} & have)
+    needed = sorted({x for a, pw in pairs for x in a.days() + pw.days()} & have)
     rows = store.read("summaries", days=needed)
-    rows["ds"] = rows["ds"].astype(str)
-    by_day = {d: g for d, g in rows.groupby("ds", sort=False)}
-    exact_rows = store.read("calibrated_exact", days=sorted({x for d, (cur, _) in plan.items()
-                                                             for x in cur.days(until=d)}),
+    if not rows.empty:
+        rows["ds"] = rows["ds"].astype(str)
+    merged = merge_windows(rows, cfg.task, sorted({x for pair in pairs for x in pair}))
+    c = cfg.columns
+    table = finalize_windows(merged, cfg.task, pairs, spec, model=c.model, run=c.run, slices=c.slices,
+                             bin_width=cfg.histogram.bin_width,
+                             first={a.label for a, pw in pairs if pw.end < available[0]},
+                             days={a.label: (a.n_days, pw.n_days) for a, pw in pairs})
+    exact_rows = store.read("calibrated_exact", days=sorted({x for a, _ in pairs for x in a.days()}),
                             where={"window_spec": [spec.label]})
-    tables = []
-    for d, (cur, prev) in plan.items():
-        part = [by_day[x] for x in prev.days() + cur.days(until=d) if x in by_day]
-        subset = pd.concat(part, ignore_index=True) if part else rows.iloc[0:0]
-        table = rolling_metrics(subset, cfg.task, [cur], spec, model=cfg.columns.model, run=cfg.columns.run,
-                                slices=cfg.columns.slices, bin_width=cfg.histogram.bin_width,
-                                first_ds=available[0], until=d)
-        if not exact_rows.empty:
-            table = attach_exact(table, exact_rows[exact_rows["ds"].astype(str).isin(cur.days(until=d))])
-        tables.append(table.assign(ds=d))
-    # records, not concat: columns that are all-None in some days must not change dtype or warn
-    table = pd.DataFrame([r for t in tables for r in t.to_dict("records")], columns=list(ROLLING_TABLE_TYPES))
+    if not exact_rows.empty:
+        table = attach_exact(table, exact_rows)
+    table["ds"] = [as_of[label][1] for label in table["window"]]
+    table["window_end"] = [as_of[label][0].end for label in table["window"]]
+    table["window"] = [as_of[label][0].label for label in table["window"]]
+    table = table.sort_values(["ds", "model", "run", "slice_name", "slice_value"], kind="stable")
+    table = table.reset_index(drop=True)[[*ROLLING_TYPES, "ds"]]
     last = days[-1]
-    return RollingResult(last, plan[last][0], plan[last][1], table, seconds=time.perf_counter() - t0,
+    w_last = window_of(last, spec)
+    return RollingResult(last, w_last, previous_window(w_last, spec), table, seconds=time.perf_counter() - t0,
                          days_read=needed, days=days, spec=spec.label)
 
 

@@ -126,7 +126,9 @@ def read_input(spark: SparkSession, cfg: JobConfig, days: Sequence[str] | None =
             reader = spark.read.format(cfg.input.format)
             if cfg.input.options:
                 reader = reader.options(**{str(k): str(v) for k, v in cfg.input.options.items()})
-            df = reader.load(_absolute(str(cfg.input.path)))
+            root = _absolute(str(cfg.input.path))
+            day_paths = _day_folders(root, cfg.columns.ds, days)
+            df = reader.option("basePath", root).load(day_paths) if day_paths else reader.load(root)
         columns = df.columns  # resolves the schema: a missing path or table fails here
     except Exception as e:  # noqa: BLE001 - AnalysisException and friends: one line, no Java stack
         raise InputError(f"Cannot read the evaluation table {where!r}: {_first_line(e)}") from None
@@ -142,6 +144,21 @@ def read_input(spark: SparkSession, cfg: JobConfig, days: Sequence[str] | None =
         else F.col(c.ds).cast("string")
     df = df.withColumn(DS, ds)
     return df if days is None else df.where(F.col(DS).isin(list(days)))
+
+
+def _day_folders(root: str, ds_column: str | None, days: Sequence[str] | None) -> list[str] | None:
+    """The ``<root>/<ds>=<day>`` folders of ``days`` when the input is partitioned by its date column, so a job
+    lists only the days it reads (a year-long table costs a single day's job nothing); None to read the root."""
+    if not days or ds_column is None or not is_local(root):
+        return None
+    try:
+        names = {e.name for e in FileStore(root).list(root) if e.is_dir}
+    except (OSError, ConfigError):
+        return None
+    if not any(n.startswith(f"{ds_column}=") for n in names):
+        return None
+    found = [f"{root}/{ds_column}={d}" for d in days if f"{ds_column}={d}" in names]
+    return found or None
 
 
 def _first_line(e: BaseException) -> str:
@@ -672,15 +689,16 @@ class Transaction:
         root = _prepare_catalog_table(spark, loc, sdf, parts, store.output.format) if store.catalog else loc
         if root is not None and store.swap_mode(root) == "exchange":
             staging = f"{root}/.ctcalc-staging-{self.run_id}-{table}"
-            sdf.coalesce(1).write.mode("overwrite").partitionBy(*parts).format(store.output.format).save(staging)
+            _one_file_per_partition(sdf, parts, len(written)).write.mode("overwrite").partitionBy(*parts) \
+                .format(store.output.format).save(staging)
             self.staged.append((staging, root, [_partition_path(v) for v, _ in written]))
             if store.catalog:
                 self.new_catalog_partitions += [(loc, v) for v, _ in written]
         elif store.catalog:
             _overwrite_catalog_partitions(spark, loc, sdf)
         else:
-            (sdf.coalesce(1).write.mode("overwrite").option("partitionOverwriteMode", "dynamic")
-             .partitionBy(*parts).format(store.output.format).save(loc))
+            (_one_file_per_partition(sdf, parts, len(written)).write.mode("overwrite")
+             .option("partitionOverwriteMode", "dynamic").partitionBy(*parts).format(store.output.format).save(loc))
         for values, n in written:
             self.written.append((table, values, n))
         return loc
@@ -710,6 +728,13 @@ class Transaction:
             self.store.write_commit(self.run_id, self.job, parts)
         except ConfigError as e:
             log.warning("no commit record written: %s", e)
+
+
+def _one_file_per_partition(frame: DataFrame, parts: Sequence[str], n_partitions: int) -> DataFrame:
+    """Each output partition's rows in one task (one file per partition); many partitions in parallel tasks."""
+    if n_partitions <= 1:
+        return frame.coalesce(1)
+    return frame.repartition(min(n_partitions, 16), *parts)
 
 
 def _partition_path(values: Mapping[str, str]) -> str:
