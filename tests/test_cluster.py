@@ -81,11 +81,11 @@ def test_evaluate_on_standalone_cluster_matches_local(cluster, tmp_path):
     assert "Asked to launch executor" in (cluster["run_dir"] / "worker.log").read_text()
 
     def read(out: Path, table: str, keys: list[str]) -> pd.DataFrame:
-        df = pd.read_parquet(out / table / f"ds={DS}")
+        df = pd.read_parquet(out / table / f"ds={DS}").drop(columns="run_id")  # two runs: their own ids
         return df.sort_values(keys).reset_index(drop=True)
 
     diffs = {}
-    for table, keys in (("metrics", KEYS), ("summaries", ["model", "run", "split", "bin"])):
+    for table, keys in (("metrics", KEYS), ("summaries", ["model", "run", "split", "bin", "label"])):
         on_cluster, local = read(tmp_path / "out_cluster", table, keys), read(tmp_path / "out_local", table, keys)
         assert len(on_cluster) == len(local) > 0
         num = [c for c in local.columns if pd.api.types.is_numeric_dtype(local[c])]

@@ -76,7 +76,7 @@ def test_kill_9_at_random_moments_never_shows_a_missing_partition(tmp_path):
     from ctcalc_spark.spark.storage import OutputStore
 
     data, out = tmp_path / "eval", tmp_path / "out"
-    write_demo_eval(data, n_examples_per_day=3000, n_runs=3, n_days=1, seed=2, start_ds=DS)
+    write_demo_eval(data, n_examples_per_day=1500, n_runs=2, n_days=1, seed=2, start_ds=DS)
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH")) if p)}
     cmd = [sys.executable, "-c", textwrap.dedent(WORKER), str(data), str(out), DS]
     first = subprocess.run(cmd + ["once"], env=env, capture_output=True, text=True, timeout=600)
@@ -89,7 +89,7 @@ def test_kill_9_at_random_moments_never_shows_a_missing_partition(tmp_path):
     rng = random.Random(9)
     kills = []
     try:
-        for _ in range(6):
+        for _ in range(4):
             proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
                                     start_new_session=True)
             assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"

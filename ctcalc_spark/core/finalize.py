@@ -120,11 +120,3 @@ def metrics_from_summaries(
             out.append(check_row(row))
     cols = list(keys) + ["slice_name", "slice_value"] + list(METRIC_TYPES[task])
     return pd.DataFrame(out, columns=cols)
-
-
-def spark_schema(types: dict[str, str]):  # type: ignore[no-untyped-def]
-    """A StructType from a {name: 'string'|'long'|'double'} mapping (pyspark imported lazily)."""
-    from pyspark.sql import types as T
-
-    kinds = {"string": T.StringType(), "long": T.LongType(), "double": T.DoubleType()}
-    return T.StructType([T.StructField(n, kinds[t], True) for n, t in types.items()])
