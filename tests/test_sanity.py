@@ -128,3 +128,59 @@ def test_new_config_keys_are_validated(key, value, match):
                             "split": {"min_bias_rows": 100}})
     assert cfg.sanity.max_abs_logit == 30 and cfg.split.min_bias_rows == 100
 
+
+def test_extreme_logits_are_counted_and_reported_by_evaluate_compare_and_the_drift_report(
+        spark, tmp_path, capsys, restore_ctcalc_logger):
+    import json
+
+    import yaml
+
+    from ctcalc_spark.cli.main import main
+    from ctcalc_spark.spark.storage import OutputStore
+
+    rng = np.random.default_rng(0)
+    n, frames = 2000, []
+    x = rng.normal(-1, 1, n)
+    y = (rng.random(n) < sigmoid(x)).astype(int)
+    for run in (0, 1):
+        frames.append(pd.DataFrame({"model": "good", "run": run, "logit": x + rng.normal(0, 0.3, n)}))
+        broken = x + rng.normal(0, 0.3, n)
+        wild = rng.random(n) < 0.3  # constant training features: logits from -6.5e5 to +9e4 on 30 % of rows
+        broken[wild] = rng.uniform(-6.5e5, 9e4, wild.sum())
+        frames.append(pd.DataFrame({"model": "broken", "run": run, "logit": broken}))
+    df = pd.concat([f.assign(ds="2026-03-02", example_id=np.arange(n), label=y) for f in frames], ignore_index=True)
+    df.to_parquet(tmp_path / "eval.parquet")
+    conf = tmp_path / "job.yaml"
+    conf.write_text(yaml.safe_dump({"input": {"path": str(tmp_path / "eval.parquet")},
+                                    "output": {"path": str(tmp_path / "out")}, "split": {"salt": "s"}}))
+    assert main(["evaluate", "--config", str(conf), "--ds", "2026-03-02"]) == 0
+    out, err = capsys.readouterr()
+    assert "WARNING: " in err and "logits outside [-50, 50)" in err and "model=broken run=" in err
+    assert "model=good" not in err
+    m = OutputStore(config_from_dict(yaml.safe_load(conf.read_text()))).read("metrics")
+    m = m[m["slice_name"] == "__all__"].set_index(["model", "run"])
+    for run in ("0", "1"):
+        z = df[(df["model"] == "broken") & (df["run"] == int(run))]["logit"]
+        assert m.loc[("broken", run), "n_extreme"] == int(((z >= 50) | (z < -50)).sum()) > 500
+        assert m.loc[("good", run), "n_extreme"] == 0
+    # compare: a warning in the text and in the report
+    assert main(["compare", "--config", str(conf), "--a", "good", "--b", "broken", "--ds", "2026-03-02",
+                 "--engine", "local", "--bootstrap", "200"]) == 0
+    out, err = capsys.readouterr()
+    assert "WARNING: " in err and "model=broken run=" in err
+    page = (tmp_path / "out" / "compare" / "good_vs_broken" / "report.html").read_text()
+    assert "class='warning'" in page and "logits outside [-50, 50)" in page
+    assert json.loads((tmp_path / "out" / "compare" / "good_vs_broken" / "comparison.json").read_text())["warnings"]
+    # the drift report: a warning line in its summary
+    assert main(["report", "--config", str(conf), "--start", "2026-03-02", "--end", "2026-03-02"]) == 0
+    out, err = capsys.readouterr()
+    assert "model=broken run=" in err
+    html = (tmp_path / "out" / "reports" / "drift_2026-03-02_2026-03-02.html").read_text()
+    summary = html.split("<section id='summary'>")[1].split("</section>")[0]
+    assert "<p class='flag'>WARNING: " in summary and "model=broken" in summary
+    # on_extreme: error stops before writing, naming the groups
+    strict = ["--set", "sanity.on_extreme=error", "--set", f"output.path={tmp_path / 'strict'}"]
+    assert main(["evaluate", "--config", str(conf), "--ds", "2026-03-02", *strict]) == 4
+    err = capsys.readouterr().err
+    assert "ds=2026-03-02 model=broken run=0" in err and "Nothing was written" in err
+    assert not (tmp_path / "strict" / "metrics").exists()
