@@ -155,7 +155,7 @@ def test_rolling_cli_notes_say_why_windows_lack_a_value_and_that_daily_windows_a
                         "first_window 10.")
     assert notes[1].startswith("hint: previous windows had a median of 48 rows, so the bias fitted on them is "
                                "within about ±0.58 logit (95 %) at best; about 1,607 rows give ±0.1 at this base rate")
-    assert "rolling.days >= 34" in notes[1]
+    assert "a longer window (rolling.window: rolling, rolling.days: 34) fits it better" in notes[1]
 
 
 def test_cli_from_a_csv_with_a_header_to_a_rolling_comparison(spark, tmp_path, capsys, restore_ctcalc_logger):
@@ -179,7 +179,7 @@ def test_cli_from_a_csv_with_a_header_to_a_rolling_comparison(spark, tmp_path, c
                  "--ds-from", "2026-01-01", "--ds-to", "2026-01-21", "--window", "day", "--engine", "local",
                  "--bootstrap", "300"]) == 0
     out, err = capsys.readouterr()
-    assert "21 windows (2026-01-01..2026-01-21), 20 in the period sums" in out
+    assert "21 windows (2026-01-01..2026-01-21, days up to 2026-01-21), 20 in the period sums" in out
     assert "Per window:" in out and "rolling_calibrated_log_loss: candidate ahead (Acc > 50%) in" in out
     assert "Period value per run = Σ over the 20 of 21 day windows" in out and "WARNING" not in err
     folder = tmp_path / "out" / "compare" / "candidate_vs_baseline" / "rolling_day"
@@ -197,3 +197,34 @@ def test_cli_from_a_csv_with_a_header_to_a_rolling_comparison(spark, tmp_path, c
     acc = payload["comparisons"][0]["calibrated"]["acc"]
     cand, base = period[period["model"] == "candidate"], period[period["model"] == "baseline"]
     assert acc == _brute_acc(cand["calibrated"], base["calibrated"])
+
+
+def test_regression_rolling_comparison_is_exact():
+    """MSE with a mean shift: window sums are exact, so the period values equal numpy to rounding."""
+    from ctcalc_spark.core.summary import RegressionSummary
+
+    rng = np.random.default_rng(4)
+    days = [(pd.Timestamp("2026-05-01") + pd.Timedelta(days=i)).date().isoformat() for i in range(12)]
+    rows, raw = [], []
+    for i, ds in enumerate(days):
+        y = rng.normal(0.3 * i, 1.0, 200)  # the level drifts; "a" tracks it with a lag, "b" not at all
+        for model, run in itertools.product(("a", "b"), range(3)):
+            p = y + rng.normal(0, 0.5, 200) + (0.3 * (i - 1) if model == "a" else 0.0) - 0.3 * i + 0.1 * run
+            s = RegressionSummary.from_rows(y, p)
+            rows.append({"ds": ds, "model": model, "run": str(run), "split": "remain", "count": s.count,
+                         "weight": s.weight, "wr": s.wr, "wr2": s.wr2, "wp": s.wp, "wy": s.wy})
+            raw.append((i, model, str(run), y, p))
+    spec = WindowSpec("day")
+    table = run_table(pd.DataFrame(rows), "regression", comparison_windows(days[0], days[-1], spec), spec,
+                      first_ds=days[0], end=days[-1])
+    rc = compare_rolling(table, "regression", "a", "b", spec=spec, start=days[0], end=days[-1], n_boot=200)
+    assert rc.calibrated_metric == "rolling_calibrated_mse" and len(rc.period_windows) == 11
+    for (model, run), grp in itertools.groupby(sorted(raw, key=lambda r: (r[1], r[2], r[0])), key=lambda r: r[1:3]):
+        grp = list(grp)
+        v = c = w = 0.0
+        for (_, _, _, y_prev, p_prev), (_, _, _, y, p) in zip(grp[:-1], grp[1:]):
+            shift = float(np.mean(y_prev - p_prev))
+            v, c, w = v + np.sum((y - p) ** 2), c + np.sum((y - p - shift) ** 2), w + y.size
+        got = rc.period_runs.query("model == @model and run == @run").iloc[0]
+        assert got["vanilla"] == pytest.approx(v / w, rel=1e-12)
+        assert got["calibrated"] == pytest.approx(c / w, rel=1e-12)

@@ -95,10 +95,16 @@ def test_hint_names_the_rows_needed_and_what_to_change():
     assert "about 1,921 rows give ±0.1" in hint and "no split.bias_fraction reaches that with 48 rows" in hint
     assert "41 days of 48 rows reach it" in hint and "split.min_bias_rows: 1921" in hint
     assert small_bias_hint(median_bias_rows=3000, median_rows=30000, information=0.2, bias_fraction=0.1) is None
-    raise_it = small_bias_hint(median_bias_rows=500, median_rows=30000, information=0.2, bias_fraction=0.1)
+    quiet = small_bias_hint(median_bias_rows=500, median_rows=30000, information=0.2, bias_fraction=0.1)
+    assert quiet is None  # c* within ±0.196: under twice the ±0.1 target
+    raise_it = small_bias_hint(median_bias_rows=300, median_rows=30000, information=0.2, bias_fraction=0.1)
     assert "raise split.bias_fraction from 0.1 to 0.065" in raise_it
     line = status_line(pd.Series(["ok", "ok", "bias_single_class_negative", "no_bias_rows"]), "groups")
     assert line == "2 of 4 groups (50.0%) have no calibrated value: bias_single_class_negative 1, no_bias_rows 1."
+    rolling = pd.Series(["ok", "first_window", "incomplete_window", "incomplete_window"])
+    line = status_line(rolling, "rows", has_value=pd.Series([True, False, True, True]))
+    assert line == "1 of 4 rows (25.0%) have no calibrated value: first_window 1; 2 have one with a note: " \
+                   "incomplete_window 2."
 
 
 def test_extreme_warning_and_error_name_groups_and_counts():

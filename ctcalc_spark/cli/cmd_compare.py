@@ -49,17 +49,21 @@ def _warnings(cfg: JobConfig, counts: pd.DataFrame, metric: pd.Series | None = N
                          limit=effective_limit(cfg.sanity.max_abs_logit, cfg.histogram.bin_width))
 
 
-def _bias_hint(cfg: JobConfig, per_run: pd.DataFrame) -> str | None:
-    """The small-val-bias hint when runs were left out for want of a calibrated value (base-rate information)."""
+def _bias_hint(cfg: JobConfig, per_run: pd.DataFrame, n_days: int) -> str | None:
+    """The small-val-bias hint when the runs' val-bias parts are small for c* (information from the base rate)."""
+    import pandas as pd
+
     from ctcalc_spark.core.sanity import small_bias_hint
 
-    bad = per_run[per_run["status"] != "ok"]
-    if bad.empty or cfg.task != "binary" or not {"n_bias", "n_rows", "base_rate"} <= set(per_run.columns):
+    if cfg.task != "binary" or not {"n_bias", "n_rows", "base_rate"} <= set(per_run.columns):
         return None
-    p = float(per_run["base_rate"].median())
+    p = float(pd.to_numeric(per_run["base_rate"], errors="coerce").median())
+    if not 0 < p < 1:
+        return None
     return small_bias_hint(median_bias_rows=float(per_run["n_bias"].median()),
                            median_rows=float(per_run["n_rows"].median()), information=p * (1 - p),
-                           bias_fraction=cfg.split.bias_fraction, task=cfg.task, from_base_rate=True)
+                           bias_fraction=cfg.split.bias_fraction, task=cfg.task, from_base_rate=True,
+                           rows_per_day=float(per_run["n_rows"].median()) / max(n_days, 1))
 
 
 def run(args: argparse.Namespace) -> int:
@@ -97,7 +101,7 @@ def run(args: argparse.Namespace) -> int:
     for name, ex in res.excluded.items():
         if ex:
             print(f"left out {len(ex)} run(s) of {name} without a calibrated value: {', '.join(ex)}")
-    hint = _bias_hint(cfg, per_run)
+    hint = _bias_hint(cfg, per_run, len(days))
     if hint:
         print(hint)
     van = per_run.columns[2]
@@ -151,9 +155,9 @@ def _run_rolling(args: argparse.Namespace) -> int:
     title = (f"{args.a} vs {args.b}, {rc.start}..{rc.end}: {kind} windows, bias from the previous window")
     first, last = rc.windows[0], rc.windows[-1]
     print(f"{title}\n")
-    print(f"{len(rc.windows)} windows ({first.window_start}..{last.window_end}), {len(rc.period_windows)} in the "
-          f"period sums; read {len(res.days_read)} days of summaries.")
-    line = status_line(rc.runs["status"], "run-windows")
+    print(f"{len(rc.windows)} windows ({first.window_start}..{last.window_end}, days up to {rc.end}), "
+          f"{len(rc.period_windows)} in the period sums; read {len(res.days_read)} days of summaries.")
+    line = status_line(rc.runs["status"], "run-windows", has_value=rc.runs["calibrated"].notna())
     if line:
         print(line)
     print("\nWhole period:\n")

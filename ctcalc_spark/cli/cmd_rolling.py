@@ -63,7 +63,7 @@ def window_notes(table: pd.DataFrame, task: str) -> list[str]:
     if whole.empty:
         return []
     out = []
-    line = status_line(whole["status"], "rolling rows (model x run x window)")
+    line = status_line(whole["status"], "rolling rows (model x run x window)", has_value=whole["calibrated"].notna())
     if line:
         out.append(line)
     prev = whole[whole["prev_n_rows"] > 0]

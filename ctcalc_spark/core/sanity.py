@@ -33,6 +33,8 @@ from ctcalc_spark.errors import DegenerateBiasError, InputError
 Z_95 = 1.959963984540054
 BIAS_TOLERANCE = 0.1
 """±δ on c* (logit units; regression: residual stds) that the rows-needed hint aims for, at 95 %."""
+HINT_FROM = 2.0
+"""The hints are printed when the median part gives c* only within more than HINT_FROM·BIAS_TOLERANCE."""
 MAX_GROUPS_FOR_INFORMATION = 200
 """The per-row information is the median over at most this many groups (evenly spaced): it is a hint."""
 SHOWN = 5
@@ -149,14 +151,25 @@ def median_information(summaries: pd.DataFrame, by: Sequence[str], bin_width: fl
     return float(np.median(values)) if values else None
 
 
-def status_line(statuses: pd.Series, what: str = "metrics rows") -> str | None:
-    """'N of M <what> (x%) have no calibrated value: status count, ...' or None when every one has."""
-    bad = statuses[statuses != "ok"]
-    if bad.empty:
+def status_line(statuses: pd.Series, what: str = "metrics rows", has_value: pd.Series | None = None) -> str | None:
+    """'N of M <what> (x%) have no calibrated value: status count, ...' or None when every one has a value.
+
+    ``has_value``: which rows have a calibrated value (default: status 'ok'); rows with a value and another
+    status (e.g. incomplete_window) are counted in a second clause.
+    """
+    ok = (statuses == "ok") if has_value is None else has_value.astype(bool)
+    bad, odd = statuses[~ok.to_numpy()], statuses[ok.to_numpy() & (statuses != "ok").to_numpy()]
+    if bad.empty and odd.empty:
         return None
-    counts = ", ".join(f"{k} {v}" for k, v in bad.value_counts().items())
-    return (f"{len(bad)} of {len(statuses)} {what} ({100 * len(bad) / len(statuses):.1f}%) have no calibrated "
-            f"value: {counts}.")
+
+    def counts(s: pd.Series) -> str:
+        return ", ".join(f"{k} {v}" for k, v in s.value_counts().items())
+
+    line = f"{len(bad)} of {len(statuses)} {what} ({100 * len(bad) / len(statuses):.1f}%) have no calibrated value"
+    line += f": {counts(bad)}" if len(bad) else ""
+    if len(odd):
+        line += f"; {len(odd)} have one with a note: {counts(odd)}"
+    return line + "."
 
 
 def small_bias_hint(*, median_bias_rows: float, median_rows: float, information: float | None,
@@ -164,8 +177,8 @@ def small_bias_hint(*, median_bias_rows: float, median_rows: float, information:
                     from_base_rate: bool = False) -> str | None:
     """One line: the val-bias parts' median size, the rows needed for c* within ±0.1, and what to change.
 
-    None when the median val-bias part already has the rows needed. ``median_rows``: rows per group
-    (val-bias + val-remain); ``rows_per_day``: rows per (day, model, run), for the window suggestion;
+    None when the median val-bias part gives c* within ±0.2 (HINT_FROM · BIAS_TOLERANCE). ``median_rows``: rows
+    per group (val-bias + val-remain); ``rows_per_day``: rows per (day, model, run), for the window suggestion;
     ``from_base_rate``: ``information`` is p(1-p) of the base rate, an upper bound (so the rows are a lower bound).
     """
     info = 1.0 if task == "regression" else information
@@ -176,12 +189,12 @@ def small_bias_hint(*, median_bias_rows: float, median_rows: float, information:
     if needed is None:
         return (f"hint: val-bias parts had a median of {median_bias_rows:,.0f} rows, and the predictions are so "
                 "saturated (q(1-q) ≈ 0 on every row) that no number of rows pins c* down; check the model first.")
-    if median_bias_rows >= needed:
+    now = tolerance_of(median_bias_rows, info)
+    if now <= HINT_FROM * BIAS_TOLERANCE:
         return None
     info_text = "" if task == "regression" else (
         f" at this base rate's p(1-p) of {info:.3g} (a lower bound: a sharper model needs more)" if from_base_rate
         else f" at this data's mean q(1-q) of {info:.3g} per row")
-    now = tolerance_of(median_bias_rows, info)
     parts = []
     fraction = needed / median_rows if median_rows > 0 else math.inf
     if fraction <= 0.5:
@@ -213,17 +226,17 @@ def previous_window_hint(*, median_prev_rows: float, information: float | None, 
     """One line for rolling calibration: the previous windows' median size, the rows needed, a longer window.
 
     ``information``: p(1-p) at the base rate (an upper bound on the per-row information, so the rows needed are a
-    lower bound). None when the median previous window already has the rows for c* within ±0.1.
+    lower bound). None when the median previous window gives c* within ±0.2 (HINT_FROM · BIAS_TOLERANCE).
     """
     info = 1.0 if task == "regression" else information
     needed = None if info is None else rows_needed(info)
-    if needed is None or median_prev_rows <= 0 or median_prev_rows >= needed:
+    if needed is None or median_prev_rows <= 0 or tolerance_of(median_prev_rows, info) <= HINT_FROM * BIAS_TOLERANCE:
         return None
     assert info is not None
     unit = "residual stds" if task == "regression" else "logit"
-    days = f" (rolling.window: rolling with rolling.days >= {math.ceil(needed / rows_per_day)}, or week / month)" \
-        if rows_per_day else ""
+    days = f" (rolling.window: rolling, rolling.days: {math.ceil(needed / rows_per_day)})" if rows_per_day else ""
     rate = "" if task == "regression" else " at this base rate (a lower bound: a sharper model needs more)"
     return (f"hint: previous windows had a median of {median_prev_rows:,.0f} rows, so the bias fitted on them is "
             f"within about ±{tolerance_of(median_prev_rows, info):.2g} {unit} (95 %) at best; about {needed:,} rows "
-            f"give ±{BIAS_TOLERANCE:g}{rate}: use a longer window{days}.")
+            f"give ±{BIAS_TOLERANCE:g}{rate}: a longer window{days} fits it better, though under drift its bias is "
+            "older.")
