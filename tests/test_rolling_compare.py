@@ -171,7 +171,8 @@ def test_cli_from_a_csv_with_a_header_to_a_rolling_comparison(spark, tmp_path, c
         "input": {"path": str(tmp_path / "scored.csv"), "format": "csv",
                   "options": {"header": "true", "inferSchema": "true"}},
         "columns": {"ds": "date", "label": "label", "logit": None, "prediction": "score", "example_id": "row_id"},
-        "output": {"path": str(tmp_path / "out")}, "split": {"salt": "own"}}))
+        "output": {"path": str(tmp_path / "out")}, "split": {"salt": "own"},
+        "spark": {"master": "local[2]", "shuffle_partitions": 4}}))  # the session fixture's: main() reuses it
     assert main(["evaluate", "--config", str(conf), "--ds", "2026-01-01..2026-01-21"]) == 0
     out, _ = capsys.readouterr()
     assert "metrics rows" in out and "hint: val-bias parts had a median of " in out and "split.min_bias_rows" in out

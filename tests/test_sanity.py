@@ -135,6 +135,11 @@ def test_new_config_keys_are_validated(key, value, match):
     assert cfg.sanity.max_abs_logit == 30 and cfg.split.min_bias_rows == 100
 
 
+SHARED_SESSION = {"master": "local[2]", "shuffle_partitions": 4}
+"""The CLI's session settings for these tests: those of the session fixture, which main() reuses (and would
+otherwise change for the tests that run after it)."""
+
+
 def test_extreme_logits_are_counted_and_reported_by_evaluate_compare_and_the_drift_report(
         spark, tmp_path, capsys, restore_ctcalc_logger):
     import json
@@ -158,7 +163,8 @@ def test_extreme_logits_are_counted_and_reported_by_evaluate_compare_and_the_dri
     df.to_parquet(tmp_path / "eval.parquet")
     conf = tmp_path / "job.yaml"
     conf.write_text(yaml.safe_dump({"input": {"path": str(tmp_path / "eval.parquet")},
-                                    "output": {"path": str(tmp_path / "out")}, "split": {"salt": "s"}}))
+                                    "output": {"path": str(tmp_path / "out")}, "split": {"salt": "s"},
+                                    "spark": SHARED_SESSION}))
     assert main(["evaluate", "--config", str(conf), "--ds", "2026-03-02"]) == 0
     out, err = capsys.readouterr()
     assert "WARNING: " in err and "logits outside [-50, 50)" in err and "model=broken run=" in err
