@@ -52,6 +52,20 @@ class SplitConfig:
 
     bias_fraction: float = 0.1
     salt: str = "ctcalc"
+    min_bias_rows: int = 0
+    """Groups whose val-bias part has fewer rows get status ``too_few_bias_rows`` and no calibrated value
+    (0 = off). docs/your-own-data.md gives the rows needed for c* to within a tolerance."""
+
+
+@dataclass(frozen=True)
+class SanityConfig:
+    """Checks on the scores: logits outside [-max_abs_logit, max_abs_logit) are counted per group (``n_extreme``,
+    from the histogram bins, so exact when the limit is a multiple of the bin width); ``on_extreme``: ``warn``
+    (print and report them) or ``error`` (stop before writing, naming the groups; saturated probabilities, the
+    ``n_clipped`` rows, count too)."""
+
+    max_abs_logit: float = 50.0
+    on_extreme: str = "warn"
 
 
 @dataclass(frozen=True)
@@ -164,6 +178,7 @@ class JobConfig:
     rolling: RollingConfig = field(default_factory=RollingConfig)
     spark: SparkConfig = field(default_factory=SparkConfig)
     stream: StreamConfig = field(default_factory=StreamConfig)
+    sanity: SanityConfig = field(default_factory=SanityConfig)
     clip_eps: float = 1e-15
     on_invalid: str = "error"
     max_bias_rows_multiclass: int = 2_000_000
@@ -183,6 +198,10 @@ def _validate(cfg: JobConfig) -> None:
     _validate_output(cfg.output)
     if not 0.0 < cfg.split.bias_fraction < 1.0:
         raise ConfigError(f"'split.bias_fraction' must be in (0, 1), got {cfg.split.bias_fraction}.")
+    if isinstance(cfg.split.min_bias_rows, bool) or not isinstance(cfg.split.min_bias_rows, int) \
+            or cfg.split.min_bias_rows < 0:
+        raise ConfigError(f"'split.min_bias_rows' must be an integer >= 0 (0 = off), got {cfg.split.min_bias_rows!r}.")
+    _validate_sanity(cfg.sanity)
     if not 0.0 < cfg.histogram.bin_width <= 0.5:
         raise ConfigError(f"'histogram.bin_width' must be in (0, 0.5], got {cfg.histogram.bin_width}.")
     if cfg.on_invalid not in ("error", "drop"):
@@ -207,6 +226,15 @@ def _validate(cfg: JobConfig) -> None:
             "Set 'columns.example_id' (rows are split by a hash of it) or 'columns.split' (a 'bias'/'remain' column)."
         )
     _validate_stream(cfg.stream)
+
+
+def _validate_sanity(s: SanityConfig) -> None:
+    limit = s.max_abs_logit
+    if isinstance(limit, bool) or not isinstance(limit, (int, float)) or not 0.0 < float(limit) <= 1e9:
+        raise ConfigError(f"'sanity.max_abs_logit' must be a number in (0, 1e9], got {limit!r}; 50 flags logits "
+                          "beyond ±50 (probabilities within 2e-22 of 0 or 1).")
+    if s.on_extreme not in ("warn", "error"):
+        raise ConfigError(f"'sanity.on_extreme' must be 'warn' or 'error', got {s.on_extreme!r}.")
 
 
 def _validate_output(o: OutputConfig) -> None:

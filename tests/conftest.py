@@ -22,6 +22,18 @@ def spark():
 
 
 @pytest.fixture()
+def restore_ctcalc_logger():
+    """For tests that call the CLI's main(): it installs a stderr handler on the 'ctcalc_spark' logger; put the
+    logger back as other tests expect it."""
+    import logging
+
+    logger = logging.getLogger("ctcalc_spark")
+    saved = (list(logger.handlers), logger.level, logger.propagate)
+    yield
+    logger.handlers[:], logger.level, logger.propagate = saved
+
+
+@pytest.fixture()
 def demo_config(tmp_path):
     """A binary config pointing at tmp_path/eval (input) and tmp_path/out (outputs)."""
     from ctcalc_spark.config import config_from_dict

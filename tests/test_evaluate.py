@@ -291,3 +291,26 @@ def test_a_fixed_evaluation_set_without_a_date_column(spark, demo_config, tmp_pa
     assert OutputStore(cfg).days("metrics") == ["2026-01-01"]
     with pytest.raises(ConfigError, match="exactly one --ds"):
         evaluate(spark, cfg, "2026-01-01..2026-01-02")
+
+
+def test_csv_with_a_header_row_via_reader_options(spark, demo_config, tmp_path):
+    df = _binary_rows(models=("a",), runs=(0, 1))
+    _write(df, tmp_path / "eval")
+    csv = tmp_path / "scored.csv"
+    df.to_csv(csv, index=False)  # a header row, floats written with all their digits
+    parquet = evaluate(spark, demo_config(output={"path": str(tmp_path / "out_parquet")}), DS, write=False).metrics
+    cfg = demo_config(input={"path": str(csv), "format": "csv", "options": {"header": "true", "inferSchema": "true"}})
+    got = evaluate(spark, cfg, DS, write=False).metrics
+    assert got["n_rows"].tolist() == parquet["n_rows"].tolist() == [6000, 6000]
+    for col in ("log_loss", "calibrated_log_loss", "bias", "auc"):
+        np.testing.assert_allclose(got[col].astype(float), parquet[col].astype(float), rtol=1e-12)
+    # header only: every column is a string; ids are hashed as strings, the same split as bias_mask on strings
+    as_text = evaluate(spark, demo_config(input={"path": str(csv), "format": "csv", "options": {"header": "true"}}),
+                       DS, write=False).metrics
+    rows = df[df["run"] == 0]
+    isb = bias_mask(rows["example_id"].astype(str), salt="t", bias_fraction=0.1)
+    y, z = rows["label"].to_numpy(float), rows["logit"].to_numpy()
+    want = calibrated_log_loss(y[isb], z[isb], y[~isb], z[~isb])
+    assert abs(as_text.loc[as_text["run"] == "0", "calibrated_log_loss"].iloc[0] - want) <= 1e-6
+    with pytest.raises(InputError, match=r"present columns: \['_c0'.*set input.options: \{header: 'true'\}"):
+        evaluate(spark, demo_config(input={"path": str(csv), "format": "csv"}), DS, write=False)

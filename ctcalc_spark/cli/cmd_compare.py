@@ -2,9 +2,16 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ctcalc_spark.cli.common import add_config_arguments, config_from_args, session_for
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from ctcalc_spark.config import JobConfig
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -14,6 +21,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--ds", help="one logical date YYYY-MM-DD")
     parser.add_argument("--ds-from", help="first day of a range (inclusive); days are merged via the summaries")
     parser.add_argument("--ds-to", help="last day of a range (inclusive)")
+    parser.add_argument("--rolling", action="store_true",
+                        help="compare under rolling calibration (bias fitted on all of the previous window, applied "
+                             "to the next) per window and over --ds-from..--ds-to, from the stored daily summaries")
+    parser.add_argument("--window", choices=("day", "week", "month", "rolling"), default=None,
+                        help="with --rolling: the window (default rolling.window from the config)")
+    parser.add_argument("--days", type=int, default=None,
+                        help="with --rolling --window rolling: its length in days (default rolling.days)")
     parser.add_argument("--out", help="report folder (default <output.path>/compare/<A>_vs_<B>)")
     parser.add_argument("--bootstrap", type=int, default=2000, help="bootstrap resamples (default 2000)")
     parser.add_argument("--level", type=float, default=0.95, help="interval level (default 0.95)")
@@ -26,7 +40,39 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "paths or under spark-submit")
 
 
+def _warnings(cfg: JobConfig, counts: pd.DataFrame, metric: pd.Series | None = None) -> list[str]:
+    from ctcalc_spark.core.sanity import effective_limit, extreme_lines
+
+    if cfg.task != "binary" or counts.empty or "n_extreme" not in counts:
+        return []
+    return extreme_lines(counts, ["model", "run"], metric=metric,
+                         limit=effective_limit(cfg.sanity.max_abs_logit, cfg.histogram.bin_width))
+
+
+def _bias_hint(cfg: JobConfig, per_run: pd.DataFrame, n_days: int) -> str | None:
+    """The small-val-bias hint when the runs' val-bias parts are small for c* (information from the base rate)."""
+    import pandas as pd
+
+    from ctcalc_spark.core.sanity import small_bias_hint
+
+    if cfg.task != "binary" or not {"n_bias", "n_rows", "base_rate"} <= set(per_run.columns):
+        return None
+    p = float(pd.to_numeric(per_run["base_rate"], errors="coerce").median())
+    if not 0 < p < 1:
+        return None
+    return small_bias_hint(median_bias_rows=float(per_run["n_bias"].median()),
+                           median_rows=float(per_run["n_rows"].median()), information=p * (1 - p),
+                           bias_fraction=cfg.split.bias_fraction, task=cfg.task, from_base_rate=True,
+                           rows_per_day=float(per_run["n_rows"].median()) / max(n_days, 1))
+
+
 def run(args: argparse.Namespace) -> int:
+    from ctcalc_spark.errors import ConfigError
+
+    if args.rolling:
+        return _run_rolling(args)
+    if args.window or args.days:
+        raise ConfigError("--window and --days choose the windows of a rolling comparison; add --rolling.")
     from ctcalc_spark.core.accuracy import describe_noise_check
     from ctcalc_spark.jobs.compare import compare_pipelines, resolve_days, run_metrics, summary_payload
     from ctcalc_spark.reports.comparison import (
@@ -39,9 +85,7 @@ def run(args: argparse.Namespace) -> int:
     )
 
     cfg = config_from_args(args)
-    remote = "://" in cfg.output.path and not cfg.output.path.startswith("file://")
-    use_spark = args.engine == "spark" or (args.engine == "auto" and (remote or getattr(args, "_submitted", False)))
-    spark = session_for(args, cfg, "ctcalc-compare") if use_spark else None
+    spark = _spark(args, cfg)
     days = resolve_days(cfg, args.ds, args.ds_from, args.ds_to, spark)
     per_run = run_metrics(cfg, [args.a, args.b], days, spark=spark)
     res = compare_pipelines(per_run, cfg.task, args.a, args.b, n_boot=args.bootstrap, level=args.level,
@@ -57,6 +101,13 @@ def run(args: argparse.Namespace) -> int:
     for name, ex in res.excluded.items():
         if ex:
             print(f"left out {len(ex)} run(s) of {name} without a calibrated value: {', '.join(ex)}")
+    hint = _bias_hint(cfg, per_run, len(days))
+    if hint:
+        print(hint)
+    van = per_run.columns[2]
+    warnings = _warnings(cfg, per_run, per_run[van])
+    for w in warnings:
+        print(w, file=sys.stderr)
     if res.noise_checks:
         print(f"\nSingle run {args.single_run[0]} of {args.a} vs run {args.single_run[1]} of {args.b}:")
         for ch in res.noise_checks:
@@ -64,6 +115,70 @@ def run(args: argparse.Namespace) -> int:
     out = Path(args.out) if args.out else report_dir(cfg.output.path, args.a, args.b)  # --out: the user's own path
     checks = [(args.a, args.b, res.noise_checks)] if res.noise_checks else []
     paths = write_report(out, [c], title=title, noise_checks=checks,
-                         extra=summary_payload(res, days))
+                         extra=summary_payload(res, days), warnings=warnings)
     print(f"\nreport -> {paths['html']}\njson   -> {paths['json']}")
+    return 0
+
+
+def _spark(args: argparse.Namespace, cfg: JobConfig):  # type: ignore[no-untyped-def]
+    remote = "://" in cfg.output.path and not cfg.output.path.startswith("file://")
+    use_spark = args.engine == "spark" or (args.engine == "auto" and (remote or getattr(args, "_submitted", False)))
+    return session_for(args, cfg, "ctcalc-compare") if use_spark else None
+
+
+def _run_rolling(args: argparse.Namespace) -> int:
+    from ctcalc_spark.errors import ConfigError
+    from ctcalc_spark.core.rolling_compare import period_description, to_payload, window_summary
+    from ctcalc_spark.core.sanity import status_line
+    from ctcalc_spark.core.windows import WindowSpec
+    from ctcalc_spark.jobs.compare import rolling_comparison
+    from ctcalc_spark.reports.comparison import (
+        accuracy_table_rows,
+        format_text_table,
+        report_dir,
+        spread_table_rows,
+        write_report,
+    )
+    from ctcalc_spark.reports.rolling_comparison import section_html, write_windows_csv
+
+    if args.ds or not (args.ds_from and args.ds_to):
+        raise ConfigError("--rolling compares windows over a period: give --ds-from DATE and --ds-to DATE "
+                          "(inclusive), not --ds.")
+    if args.single_run:
+        raise ConfigError("--single-run checks one day's runs; run it without --rolling.")
+    cfg = config_from_args(args)
+    spec = WindowSpec(args.window or cfg.rolling.window, args.days or cfg.rolling.days)
+    res = rolling_comparison(cfg, args.a, args.b, args.ds_from, args.ds_to, spec=spec, spark=_spark(args, cfg),
+                             n_boot=args.bootstrap, level=args.level, seed=args.seed)
+    rc, c = res.comparison, res.comparison.period
+    kind = f"rolling {spec.days}-day" if spec.kind == "rolling" else spec.kind
+    title = (f"{args.a} vs {args.b}, {rc.start}..{rc.end}: {kind} windows, bias from the previous window")
+    first, last = rc.windows[0], rc.windows[-1]
+    print(f"{title}\n")
+    print(f"{len(rc.windows)} windows ({first.window_start}..{last.window_end}, days up to {rc.end}), "
+          f"{len(rc.period_windows)} in the period sums; read {len(res.days_read)} days of summaries.")
+    line = status_line(rc.runs["status"], "run-windows", has_value=rc.runs["calibrated"].notna())
+    if line:
+        print(line)
+    print("\nWhole period:\n")
+    print(format_text_table(accuracy_table_rows([c])))
+    print()
+    print(format_text_table(spread_table_rows([c])))
+    print("\n" + c.verdict)
+    print("\nPer window:")
+    for sentence in window_summary(rc):
+        print("  " + sentence)
+    print("\n" + period_description(rc))
+    for name, ex in rc.excluded.items():
+        if ex:
+            print(f"left out {len(ex)} run(s) of {name} without any rolling-calibrated value: {', '.join(ex)}")
+    warnings = _warnings(cfg, res.extreme)
+    for w in warnings:
+        print(w, file=sys.stderr)
+    folder = "rolling_" + (f"{spec.days}d" if spec.kind == "rolling" else spec.kind)
+    out = Path(args.out) if args.out else report_dir(cfg.output.path, args.a, args.b) / folder
+    write_windows_csv(rc, out)
+    paths = write_report(out, [c], title=title, warnings=warnings, sections=[section_html(rc)],
+                         extra={"rolling": to_payload(rc), "days_read": res.days_read})
+    print(f"\nreport -> {paths['html']}\njson   -> {paths['json']}\nwindows -> {out / 'windows.csv'}")
     return 0

@@ -2,14 +2,61 @@
 from __future__ import annotations
 
 import argparse
+import sys
+from typing import TYPE_CHECKING
 
 from ctcalc_spark.cli.common import add_config_arguments, config_from_args, session_for
+
+if TYPE_CHECKING:
+    from ctcalc_spark.config import JobConfig
+    from ctcalc_spark.jobs.evaluate import EvaluateResult
+
+LISTED = 10
+"""Groups without a calibrated value listed one per line; the rest are counted."""
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_config_arguments(parser)
     parser.add_argument("--allow-missing-days", action="store_true",
                         help="with a range: skip days without evaluation rows instead of failing")
+
+
+def data_notes(result: EvaluateResult, cfg: JobConfig) -> list[str]:
+    """Lines about the data behind the metrics: groups without a calibrated value and why, a hint when the
+    val-bias parts are too small for a stable c*, and warnings about extreme logits or clipped probabilities."""
+    from ctcalc_spark.core.finalize import ALL
+    from ctcalc_spark.core.sanity import (
+        effective_limit,
+        extreme_lines,
+        median_information,
+        small_bias_hint,
+        status_line,
+    )
+
+    m = result.metrics
+    whole = m[(m["slice_name"] == ALL) & (m["slice_value"] == ALL)]
+    out = []
+    line = status_line(whole["status"], "groups (day x model x run)")
+    if line:
+        out.append(line)
+    if cfg.task in ("binary", "regression") and not whole.empty:
+        c = cfg.columns
+        info = median_information(result.summaries, ["ds", c.model, c.run], cfg.histogram.bin_width) \
+            if cfg.task == "binary" else None
+        hint = small_bias_hint(median_bias_rows=float(whole["n_bias"].median()),
+                               median_rows=float(whole["n_rows"].median()), information=info,
+                               bias_fraction=cfg.split.bias_fraction, task=cfg.task,
+                               rows_per_day=float(whole["n_rows"].median()))
+        if hint:
+            out.append(hint)
+    if cfg.task == "binary" and not whole.empty:
+        per_run = whole.groupby(["model", "run"], sort=True)[["n_rows", "n_extreme", "n_clipped"]].sum().reset_index()
+        metric = None
+        if len(result.days) == 1:
+            metric = per_run.merge(whole[["model", "run", "log_loss"]], on=["model", "run"], how="left")["log_loss"]
+        out += extreme_lines(per_run, ["model", "run"], metric=metric,
+                             limit=effective_limit(cfg.sanity.max_abs_logit, cfg.histogram.bin_width))
+    return out
 
 
 def run(args: argparse.Namespace) -> int:
@@ -25,7 +72,11 @@ def run(args: argparse.Namespace) -> int:
     print(f"ds={span}: {len(m)} metrics rows ({len(not_ok)} without a calibrated value) -> {result.paths['metrics']}")
     if "summaries" in result.paths:
         print(f"summaries -> {result.paths['summaries']}")
-    for _, r in not_ok.iterrows():
+    for _, r in not_ok.head(LISTED).iterrows():
         print(f"  ds={r['ds']} model={r['model']} run={r['run']} slice={r['slice_name']}={r['slice_value']}: "
               f"status={r['status']}")
+    if len(not_ok) > LISTED:
+        print(f"  ... and {len(not_ok) - LISTED} more (column 'status' of the metrics table)")
+    for line in data_notes(result, cfg):  # warnings on stderr with the other warnings, the rest with the results
+        print(line, file=sys.stderr if line.startswith("WARNING") else sys.stdout)
     return 0

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 
 from ctcalc_spark.cli.common import add_config_arguments, config_from_args
 
@@ -52,4 +53,6 @@ def run(args: argparse.Namespace) -> int:
           f"{len(rep.flags)} of {len(rep.moves)} model-windows flagged by the rule {rep.rule.describe()}")
     for kind, path in rep.paths.items():
         print(f"  {kind}: {path}")
+    for line in rep.warnings:
+        print(line, file=sys.stderr)
     return 0

@@ -2,9 +2,13 @@
 from __future__ import annotations
 
 import argparse
+from typing import TYPE_CHECKING
 
 from ctcalc_spark.cli.common import add_config_arguments, config_from_args, session_for
 from ctcalc_spark.errors import ConfigError
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -43,4 +47,31 @@ def run(args: argparse.Namespace) -> int:
     print(f"ds={span}: {result.spec} windows, last {result.window.label} (previous {result.previous.label}), "
           f"{len(t)} rows, statuses {t['status'].value_counts().to_dict()}, from {len(result.days_read)} daily "
           f"summaries in {result.seconds:.2f} s -> {result.path} (window_spec={result.spec})")
+    for line in window_notes(t, cfg.task):
+        print(line)
     return 0
+
+
+def window_notes(table: pd.DataFrame, task: str) -> list[str]:
+    """Rolling rows without a calibrated value and why; a hint when the previous windows are small for c*."""
+    import pandas as pd
+
+    from ctcalc_spark.core.finalize import ALL
+    from ctcalc_spark.core.sanity import previous_window_hint, status_line
+
+    whole = table[(table["slice_name"] == ALL) & (table["n_rows"] > 0)]
+    if whole.empty:
+        return []
+    out = []
+    line = status_line(whole["status"], "rolling rows (model x run x window)", has_value=whole["calibrated"].notna())
+    if line:
+        out.append(line)
+    prev = whole[whole["prev_n_rows"] > 0]
+    if not prev.empty:
+        p = float(pd.to_numeric(prev["mean_label"], errors="coerce").median())
+        hint = previous_window_hint(median_prev_rows=float(prev["prev_n_rows"].median()),
+                                    information=p * (1 - p) if 0 < p < 1 else None, task=task,
+                                    rows_per_day=float((whole["n_rows"] / whole["n_days"].clip(lower=1)).median()))
+        if hint:
+            out.append(hint)
+    return out

@@ -65,6 +65,19 @@ HIST_LOGIT_LIMIT = 1e9
 missed mass of such a row are linear or flat in any shift a solve can reach, so the calibrated numbers do
 not change; the clamp keeps bin indices (and the scan's packed group key) far from overflow."""
 
+DEFAULT_MAX_ABS_LOGIT = 50.0
+"""Logits outside [-50, 50) are counted as extreme (``n_extreme``): no trained model of calibrated data puts a
+probability within 2e-22 of 0 or 1, so such values mean broken inputs (e.g. constant or unscaled features)."""
+
+
+def extreme_bin(max_abs_logit: float, bin_width: float) -> int:
+    """K such that bins ``k >= K`` and ``k < -K`` hold exactly the logits outside ``[-K·h, K·h)``.
+
+    ``K·h`` is ``max_abs_logit`` rounded up to a multiple of the bin width (equal to it when it is one).
+    """
+    return max(1, int(np.ceil(max_abs_logit / bin_width - 1e-9)))
+
+
 STATUS_OK = "ok"
 STATUS_NO_REMAIN_ROWS = "no_remain_rows"
 
@@ -191,6 +204,13 @@ class BinarySummary:
     @property
     def total_weight(self) -> float:
         return float(self.weight.sum())
+
+    def n_extreme(self, max_abs_logit: float = DEFAULT_MAX_ABS_LOGIT) -> int:
+        """Rows whose logit is outside ``[-L, L)``, ``L`` = max_abs_logit rounded up to a multiple of the bin
+        width: exact from the bins (bin k holds ``[k·h, (k+1)·h)``), no row is touched."""
+        k = extreme_bin(max_abs_logit, self.bin_width)
+        outside = (self.bins >= k) | (self.bins < -k)
+        return int(self.count[:, outside].sum())
 
     @property
     def total_pos_weight(self) -> float:
@@ -332,7 +352,8 @@ def calibrated_log_loss_bound(remain: BinarySummary, c: float) -> float:
     return h3 / (18.0 * np.sqrt(3.0)) + resid * h3 / 6.0
 
 
-def finalize_binary(bias: BinarySummary, remain: BinarySummary) -> dict[str, Any]:
+def finalize_binary(bias: BinarySummary, remain: BinarySummary, *,
+                    max_abs_logit: float = DEFAULT_MAX_ABS_LOGIT) -> dict[str, Any]:
     """One metrics row from the val-bias and val-remain summaries of one group.
 
     ``log_loss``, ``auc``, ``normalized_entropy`` and ``calibration`` are on the
@@ -340,7 +361,8 @@ def finalize_binary(bias: BinarySummary, remain: BinarySummary) -> dict[str, Any
     c*; ``log_loss_remain`` is the vanilla log loss on the same val-remain rows, so
     ``calibration_gain = log_loss_remain - calibrated_log_loss`` is the part of the
     loss a single bias shift removes. Degenerate groups get ``status`` != 'ok' and
-    None (never NaN/inf) in the values that cannot be computed.
+    None (never NaN/inf) in the values that cannot be computed. ``n_extreme``: rows with a
+    logit outside ``[-max_abs_logit, max_abs_logit)`` (:meth:`BinarySummary.n_extreme`).
     """
     whole = bias.merge(remain)
     row: dict[str, Any] = {
@@ -348,6 +370,7 @@ def finalize_binary(bias: BinarySummary, remain: BinarySummary) -> dict[str, Any
         "n_bias": bias.n_rows,
         "n_remain": remain.n_rows,
         "n_clipped": whole.n_clipped,
+        "n_extreme": whole.n_extreme(max_abs_logit),
         "weight": whole.total_weight,
         "base_rate": None,
         "log_loss": None,

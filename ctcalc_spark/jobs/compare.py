@@ -20,6 +20,8 @@ from ctcalc_spark.errors import ConfigError, InputError
 from ctcalc_spark.jobs.evaluate import validate_ds
 from ctcalc_spark.spark.storage import OutputStore
 from ctcalc_spark.core.finalize import ALL, metrics_from_summaries
+from ctcalc_spark.core.rolling_compare import RollingComparison
+from ctcalc_spark.core.windows import WindowSpec
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -31,6 +33,10 @@ METRIC_NAMES = {
     "multiclass": ("log_loss", "calibrated_log_loss"),
     "regression": ("mse", "calibrated_mse"),
 }
+
+
+SANITY_COLUMNS = ("n_rows", "n_bias", "base_rate", "n_extreme", "n_clipped")
+"""Metrics-table columns :func:`run_metrics` passes on for the data checks (when the table has them)."""
 
 
 def metric_names(task: str) -> tuple[str, str]:
@@ -59,7 +65,8 @@ def _read_table(cfg: JobConfig, table: str, days: Sequence[str], models: Sequenc
 
 def run_metrics(cfg: JobConfig, models: Sequence[str], days: Sequence[str], *,
                 spark: SparkSession | None = None) -> pd.DataFrame:
-    """Per (model, run): the vanilla and calibrated metric over ``days`` (columns model, run, <metrics>, status)."""
+    """Per (model, run): the vanilla and calibrated metric over ``days`` (columns model, run, <metrics>, status,
+    and those of :data:`SANITY_COLUMNS` the metrics have)."""
     days = [validate_ds(d) for d in days]
     if not days:
         raise ConfigError("Expected at least one ds to compare.")
@@ -73,7 +80,8 @@ def run_metrics(cfg: JobConfig, models: Sequence[str], days: Sequence[str], *,
         s = _read_table(cfg, "summaries", days, models, spark)
         for col in ("model", "run"):
             s[col] = s[col].astype(str)
-        m = metrics_from_summaries(s, cfg.task, keys=["model", "run"], bin_width=cfg.histogram.bin_width)
+        m = metrics_from_summaries(s, cfg.task, keys=["model", "run"], bin_width=cfg.histogram.bin_width,
+                                   max_abs_logit=cfg.sanity.max_abs_logit, min_bias_rows=cfg.split.min_bias_rows)
     if m.empty:
         raise InputError(f"No metrics rows for models {list(models)} on days {list(days)}.")
     m = m.assign(model=m["model"].astype(str), run=m["run"].astype(str))
@@ -81,7 +89,9 @@ def run_metrics(cfg: JobConfig, models: Sequence[str], days: Sequence[str], *,
     if dup.any():
         raise InputError(f"Several metrics rows per (model, run) for {m.loc[dup, ['model', 'run']].head().values.tolist()}.")
     van, cal = metric_names(cfg.task)
-    return m[["model", "run", van, cal, "status"]].sort_values(["model", "run"], key=_natural).reset_index(drop=True)
+    extra = [x for x in SANITY_COLUMNS if x in m.columns]  # metrics written before a column existed lack it
+    return m[["model", "run", van, cal, "status", *extra]].sort_values(["model", "run"], key=_natural).reset_index(
+        drop=True)
 
 
 def _natural(col: pd.Series) -> pd.Series:
@@ -172,6 +182,52 @@ def resolve_days(cfg: JobConfig, ds: str | None, ds_from: str | None, ds_to: str
         raise InputError(f"No metrics partitions between {lo} and {hi} under "
                          f"{OutputStore(cfg, spark).location('metrics')!r}.")
     return days
+
+
+@dataclass
+class RollingCompareResult:
+    """A rolling comparison with the days it read and the extreme-score counts of its runs over the period."""
+
+    comparison: RollingComparison
+    days_read: list[str]
+    extreme: pd.DataFrame
+
+
+def rolling_comparison(cfg: JobConfig, model_a: str, model_b: str, ds_from: str, ds_to: str, *,
+                       spec: WindowSpec | None = None, spark: SparkSession | None = None, n_boot: int = 2000,
+                       level: float = 0.95, seed: int = 0) -> RollingCompareResult:
+    """Pipelines A and B under previous-window calibration over [ds_from, ds_to], from the stored daily summaries
+    (no rescan): per-window and whole-period Acc, :mod:`ctcalc_spark.core.rolling_compare`."""
+    from ctcalc_spark.core.rolling_compare import comparison_windows, compare_rolling, days_needed, run_table
+    from ctcalc_spark.core.sanity import extreme_counts
+
+    if cfg.task not in ("binary", "regression"):
+        raise ConfigError(f"Rolling comparison supports the binary and regression tasks, got {cfg.task!r}.")
+    lo, hi = validate_ds(ds_from), validate_ds(ds_to)
+    spec = spec or WindowSpec.from_config(cfg.rolling)
+    windows = comparison_windows(lo, hi, spec)
+    store = OutputStore(cfg, spark)
+    available = available_days(cfg, "summaries", spark)
+    if not any(lo <= d <= hi for d in available):
+        span = f"{available[0]}..{available[-1]}" if available else "none"
+        raise InputError(f"No summaries between {lo} and {hi} under {store.location('summaries')!r} (available: "
+                         f"{span}); run `ctcalc evaluate --ds {lo}..{hi}` first.")
+    present = set(available)
+    days = [d for d in days_needed(windows, spec, hi) if d in present]
+    c = cfg.columns
+    rows = store.read("summaries", days=days, where={c.model: [model_a, model_b]})
+    rows = rows.assign(ds=rows["ds"].astype(str),
+                       **{c.model: rows[c.model].astype(str), c.run: rows[c.run].astype(str)})
+    table = run_table(rows, cfg.task, windows, spec, model=c.model, run=c.run, bin_width=cfg.histogram.bin_width,
+                      first_ds=available[0], end=hi)
+    rc = compare_rolling(table, cfg.task, model_a, model_b, spec=spec, start=lo, end=hi, n_boot=n_boot, level=level,
+                         seed=seed)
+    extreme = pd.DataFrame()
+    if cfg.task == "binary":
+        current = rows[rows["ds"].isin({d for w in windows for d in w.days(until=hi)})]
+        extreme = extreme_counts(current.rename(columns={c.model: "model", c.run: "run"}), ["model", "run"],
+                                 max_abs_logit=cfg.sanity.max_abs_logit, bin_width=cfg.histogram.bin_width)
+    return RollingCompareResult(rc, days, extreme)
 
 
 def summary_payload(result: PairResult, days: Sequence[str]) -> dict[str, Any]:

@@ -19,6 +19,7 @@ from ctcalc_spark.core.finalize import (
     KEY_TYPES,
     METRIC_TYPES,
     SUMMARY_TYPES,
+    apply_min_bias_rows,
     check_row,
     metrics_from_summaries,
 )
@@ -188,9 +189,12 @@ def evaluate(
         slices=list(cfg.columns.slices),
         bin_width=cfg.histogram.bin_width,
         invalid_counts=invalid,
+        max_abs_logit=cfg.sanity.max_abs_logit,
+        min_bias_rows=cfg.split.min_bias_rows,
     ).rename(columns={cfg.columns.model: "model", cfg.columns.run: "run"})
     metrics.insert(1, "task", cfg.task)
     check_finite(metrics)
+    _check_extreme(metrics, cfg)
     done = [d for d in days if d not in missing]
     result = EvaluateResult(done[0], metrics, summaries, days=done)
     if exact is not None:
@@ -209,6 +213,17 @@ def evaluate(
             result.paths["metrics"] = tx.write("metrics", metrics, _metric_types(cfg.task))
         result.run_id = tx.run_id
     return result
+
+
+def _check_extreme(metrics: pd.DataFrame, cfg: JobConfig) -> None:
+    """``sanity.on_extreme: error``: stop before writing when a group has extreme logits or clipped probabilities."""
+    if cfg.sanity.on_extreme != "error" or cfg.task != "binary":
+        return
+    from ctcalc_spark.core.sanity import effective_limit, raise_on_extreme
+
+    whole = metrics[metrics["slice_name"] == ALL]
+    raise_on_extreme(whole, ["ds", "model", "run"],
+                     limit=effective_limit(cfg.sanity.max_abs_logit, cfg.histogram.bin_width))
 
 
 EXACT_TYPES = {"model": "string", "run": "string", "c": "double", "n_rows": "long", "cal_weight": "double",
@@ -368,7 +383,7 @@ def _evaluate_multiclass(spark: SparkSession, cfg: JobConfig, days: list[str], d
                 cll = r["cce_remain"] / r["w_remain"]
                 rec.update(status="ok", temperature=float(r["temperature"]), log_loss_remain=llr,
                            calibrated_log_loss=cll, calibration_gain=llr - cll)
-        out.append(check_row(rec))
+        out.append(check_row(apply_min_bias_rows(rec, "multiclass", cfg.split.min_bias_rows)))
     metrics = pd.DataFrame(out).rename(columns={c.model: "model", c.run: "run"})
     metrics["task"] = cfg.task
     metrics["slice_name"] = ALL

@@ -174,6 +174,7 @@ body{font-family:system-ui,-apple-system,Segoe UI,sans-serif;margin:2em;max-widt
 table{border-collapse:collapse;margin:0.6em 0 1.2em}th,td{border:1px solid #ccc;padding:4px 8px;text-align:left;
 font-size:0.9em}th{background:#f3f3f3}.verdict{background:#f8f8f0;border-left:4px solid #b8a500;padding:0.6em 1em}
 .note{color:#555;font-size:0.88em}img{max-width:100%}
+.warning{background:#fff0f0;border-left:4px solid #c62828;padding:0.6em 1em}
 """
 
 
@@ -183,13 +184,17 @@ def render_html(
     title: str = "Pipeline comparison",
     notes: Sequence[str] = (),
     noise_checks: Sequence[tuple[str, str, Sequence[NoiseCheck]]] = (),
+    warnings: Sequence[str] = (),
+    sections: Sequence[str] = (),
 ) -> str:
     """One HTML page: the accuracy table, the spread table, and per pair Figure 1 and the verdict.
 
-    ``noise_checks``: (name_a, name_b, checks) of single-run helper results to include.
+    ``noise_checks``: (name_a, name_b, checks) of single-run helper results to include; ``warnings``: lines shown
+    first, in a warning box (e.g. extreme logits); ``sections``: HTML blocks placed after the tables.
     """
     parts = [f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title>"
              f"<style>{CSS}</style></head><body><h1>{html.escape(title)}</h1>"]
+    parts += [f"<p class='warning'>{html.escape(w)}</p>" for w in warnings]
     if comparisons:
         c0 = comparisons[0]
         parts.append("<h2>Metric accuracy</h2>")
@@ -205,6 +210,7 @@ def render_html(
         parts.append("<p class='note'>std reduction = 1 - std(calibrated) / std(vanilla) across runs. The calibrated "
                      "metric removes one global bias shift fitted on the val-bias rows; a pipeline whose real gain "
                      "is better calibration looks no better under it, so read both columns.</p>")
+    parts += list(sections)
     for c in comparisons:
         parts.append(f"<h2>{html.escape(c.name_a)} vs {html.escape(c.name_b)}</h2>")
         parts.append(img_tag(distributions_png(c), f"{c.name_a} vs {c.name_b}: distributions of both metrics"))
@@ -240,17 +246,21 @@ def write_report(
     notes: Sequence[str] = (),
     noise_checks: Sequence[tuple[str, str, Sequence[NoiseCheck]]] = (),
     extra: dict[str, Any] | None = None,
+    warnings: Sequence[str] = (),
+    sections: Sequence[str] = (),
 ) -> dict[str, Path]:
     """Write ``report.html`` and ``comparison.json`` under ``out_dir``; returns their paths."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     html_path, json_path = out / "report.html", out / "comparison.json"
-    html_path.write_text(render_html(comparisons, title=title, notes=notes, noise_checks=noise_checks))
+    html_path.write_text(render_html(comparisons, title=title, notes=notes, noise_checks=noise_checks,
+                                     warnings=warnings, sections=sections))
     payload = {
         "comparisons": [c.to_dict() for c in comparisons],
         "single_run": [
             {"a": a, "b": b, "checks": [ch.__dict__ for ch in checks]} for a, b, checks in noise_checks
         ],
+        "warnings": list(warnings),
         **(extra or {}),
     }
     json_path.write_text(json.dumps(_json_safe(payload), indent=2, allow_nan=False, default=str))

@@ -133,6 +133,8 @@ class DriftReport:
     latest: dict[tuple[str, str], Any] = field(repr=False, default_factory=dict)
     latest_label: str = ""
     paths: dict[str, str] = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)
+    """Data checks (extreme logits, clipped probabilities) shown in the summary."""
 
     @property
     def whole(self) -> pd.DataFrame:
@@ -285,7 +287,19 @@ def build_report(inp: ReportInput, cfg: JobConfig, start: str, end: str, *, spec
     latest_summ = dict(window_summaries(latest_rows, cfg.task, latest, by=[c.model, c.run],
                                         bin_width=cfg.histogram.bin_width))
     return DriftReport(start, end, cfg.task, spec, rule, int(top), table, moves, flags,
-                       model_summary(whole, moves, spread_table(table)), latest_summ, latest.label)
+                       model_summary(whole, moves, spread_table(table)), latest_summ, latest.label,
+                       warnings=_extreme_warnings(rows[rows["ds"].astype(str).between(start, end)], cfg))
+
+
+def _extreme_warnings(rows: pd.DataFrame, cfg: JobConfig) -> list[str]:
+    """Warning lines for runs with logits beyond sanity.max_abs_logit or clipped probabilities in the period."""
+    from ctcalc_spark.core.sanity import effective_limit, extreme_counts, extreme_lines
+
+    if cfg.task != "binary":
+        return []
+    c, h = cfg.columns, cfg.histogram.bin_width
+    counts = extreme_counts(rows, [c.model, c.run], max_abs_logit=cfg.sanity.max_abs_logit, bin_width=h)
+    return extreme_lines(counts, [c.model, c.run], limit=effective_limit(cfg.sanity.max_abs_logit, h))
 
 
 def headline(report: DriftReport, *, most: int = 5) -> list[str]:
@@ -538,6 +552,7 @@ def render_html(report: DriftReport, cfg: JobConfig, overview: str, plots: dict[
         f"Δc̄ = across-run mean of c*(t) − c*(t−1). <a href='#method'>How to read this page</a>.</p>",
         "<section id='summary'><h2>Summary</h2>",
         *[f"<p class='headline'>{html.escape(line)}</p>" for line in headline(report)],
+        *[f"<p class='flag'>{html.escape(line)}</p>" for line in report.warnings],
         summary_table_html(report), "</section>",
         "<section id='overview'><h2>Bias over time, all models</h2>",
         f"<div class='plot' data-section='overview'>{img_tag(overview, 'mean c* per model over time')}</div>",
@@ -602,7 +617,7 @@ def write_report_files(report: DriftReport, cfg: JobConfig, out_dir: str | Path)
     _write_atomic(paths["flags_csv"], report.flags.to_csv(index=False))
     meta = {"start": report.start, "end": report.end, "task": report.task, "window": report.spec.kind,
             "days": report.spec.days, "rule": {**asdict(report.rule), "description": report.rule.describe()},
-            "config": redact(config_to_dict(cfg)), "summary": _records(report.summary),
+            "config": redact(config_to_dict(cfg)), "warnings": report.warnings, "summary": _records(report.summary),
             "spread": _records(spread_table(report.table)), "flags": _records(report.flags),
             "moves": _records(report.moves), "rows": _records(report.table)}
     _write_atomic(paths["json"], json.dumps(meta, indent=1, default=str, allow_nan=False))

@@ -104,9 +104,12 @@ def check_columns(present: Iterable[str], required: Iterable[str]) -> None:
     have = list(present)
     missing = [r for r in required if r not in have]
     if missing:
+        headerless = bool(have) and all(re.fullmatch(r"_c\d+", c) for c in have)
         raise InputError(
             f"The evaluation table lacks column(s) {missing}; present columns: {sorted(have)}. "
-            "Rename them in the data or map them under 'columns:' in the config."
+            + ("Columns named _c0, _c1, ... come from a CSV read without its header row: set input.options: "
+               "{header: 'true'} (and inferSchema: 'true' for numeric ids)." if headerless else
+               "Rename them in the data or map them under 'columns:' in the config.")
         )
 
 

@@ -1,0 +1,242 @@
+"""Checks on user data that the metrics alone do not make visible (numpy and pandas only).
+
+**Extreme scores.** A logit outside ``[-L, L)`` (``sanity.max_abs_logit``, default 50) puts a probability within
+``e^-50`` of 0 or 1 on a row; a broken model (constant training features, unscaled inputs) produces millions of
+them, and one confidently wrong such row adds ``|z|`` to the log loss sum. They are counted per group from the
+logit histogram (bin ``k`` holds ``[k·h, (k+1)·h)``, so the count is exact when ``L`` is a multiple of the bin
+width ``h``; otherwise ``L`` is rounded up to one): no per-row work in the scan. Saturated probabilities are
+the rows already counted as ``n_clipped``.
+
+**Rows needed for the bias.** c* is the maximum-likelihood estimate of one logit shift. Its variance is the
+inverse Fisher information ``1 / Σ q(1-q)``, ``q = σ(z - c*)`` (unit weights), so with ``n`` val-bias rows
+
+    se(c*) ≈ 1 / sqrt(n · ī),   ī = mean q(1-q) per row  (≤ p(1-p) at base rate p; = p(1-p) for a model
+                                                           that predicts the base rate on every row)
+
+and c* is within ``±δ`` with 95 % probability when ``n ≥ (1.96 / δ)² / ī``. For δ = 0.1 that is 384 / ī:
+1,537 rows at ī = 0.25, 4,269 at a base rate of 10 % with an uninformative model, more for a sharp model
+(small ī). ``tests/test_sanity.py`` checks the formula against simulated c* spreads. For a mean shift
+(regression) ``se(c*) = s / sqrt(n)``, ``s`` the residual std, so ±0.1·s needs 385 rows.
+"""
+from __future__ import annotations
+
+import math
+from typing import Any, Sequence
+
+import numpy as np
+import pandas as pd
+
+from ctcalc_spark.core._math import sigmoid
+from ctcalc_spark.core.summary import BINARY_COUNTS, BINARY_MOMENTS, BinarySummary, extreme_bin
+from ctcalc_spark.errors import DegenerateBiasError, InputError
+
+Z_95 = 1.959963984540054
+BIAS_TOLERANCE = 0.1
+"""±δ on c* (logit units; regression: residual stds) that the rows-needed hint aims for, at 95 %."""
+HINT_FROM = 2.0
+"""The hints are printed when the median part gives c* only within more than HINT_FROM·BIAS_TOLERANCE."""
+MAX_GROUPS_FOR_INFORMATION = 200
+"""The per-row information is the median over at most this many groups (evenly spaced): it is a hint."""
+SHOWN = 5
+"""Groups named in a warning line."""
+
+
+# ---- extreme scores ------------------------------------------------------------------------------
+
+def effective_limit(max_abs_logit: float, bin_width: float) -> float:
+    """The limit actually counted: max_abs_logit rounded up to a multiple of the bin width."""
+    return extreme_bin(max_abs_logit, bin_width) * bin_width
+
+
+def extreme_counts(summaries: pd.DataFrame, by: Sequence[str], *, max_abs_logit: float,
+                   bin_width: float) -> pd.DataFrame:
+    """Per ``by`` group of binary summary-table rows: n_rows, n_extreme (logit outside [-L, L)), n_clipped."""
+    cols = [*by, "n_rows", "n_extreme", "n_clipped"]
+    if summaries.empty or "bin" not in summaries:
+        return pd.DataFrame(columns=cols)
+    k = extreme_bin(max_abs_logit, bin_width)
+    b = summaries["bin"].to_numpy(np.int64)
+    count = summaries["count"].to_numpy(np.int64)
+    frame = summaries[list(by)].assign(n_rows=count, n_extreme=np.where((b >= k) | (b < -k), count, 0),
+                                       n_clipped=summaries["clipped"].to_numpy(np.int64))
+    return frame.groupby(list(by), sort=True, dropna=False)[["n_rows", "n_extreme", "n_clipped"]].sum().reset_index()
+
+
+def _group_text(r: dict[str, Any], by: Sequence[str]) -> str:
+    return " ".join(f"{k}={r[k]}" for k in by)
+
+
+def extreme_lines(counts: pd.DataFrame, by: Sequence[str], *, limit: float, metric: pd.Series | None = None,
+                  metric_name: str = "log_loss") -> list[str]:
+    """Warning lines for groups with extreme logits or clipped probabilities (empty when there are none).
+
+    ``counts``: :func:`extreme_counts` rows (or metrics rows with n_rows, n_extreme, n_clipped);
+    ``metric``: optional values aligned with ``counts`` shown next to each group.
+    """
+    if counts.empty:
+        return []
+    c = counts.assign(metric_value=metric.to_numpy() if metric is not None else np.nan)
+    out = []
+    for col, what in (("n_extreme", f"logits outside [-{limit:g}, {limit:g})"),
+                      ("n_clipped", "probabilities clipped at 0 or 1")):
+        if col not in c:
+            continue
+        hit = c[pd.to_numeric(c[col], errors="coerce").fillna(0) > 0]
+        if hit.empty:
+            continue
+        hit = hit.assign(share=hit[col].astype(float) / hit["n_rows"].astype(float).clip(lower=1))
+        hit = hit.sort_values("share", ascending=False, kind="stable")
+        total, rows = int(hit[col].sum()), int(c["n_rows"].sum())
+        named = []
+        for r in hit.head(SHOWN).to_dict("records"):  # records: column names need not be identifiers
+            extra = "" if pd.isna(r["metric_value"]) else f", {metric_name} {float(r['metric_value']):.4g}"
+            named.append(f"{_group_text(r, by)}: {int(r[col]):,} of {int(r['n_rows']):,} rows "
+                         f"({100 * r['share']:.1f}%{extra})")
+        more = f"; {len(hit) - SHOWN} more" if len(hit) > SHOWN else ""
+        out.append(f"WARNING: {total:,} of {rows:,} rows in {len(hit)} of {len(c)} groups have {what}: "
+                   + "; ".join(named) + more + ". Such scores usually mean broken model inputs (constant or "
+                   "unscaled features); a confidently wrong row adds about |logit| to the log loss sum.")
+    return out
+
+
+def raise_on_extreme(counts: pd.DataFrame, by: Sequence[str], *, limit: float) -> None:
+    """The ``sanity.on_extreme: error`` stop: an InputError naming the groups and counts (nothing written)."""
+    lines = extreme_lines(counts, by, limit=limit)
+    if lines:
+        raise InputError(" ".join(line.removeprefix("WARNING: ") for line in lines)
+                         + " Nothing was written. Fix the model or its inputs, raise sanity.max_abs_logit, or set "
+                         "sanity.on_extreme: warn to write the metrics anyway.")
+
+
+# ---- rows needed for c* -----------------------------------------------------------------------------
+
+def rows_needed(information: float, tolerance: float = BIAS_TOLERANCE) -> int | None:
+    """Rows for c* within ±tolerance (95 %): ``(1.96 / tolerance)² / information``; None when no count reaches it."""
+    if not (information > 1e-12 and math.isfinite(information)):
+        return None
+    return int(math.ceil((Z_95 / tolerance) ** 2 / information))
+
+
+def tolerance_of(rows: float, information: float) -> float:
+    """The 95 % half-width of c* from ``rows`` rows: 1.96 / sqrt(rows · information)."""
+    return Z_95 / math.sqrt(max(rows, 1.0) * information) if information > 0 else math.inf
+
+
+def logit_information(s: BinarySummary) -> float | None:
+    """Mean q(1-q) per unit weight at the group's own c* (c = 0 when none), from the bin centres."""
+    if s.total_weight <= 0:
+        return None
+    try:
+        c = s.solve_bias()
+    except DegenerateBiasError:
+        c = 0.0
+    q = sigmoid(s.centres - c)
+    return float(np.sum(s.weight.sum(axis=0) * q * (1.0 - q)) / s.total_weight)
+
+
+def median_information(summaries: pd.DataFrame, by: Sequence[str], bin_width: float) -> float | None:
+    """Median of :func:`logit_information` over the ``by`` groups of binary summary rows (at most 200 groups)."""
+    if summaries.empty or "bin" not in summaries:
+        return None
+    groups = list(summaries.groupby(list(by), sort=True, dropna=False))
+    step = max(1, len(groups) // MAX_GROUPS_FOR_INFORMATION)
+    fields = list(BINARY_COUNTS + BINARY_MOMENTS)
+    values = []
+    for _, g in groups[::step]:
+        s = BinarySummary.from_columns(bin_width, g["bin"].to_numpy(), g["label"].to_numpy(),
+                                       **{n: g[n].to_numpy() for n in fields})
+        info = logit_information(s)
+        if info is not None:
+            values.append(info)
+    return float(np.median(values)) if values else None
+
+
+def status_line(statuses: pd.Series, what: str = "metrics rows", has_value: pd.Series | None = None) -> str | None:
+    """'N of M <what> (x%) have no calibrated value: status count, ...' or None when every one has a value.
+
+    ``has_value``: which rows have a calibrated value (default: status 'ok'); rows with a value and another
+    status (e.g. incomplete_window) are counted in a second clause.
+    """
+    ok = (statuses == "ok") if has_value is None else has_value.astype(bool)
+    bad, odd = statuses[~ok.to_numpy()], statuses[ok.to_numpy() & (statuses != "ok").to_numpy()]
+    if bad.empty and odd.empty:
+        return None
+
+    def counts(s: pd.Series) -> str:
+        return ", ".join(f"{k} {v}" for k, v in s.value_counts().items())
+
+    line = f"{len(bad)} of {len(statuses)} {what} ({100 * len(bad) / len(statuses):.1f}%) have no calibrated value"
+    line += f": {counts(bad)}" if len(bad) else ""
+    if len(odd):
+        line += f"; {len(odd)} have one with a note: {counts(odd)}"
+    return line + "."
+
+
+def small_bias_hint(*, median_bias_rows: float, median_rows: float, information: float | None,
+                    bias_fraction: float, task: str = "binary", rows_per_day: float | None = None,
+                    from_base_rate: bool = False) -> str | None:
+    """One line: the val-bias parts' median size, the rows needed for c* within ±0.1, and what to change.
+
+    None when the median val-bias part gives c* within ±0.2 (HINT_FROM · BIAS_TOLERANCE). ``median_rows``: rows
+    per group (val-bias + val-remain); ``rows_per_day``: rows per (day, model, run), for the window suggestion;
+    ``from_base_rate``: ``information`` is p(1-p) of the base rate, an upper bound (so the rows are a lower bound).
+    """
+    info = 1.0 if task == "regression" else information
+    if info is None:
+        return None
+    needed = rows_needed(info)
+    unit = "residual stds" if task == "regression" else "logit"
+    if needed is None:
+        return (f"hint: val-bias parts had a median of {median_bias_rows:,.0f} rows, and the predictions are so "
+                "saturated (q(1-q) ≈ 0 on every row) that no number of rows pins c* down; check the model first.")
+    now = tolerance_of(median_bias_rows, info)
+    if now <= HINT_FROM * BIAS_TOLERANCE:
+        return None
+    info_text = "" if task == "regression" else (
+        f" at this base rate's p(1-p) of {info:.3g} (a lower bound: a sharper model needs more)" if from_base_rate
+        else f" at this data's mean q(1-q) of {info:.3g} per row")
+    parts = []
+    fraction = needed / median_rows if median_rows > 0 else math.inf
+    if fraction <= 0.5:
+        parts.append(f"raise split.bias_fraction from {bias_fraction:g} to {_round_up(fraction):g}")
+    else:
+        parts.append(f"no split.bias_fraction reaches that with {median_rows:,.0f} rows per group")
+    if rows_per_day:
+        days = math.ceil(needed / rows_per_day)
+        week, month = tolerance_of(7 * rows_per_day, info), tolerance_of(30 * rows_per_day, info)
+        parts.append(f"fit the bias on whole previous windows instead (`ctcalc rolling`, `ctcalc compare --rolling`; "
+                     f"{days} day{'s' if days != 1 else ''} of {rows_per_day:,.0f} rows reach it, a week ±{week:.2g}, "
+                     f"a month ±{month:.2g})")
+    parts.append(f"or set split.min_bias_rows: {needed} to give smaller parts status too_few_bias_rows")
+    return (f"hint: val-bias parts had a median of {median_bias_rows:,.0f} rows, so c* is only within about "
+            f"±{now:.2g} {unit} (95 %); about {needed:,} rows give ±{BIAS_TOLERANCE:g}{info_text}: "
+            + "; ".join(parts) + ".")
+
+
+def _round_up(x: float) -> float:
+    """Up to two significant digits (0.0312 -> 0.032)."""
+    if x <= 0:
+        return x
+    scale = 10 ** (math.floor(math.log10(x)) - 1)
+    return math.ceil(x / scale - 1e-9) * scale
+
+
+def previous_window_hint(*, median_prev_rows: float, information: float | None, rows_per_day: float | None,
+                         task: str = "binary") -> str | None:
+    """One line for rolling calibration: the previous windows' median size, the rows needed, a longer window.
+
+    ``information``: p(1-p) at the base rate (an upper bound on the per-row information, so the rows needed are a
+    lower bound). None when the median previous window gives c* within ±0.2 (HINT_FROM · BIAS_TOLERANCE).
+    """
+    info = 1.0 if task == "regression" else information
+    needed = None if info is None else rows_needed(info)
+    if needed is None or median_prev_rows <= 0 or tolerance_of(median_prev_rows, info) <= HINT_FROM * BIAS_TOLERANCE:
+        return None
+    assert info is not None
+    unit = "residual stds" if task == "regression" else "logit"
+    days = f" (rolling.window: rolling, rolling.days: {math.ceil(needed / rows_per_day)})" if rows_per_day else ""
+    rate = "" if task == "regression" else " at this base rate (a lower bound: a sharper model needs more)"
+    return (f"hint: previous windows had a median of {median_prev_rows:,.0f} rows, so the bias fitted on them is "
+            f"within about ±{tolerance_of(median_prev_rows, info):.2g} {unit} (95 %) at best; about {needed:,} rows "
+            f"give ±{BIAS_TOLERANCE:g}{rate}: a longer window{days} fits it better, though under drift its bias is "
+            "older.")

@@ -1,0 +1,198 @@
+"""Data checks: extreme logits from the bins, min_bias_rows, the rows-needed formula and hints, the CLI lines."""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from ctcalc_spark.config import config_from_dict
+from ctcalc_spark.core._math import sigmoid
+from ctcalc_spark.core.finalize import metrics_from_summaries
+from ctcalc_spark.core.sanity import (
+    effective_limit,
+    extreme_counts,
+    extreme_lines,
+    logit_information,
+    raise_on_extreme,
+    rows_needed,
+    small_bias_hint,
+    status_line,
+    tolerance_of,
+)
+from ctcalc_spark.core.solvers import solve_logit_shift
+from ctcalc_spark.core.summary import BinarySummary
+from ctcalc_spark.errors import ConfigError, InputError
+
+
+def test_n_extreme_is_exact_from_the_bins_at_the_boundaries():
+    z = np.array([-1e6, -50.0001, -50.0, -49.99999, 0.0, 49.99999, 50.0, 50.00001, 9e4, 3.0])
+    y = np.array([0, 1, 0, 1, 0, 1, 0, 1, 1, 0])
+    s = BinarySummary.from_logits(y, z)
+    # outside [-50, 50): -1e6, -50.0001, 50.0, 50.00001, 9e4 (z = -50 exactly is inside, as bin -1000 holds it)
+    assert s.n_extreme(50.0) == int(np.sum((z >= 50) | (z < -50))) == 5
+    assert s.n_extreme(1e9) == 0
+    # a limit that is not a multiple of the bin width is rounded up to one: 50.02 -> 50.05
+    assert effective_limit(50.02, 0.05) == pytest.approx(50.05)
+    assert s.n_extreme(50.02) == int(np.sum((z >= 50.05) | (z < -50.05))) == 2
+    rows = pd.DataFrame(s.to_columns()).assign(model="m", run="0")
+    got = extreme_counts(rows, ["model", "run"], max_abs_logit=50.0, bin_width=0.05)
+    assert got[["n_rows", "n_extreme", "n_clipped"]].values.tolist() == [[10, 5, 0]]
+
+
+def test_rows_needed_formula_matches_the_simulated_spread_of_c_star():
+    """se(c*) = 1 / sqrt(n · mean q(1-q)): the spread of c* over 400 simulated val-bias parts agrees."""
+    rng = np.random.default_rng(5)
+    n, c0 = 300, 0.4
+    cs, infos = [], []
+    for _ in range(400):
+        z = rng.normal(-1.0, 1.5, n)  # an informative model, base rate about 0.3
+        y = (rng.random(n) < sigmoid(z - c0)).astype(float)
+        c = solve_logit_shift(y, z)
+        q = sigmoid(z - c)
+        cs.append(c)
+        infos.append(float(np.mean(q * (1 - q))))
+    se = 1.0 / np.sqrt(n * np.median(infos))
+    assert np.std(cs) == pytest.approx(se, rel=0.1)
+    half = tolerance_of(n, float(np.median(infos)))
+    assert np.mean(np.abs(np.array(cs) - c0) <= half) == pytest.approx(0.95, abs=0.03)
+    # the figures the docs quote
+    assert rows_needed(0.25) == 1537 and rows_needed(0.1 * 0.9) == 4269 and rows_needed(0.0) is None
+    s = BinarySummary.from_logits(y, z)
+    assert logit_information(s) == pytest.approx(infos[-1], rel=0.02)  # bin centres vs rows
+
+
+def _bias_remain_rows(n_bias: int, n_remain: int, seed: int = 0) -> pd.DataFrame:
+    rng = np.random.default_rng(seed)
+    out = []
+    for split, n in (("bias", n_bias), ("remain", n_remain)):
+        if n == 0:
+            continue
+        z = rng.normal(0, 1, n)
+        y = (rng.random(n) < sigmoid(z)).astype(float)
+        y[:2] = [0, 1]  # both classes
+        out.append(pd.DataFrame(BinarySummary.from_logits(y, z).to_columns()).assign(split=split))
+    return pd.concat(out, ignore_index=True)
+
+
+def test_min_bias_rows_gives_a_status_and_no_calibrated_value():
+    small = _bias_remain_rows(5, 200).assign(model="m", run="small")
+    big = _bias_remain_rows(60, 200, seed=1).assign(model="m", run="big")
+    none = _bias_remain_rows(0, 200, seed=2).assign(model="m", run="none")
+    rows = pd.concat([small, big, none], ignore_index=True)
+    off = metrics_from_summaries(rows, "binary", keys=["model", "run"]).set_index("run")
+    assert off.loc["small", "status"] == "ok" and off.loc["small", "calibrated_log_loss"] is not None
+    on = metrics_from_summaries(rows, "binary", keys=["model", "run"], min_bias_rows=50).set_index("run")
+    assert on.loc["small", "status"] == "too_few_bias_rows" and on.loc["small", "n_bias"] == 5
+    assert on.loc["small", ["calibrated_log_loss", "calibration_gain", "bias"]].isna().all()
+    assert on.loc["small", "log_loss"] == off.loc["small", "log_loss"]  # the vanilla metric is kept
+    assert on.loc["big", "status"] == "ok" and on.loc["none", "status"] == "no_bias_rows"
+
+
+def test_hint_names_the_rows_needed_and_what_to_change():
+    # the user's case: 48 rows a day, val-bias parts of about 5 rows
+    hint = small_bias_hint(median_bias_rows=5, median_rows=48, information=0.2, bias_fraction=0.1, rows_per_day=48)
+    assert hint is not None and hint.startswith("hint: val-bias parts had a median of 5 rows")
+    assert "about 1,921 rows give ±0.1" in hint and "no split.bias_fraction reaches that with 48 rows" in hint
+    assert "41 days of 48 rows reach it" in hint and "split.min_bias_rows: 1921" in hint
+    assert small_bias_hint(median_bias_rows=3000, median_rows=30000, information=0.2, bias_fraction=0.1) is None
+    quiet = small_bias_hint(median_bias_rows=500, median_rows=30000, information=0.2, bias_fraction=0.1)
+    assert quiet is None  # c* within ±0.196: under twice the ±0.1 target
+    raise_it = small_bias_hint(median_bias_rows=300, median_rows=30000, information=0.2, bias_fraction=0.1)
+    assert "raise split.bias_fraction from 0.1 to 0.065" in raise_it
+    line = status_line(pd.Series(["ok", "ok", "bias_single_class_negative", "no_bias_rows"]), "groups")
+    assert line == "2 of 4 groups (50.0%) have no calibrated value: bias_single_class_negative 1, no_bias_rows 1."
+    rolling = pd.Series(["ok", "first_window", "incomplete_window", "incomplete_window"])
+    line = status_line(rolling, "rows", has_value=pd.Series([True, False, True, True]))
+    assert line == "1 of 4 rows (25.0%) have no calibrated value: first_window 1; 2 have one with a note: " \
+                   "incomplete_window 2."
+
+
+def test_extreme_warning_and_error_name_groups_and_counts():
+    counts = pd.DataFrame({"model": ["mlp", "mlp", "lr"], "run": ["0", "1", "0"], "n_rows": [48, 48, 48],
+                           "n_extreme": [40, 0, 0], "n_clipped": [0, 0, 3]})
+    lines = extreme_lines(counts, ["model", "run"], limit=50.0, metric=pd.Series([14059.0, 0.6, 0.7]))
+    assert len(lines) == 2
+    assert lines[0].startswith("WARNING: 40 of 144 rows in 1 of 3 groups have logits outside [-50, 50): "
+                               "model=mlp run=0: 40 of 48 rows (83.3%, log_loss 1.406e+04)")
+    assert "model=lr run=0: 3 of 48 rows" in lines[1] and "clipped" in lines[1]
+    with pytest.raises(InputError, match="model=mlp run=0: 40 of 48 rows.*Nothing was written.*on_extreme: warn"):
+        raise_on_extreme(counts, ["model", "run"], limit=50.0)
+    raise_on_extreme(counts.assign(n_extreme=0, n_clipped=0), ["model", "run"], limit=50.0)  # nothing to stop
+
+
+@pytest.mark.parametrize("key, value, match", [
+    ("sanity", {"on_extreme": "ignore"}, "on_extreme"),
+    ("sanity", {"max_abs_logit": -1}, "max_abs_logit"),
+    ("sanity", {"max_abs_logit": "50"}, "max_abs_logit"),
+    ("split", {"min_bias_rows": -3}, "min_bias_rows"),
+    ("split", {"min_bias_rows": 2.5}, "min_bias_rows"),
+])
+def test_new_config_keys_are_validated(key, value, match):
+    with pytest.raises(ConfigError, match=match):
+        config_from_dict({"input": {"path": "x"}, key: value})
+    cfg = config_from_dict({"input": {"path": "x"}, "sanity": {"max_abs_logit": 30, "on_extreme": "error"},
+                            "split": {"min_bias_rows": 100}})
+    assert cfg.sanity.max_abs_logit == 30 and cfg.split.min_bias_rows == 100
+
+
+SHARED_SESSION = {"master": "local[2]", "shuffle_partitions": 4}
+"""The CLI's session settings for these tests: those of the session fixture, which main() reuses (and would
+otherwise change for the tests that run after it)."""
+
+
+def test_extreme_logits_are_counted_and_reported_by_evaluate_compare_and_the_drift_report(
+        spark, tmp_path, capsys, restore_ctcalc_logger):
+    import json
+
+    import yaml
+
+    from ctcalc_spark.cli.main import main
+    from ctcalc_spark.spark.storage import OutputStore
+
+    rng = np.random.default_rng(0)
+    n, frames = 2000, []
+    x = rng.normal(-1, 1, n)
+    y = (rng.random(n) < sigmoid(x)).astype(int)
+    for run in (0, 1):
+        frames.append(pd.DataFrame({"model": "good", "run": run, "logit": x + rng.normal(0, 0.3, n)}))
+        broken = x + rng.normal(0, 0.3, n)
+        wild = rng.random(n) < 0.3  # constant training features: logits from -6.5e5 to +9e4 on 30 % of rows
+        broken[wild] = rng.uniform(-6.5e5, 9e4, wild.sum())
+        frames.append(pd.DataFrame({"model": "broken", "run": run, "logit": broken}))
+    df = pd.concat([f.assign(ds="2026-03-02", example_id=np.arange(n), label=y) for f in frames], ignore_index=True)
+    df.to_parquet(tmp_path / "eval.parquet")
+    conf = tmp_path / "job.yaml"
+    conf.write_text(yaml.safe_dump({"input": {"path": str(tmp_path / "eval.parquet")},
+                                    "output": {"path": str(tmp_path / "out")}, "split": {"salt": "s"},
+                                    "spark": SHARED_SESSION}))
+    assert main(["evaluate", "--config", str(conf), "--ds", "2026-03-02"]) == 0
+    out, err = capsys.readouterr()
+    assert "WARNING: " in err and "logits outside [-50, 50)" in err and "model=broken run=" in err
+    assert "model=good" not in err
+    m = OutputStore(config_from_dict(yaml.safe_load(conf.read_text()))).read("metrics")
+    m = m[m["slice_name"] == "__all__"].set_index(["model", "run"])
+    for run in ("0", "1"):
+        z = df[(df["model"] == "broken") & (df["run"] == int(run))]["logit"]
+        assert m.loc[("broken", run), "n_extreme"] == int(((z >= 50) | (z < -50)).sum()) > 500
+        assert m.loc[("good", run), "n_extreme"] == 0
+    # compare: a warning in the text and in the report
+    assert main(["compare", "--config", str(conf), "--a", "good", "--b", "broken", "--ds", "2026-03-02",
+                 "--engine", "local", "--bootstrap", "200"]) == 0
+    out, err = capsys.readouterr()
+    assert "WARNING: " in err and "model=broken run=" in err
+    page = (tmp_path / "out" / "compare" / "good_vs_broken" / "report.html").read_text()
+    assert "class='warning'" in page and "logits outside [-50, 50)" in page
+    assert json.loads((tmp_path / "out" / "compare" / "good_vs_broken" / "comparison.json").read_text())["warnings"]
+    # the drift report: a warning line in its summary
+    assert main(["report", "--config", str(conf), "--start", "2026-03-02", "--end", "2026-03-02"]) == 0
+    out, err = capsys.readouterr()
+    assert "model=broken run=" in err
+    html = (tmp_path / "out" / "reports" / "drift_2026-03-02_2026-03-02.html").read_text()
+    summary = html.split("<section id='summary'>")[1].split("</section>")[0]
+    assert "<p class='flag'>WARNING: " in summary and "model=broken" in summary
+    # on_extreme: error stops before writing, naming the groups
+    strict = ["--set", "sanity.on_extreme=error", "--set", f"output.path={tmp_path / 'strict'}"]
+    assert main(["evaluate", "--config", str(conf), "--ds", "2026-03-02", *strict]) == 4
+    err = capsys.readouterr().err
+    assert "ds=2026-03-02 model=broken run=0" in err and "Nothing was written" in err
+    assert not (tmp_path / "strict" / "metrics").exists()
