@@ -23,7 +23,18 @@ INVALID_REASONS = {
     4: "label not allowed for the task",
     5: "negative or non-finite weight",
     6: "split value not 'bias'/'remain'",
+    7: "text that is not a number in the label, score or weight column",
+    8: "malformed record (the reader could not parse it)",
+    9: "null in the model or run column",
+    10: "logit array length differs from the other rows of its model and run",
 }
+"""Codes of the per-row ``invalid`` column (0 = valid). The scan packs the code into 4 bits of its group key."""
+UNATTRIBUTED_CODES = (8, 9)
+"""Codes of rows that no (model, run) owns: counted per day, outside the metrics rows."""
+NULL_SLICE = "__null__"
+"""slice_value of the rows whose slice column is null (a slice of its own, like any other value)."""
+INTERNAL_COLUMNS = ("_ds", "_y", "_z", "_w", "_clipped", "_known_c", "_k", "invalid", "is_bias")
+"""Column names the scan gives its own intermediates; input columns it groups by must be named otherwise."""
 
 
 INTEGRAL_TYPES = ("tinyint", "smallint", "int", "bigint")
