@@ -5,11 +5,33 @@ docs/bad-input.md lists what the user sees for each input; a test below pins eac
 """
 from __future__ import annotations
 
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
+from ctcalc_spark import InputError
 from ctcalc_spark.config import ConfigError, config_from_dict, read_yaml
+from ctcalc_spark.jobs.evaluate import NO_DATE, evaluate
+from ctcalc_spark.spark.scan import INVALID_REASONS, NULL_SLICE
+from tests.test_evaluate import DS, _binary_rows, _write
 
-DS = "2026-11-21"
+N = 400
+
+
+def _rows(**kw) -> pd.DataFrame:
+    return _binary_rows(n=N, models=("a",), runs=(0,), **kw)
+
+
+def _write_files(path, frames):
+    """One Parquet file per frame under path/ds=DS (names f0, f1, ...), types exactly as given."""
+    folder = path / f"ds={DS}"
+    folder.mkdir(parents=True)
+    for i, frame in enumerate(frames):
+        pq.write_table(pa.Table.from_pandas(frame.drop(columns="ds"), preserve_index=False), folder / f"f{i}.parquet")
+    return folder
 
 
 # ---- configuration ------------------------------------------------------------------------------------------
@@ -79,3 +101,154 @@ def test_column_names_that_clash_with_computed_columns_are_rejected(columns, mes
     with pytest.raises(ConfigError) as err:
         config_from_dict({"input": {"path": "x"}, "columns": columns})
     assert message in str(err.value)
+
+
+# ---- rows ---------------------------------------------------------------------------------------------------
+
+def test_null_model_or_run_is_an_invalid_row_in_both_modes(spark, demo_config, tmp_path):
+    df = _rows()
+    df["model"] = np.where(df.index == 3, None, df["model"])
+    df["run"] = np.where(df.index == 5, None, df["run"].astype(str))
+    _write(df, tmp_path / "eval")
+    with pytest.raises(InputError, match=r"2 rows: null in the model or run column"):
+        evaluate(spark, demo_config(), DS, write=False)
+    result = evaluate(spark, demo_config(on_invalid="drop"), DS, write=False)
+    m = result.metrics
+    assert list(m["model"]) == ["a"] and m.loc[0, "n_rows"] == N - 2 and m.loc[0, "status"] == "ok"
+    assert result.uncounted.to_dict("records") == [
+        {"ds": DS, "reason": INVALID_REASONS[9], "n_rows": 2}]
+
+
+def test_null_slice_value_is_a_slice_of_its_own(spark, demo_config, tmp_path):
+    df = _rows()
+    df["country"] = np.where(df.index % 4 == 0, None, "DE")
+    _write(df, tmp_path / "eval")
+    m = evaluate(spark, demo_config(columns={"slices": ["country"]}), DS, write=False).metrics
+    by = m.set_index("slice_value")["n_rows"].to_dict()
+    assert by == {"__all__": N, "DE": N * 3 // 4, NULL_SLICE: N // 4}
+
+
+def test_null_split_value_names_its_reason_and_count(spark, demo_config, tmp_path):
+    df = _rows().assign(split="remain")
+    df.loc[:40, "split"] = "bias"
+    df.loc[7, "split"] = None
+    _write(df, tmp_path / "eval")
+    # used to say "Invalid evaluation rows for ds=...:  (e.g. ...)": the null split value nulled the group key
+    with pytest.raises(InputError, match=r"ds=2026-11-21: 1 rows: null in a required column \(e\.g\."):
+        evaluate(spark, demo_config(columns={"split": "split"}), DS, write=False)
+
+
+def test_split_values_match_in_any_letter_case(spark, demo_config, tmp_path):
+    df = _rows().assign(split="remain")
+    df.loc[:40, "split"] = "bias"
+    _write(df, tmp_path / "eval")
+    lower = evaluate(spark, demo_config(columns={"split": "split"}), DS, write=False).metrics
+    _write(df.assign(split=df["split"].map({"bias": "Bias", "remain": "REMAIN"})), tmp_path / "eval2")
+    mixed = evaluate(spark, demo_config(input={"path": str(tmp_path / "eval2")}, columns={"split": "split"}), DS,
+                     write=False).metrics
+    pd.testing.assert_frame_equal(lower, mixed)
+    assert lower.loc[0, "n_bias"] == 41
+
+
+def test_text_that_is_not_a_number_is_counted_not_a_traceback(spark, demo_config, tmp_path):
+    df = _rows(weights=True)
+    for name in ("label", "logit", "weight"):
+        df[name] = df[name].astype(str)
+    df.loc[3, "label"], df.loc[4, "logit"], df.loc[5, "weight"] = "abc", "n/a", "heavy"
+    _write(df, tmp_path / "eval")
+    cfg = dict(columns={"weight": "weight"})
+    with pytest.raises(InputError, match="3 rows: text that is not a number in the label, score or weight column"):
+        evaluate(spark, demo_config(**cfg), DS, write=False)
+    m = evaluate(spark, demo_config(on_invalid="drop", **cfg), DS, write=False).metrics
+    assert (m.loc[0, "n_invalid"], m.loc[0, "n_rows"], m.loc[0, "status"]) == (3, N - 3, "ok")
+
+
+def test_a_column_without_numbers_is_rejected_before_the_scan(spark, demo_config, tmp_path):
+    df = _rows().assign(label=pd.Timestamp("2026-01-01"))
+    _write(df, tmp_path / "eval")
+    with pytest.raises(InputError, match=r"Column 'label' \('columns.label'\) has Spark type timestamp"):
+        evaluate(spark, demo_config(), DS, write=False)
+
+
+def test_huge_weights_are_rejected_with_a_hint_to_rescale(spark, demo_config, tmp_path):
+    _write(_rows().assign(weight=1e308), tmp_path / "eval")
+    # used to end in "AssertionError: Metric 'weight' came out as inf ... a bug"
+    with pytest.raises(InputError, match=r"too large.*rescale the weights"):
+        evaluate(spark, demo_config(columns={"weight": "weight"}), DS, write=False)
+
+
+@pytest.mark.parametrize("logit", [1e17, 1e300])
+def test_huge_finite_logits_are_evaluated(spark, demo_config, tmp_path, logit):
+    df = _rows()
+    df.loc[:5, "logit"] = logit
+    df.loc[6:9, "logit"] = -logit
+    _write(df, tmp_path / "eval")
+    m = evaluate(spark, demo_config(), DS, write=False).metrics
+    assert m.loc[0, "status"] == "ok" and m.loc[0, "n_rows"] == N
+    assert np.isfinite(m.loc[0, ["log_loss", "calibrated_log_loss", "auc"]].astype(float)).all()
+
+
+def test_rows_without_a_date_are_counted_and_reported(spark, demo_config, tmp_path, capsys):
+    from ctcalc_spark.cli.main import main
+
+    df = _rows()
+    df["ds"] = np.where(df.index < 6, None, DS)  # a date column in the rows, not a folder
+    (tmp_path / "eval").mkdir()
+    pq.write_table(pa.Table.from_pandas(df, preserve_index=False), tmp_path / "eval" / "rows.parquet")
+    result = evaluate(spark, demo_config(), DS, write=False)
+    assert result.metrics.loc[0, "n_rows"] == N - 6
+    assert result.uncounted.to_dict("records") == [{"ds": None, "reason": NO_DATE, "n_rows": 6}]
+    config = tmp_path / "c.yaml"
+    config.write_text(f"input: {{path: {tmp_path / 'eval'}}}\noutput: {{path: {tmp_path / 'out'}}}\n"
+                      "split: {salt: t}\n")
+    assert main(["-q", "evaluate", "--config", str(config), "--ds", DS]) == 0
+    assert f"6 rows in no metrics row (no date): {NO_DATE}" in capsys.readouterr().out
+
+
+def test_malformed_json_records_are_invalid_rows(spark, demo_config, tmp_path):
+    df = _rows()
+    lines = df.to_json(orient="records", lines=True).splitlines()
+    lines.insert(10, '{"model": "a", "run": 0, "ds": "2026-11-21", "label": 1, "logit": ')  # cut short
+    (tmp_path / "eval").mkdir()
+    (tmp_path / "eval" / "rows.json").write_text("\n".join(lines) + "\n")
+    cfg = dict(input={"path": str(tmp_path / "eval"), "format": "json"})
+    # used to become an all-null row that the ds filter dropped: n_rows 400, n_invalid 0, no word
+    with pytest.raises(InputError, match=r"1 rows: malformed record \(the reader could not parse it\)"):
+        evaluate(spark, demo_config(**cfg), DS, write=False)
+    result = evaluate(spark, demo_config(on_invalid="drop", **cfg), DS, write=False)
+    assert result.metrics.loc[0, "n_rows"] == N
+    assert result.uncounted.to_dict("records") == [{"ds": None, "reason": INVALID_REASONS[8], "n_rows": 1}]
+
+
+def test_ragged_multiclass_logits_are_invalid_rows(spark, demo_config, tmp_path):
+    from ctcalc_spark import calibrated_multiclass_log_loss
+    from ctcalc_spark.core.split import bias_mask
+
+    rng = np.random.default_rng(1)
+    z = rng.normal(size=(N, 3))
+    y = rng.integers(0, 3, N)
+    logits = [list(r) for r in z]
+    logits[7] = logits[7][:2]  # a row that lost a class: used as if the problem had two classes
+    df = pd.DataFrame({"model": "a", "run": 0, "ds": DS, "example_id": np.arange(N), "label": y, "logit": logits})
+    _write(df, tmp_path / "eval")
+    cfg = dict(task="multiclass", split={"bias_fraction": 0.2, "salt": "t"})
+    with pytest.raises(InputError, match="1 rows: logit array length differs"):
+        evaluate(spark, demo_config(**cfg), DS, write=False)
+    m = evaluate(spark, demo_config(on_invalid="drop", **cfg), DS, write=False).metrics
+    keep = np.arange(N) != 7
+    isb = bias_mask(np.arange(N), salt="t", bias_fraction=0.2) & keep
+    rem = ~bias_mask(np.arange(N), salt="t", bias_fraction=0.2) & keep
+    assert (m.loc[0, "n_invalid"], m.loc[0, "n_rows"]) == (1, N - 1)
+    assert m.loc[0, "calibrated_log_loss"] == pytest.approx(
+        calibrated_multiclass_log_loss(y[isb], z[isb], y[rem], z[rem]), rel=1e-9)
+
+
+def test_column_names_with_a_dot_or_a_backtick(spark, demo_config, tmp_path):
+    df = _rows(weights=True, slices=True).rename(columns={"country": "geo.country", "weight": "w`x"})
+    _write(df, tmp_path / "eval")
+    cfg = demo_config(columns={"slices": ["geo.country"], "weight": "w`x"})
+    result = evaluate(spark, cfg, DS)
+    m = result.metrics
+    assert set(m["slice_name"]) == {"__all__", "geo.country"} and (m["status"] == "ok").all()
+    assert m.loc[m["slice_name"] == "__all__", "weight"].iloc[0] == pytest.approx(df["w`x"].sum())
+    assert "geo.country" in pd.read_parquet(tmp_path / "out" / "summaries").columns

@@ -28,4 +28,7 @@ def run(args: argparse.Namespace) -> int:
     for _, r in not_ok.iterrows():
         print(f"  ds={r['ds']} model={r['model']} run={r['run']} slice={r['slice_name']}={r['slice_value']}: "
               f"status={r['status']}")
+    for r in result.uncounted.itertuples(index=False):
+        where = "no date" if r.ds is None else f"ds={r.ds}"
+        print(f"  {r.n_rows} rows in no metrics row ({where}): {r.reason}")
     return 0
