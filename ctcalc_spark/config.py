@@ -19,6 +19,7 @@ TASKS = ("binary", "regression", "multiclass")
 
 
 INPUT_FORMATS = ("parquet", "json", "csv", "orc", "avro", "delta", "iceberg")
+DUPLICATE_MODES = ("ignore", "count", "error")
 MIN_BIN_WIDTH = 1e-4
 """Finest histogram bin: one group per bin, and the scan packs the bin index into a 64-bit key."""
 
@@ -32,6 +33,12 @@ class InputConfig:
     format: str = "parquet"
     options: Mapping[str, str] = field(default_factory=dict)
     """Reader options passed to ``spark.read.options(...)``, e.g. ``{header: "true"}`` for CSV with a header row."""
+    skip_unreadable_files: bool = False
+    """Skip files Spark cannot read (corrupt, truncated, other column types: Spark's ``ignoreCorruptFiles``) and
+    report which were skipped, instead of failing the run."""
+    duplicate_ids: str = "ignore"
+    """Rows sharing (day, model, run, example_id): 'ignore' (not checked, no cost), 'count' (counted and reported,
+    one more pass over the ids) or 'error' (counted; any duplicate stops the run)."""
 
 
 @dataclass(frozen=True)
@@ -185,6 +192,15 @@ def _validate(cfg: JobConfig) -> None:
     if cfg.input.format not in INPUT_FORMATS:
         raise ConfigError(f"'input.format' must be one of {list(INPUT_FORMATS)}, got {cfg.input.format!r}; "
                           "any other source can be registered as a table and read with 'input.table'.")
+    if cfg.input.duplicate_ids not in DUPLICATE_MODES:
+        raise ConfigError(f"'input.duplicate_ids' must be one of {list(DUPLICATE_MODES)}, "
+                          f"got {cfg.input.duplicate_ids!r}.")
+    if cfg.input.skip_unreadable_files and cfg.input.table is not None:
+        raise ConfigError("'input.skip_unreadable_files' works with 'input.path'; for a table set the Spark setting "
+                          "spark.sql.files.ignoreCorruptFiles: true under 'spark.conf' (skipped files are not listed).")
+    if cfg.input.duplicate_ids != "ignore" and cfg.columns.example_id is None:
+        raise ConfigError("'input.duplicate_ids' counts rows per 'columns.example_id'; set that column or set "
+                          "'input.duplicate_ids: ignore'.")
     _validate_output(cfg.output)
     _validate_spark(cfg.spark)
     _validate_column_names(cfg)

@@ -5,6 +5,7 @@ docs/bad-input.md lists what the user sees for each input; a test below pins eac
 """
 from __future__ import annotations
 
+import os
 
 import numpy as np
 import pandas as pd
@@ -47,6 +48,7 @@ def _write_files(path, frames):
     ("spark.conf", {"spark.x": {"y": 1}}, "'spark.conf.spark.x' must be a single value"),
     ("on_invalid", True, "'on_invalid' must be a string, got True (bool)"),
     ("output.lease_timeout_s", "1 hour", "'output.lease_timeout_s' must be an integer, got '1 hour' (str)"),
+    ("input.skip_unreadable_files", "yes", "'input.skip_unreadable_files' must be true or false, got 'yes'"),
     ("columns.slices", "country", "'columns.slices' must be a list, got the string 'country'; write [country]"),
     ("histogram.bin_width", "1e-9", r"'histogram.bin_width' must be in [0.0001, 0.5], got 1e-09"),
     ("spark.master", "foo", "'spark.master' must be a Spark master URL: local, local[N]"),
@@ -220,6 +222,19 @@ def test_malformed_json_records_are_invalid_rows(spark, demo_config, tmp_path):
     assert result.uncounted.to_dict("records") == [{"ds": None, "reason": INVALID_REASONS[8], "n_rows": 1}]
 
 
+def test_duplicate_ids_are_counted_per_group_or_stop_the_run(spark, demo_config, tmp_path):
+    df = _rows()
+    again = df.iloc[:5].copy()
+    again.loc[again.index[0], "label"] = 1 - again.loc[again.index[0], "label"]  # one id with both labels
+    _write(pd.concat([df, again, df.iloc[:1]], ignore_index=True), tmp_path / "eval")
+    assert evaluate(spark, demo_config(), DS, write=False).duplicates.empty  # off by default (a pass of its own)
+    found = evaluate(spark, demo_config(input__duplicate_ids="count"), DS, write=False).duplicates
+    assert found.to_dict("records") == [{"ds": DS, "model": "a", "run": "0", "n_duplicate_rows": 6,
+                                         "n_repeated_ids": 5, "n_conflicting_ids": 1}]
+    with pytest.raises(InputError, match=r"6 evaluation rows repeat an example id .* 1 with different labels"):
+        evaluate(spark, demo_config(input__duplicate_ids="error"), DS, write=False)
+
+
 def test_ragged_multiclass_logits_are_invalid_rows(spark, demo_config, tmp_path):
     from ctcalc_spark import calibrated_multiclass_log_loss
     from ctcalc_spark.core.split import bias_mask
@@ -252,3 +267,34 @@ def test_column_names_with_a_dot_or_a_backtick(spark, demo_config, tmp_path):
     assert set(m["slice_name"]) == {"__all__", "geo.country"} and (m["status"] == "ok").all()
     assert m.loc[m["slice_name"] == "__all__", "weight"].iloc[0] == pytest.approx(df["w`x"].sum())
     assert "geo.country" in pd.read_parquet(tmp_path / "out" / "summaries").columns
+
+
+# ---- files --------------------------------------------------------------------------------------------------
+
+def _corrupt_day(tmp_path, kind):
+    df = _rows()
+    first, second = df.iloc[: N // 2], df.iloc[N // 2:]
+    if kind == "types":  # the same column as double in one file, bigint in the other
+        second = second.assign(label=second["label"].astype(float))
+    folder = _write_files(tmp_path / "eval", [first, second])
+    if kind == "truncated":
+        data = (folder / "f1.parquet").read_bytes()
+        (folder / "f1.parquet").write_bytes(data[: len(data) // 2])
+    return str(folder / "f1.parquet")
+
+
+@pytest.mark.parametrize(("kind", "cause"), [
+    ("truncated", "is not a Parquet file"),
+    ("types", "Data type mismatches when reading Parquet column [label]"),
+])
+def test_unreadable_files_name_the_file_or_are_skipped_and_listed(spark, demo_config, tmp_path, kind, cause):
+    bad = _corrupt_day(tmp_path, kind)
+    with pytest.raises(InputError) as err:
+        evaluate(spark, demo_config(), DS, write=False)
+    text = str(err.value)
+    assert text.startswith(f"Cannot read file {bad} of the evaluation table: ") and cause in text
+    assert "input.skip_unreadable_files: true" in text and "\n" not in text and "at org.apache" not in text
+    result = evaluate(spark, demo_config(input__skip_unreadable_files=True), DS, write=False)
+    assert result.skipped_files == [bad]
+    assert result.metrics.loc[0, "n_rows"] == N // 2
+    assert os.path.exists(bad)

@@ -38,7 +38,7 @@ from ctcalc_spark.spark.scan import (
     split_expr,
     summary_aggregation,
 )
-from ctcalc_spark.spark.storage import DS, OutputStore, read_input
+from ctcalc_spark.spark.storage import DS, OutputStore, input_read_errors, read_input, unread_files
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -60,9 +60,15 @@ class EvaluateResult:
     run_id: str | None = None
     uncounted: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=UNCOUNTED_COLUMNS))
     """Rows that no metrics row counts: per ds (None: rows without a date) and reason, ``n_rows``."""
+    duplicates: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=DUPLICATE_COLUMNS))
+    """With ``input.duplicate_ids: count``: per (ds, model, run) with repeated example ids, the extra rows, the
+    repeated ids and the ids seen with both labels (or several label values)."""
+    skipped_files: list[str] = field(default_factory=list)
+    """With ``input.skip_unreadable_files``: the input files that yielded no row."""
 
 
 UNCOUNTED_COLUMNS = ["ds", "reason", "n_rows"]
+DUPLICATE_COLUMNS = ["ds", "model", "run", "n_duplicate_rows", "n_repeated_ids", "n_conflicting_ids"]
 NO_DATE = "null date: the row belongs to no day and is never evaluated"
 
 
@@ -153,6 +159,52 @@ def _invalid_counts(tally: pd.DataFrame, cfg: JobConfig) -> tuple[pd.DataFrame, 
     return owned, uncounted[UNCOUNTED_COLUMNS]
 
 
+def _duplicate_ids(df: DataFrame, cfg: JobConfig) -> pd.DataFrame:
+    """Rows per (ds, model, run) that repeat an example id (one more pass, grouped by id: opt-in)."""
+    from pyspark.sql import functions as F
+
+    c = cfg.columns
+    y = number_column(df, c.label)[0]
+    per_id = (
+        df.where(F.col(DS).isNotNull() & col(str(c.example_id)).isNotNull())
+        .groupBy(F.col(DS).alias("ds"), col(c.model).alias("model"), col(c.run).alias("run"), col(str(c.example_id)))
+        .agg(F.count(F.lit(1)).alias("n"), (F.min(y) != F.max(y)).cast("long").alias("both"))
+        .where(F.col("n") > 1)
+    )
+    out = per_id.groupBy("ds", "model", "run").agg(
+        F.sum(F.col("n") - 1).alias("n_duplicate_rows"), F.count(F.lit(1)).alias("n_repeated_ids"),
+        F.sum(F.coalesce(F.col("both"), F.lit(0))).alias("n_conflicting_ids"),
+    )
+    with input_read_errors(cfg):
+        found = out.select("ds", F.col("model").cast("string"), F.col("run").cast("string"),
+                           *DUPLICATE_COLUMNS[3:]).toPandas()
+    found = found.sort_values(["ds", "model", "run"]).reset_index(drop=True)
+    for r in found.itertuples(index=False):
+        log.warning("ds=%s model=%s run=%s: %d rows repeat an example id (%d ids, %d of them with different labels)",
+                    r.ds, r.model, r.run, r.n_duplicate_rows, r.n_repeated_ids, r.n_conflicting_ids)
+    if not found.empty and cfg.input.duplicate_ids == "error":
+        r = found.iloc[0]
+        raise InputError(
+            f"{int(found['n_duplicate_rows'].sum())} evaluation rows repeat an example id of their day, model and "
+            f"run (e.g. ds={r['ds']}, model={r['model']!r}, run={r['run']!r}: {int(r['n_duplicate_rows'])} extra rows "
+            f"over {int(r['n_repeated_ids'])} ids, {int(r['n_conflicting_ids'])} with different labels); they would "
+            f"count twice in every metric. Deduplicate on '{c.example_id}' upstream, or set "
+            "input.duplicate_ids: count to report them and go on."
+        )
+    return found[DUPLICATE_COLUMNS]
+
+
+def _input_checks(spark: SparkSession, cfg: JobConfig, df: DataFrame, days: list[str], result: EvaluateResult) -> None:
+    """The opt-in checks that cost a pass of their own: repeated ids, files Spark skipped."""
+    if cfg.input.duplicate_ids != "ignore":
+        result.duplicates = _duplicate_ids(df, cfg)
+    if cfg.input.skip_unreadable_files:
+        result.skipped_files = unread_files(spark, cfg, days)
+        if result.skipped_files:
+            log.warning("%d input files were skipped as unreadable (input.skip_unreadable_files): %s",
+                        len(result.skipped_files), result.skipped_files[:20])
+
+
 def _check_days(days: Sequence[str], present: Sequence[str], cfg: JobConfig, allow_missing: bool) -> list[str]:
     missing = sorted(set(days) - set(present))
     where = cfg.input.table or cfg.input.path
@@ -201,7 +253,8 @@ def evaluate(
             raise ConfigError("A known bias is supported for binary and regression tasks, not multiclass.")
         return _evaluate_multiclass(spark, cfg, days, df, write, allow_missing_days)
     kb = _known_bias_frame(spark, cfg, known_bias)
-    agg = summary_aggregation(df, cfg, extra_keys=[DS], known_bias=kb).toPandas().rename(columns={DS: "ds"})
+    with input_read_errors(cfg):
+        agg = summary_aggregation(df, cfg, extra_keys=[DS], known_bias=kb).toPandas().rename(columns={DS: "ds"})
     dated = agg[agg["ds"].notna()]
     missing = _check_days(days, sorted(dated["ds"].astype(str).unique()), cfg, allow_missing_days)
     exact = None if known_bias is None else _exact_sums(dated, cfg, known_bias)
@@ -224,6 +277,7 @@ def evaluate(
     check_finite(metrics)
     done = [d for d in days if d not in missing]
     result = EvaluateResult(done[0], metrics, summaries, days=done, uncounted=uncounted)
+    _input_checks(spark, cfg, df, days, result)
     if exact is not None:
         result.exact = exact
     if write:
@@ -331,7 +385,8 @@ def _evaluate_multiclass(spark: SparkSession, cfg: JobConfig, days: list[str], d
     c = cfg.columns
     keys = [DS, *group_columns(cfg)]
     raw = _multiclass_rows(df, cfg)
-    classes = _class_counts(raw, keys)
+    with input_read_errors(cfg):
+        classes = _class_counts(raw, keys)
     from pyspark.sql import types as T
 
     k_schema = T.StructType([T.StructField(k, T.StringType()) for k in keys] + [T.StructField("_k", T.LongType())])
@@ -348,7 +403,8 @@ def _evaluate_multiclass(spark: SparkSession, cfg: JobConfig, days: list[str], d
             f"{n_bias_total} val-bias rows for ds={days[0]}..{days[-1]} exceed max_bias_rows_multiclass="
             f"{cfg.max_bias_rows_multiclass}; lower split.bias_fraction."
         )
-    bias_pdf = bias_rows.select(*[col(k) for k in keys], "_y", "_z", "_w").toPandas()
+    with input_read_errors(cfg):
+        bias_pdf = bias_rows.select(*[col(k) for k in keys], "_y", "_z", "_w").toPandas()
     temps: list[dict[str, Any]] = []
     for key_vals, grp in bias_pdf.groupby(keys, sort=True):
         key_vals = key_vals if isinstance(key_vals, tuple) else (key_vals,)
@@ -389,15 +445,17 @@ def _evaluate_multiclass(spark: SparkSession, cfg: JobConfig, days: list[str], d
             F.first("temperature", ignorenulls=True).alias("temperature"),
         )
     )
-    agg = agg.toPandas()
+    with input_read_errors(cfg):
+        agg = agg.toPandas()
     agg = agg.rename(columns={DS: "ds"})
     keys = ["ds", *keys[1:]]
     stray = agg[keys].isna().any(axis=1)
     missing = _check_days(days, sorted(agg.loc[agg["ds"].notna(), "ds"].astype(str).unique()), cfg, allow_missing)
     uncounted = pd.DataFrame(columns=UNCOUNTED_COLUMNS)
     if int(agg["n_invalid"].sum()) or stray.any():  # one more pass, over the rows that need telling apart
-        tally = rows.where(~ok | F.col(DS).isNull()).groupBy(
-            F.col(DS).alias("ds"), *[col(k) for k in keys[1:]], "invalid").count().toPandas()
+        with input_read_errors(cfg):
+            tally = rows.where(~ok | F.col(DS).isNull()).groupBy(
+                F.col(DS).alias("ds"), *[col(k) for k in keys[1:]], "invalid").count().toPandas()
         uncounted = _invalid_counts(tally, cfg)[1]
     agg = agg[~stray]
     out = []
@@ -432,6 +490,7 @@ def _evaluate_multiclass(spark: SparkSession, cfg: JobConfig, days: list[str], d
     check_finite(metrics)
     done = [d for d in days if d not in missing]
     result = EvaluateResult(done[0], metrics, pd.DataFrame(), days=done, uncounted=uncounted)
+    _input_checks(spark, cfg, df, days, result)
     if write:
         with OutputStore(cfg, spark).transaction("evaluate") as tx:
             result.paths["metrics"] = tx.write("metrics", metrics, _metric_types("multiclass"))

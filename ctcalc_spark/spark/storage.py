@@ -34,11 +34,12 @@ import socket
 import threading
 import time
 import uuid
+from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Iterable, Iterator, Mapping, Sequence
 
 from ctcalc_spark.config import JobConfig, OutputConfig
-from ctcalc_spark.errors import ConfigError, InputError
+from ctcalc_spark.errors import ConfigError, CtcalcError, InputError
 from ctcalc_spark.spark.files import FileStore, is_local, local_path, supports_exchange
 from ctcalc_spark.spark.names import col, quoted
 
@@ -146,13 +147,16 @@ def _load(spark: SparkSession, cfg: JobConfig, days: Sequence[str] | None = None
             reader = spark.read.format(cfg.input.format)
             if cfg.input.options:
                 reader = reader.options(**dict(cfg.input.options))
+            if cfg.input.skip_unreadable_files:
+                reader = reader.option("ignoreCorruptFiles", "true")
             root = _absolute(str(cfg.input.path))
             day_paths = _day_folders(root, cfg.columns.ds, days)
             df = reader.option("basePath", root).load(day_paths) if day_paths else reader.load(root)
         df.columns  # resolves the schema: a missing path or table fails here
     except Exception as e:  # noqa: BLE001 - AnalysisException and friends: one line, no Java stack
         where = cfg.input.table or cfg.input.path
-        raise InputError(f"Cannot read the evaluation table {where!r}: {_first_line(e)}") from None
+        raise (unreadable_file_error(e, cfg)
+               or InputError(f"Cannot read the evaluation table {where!r}: {_first_line(e)}")) from None
     return df
 
 
@@ -209,6 +213,72 @@ NULL_PARTITION = "__HIVE_DEFAULT_PARTITION__"
 def _first_line(e: BaseException) -> str:
     text = str(e).strip().splitlines()
     return text[0][:400] if text else type(e).__name__
+
+
+_READ_FAILURE = re.compile(r"while reading file (\S+?)\.?(?:\s|$)(.*)")
+
+
+def unreadable_file_error(error: BaseException, cfg: JobConfig) -> InputError | None:
+    """One line naming the file Spark could not read and why (its FAILED_READ_FILE error), or None when
+    ``error`` is about something else."""
+    lines = [ln.strip() for ln in str(error).splitlines() if ln.strip()]
+    m = next((m for m in map(_READ_FAILURE.search, lines) if m), None)
+    if m is None:
+        return None
+    path = _plain_path(m.group(1))
+    cause = re.sub(r"\s*SQLSTATE: \w+\s*$", "", m.group(2)).strip()
+    if not cause:  # the reason is on the Java side: the next 'Caused by' line, without the exception's class
+        at = next(i for i, ln in enumerate(lines) if m.group(0) in ln)
+        line = next((ln for ln in lines[at + 1:] if ln.startswith("Caused by:") and "FAILED_READ_FILE" not in ln), "")
+        cause = re.sub(r"^Caused by:\s*([\w.$]+(Exception|Error):\s*)?", "", line)
+        cause = " ".join("the file" if _plain_path(w) == path else w for w in cause.split()) or "no reason given"
+    fix = "fix or replace the file" if cfg.input.skip_unreadable_files else (
+        "fix or remove the file, or set input.skip_unreadable_files: true to skip unreadable files (they are listed)")
+    return InputError(f"Cannot read file {path} of the evaluation table: {cause.rstrip('.')[:300]}. "
+                      f"{fix[0].upper()}{fix[1:]}.")
+
+
+def _plain_path(path: str) -> str:
+    """A local file URI as a path (file:///tmp/x and file:/tmp/x -> /tmp/x); percent-escapes decoded."""
+    from urllib.parse import unquote
+
+    return "/" + unquote(path[5:]).lstrip("/") if path.startswith("file:") else unquote(path)
+
+
+@contextmanager
+def input_read_errors(cfg: JobConfig) -> Iterator[None]:
+    """Around a query over the input: Spark's failure to read one file becomes a one-line InputError."""
+    try:
+        yield
+    except CtcalcError:
+        raise
+    except Exception as e:  # noqa: BLE001 - classified below; anything else propagates unchanged
+        error = unreadable_file_error(e, cfg)
+        if error is None:
+            raise
+        raise error from None
+
+
+def unread_files(spark: SparkSession, cfg: JobConfig, days: Sequence[str] | None) -> list[str]:
+    """Input files that yielded no row: with ``input.skip_unreadable_files``, the ones Spark skipped.
+
+    One more pass over the columns the scan reads, so it runs only with that option. In a ``<ds>=<day>``
+    folder layout only the folders of ``days`` are read (as the scan does); in any other layout, every file.
+    """
+    from pyspark.sql import functions as F
+
+    df = _load(spark, cfg, days)
+    listed = sorted({_plain_path(f) for f in df.inputFiles()})
+    part = f"/{cfg.columns.ds}=" if cfg.columns.ds else ""
+    if part and days is not None and listed and all(part in f for f in listed):
+        wanted = {*days, NULL_PARTITION}
+        listed = [f for f in listed if f.split(part, 1)[1].split("/", 1)[0] in wanted]
+        day = _day(df, cfg)
+        df = df.where(day.isin(list(days)) | day.isNull())
+    values = F.hash(*[col(n) for n in required_columns(cfg)])  # makes the pass read what the scan reads
+    seen = df.groupBy(F.col("_metadata.file_path").alias("f")).agg(F.max(values).alias("h")).collect()
+    got = {_plain_path(r["f"]) for r in seen}
+    return [f for f in listed if f not in got]
 
 
 # ---- pandas <-> Spark ---------------------------------------------------------------------------------
