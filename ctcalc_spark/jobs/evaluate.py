@@ -235,7 +235,8 @@ def evaluate(
 
     Metrics rows: one per (ds, model, run, slice); see ``METRIC_TYPES`` for columns. Bad rows raise
     :class:`InputError` (``on_invalid: error``) or are excluded and counted in ``n_invalid``
-    (``on_invalid: drop``). Nothing is written unless every metric was computed; the partitions are
+    (``on_invalid: drop``); rows no metrics row owns (no model, run or date) are in ``result.uncounted``
+    (docs/bad-input.md lists what each bad input gets). Nothing is written unless every metric was computed; the partitions are
     replaced by one storage transaction (Spark's dynamic partition overwrite, then a commit record).
 
     ``known_bias`` (optional; binary/regression, one day): a frame of model, run, c (e.g. the previous
