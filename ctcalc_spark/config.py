@@ -5,7 +5,10 @@ Unknown keys are errors (a typo must not silently fall back to a default).
 from __future__ import annotations
 
 import dataclasses
+import math
 import re
+import types
+import typing
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping, get_type_hints
@@ -16,6 +19,9 @@ TASKS = ("binary", "regression", "multiclass")
 
 
 INPUT_FORMATS = ("parquet", "json", "csv", "orc", "avro", "delta", "iceberg")
+DUPLICATE_MODES = ("ignore", "count", "error")
+MIN_BIN_WIDTH = 1e-4
+"""Finest histogram bin: one group per bin, and the scan packs the bin index into a 64-bit key."""
 
 
 @dataclass(frozen=True)
@@ -27,6 +33,12 @@ class InputConfig:
     format: str = "parquet"
     options: Mapping[str, str] = field(default_factory=dict)
     """Reader options passed to ``spark.read.options(...)``, e.g. ``{header: "true"}`` for CSV with a header row."""
+    skip_unreadable_files: bool = False
+    """Skip files Spark cannot read (corrupt, truncated, other column types: Spark's ``ignoreCorruptFiles``) and
+    report which were skipped, instead of failing the run."""
+    duplicate_ids: str = "ignore"
+    """Rows sharing (day, model, run, example_id): 'ignore' (not checked, no cost), 'count' (counted and reported,
+    one more pass over the ids) or 'error' (counted; any duplicate stops the run)."""
 
 
 @dataclass(frozen=True)
@@ -195,15 +207,27 @@ def _validate(cfg: JobConfig) -> None:
     if cfg.input.format not in INPUT_FORMATS:
         raise ConfigError(f"'input.format' must be one of {list(INPUT_FORMATS)}, got {cfg.input.format!r}; "
                           "any other source can be registered as a table and read with 'input.table'.")
+    if cfg.input.duplicate_ids not in DUPLICATE_MODES:
+        raise ConfigError(f"'input.duplicate_ids' must be one of {list(DUPLICATE_MODES)}, "
+                          f"got {cfg.input.duplicate_ids!r}.")
+    if cfg.input.skip_unreadable_files and cfg.input.table is not None:
+        raise ConfigError("'input.skip_unreadable_files' works with 'input.path'; for a table set the Spark setting "
+                          "spark.sql.files.ignoreCorruptFiles: true under 'spark.conf' (skipped files are not listed).")
+    if cfg.input.duplicate_ids != "ignore" and cfg.columns.example_id is None:
+        raise ConfigError("'input.duplicate_ids' counts rows per 'columns.example_id'; set that column or set "
+                          "'input.duplicate_ids: ignore'.")
     _validate_output(cfg.output)
+    _validate_spark(cfg.spark)
+    _validate_column_names(cfg)
     if not 0.0 < cfg.split.bias_fraction < 1.0:
         raise ConfigError(f"'split.bias_fraction' must be in (0, 1), got {cfg.split.bias_fraction}.")
     if isinstance(cfg.split.min_bias_rows, bool) or not isinstance(cfg.split.min_bias_rows, int) \
             or cfg.split.min_bias_rows < 0:
         raise ConfigError(f"'split.min_bias_rows' must be an integer >= 0 (0 = off), got {cfg.split.min_bias_rows!r}.")
     _validate_sanity(cfg.sanity)
-    if not 0.0 < cfg.histogram.bin_width <= 0.5:
-        raise ConfigError(f"'histogram.bin_width' must be in (0, 0.5], got {cfg.histogram.bin_width}.")
+    if not MIN_BIN_WIDTH <= cfg.histogram.bin_width <= 0.5:
+        raise ConfigError(f"'histogram.bin_width' must be in [{MIN_BIN_WIDTH:g}, 0.5], got {cfg.histogram.bin_width:g} "
+                          "(finer bins only cost memory: at 0.05 the histogram error is already about 1e-7).")
     if cfg.on_invalid not in ("error", "drop"):
         raise ConfigError(f"'on_invalid' must be 'error' or 'drop', got {cfg.on_invalid!r}.")
     if not 0.0 < cfg.clip_eps < 1e-3:
@@ -269,9 +293,154 @@ def _validate_stream(s: StreamConfig) -> None:
             raise ConfigError(f"'stream.{name}' must be a positive integer, got {value!r}.")
 
 
+def _validate_spark(s: SparkConfig) -> None:
+    if s.shuffle_partitions < 1:
+        raise ConfigError(f"'spark.shuffle_partitions' must be an integer >= 1, got {s.shuffle_partitions!r}.")
+    if not _MEMORY.match(s.driver_memory):
+        raise ConfigError(f"'spark.driver_memory' must be a JVM memory size like '2g' or '512m', "
+                          f"got {s.driver_memory!r}.")
+    if s.remote is None and not _MASTER.match(s.master):
+        raise ConfigError(f"'spark.master' must be a Spark master URL: local, local[N], local[*], spark://HOST:PORT, "
+                          f"yarn or k8s://URL, got {s.master!r}.")
+    if s.log_level is not None:
+        from ctcalc_spark.spark.session import spark_log_level
+
+        try:
+            spark_log_level(s.log_level)
+        except ConfigError as e:
+            raise ConfigError(f"'spark.log_level': {e}") from None
+    # The Spark settings whose bad values stop the JVM or the session with a Java stack: checked here.
+    for name, (pattern, what) in _CHECKED_SPARK_CONF.items():
+        value = s.conf.get(name)
+        if value is not None and not pattern.match(value):
+            raise ConfigError(f"'spark.conf.{name}' must be {what}, got {value!r}.")
+
+
+_MEMORY = re.compile(r"^\d+\s*([kmgtp]b?|b)?$", re.IGNORECASE)
+_MASTER = re.compile(r"^(local(\[(\d+|\*)(,\s*\d+)?\])?|local-cluster\[.+\]|yarn|spark://.+|k8s://.+)$")
+_CHECKED_SPARK_CONF = {
+    "spark.sql.shuffle.partitions": (re.compile(r"^[1-9]\d*$"), "an integer >= 1"),
+    "spark.driver.memory": (_MEMORY, "a JVM memory size like '2g' or '512m'"),
+    "spark.executor.memory": (_MEMORY, "a JVM memory size like '2g' or '512m'"),
+    "spark.master": (_MASTER, "a Spark master URL (local[N], spark://HOST:PORT, yarn, k8s://URL)"),
+}
+
+
+def reserved_column_names() -> frozenset[str]:
+    """Column names ctcalc computes itself (output tables, scan): a model, run or slice column of that name would
+    be overwritten by a computed value, e.g. a slice named 'status' or 'auc'."""
+    from ctcalc_spark.core.finalize import KEY_TYPES, METRIC_TYPES, SUMMARY_TYPES
+    from ctcalc_spark.core.windows import ROLLING_TYPES
+    from ctcalc_spark.spark.scan import INTERNAL_COLUMNS
+
+    names = {*KEY_TYPES, *ROLLING_TYPES, *INTERNAL_COLUMNS, "window_spec", "run_id"}
+    for kinds in (*METRIC_TYPES.values(), *SUMMARY_TYPES.values()):
+        names.update(kinds)
+    return frozenset(names)
+
+
+def _validate_column_names(cfg: JobConfig) -> None:
+    c = cfg.columns
+    named = [(f"columns.{f.name}", getattr(c, f.name)) for f in dataclasses.fields(c) if f.name != "slices"]
+    for key, name in [*named, *(("columns.slices", s) for s in c.slices)]:
+        if name is not None and not name.strip():
+            raise ConfigError(f"'{key}' must be a column name, got {name!r}.")
+    if c.model == c.run:
+        raise ConfigError(f"'columns.model' and 'columns.run' must be two different columns, both are {c.model!r}.")
+    seen: set[str] = set()
+    for s in c.slices:
+        if s in seen or s in (c.model, c.run):
+            what = "is listed twice" if s in seen else "is also the model or run column"
+            raise ConfigError(f"Slice column {s!r} {what}; 'columns.slices' must name other, distinct columns, "
+                              f"got {list(c.slices)}.")
+        seen.add(s)
+    reserved = reserved_column_names()
+    for key, name in [("model", c.model), ("run", c.run), *(("slices", s) for s in c.slices)]:
+        if name in reserved and name != key:
+            raise ConfigError(
+                f"'columns.{key}' names the input column {name!r}, a name ctcalc gives a computed column (output "
+                f"tables or scan), so its values would be overwritten. Rename it in the input (e.g. a view "
+                f"selecting `{name} AS {name}_{key}`) and name that in 'columns.{key}'. Reserved: {sorted(reserved)}."
+            )
+
+
+# ---- building: YAML values checked against the field types --------------------------------------------------
+
+def _bad_type(key: str, value: Any, expected: str, hint: str = "") -> ConfigError:
+    kind = "null" if value is None else type(value).__name__
+    return ConfigError(f"'{key}' must be {expected}, got {value!r} ({kind}).{hint}")
+
+
+def _number(value: Any) -> float | None:
+    """A YAML number, or a string that reads as one ('1e-9': YAML 1.1 reads exponents without a dot as strings)."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, (int, float)):
+        return float(value)
+    if isinstance(value, str):
+        try:
+            return float(value.strip())
+        except ValueError:
+            return None
+    return None
+
+
+def _coerce(hint: Any, value: Any, key: str) -> Any:
+    """``value`` checked against the field type ``hint`` and converted to it; a ConfigError names the key if not."""
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if origin in (typing.Union, types.UnionType):
+        rest = [a for a in args if a is not type(None)]
+        if value is None and len(rest) < len(args):
+            return None
+        return _coerce(rest[0], value, key) if len(rest) == 1 else value
+    if hint is bool:
+        if not isinstance(value, bool):
+            raise _bad_type(key, value, "true or false")
+        return value
+    if hint is int:
+        number = _number(value)
+        if number is None or not math.isfinite(number) or not number.is_integer():
+            raise _bad_type(key, value, "an integer")
+        return int(number)
+    if hint is float:
+        number = _number(value)
+        if number is None or not math.isfinite(number):
+            raise _bad_type(key, value, "a finite number", " Write numbers like 0.1, 1e-9 or 1.0e-9.")
+        return number
+    if hint is str:
+        if isinstance(value, int) and not isinstance(value, bool):
+            return str(value)
+        if not isinstance(value, str):
+            raise _bad_type(key, value, "a string", " Quote it in YAML if it is meant as text.")
+        return value
+    if origin is tuple:
+        if value is None:
+            return ()
+        if not isinstance(value, (list, tuple)):
+            got = f"the string {value!r}" if isinstance(value, str) else f"{value!r} ({type(value).__name__})"
+            raise ConfigError(f"'{key}' must be a list, got {got}; write [{value}] (YAML) or --set {key}=[{value}].")
+        if args[-1:] == (Ellipsis,):
+            return tuple(_coerce(args[0], v, f"{key}[{i}]") for i, v in enumerate(value))
+        return tuple(value)
+    if isinstance(origin, type) and issubclass(origin, Mapping):
+        if value is None:
+            return {}
+        if not isinstance(value, Mapping):
+            raise _bad_type(key, value, "a mapping of names to values")
+        if args[1:] != (str,):
+            return {k: _coerce(args[1], v, f"{key}.{k}") for k, v in value.items()} if args else dict(value)
+        out: dict[str, str] = {}
+        for k, v in value.items():  # settings passed on as text (Spark options, reader options)
+            if v is None or isinstance(v, (Mapping, list, tuple)):
+                raise _bad_type(f"{key}.{k}", v, "a single value (text, number or true/false)")
+            out[str(k)] = ("true" if v else "false") if isinstance(v, bool) else str(v)
+        return out
+    return value
+
+
 def _build(cls: type, data: Mapping[str, Any], where: str) -> Any:
     if not isinstance(data, Mapping):
-        raise ConfigError(f"'{where or 'config'}' must be a mapping, got {type(data).__name__}.")
+        raise ConfigError(f"'{where.rstrip('.') or 'config'}' must be a mapping, got {data!r} ({type(data).__name__}).")
     hints = get_type_hints(cls)
     known = {f.name for f in dataclasses.fields(cls)}
     unknown = sorted(set(data) - known)
@@ -284,13 +453,8 @@ def _build(cls: type, data: Mapping[str, Any], where: str) -> Any:
         hint = hints[name]
         if dataclasses.is_dataclass(hint):
             kwargs[name] = _build(hint, value or {}, f"{where}{name}.")
-        elif name == "slices":
-            if isinstance(value, str):
-                raise ConfigError(f"'{where}slices' must be a list of column names, got the string {value!r}; "
-                                  f"write [{value}] (YAML) or --set {where}slices=[{value}].")
-            kwargs[name] = tuple(value or ())
         else:
-            kwargs[name] = value
+            kwargs[name] = _coerce(hint, value, f"{where}{name}")
     try:
         return cls(**kwargs)
     except TypeError as e:

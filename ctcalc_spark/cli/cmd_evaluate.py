@@ -77,6 +77,14 @@ def run(args: argparse.Namespace) -> int:
               f"status={r['status']}")
     if len(not_ok) > LISTED:
         print(f"  ... and {len(not_ok) - LISTED} more (column 'status' of the metrics table)")
+    for r in result.uncounted.itertuples(index=False):
+        where = "no date" if r.ds is None else f"ds={r.ds}"
+        print(f"  {r.n_rows} rows in no metrics row ({where}): {r.reason}")
+    for r in result.duplicates.itertuples(index=False):
+        print(f"  ds={r.ds} model={r.model} run={r.run}: {r.n_duplicate_rows} rows repeat an example id "
+              f"({r.n_repeated_ids} ids, {r.n_conflicting_ids} with different labels)")
+    if result.skipped_files:
+        print(f"  {len(result.skipped_files)} unreadable input files skipped: " + ", ".join(result.skipped_files))
     for line in data_notes(result, cfg):  # warnings on stderr with the other warnings, the rest with the results
         print(line, file=sys.stderr if line.startswith("WARNING") else sys.stdout)
     return 0

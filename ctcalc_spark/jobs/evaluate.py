@@ -25,16 +25,21 @@ from ctcalc_spark.core.finalize import (
 )
 from ctcalc_spark.core.solvers import solve_temperature
 from ctcalc_spark.errors import ConfigError, DegenerateBiasError, InputError
+from ctcalc_spark.spark.names import col
 from ctcalc_spark.spark.scan import (
     EXACT_COLUMNS,
     INVALID_REASONS,
     KNOWN_BIAS_COLUMN,
-    group_columns,
-    split_expr,
+    UNATTRIBUTED_CODES,
     decode_aggregate,
+    first_checks,
+    group_columns,
+    invalid_code,
+    number_column,
+    split_expr,
     summary_aggregation,
 )
-from ctcalc_spark.spark.storage import DS, OutputStore, read_input
+from ctcalc_spark.spark.storage import DS, OutputStore, input_read_errors, read_input, unread_files
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -54,6 +59,18 @@ class EvaluateResult:
     """With a known bias: per (model, run) c, cal_weight, cal_loss accumulated exactly in the scan."""
     days: list[str] = field(default_factory=list)
     run_id: str | None = None
+    uncounted: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=UNCOUNTED_COLUMNS))
+    """Rows that no metrics row counts: per ds (None: rows without a date) and reason, ``n_rows``."""
+    duplicates: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=DUPLICATE_COLUMNS))
+    """With ``input.duplicate_ids: count``: per (ds, model, run) with repeated example ids, the extra rows, the
+    repeated ids and the ids seen with both labels (or several label values)."""
+    skipped_files: list[str] = field(default_factory=list)
+    """With ``input.skip_unreadable_files``: the input files that yielded no row."""
+
+
+UNCOUNTED_COLUMNS = ["ds", "reason", "n_rows"]
+DUPLICATE_COLUMNS = ["ds", "model", "run", "n_duplicate_rows", "n_repeated_ids", "n_conflicting_ids"]
+NO_DATE = "null date: the row belongs to no day and is never evaluated"
 
 
 def table_path(cfg: JobConfig, table: str) -> str:
@@ -106,23 +123,87 @@ def check_finite(frame: pd.DataFrame) -> None:
 def _raise_invalid(invalid: pd.DataFrame, cfg: JobConfig) -> None:
     by_reason = invalid.groupby("invalid")["count"].sum().sort_index()
     parts = [f"{int(n)} rows: {INVALID_REASONS[int(code)]}" for code, n in by_reason.items()]
-    first = invalid.iloc[0]
     c = cfg.columns
-    days = sorted(invalid["ds"].astype(str).unique())
-    where = days[0] if len(days) == 1 else f"{len(days)} days ({days[0]}..{days[-1]})"
+    dated = invalid[invalid["ds"].notna()]
+    first = (dated if not dated.empty else invalid).iloc[0]
+    days = sorted(dated["ds"].astype(str).unique())
+    where = "unknown (rows without a date)" if not days else days[0] if len(days) == 1 else \
+        f"{len(days)} days ({days[0]}..{days[-1]})"
     raise InputError(
         f"Invalid evaluation rows for ds={where}: " + "; ".join(parts) + f" (e.g. ds={first['ds']}, "
         f"model={first[c.model]!r}, run={first[c.run]!r}). Binary labels must be 0/1 in '{c.label}', scores "
-        f"finite, probabilities in [0, 1], weights >= 0. Fix the upstream table, or set on_invalid: drop to "
-        "exclude and count them."
+        f"finite numbers, probabilities in [0, 1], weights >= 0, model and run set, records well formed. Fix the "
+        "upstream table, or set on_invalid: drop to exclude and count them."
     )
 
 
-def _invalid_counts(invalid: pd.DataFrame, cfg: JobConfig) -> pd.DataFrame:
+def _invalid_counts(tally: pd.DataFrame, cfg: JobConfig) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(n_invalid per metrics group, rows no metrics row owns) of the invalid-row tally; raises in error mode.
+
+    ``tally``: rows per (ds, model, run, slices, invalid code); ds is None for rows without a date, which are
+    reported (never evaluated) but stop the run only when they are malformed records.
+    """
     keys = ["ds", *group_columns(cfg)]
-    if not invalid.empty and cfg.on_invalid == "error":
-        _raise_invalid(invalid, cfg)
-    return invalid.groupby(keys, dropna=False)["count"].sum().rename("n_invalid").reset_index()
+    no_date = tally["ds"].isna()
+    stops = tally[~no_date | (tally["invalid"] == 8)]
+    if not stops.empty and cfg.on_invalid == "error":
+        _raise_invalid(stops, cfg)
+    stray = no_date | tally["invalid"].isin(UNATTRIBUTED_CODES)
+    owned = tally[~stray].groupby(keys, dropna=False)["count"].sum().rename("n_invalid").reset_index()
+    other = tally[stray].assign(reason=[NO_DATE if pd.isna(d) and code != 8 else INVALID_REASONS[int(code)]
+                                        for d, code in zip(tally.loc[stray, "ds"], tally.loc[stray, "invalid"])])
+    uncounted = other.groupby(["ds", "reason"], dropna=False)["count"].sum().rename("n_rows").reset_index()
+    uncounted["ds"] = uncounted["ds"].astype(object).where(uncounted["ds"].notna(), None)
+    for r in uncounted.itertuples(index=False):
+        log.warning("%d evaluation rows (ds=%s) are in no metrics row: %s", r.n_rows,
+                    "none" if pd.isna(r.ds) else r.ds, r.reason)
+    return owned, uncounted[UNCOUNTED_COLUMNS]
+
+
+def _duplicate_ids(df: DataFrame, cfg: JobConfig) -> pd.DataFrame:
+    """Rows per (ds, model, run) that repeat an example id (one more pass, grouped by id: opt-in)."""
+    from pyspark.sql import functions as F
+
+    c = cfg.columns
+    y = number_column(df, c.label)[0]
+    per_id = (
+        df.where(F.col(DS).isNotNull() & col(str(c.example_id)).isNotNull())
+        .groupBy(F.col(DS).alias("ds"), col(c.model).alias("model"), col(c.run).alias("run"), col(str(c.example_id)))
+        .agg(F.count(F.lit(1)).alias("n"), (F.min(y) != F.max(y)).cast("long").alias("both"))
+        .where(F.col("n") > 1)
+    )
+    out = per_id.groupBy("ds", "model", "run").agg(
+        F.sum(F.col("n") - 1).alias("n_duplicate_rows"), F.count(F.lit(1)).alias("n_repeated_ids"),
+        F.sum(F.coalesce(F.col("both"), F.lit(0))).alias("n_conflicting_ids"),
+    )
+    with input_read_errors(cfg):
+        found = out.select("ds", F.col("model").cast("string"), F.col("run").cast("string"),
+                           *DUPLICATE_COLUMNS[3:]).toPandas()
+    found = found.sort_values(["ds", "model", "run"]).reset_index(drop=True)
+    for r in found.itertuples(index=False):
+        log.warning("ds=%s model=%s run=%s: %d rows repeat an example id (%d ids, %d of them with different labels)",
+                    r.ds, r.model, r.run, r.n_duplicate_rows, r.n_repeated_ids, r.n_conflicting_ids)
+    if not found.empty and cfg.input.duplicate_ids == "error":
+        r = found.iloc[0]
+        raise InputError(
+            f"{int(found['n_duplicate_rows'].sum())} evaluation rows repeat an example id of their day, model and "
+            f"run (e.g. ds={r['ds']}, model={r['model']!r}, run={r['run']!r}: {int(r['n_duplicate_rows'])} extra rows "
+            f"over {int(r['n_repeated_ids'])} ids, {int(r['n_conflicting_ids'])} with different labels); they would "
+            f"count twice in every metric. Deduplicate on '{c.example_id}' upstream, or set "
+            "input.duplicate_ids: count to report them and go on."
+        )
+    return found[DUPLICATE_COLUMNS]
+
+
+def _input_checks(spark: SparkSession, cfg: JobConfig, df: DataFrame, days: list[str], result: EvaluateResult) -> None:
+    """The opt-in checks that cost a pass of their own: repeated ids, files Spark skipped."""
+    if cfg.input.duplicate_ids != "ignore":
+        result.duplicates = _duplicate_ids(df, cfg)
+    if cfg.input.skip_unreadable_files:
+        result.skipped_files = unread_files(spark, cfg, days)
+        if result.skipped_files:
+            log.warning("%d input files were skipped as unreadable (input.skip_unreadable_files): %s",
+                        len(result.skipped_files), result.skipped_files[:20])
 
 
 def _check_days(days: Sequence[str], present: Sequence[str], cfg: JobConfig, allow_missing: bool) -> list[str]:
@@ -155,7 +236,8 @@ def evaluate(
 
     Metrics rows: one per (ds, model, run, slice); see ``METRIC_TYPES`` for columns. Bad rows raise
     :class:`InputError` (``on_invalid: error``) or are excluded and counted in ``n_invalid``
-    (``on_invalid: drop``). Nothing is written unless every metric was computed; the partitions are
+    (``on_invalid: drop``); rows no metrics row owns (no model, run or date) are in ``result.uncounted``
+    (docs/bad-input.md lists what each bad input gets). Nothing is written unless every metric was computed; the partitions are
     replaced by one storage transaction (Spark's dynamic partition overwrite, then a commit record).
 
     ``known_bias`` (optional; binary/regression, one day): a frame of model, run, c (e.g. the previous
@@ -173,15 +255,18 @@ def evaluate(
             raise ConfigError("A known bias is supported for binary and regression tasks, not multiclass.")
         return _evaluate_multiclass(spark, cfg, days, df, write, allow_missing_days)
     kb = _known_bias_frame(spark, cfg, known_bias)
-    agg = summary_aggregation(df, cfg, extra_keys=[DS], known_bias=kb).toPandas().rename(columns={DS: "ds"})
-    missing = _check_days(days, sorted(agg["ds"].astype(str).unique()), cfg, allow_missing_days)
-    exact = None if known_bias is None else _exact_sums(agg, cfg, known_bias)
-    summaries, tally = decode_aggregate(agg, cfg, extra=["ds"])
-    invalid = _invalid_counts(tally, cfg)
-    empty = sorted(set(agg["ds"]) - set(summaries["ds"]))
+    with input_read_errors(cfg):
+        agg = summary_aggregation(df, cfg, extra_keys=[DS], known_bias=kb).toPandas().rename(columns={DS: "ds"})
+    dated = agg[agg["ds"].notna()]
+    missing = _check_days(days, sorted(dated["ds"].astype(str).unique()), cfg, allow_missing_days)
+    exact = None if known_bias is None else _exact_sums(dated, cfg, known_bias)
+    summaries, tally = decode_aggregate(dated, cfg, extra=["ds"])
+    no_date = agg[agg["ds"].isna()].groupby("invalid", as_index=False)["count"].sum().assign(ds=None)
+    invalid, uncounted = _invalid_counts(pd.concat([tally, no_date], ignore_index=True), cfg)
+    empty = sorted(set(dated["ds"]) - set(summaries["ds"]))
     if empty:
         raise InputError(f"Every evaluation row for ds={', '.join(empty)} is invalid "
-                         f"({int(invalid['n_invalid'].sum())} rows in all).")
+                         f"({int(tally['count'].sum())} rows in all).")
     metrics = metrics_from_summaries(
         summaries,
         cfg.task,
@@ -196,7 +281,8 @@ def evaluate(
     check_finite(metrics)
     _check_extreme(metrics, cfg)
     done = [d for d in days if d not in missing]
-    result = EvaluateResult(done[0], metrics, summaries, days=done)
+    result = EvaluateResult(done[0], metrics, summaries, days=done, uncounted=uncounted)
+    _input_checks(spark, cfg, df, days, result)
     if exact is not None:
         result.exact = exact
     if write:
@@ -261,22 +347,42 @@ def _exact_sums(agg: pd.DataFrame, cfg: JobConfig, known: pd.DataFrame) -> pd.Da
 
 # ---- multiclass: temperature needs the val-bias rows themselves ------------------------------
 
-def _multiclass_invalid(cfg: JobConfig):  # type: ignore[no-untyped-def]
+def _multiclass_rows(df: DataFrame, cfg: JobConfig) -> DataFrame:
+    """Keys as strings, _y, _z (array<double>), _w, is_bias, invalid (before the class-count check)."""
     from pyspark.sql import functions as F
 
     c = cfg.columns
-    z = F.col(c.logit)
-    y = F.col(c.label)
-    w = F.col(c.weight).cast("double") if c.weight else F.lit(1.0)
+    z = col(str(c.logit)).cast("array<double>")
+    y, y_text = number_column(df, c.label)
+    w, w_text = number_column(df, c.weight) if c.weight else (F.lit(1.0), None)
     bad_z = F.exists(z, lambda x: F.isnan(x) | (F.abs(x) == F.lit(float("inf"))) | x.isNull())
-    split_key = F.col(c.split) if c.split else F.col(c.example_id)
-    return (
-        F.when(z.isNull() | y.isNull() | w.isNull() | split_key.isNull(), 1)
-        .when(bad_z, 2)
-        .when((y.cast("double") != y.cast("long").cast("double")) | (y < 0) | (y >= F.size(z)), 4)
-        .when((w < 0) | F.isnan(w), 5)
-        .otherwise(0)
+    split_key = col(c.split) if c.split else col(str(c.example_id))
+    checks = first_checks(df, cfg, [y_text, w_text]) + [
+        (z.isNull() | y.isNull() | w.isNull() | split_key.isNull(), 1),
+        (bad_z, 2),
+        ((F.rint(y) != y) | (y < 0) | (y >= F.size(z)), 4),  # rint: no cast of a huge label to long under ANSI
+        ((w < 0) | F.isnan(w) | (F.abs(w) == F.lit(float("inf"))), 5),
+    ]
+    return df.select(
+        *[col(k).cast("string").alias(k) for k in [DS, *group_columns(cfg)]],
+        y.alias("_y"),
+        z.alias("_z"),
+        w.alias("_w"),
+        F.coalesce(split_expr(cfg, dict(df.dtypes)), F.lit(False)).alias("is_bias"),
+        invalid_code(checks, cfg).alias("invalid"),
     )
+
+
+def _class_counts(rows: DataFrame, keys: list[str]) -> pd.DataFrame:
+    """Per group: the number of classes (the most common logit-array length, the longer on a tie) and the
+    valid val-bias rows that have it."""
+    from pyspark.sql import functions as F
+
+    ok = F.col("invalid") == 0
+    sizes = rows.where(ok).groupBy(*[col(k) for k in keys], F.size("_z").alias("_n")).agg(
+        F.count(F.lit(1)).alias("rows"), F.sum(F.col("is_bias").cast("long")).alias("bias_rows")).toPandas()
+    sizes = sizes.sort_values([*keys, "rows", "_n"], ascending=[True] * len(keys) + [False, False])
+    return sizes.drop_duplicates(keys, keep="first").rename(columns={"_n": "_k"})[[*keys, "_k", "bias_rows"]]
 
 
 def _multiclass_ce(z, y, t):  # type: ignore[no-untyped-def]
@@ -294,23 +400,27 @@ def _evaluate_multiclass(spark: SparkSession, cfg: JobConfig, days: list[str], d
 
     c = cfg.columns
     keys = [DS, *group_columns(cfg)]
-    w = F.col(c.weight).cast("double") if c.weight else F.lit(1.0)
-    rows = df.select(
-        *[F.col(k).cast("string").alias(k) for k in keys],
-        F.col(c.label).alias("_y"),
-        F.col(c.logit).cast("array<double>").alias("_z"),
-        w.alias("_w"),
-        split_expr(cfg, dict(df.dtypes)).alias("is_bias"),
-        _multiclass_invalid(cfg).alias("invalid"),
-    )
-    bias_rows = rows.where((F.col("invalid") == 0) & F.col("is_bias"))
-    n_bias_total = bias_rows.count()
+    raw = _multiclass_rows(df, cfg)
+    with input_read_errors(cfg):
+        classes = _class_counts(raw, keys)
+    from pyspark.sql import types as T
+
+    k_schema = T.StructType([T.StructField(k, T.StringType()) for k in keys] + [T.StructField("_k", T.LongType())])
+    k_df = spark.createDataFrame([(*(None if pd.isna(v) else v for v in r[:-1]), int(r[-1]))
+                                  for r in classes[[*keys, "_k"]].itertuples(index=False)], k_schema)
+    # A row whose logit array is shorter or longer than its group's is not a problem with fewer classes.
+    ragged = F.col("invalid").isin(0, 4) & (F.size("_z") != F.col("_k"))
+    rows = raw.join(F.broadcast(k_df), on=keys, how="left").withColumn(
+        "invalid", F.when(ragged, F.lit(10)).otherwise(F.col("invalid"))).drop("_k")
+    bias_rows = rows.where((F.col("invalid") == 0) & F.col("is_bias") & F.col(DS).isNotNull())
+    n_bias_total = int(classes["bias_rows"].sum()) if not classes.empty else 0
     if n_bias_total > cfg.max_bias_rows_multiclass:
         raise InputError(
             f"{n_bias_total} val-bias rows for ds={days[0]}..{days[-1]} exceed max_bias_rows_multiclass="
             f"{cfg.max_bias_rows_multiclass}; lower split.bias_fraction."
         )
-    bias_pdf = bias_rows.select(*keys, "_y", "_z", "_w").toPandas()
+    with input_read_errors(cfg):
+        bias_pdf = bias_rows.select(*[col(k) for k in keys], "_y", "_z", "_w").toPandas()
     temps: list[dict[str, Any]] = []
     for key_vals, grp in bias_pdf.groupby(keys, sort=True):
         key_vals = key_vals if isinstance(key_vals, tuple) else (key_vals,)
@@ -323,8 +433,6 @@ def _evaluate_multiclass(spark: SparkSession, cfg: JobConfig, days: list[str], d
         except DegenerateBiasError as e:
             rec["temperature"], rec["t_status"] = None, e.status
         temps.append(rec)
-    from pyspark.sql import types as T
-
     t_schema = T.StructType(
         [T.StructField(k, T.StringType()) for k in keys]
         + [T.StructField("temperature", T.DoubleType()), T.StructField("t_status", T.StringType())]
@@ -337,7 +445,7 @@ def _evaluate_multiclass(spark: SparkSession, cfg: JobConfig, days: list[str], d
     hit = (F.array_position(F.col("_z"), F.array_max(F.col("_z"))) - 1 == F.col("_y")).cast("double")
     agg = (
         rows.join(F.broadcast(t_df), on=keys, how="left")
-        .groupBy(*keys)
+        .groupBy(*[col(k) for k in keys])
         .agg(
             F.sum(F.when(ok, 1).otherwise(0)).alias("n_rows"),
             F.sum(F.when(ok & F.col("is_bias"), 1).otherwise(0)).alias("n_bias"),
@@ -352,14 +460,20 @@ def _evaluate_multiclass(spark: SparkSession, cfg: JobConfig, days: list[str], d
             F.first("t_status", ignorenulls=True).alias("t_status"),
             F.first("temperature", ignorenulls=True).alias("temperature"),
         )
-        .toPandas()
     )
+    with input_read_errors(cfg):
+        agg = agg.toPandas()
     agg = agg.rename(columns={DS: "ds"})
-    missing = _check_days(days, sorted(agg["ds"].astype(str).unique()), cfg, allow_missing)
     keys = ["ds", *keys[1:]]
-    if int(agg["n_invalid"].sum()) and cfg.on_invalid == "error":
-        bad = rows.where(~ok).groupBy(F.col(DS).alias("ds"), *keys[1:], "invalid").count().toPandas()
-        _raise_invalid(bad, cfg)
+    stray = agg[keys].isna().any(axis=1)
+    missing = _check_days(days, sorted(agg.loc[agg["ds"].notna(), "ds"].astype(str).unique()), cfg, allow_missing)
+    uncounted = pd.DataFrame(columns=UNCOUNTED_COLUMNS)
+    if int(agg["n_invalid"].sum()) or stray.any():  # one more pass, over the rows that need telling apart
+        with input_read_errors(cfg):
+            tally = rows.where(~ok | F.col(DS).isNull()).groupBy(
+                F.col(DS).alias("ds"), *[col(k) for k in keys[1:]], "invalid").count().toPandas()
+        uncounted = _invalid_counts(tally, cfg)[1]
+    agg = agg[~stray]
     out = []
     for _, r in agg.iterrows():
         rec = {k: r[k] for k in keys}
@@ -391,7 +505,8 @@ def _evaluate_multiclass(spark: SparkSession, cfg: JobConfig, days: list[str], d
     metrics = metrics[list(_metric_types("multiclass"))].sort_values(["ds", "model", "run"]).reset_index(drop=True)
     check_finite(metrics)
     done = [d for d in days if d not in missing]
-    result = EvaluateResult(done[0], metrics, pd.DataFrame(), days=done)
+    result = EvaluateResult(done[0], metrics, pd.DataFrame(), days=done, uncounted=uncounted)
+    _input_checks(spark, cfg, df, days, result)
     if write:
         with OutputStore(cfg, spark).transaction("evaluate") as tx:
             result.paths["metrics"] = tx.write("metrics", metrics, _metric_types("multiclass"))

@@ -6,11 +6,14 @@ null moments, which ``sum`` skips.
 """
 from __future__ import annotations
 
+import functools
+import operator
 from typing import TYPE_CHECKING, Sequence
 
 from ctcalc_spark.config import JobConfig
 from ctcalc_spark.core.split import bias_threshold, salt_key
 from ctcalc_spark.core.summary import BINARY_COUNTS, BINARY_MOMENTS, HIST_LOGIT_LIMIT
+from ctcalc_spark.spark.names import col
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -23,7 +26,18 @@ INVALID_REASONS = {
     4: "label not allowed for the task",
     5: "negative or non-finite weight",
     6: "split value not 'bias'/'remain'",
+    7: "text that is not a number in the label, score or weight column",
+    8: "malformed record (the reader could not parse it)",
+    9: "null in the model or run column",
+    10: "logit array length differs from the other rows of its model and run",
 }
+"""Codes of the per-row ``invalid`` column (0 = valid). The scan packs the code into 4 bits of its group key."""
+UNATTRIBUTED_CODES = (8, 9)
+"""Codes of rows that no (model, run) owns: counted per day, outside the metrics rows."""
+NULL_SLICE = "__null__"
+"""slice_value of the rows whose slice column is null (a slice of its own, like any other value)."""
+INTERNAL_COLUMNS = ("_ds", "_y", "_z", "_w", "_clipped", "_known_c", "_k", "invalid", "is_bias")
+"""Column names the scan gives its own intermediates; input columns it groups by must be named otherwise."""
 
 
 INTEGRAL_TYPES = ("tinyint", "smallint", "int", "bigint")
@@ -46,12 +60,12 @@ def split_expr(cfg: JobConfig, schema_types: dict[str, str] | None = None) -> Co
 
     c = cfg.columns
     if c.split is not None:
-        return F.lower(F.col(c.split).cast("string")) == F.lit("bias")
+        return F.lower(col(c.split).cast("string")) == F.lit("bias")
     kind = (schema_types or {}).get(c.example_id, "string")
     if kind in INTEGRAL_TYPES:
-        hashed = F.xxhash64(F.col(c.example_id).cast("long").bitwiseXOR(F.lit(salt_key(cfg.split.salt))))
+        hashed = F.xxhash64(col(c.example_id).cast("long").bitwiseXOR(F.lit(salt_key(cfg.split.salt))))
     else:
-        hashed = F.xxhash64(F.lit(cfg.split.salt), F.col(c.example_id).cast("string"))
+        hashed = F.xxhash64(F.lit(cfg.split.salt), col(c.example_id).cast("string"))
     low32 = hashed.bitwiseAND(F.lit(0xFFFFFFFF))
     return low32 < F.lit(bias_threshold(cfg.split.bias_fraction))
 
@@ -59,6 +73,25 @@ def split_expr(cfg: JobConfig, schema_types: dict[str, str] | None = None) -> Co
 def group_columns(cfg: JobConfig) -> list[str]:
     """Keys of a summary group below the day: model, run and every slice column."""
     return [cfg.columns.model, cfg.columns.run, *cfg.columns.slices]
+
+
+def corrupt_record_column(df: DataFrame, cfg: JobConfig) -> str | None:
+    """The reader's column of unparsable records (JSON/CSV in PERMISSIVE mode), when ``df`` has one."""
+    name = dict(cfg.input.options).get("columnNameOfCorruptRecord", "_corrupt_record")
+    return name if name in df.columns else None
+
+
+def number_column(df: DataFrame, name: str) -> tuple[Column, Column | None]:
+    """(column ``name`` as a double, condition 'holds text that is not a number' or None for non-text columns).
+
+    A text column goes through ``try_cast``: with ANSI mode on (Spark 4's default) a plain cast of 'abc' would
+    fail the whole query instead of marking the row.
+    """
+    raw = col(name)
+    if dict(df.dtypes).get(name) != "string":
+        return raw.cast("double"), None
+    value = raw.try_cast("double")
+    return value, raw.isNotNull() & value.isNull()
 
 
 def prepared_rows(df: DataFrame, cfg: JobConfig, extra_keys: Sequence[str] = ()) -> DataFrame:
@@ -69,50 +102,67 @@ def prepared_rows(df: DataFrame, cfg: JobConfig, extra_keys: Sequence[str] = ())
     from pyspark.sql import functions as F
 
     c = cfg.columns
-    y = F.col(c.label).cast("double")
-    w = F.col(c.weight).cast("double") if c.weight else F.lit(1.0)
+    y, y_text = number_column(df, c.label)
+    w, w_text = number_column(df, c.weight) if c.weight else (F.lit(1.0), None)
+    score, s_text = number_column(df, c.logit if cfg.task == "binary" and c.logit is not None else c.prediction)
     clipped = F.lit(0)
     if cfg.task == "binary" and c.logit is not None:
-        score = F.col(c.logit).cast("double")
         z = score
         prob_out = F.lit(False)
     elif cfg.task == "binary":
-        score = F.col(c.prediction).cast("double")
         eps = cfg.clip_eps
         pc = F.least(F.greatest(score, F.lit(eps)), F.lit(1.0 - eps))
         z = F.log(pc) - F.log1p(-pc)
         clipped = ((score < eps) | (score > 1.0 - eps)).cast("int")
         prob_out = (score < 0) | (score > 1)
     else:
-        score = F.col(c.prediction).cast("double")
         z = score
         prob_out = F.lit(False)
     label_bad = ~y.isin(0.0, 1.0) if cfg.task == "binary" else _not_finite(y)
     any_null = y.isNull() | score.isNull() | w.isNull()
-    split_col = F.col(c.split) if c.split else F.col(c.example_id)
+    split_col = col(c.split) if c.split else col(c.example_id)
     any_null = any_null | split_col.isNull()
-    invalid = (
-        F.when(any_null, 1)
-        .when(_not_finite(score), 2)
-        .when(prob_out, 3)
-        .when(label_bad, 4)
-        .when((w < 0) | _not_finite(w), 5)
-    )
-    if c.split is not None:
-        invalid = invalid.when(~F.lower(F.col(c.split).cast("string")).isin("bias", "remain"), 6)
-    invalid = invalid.otherwise(0)
+    checks = first_checks(df, cfg, [y_text, s_text, w_text])
+    checks += [(any_null, 1), (_not_finite(score), 2), (prob_out, 3), (label_bad, 4), ((w < 0) | _not_finite(w), 5)]
     # Keys keep their native types here (grouping on an int is cheaper than on a string built per row);
     # summary_aggregation casts them to strings on the small aggregated result.
-    keys = [F.col(k) for k in [*extra_keys, *group_columns(cfg)]]
+    keys = [col(k) for k in [*extra_keys, *group_columns(cfg)]]
     return df.select(
         *keys,
         y.alias("_y"),
         z.alias("_z"),
         w.alias("_w"),
-        split_expr(cfg, dict(df.dtypes)).alias("is_bias"),
+        # never null: a null split value or id is an invalid row, but its group key must still decode
+        F.coalesce(split_expr(cfg, dict(df.dtypes)), F.lit(False)).alias("is_bias"),
         clipped.alias("_clipped"),
-        invalid.alias("invalid"),
+        invalid_code(checks, cfg).alias("invalid"),
     )
+
+
+def first_checks(df: DataFrame, cfg: JobConfig, text: Sequence[Column | None]) -> list[tuple[Column, int]]:
+    """The checks every task makes first: a malformed record (8), a null model or run (9), text that is not a
+    number (7) in the columns whose ``text`` condition (from :func:`number_column`) is given."""
+    checks: list[tuple[Column, int]] = []
+    corrupt = corrupt_record_column(df, cfg)
+    if corrupt is not None:
+        checks.append((col(corrupt).isNotNull(), 8))
+    checks.append((col(cfg.columns.model).isNull() | col(cfg.columns.run).isNull(), 9))
+    flags = [t for t in text if t is not None]
+    if flags:
+        checks.append((functools.reduce(operator.or_, flags), 7))
+    return checks
+
+
+def invalid_code(checks: Sequence[tuple[Column, int]], cfg: JobConfig) -> Column:
+    """The code of the first check that holds (then a split value other than bias/remain: 6), else 0."""
+    from pyspark.sql import functions as F
+
+    if cfg.columns.split is not None:
+        checks = [*checks, (~F.lower(col(cfg.columns.split).cast("string")).isin("bias", "remain"), 6)]
+    out = F.when(*checks[0])
+    for cond, code in checks[1:]:
+        out = out.when(cond, code)
+    return out.otherwise(0)
 
 
 KNOWN_BIAS_COLUMN = "_known_c"
@@ -150,7 +200,7 @@ def summary_aggregation(
     if known_bias is not None:
         on = [cfg.columns.model, cfg.columns.run]
         types = dict(rows.dtypes)
-        known = known_bias.select(*[F.col(k).cast(types[k]).alias(k) for k in on], KNOWN_BIAS_COLUMN)
+        known = known_bias.select(*[col(k).cast(types[k]).alias(k) for k in on], KNOWN_BIAS_COLUMN)
         rows = rows.join(F.broadcast(known), on=on, how="left")
         c = F.col(KNOWN_BIAS_COLUMN)
         wc = F.when(ok & c.isNotNull(), F.col("_w"))
@@ -163,7 +213,7 @@ def summary_aggregation(
         exact = [F.sum(wc).alias(EXACT_COLUMNS[0]), F.sum(wc * per_row).alias(EXACT_COLUMNS[1])]
     if cfg.task == "regression":
         r = y - z
-        return _string_keys(rows.groupBy(*keys).agg(
+        return _string_keys(rows.groupBy(*[col(k) for k in keys]).agg(
             F.count(F.lit(1)).alias("count"),
             F.sum(w).alias("weight"),
             F.sum(w * r).alias("wr"),
@@ -171,7 +221,7 @@ def summary_aggregation(
             F.sum(w * z).alias("wp"),
             F.sum(w * y).alias("wy"),
             *exact,
-        ), keys)
+        ), keys, cfg.columns.slices)
     # Per-row terms, in explicit projection stages so that Spark evaluates each intermediate once per row
     # (one combined projection recomputed the clamped logit in every term: measured 14 % more CPU).
     # The label is part of the group key: per (bin, label) the margin t = (1 - 2y)·z gives the loss
@@ -181,7 +231,7 @@ def summary_aggregation(
     carry = [F.col(KNOWN_BIAS_COLUMN), F.col("_w"), F.col("_y"), F.col("_z")] if exact else []
     unweighted = cfg.columns.weight is None
     stage1 = rows.select(
-        *outer, "is_bias", "invalid", *carry,
+        *[col(k) for k in outer], "is_bias", "invalid", *carry,
         F.coalesce(y, F.lit(0.0)).alias("_v_y"), F.coalesce(z, F.lit(0.0)).alias("_v_z"),
         *([] if unweighted else [F.coalesce(w, F.lit(0.0)).alias("_v_w")]),
         *([] if cfg.columns.logit is not None else [F.col("_clipped")]),
@@ -191,7 +241,7 @@ def summary_aggregation(
     zh = F.least(F.greatest(vz, F.lit(-HIST_LOGIT_LIMIT)), F.lit(HIST_LOGIT_LIMIT))
     b = F.floor(zh / h)
     stage2 = stage1.select(
-        *[c for c in stage1.columns if c != "_v_z"],
+        *[col(c) for c in stage1.columns if c != "_v_z"],
         b.alias("_v_b"),
         (zh - (b + F.lit(0.5)) * h).alias("_v_d"),
         F.exp(-F.abs(vz)).alias("_v_e"),
@@ -202,7 +252,7 @@ def summary_aggregation(
     missed = F.when(margin >= 0, F.lit(1.0)).otherwise(e) / (F.lit(1.0) + e)
     wv = F.col("_v_w")
     stage3 = stage2.select(
-        *outer, "is_bias", "invalid", "_v_y", "_v_b", "_v_d", *carry,
+        *[col(k) for k in outer], "is_bias", "invalid", "_v_y", "_v_b", "_v_d", *carry,
         *([] if unweighted else ["_v_w"]), *([] if cfg.columns.logit is not None else ["_clipped"]),
         missed.alias("_v_miss"), softplus.alias("_v_loss"),
     )
@@ -221,33 +271,38 @@ def summary_aggregation(
         terms["clipped"] = F.col("_clipped")
     filled = {"weight": F.col("count").cast("double"), "clipped": F.lit(0).cast("long")}
     assert set(terms) | set(filled) | {"count"} == set(BINARY_COUNTS + BINARY_MOMENTS)
-    # invalid (3 bits), is_bias (1 bit), the label (1 bit) and the bin are packed into one long group key:
+    # invalid (4 bits), is_bias (1 bit), the label (1 bit) and the bin are packed into one long group key:
     # hashing one primitive is cheaper than four (measured), and the small aggregated result is decoded after.
-    packed = (F.col("_v_b") * F.lit(32) + (F.col("_v_y") == F.lit(1.0)).cast("long") * F.lit(16)
-              + F.col("is_bias").cast("long") * F.lit(8) + F.col("invalid").cast("long"))
-    agg = stage3.groupBy(*outer, packed.alias("_k")).agg(
+    # |bin| <= 1e9 / bin_width (>= 1e-4) keeps the key far inside a long.
+    packed = (F.col("_v_b") * F.lit(64) + (F.col("_v_y") == F.lit(1.0)).cast("long") * F.lit(32)
+              + F.col("is_bias").cast("long") * F.lit(16) + F.col("invalid").cast("long"))
+    agg = stage3.groupBy(*[col(k) for k in outer], packed.alias("_k")).agg(
         F.count(F.lit(1)).alias("count"), *(F.sum(term).alias(n) for n, term in terms.items()), *exact
     )
-    invalid = F.col("_k").bitwiseAND(F.lit(7)).cast("int")
+    invalid = F.col("_k").bitwiseAND(F.lit(15)).cast("int")
     decoded = agg.select(
-        *outer,
+        *[col(k) for k in outer],
         invalid.alias("invalid"),
-        (F.shiftright(F.col("_k"), 3).bitwiseAND(F.lit(1)) == 1).alias("is_bias"),
-        F.when(invalid == 0, F.shiftright(F.col("_k"), 4).bitwiseAND(F.lit(1))).alias("label"),
-        F.when(invalid == 0, F.shiftright(F.col("_k"), 5)).alias("bin"),
-        *[c for c in agg.columns if c not in (*outer, "_k")],
+        (F.shiftright(F.col("_k"), 4).bitwiseAND(F.lit(1)) == 1).alias("is_bias"),
+        F.when(invalid == 0, F.shiftright(F.col("_k"), 5).bitwiseAND(F.lit(1))).alias("label"),
+        F.when(invalid == 0, F.shiftright(F.col("_k"), 6)).alias("bin"),
+        *[col(c) for c in agg.columns if c not in (*outer, "_k")],
         *[expr.alias(name) for name, expr in filled.items() if name not in terms],
     )
-    return _string_keys(decoded, keys)
+    return _string_keys(decoded, keys, cfg.columns.slices)
 
 
-def _string_keys(agg: DataFrame, keys: Sequence[str]) -> DataFrame:
-    """Model, run, slice and extra keys as strings (the summaries-table contract), cast after aggregating."""
+def _string_keys(agg: DataFrame, keys: Sequence[str], slices: Sequence[str]) -> DataFrame:
+    """Model, run, slice and extra keys as strings (the summaries-table contract), cast after aggregating;
+    a null slice value becomes :data:`NULL_SLICE`."""
     from pyspark.sql import functions as F
 
-    skip = {"invalid", "is_bias"}
-    return agg.select(*[F.col(c).cast("string").alias(c) if c in keys and c not in skip else F.col(c) for c in agg.columns])
+    def key(c: str) -> Column:
+        text = col(c).cast("string")
+        return (F.coalesce(text, F.lit(NULL_SLICE)) if c in slices else text).alias(c)
 
+    skip = {"invalid", "is_bias"}
+    return agg.select(*[key(c) if c in keys and c not in skip else col(c) for c in agg.columns])
 
 
 def decode_aggregate(agg: pd.DataFrame, cfg: JobConfig, extra: Sequence[str] = ()) -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -266,6 +321,7 @@ def decode_aggregate(agg: pd.DataFrame, cfg: JobConfig, extra: Sequence[str] = (
     bad = agg[agg["invalid"] != 0]
     tally = bad.groupby([*keys, "invalid"], dropna=False)["count"].sum().reset_index()
     ok = agg[agg["invalid"] == 0]
+    _check_sums(ok, keys, cfg)
     out = {k: ok[k].to_numpy() for k in keys}
     out["split"] = np.where(ok["is_bias"].astype(bool).to_numpy(), "bias", "remain")
     for name, kind in SUMMARY_TYPES[cfg.task].items():
@@ -276,3 +332,32 @@ def decode_aggregate(agg: pd.DataFrame, cfg: JobConfig, extra: Sequence[str] = (
         else:
             out[name] = ok[name].fillna(0).to_numpy().astype(np.int64 if kind == "long" else np.float64)
     return pd.DataFrame(out), tally
+
+
+MAX_WEIGHT_SUM = 1e150
+"""Largest total weight of a (model, run) group: the finalisers multiply two weight sums (AUC), and 1e150² is
+still a finite double. Metrics do not change when every weight is scaled by one constant."""
+
+
+def _check_sums(ok: pd.DataFrame, keys: Sequence[str], cfg: JobConfig) -> None:
+    """InputError when a group's sums overflowed (inf, or NaN from inf - inf) or its weights are too large."""
+    import numpy as np
+
+    from ctcalc_spark.errors import InputError
+
+    sums = [n for n in ok.columns if n not in (*keys, "invalid", "is_bias", "label", "bin", "count", "clipped")]
+    values = ok[sums].to_numpy(dtype=np.float64, na_value=0.0)
+    group = [k for k in keys if k not in cfg.columns.slices]
+    weight = ok.groupby(group, dropna=False)["weight"].transform("sum").to_numpy(dtype=np.float64)
+    bad = ~np.isfinite(values).all(axis=1) | (weight > MAX_WEIGHT_SUM)
+    if not bad.any():
+        return
+    first = ok[bad].iloc[0]
+    where = ", ".join(f"{k}={first[k]!r}" for k in group)
+    column = cfg.columns.weight or "the weight (1 per row)"
+    raise InputError(
+        f"The weights in {column!r} or the scores are too large to sum: {int(bad.sum())} summary groups overflow "
+        f"(e.g. {where}: total weight {float(weight[bad][0]):.3g}, at most {MAX_WEIGHT_SUM:g} is allowed; or a sum "
+        "of weight x loss is infinite). Metrics do not change when every weight is divided by one constant: "
+        "rescale the weights (e.g. divide by their maximum) and check the scores."
+    )

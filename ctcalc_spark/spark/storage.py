@@ -34,16 +34,18 @@ import socket
 import threading
 import time
 import uuid
+from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Iterable, Iterator, Mapping, Sequence
 
 from ctcalc_spark.config import JobConfig, OutputConfig
-from ctcalc_spark.errors import ConfigError, InputError
+from ctcalc_spark.errors import ConfigError, CtcalcError, InputError
 from ctcalc_spark.spark.files import FileStore, is_local, local_path, supports_exchange
+from ctcalc_spark.spark.names import col, quoted
 
 if TYPE_CHECKING:
     import pandas as pd
-    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql import Column, DataFrame, SparkSession
     from pyspark.sql.types import StructType
 
 log = logging.getLogger(__name__)
@@ -113,40 +115,83 @@ def check_columns(present: Iterable[str], required: Iterable[str]) -> None:
         )
 
 
-def read_input(spark: SparkSession, cfg: JobConfig, days: Sequence[str] | None = None) -> DataFrame:
-    """The evaluation rows of ``days`` (all days if None) with a normalised ``_ds`` column.
+NUMERIC_TYPES = ("tinyint", "smallint", "int", "bigint", "float", "double", "boolean", "string")
+"""Spark types a label, score or weight column may have (text is parsed per row; unparsable text is invalid)."""
 
-    Without a date column (``columns.ds: null``, a fixed evaluation set) every row belongs to the one day
-    given, which labels the output partitions.
-    """
-    from pyspark.sql import functions as F
 
-    where = cfg.input.table or cfg.input.path
+def check_column_types(dtypes: Mapping[str, str], cfg: JobConfig) -> None:
+    """Raise InputError for a label, score or weight column whose type holds no numbers (a date, a struct)."""
+    c = cfg.columns
+    arrays = {c.logit} if cfg.task == "multiclass" else set()
+    for key in ("label", "logit", "prediction", "weight"):
+        name = getattr(c, key)
+        if name is None or name not in dtypes:
+            continue
+        kind = dtypes[name]
+        if name in arrays:
+            inner = kind[len("array<"):-1] if kind.startswith("array<") else ""
+            ok = inner.startswith("decimal") or inner in NUMERIC_TYPES[:-2]
+            want = "an array of numbers (array<double>), one logit per class"
+        else:
+            ok = kind.startswith("decimal") or kind in NUMERIC_TYPES
+            want = "numbers (or text holding numbers)"
+        if not ok:
+            raise InputError(f"Column {name!r} ('columns.{key}') has Spark type {kind}; expected {want}. Cast it "
+                             f"upstream or point 'columns.{key}' at another column.")
+
+
+def _load(spark: SparkSession, cfg: JobConfig, days: Sequence[str] | None = None) -> DataFrame:
+    """The input table or folder as the reader sees it (only the folders of ``days`` in a ``<ds>=<day>``
+    layout); one-line InputError if it cannot be opened."""
     try:
         if cfg.input.table:
             df = spark.table(cfg.input.table)
         else:
             reader = spark.read.format(cfg.input.format)
             if cfg.input.options:
-                reader = reader.options(**{str(k): str(v) for k, v in cfg.input.options.items()})
+                reader = reader.options(**dict(cfg.input.options))
+            if cfg.input.skip_unreadable_files:
+                reader = reader.option("ignoreCorruptFiles", "true")
             root = _absolute(str(cfg.input.path))
             day_paths = _day_folders(root, cfg.columns.ds, days)
             df = reader.option("basePath", root).load(day_paths) if day_paths else reader.load(root)
-        columns = df.columns  # resolves the schema: a missing path or table fails here
+        df.columns  # resolves the schema: a missing path or table fails here
     except Exception as e:  # noqa: BLE001 - AnalysisException and friends: one line, no Java stack
-        raise InputError(f"Cannot read the evaluation table {where!r}: {_first_line(e)}") from None
-    check_columns(columns, required_columns(cfg))
-    c = cfg.columns
-    if c.ds is None:
+        where = cfg.input.table or cfg.input.path
+        raise (unreadable_file_error(e, cfg)
+               or InputError(f"Cannot read the evaluation table {where!r}: {_first_line(e)}")) from None
+    return df
+
+
+def _day(df: DataFrame, cfg: JobConfig) -> Column:
+    """The date column as 'YYYY-MM-DD' text (null where the date is null)."""
+    from pyspark.sql import functions as F
+
+    name = str(cfg.columns.ds)
+    if dict(df.dtypes)[name] in ("date", "timestamp", "timestamp_ntz"):
+        return F.date_format(col(name), "yyyy-MM-dd")
+    return col(name).cast("string")
+
+
+def read_input(spark: SparkSession, cfg: JobConfig, days: Sequence[str] | None = None) -> DataFrame:
+    """The evaluation rows of ``days`` (all days if None) with a normalised ``_ds`` column.
+
+    Rows whose date is null are kept as well (``_ds`` null) so that the scan counts them; they belong to no
+    day. Without a date column (``columns.ds: null``, a fixed evaluation set) every row belongs to the one
+    day given, which labels the output partitions.
+    """
+    from pyspark.sql import functions as F
+
+    df = _load(spark, cfg, days)
+    check_columns(df.columns, required_columns(cfg))
+    check_column_types(dict(df.dtypes), cfg)
+    if cfg.columns.ds is None:
         if days is None or len(days) != 1:
             raise ConfigError("The config has no date column ('columns.ds: null'): give exactly one --ds, the day "
                               "that labels this fixed evaluation set's output partitions.")
         return df.withColumn(DS, F.lit(days[0]))
-    kind = dict(df.dtypes)[c.ds]
-    ds = F.date_format(F.col(c.ds), "yyyy-MM-dd") if kind in ("date", "timestamp", "timestamp_ntz") \
-        else F.col(c.ds).cast("string")
-    df = df.withColumn(DS, ds)
-    return df if days is None else df.where(F.col(DS).isin(list(days)))
+    df = df.withColumn(DS, _day(df, cfg))
+    return df if days is None else df.where(F.col(DS).isin(list(days)) | F.col(DS).isNull())
 
 
 def _day_folders(root: str, ds_column: str | None, days: Sequence[str] | None) -> list[str] | None:
@@ -160,13 +205,83 @@ def _day_folders(root: str, ds_column: str | None, days: Sequence[str] | None) -
         return None
     if not any(n.startswith(f"{ds_column}=") for n in names):
         return None
-    found = [f"{root}/{ds_column}={d}" for d in days if f"{ds_column}={d}" in names]
+    found = [f"{root}/{ds_column}={d}" for d in [*days, NULL_PARTITION] if f"{ds_column}={d}" in names]
     return found or None
+
+
+NULL_PARTITION = "__HIVE_DEFAULT_PARTITION__"
+"""Spark's folder for the rows whose partition value is null: read with the days, so such rows are counted."""
 
 
 def _first_line(e: BaseException) -> str:
     text = str(e).strip().splitlines()
     return text[0][:400] if text else type(e).__name__
+
+
+_READ_FAILURE = re.compile(r"while reading file (\S+?)\.?(?:\s|$)(.*)")
+
+
+def unreadable_file_error(error: BaseException, cfg: JobConfig) -> InputError | None:
+    """One line naming the file Spark could not read and why (its FAILED_READ_FILE error), or None when
+    ``error`` is about something else."""
+    lines = [ln.strip() for ln in str(error).splitlines() if ln.strip()]
+    m = next((m for m in map(_READ_FAILURE.search, lines) if m), None)
+    if m is None:
+        return None
+    path = _plain_path(m.group(1))
+    cause = re.sub(r"\s*SQLSTATE: \w+\s*$", "", m.group(2)).strip()
+    if not cause:  # the reason is on the Java side: the next 'Caused by' line, without the exception's class
+        at = next(i for i, ln in enumerate(lines) if m.group(0) in ln)
+        line = next((ln for ln in lines[at + 1:] if ln.startswith("Caused by:") and "FAILED_READ_FILE" not in ln), "")
+        cause = re.sub(r"^Caused by:\s*([\w.$]+(Exception|Error):\s*)?", "", line)
+        cause = " ".join("the file" if _plain_path(w) == path else w for w in cause.split()) or "no reason given"
+    fix = "fix or replace the file" if cfg.input.skip_unreadable_files else (
+        "fix or remove the file, or set input.skip_unreadable_files: true to skip unreadable files (they are listed)")
+    return InputError(f"Cannot read file {path} of the evaluation table: {cause.rstrip('.')[:300]}. "
+                      f"{fix[0].upper()}{fix[1:]}.")
+
+
+def _plain_path(path: str) -> str:
+    """A local file URI as a path (file:///tmp/x and file:/tmp/x -> /tmp/x); percent-escapes decoded."""
+    from urllib.parse import unquote
+
+    return "/" + unquote(path[5:]).lstrip("/") if path.startswith("file:") else unquote(path)
+
+
+@contextmanager
+def input_read_errors(cfg: JobConfig) -> Iterator[None]:
+    """Around a query over the input: Spark's failure to read one file becomes a one-line InputError."""
+    try:
+        yield
+    except CtcalcError:
+        raise
+    except Exception as e:  # noqa: BLE001 - classified below; anything else propagates unchanged
+        error = unreadable_file_error(e, cfg)
+        if error is None:
+            raise
+        raise error from None
+
+
+def unread_files(spark: SparkSession, cfg: JobConfig, days: Sequence[str] | None) -> list[str]:
+    """Input files that yielded no row: with ``input.skip_unreadable_files``, the ones Spark skipped.
+
+    One more pass over the columns the scan reads, so it runs only with that option. In a ``<ds>=<day>``
+    folder layout only the folders of ``days`` are read (as the scan does); in any other layout, every file.
+    """
+    from pyspark.sql import functions as F
+
+    df = _load(spark, cfg, days)
+    listed = sorted({_plain_path(f) for f in df.inputFiles()})
+    part = f"/{cfg.columns.ds}=" if cfg.columns.ds else ""
+    if part and days is not None and listed and all(part in f for f in listed):
+        wanted = {*days, NULL_PARTITION}
+        listed = [f for f in listed if f.split(part, 1)[1].split("/", 1)[0] in wanted]
+        day = _day(df, cfg)
+        df = df.where(day.isin(list(days)) | day.isNull())
+    values = F.hash(*[col(n) for n in required_columns(cfg)])  # makes the pass read what the scan reads
+    seen = df.groupBy(F.col("_metadata.file_path").alias("f")).agg(F.max(values).alias("h")).collect()
+    got = {_plain_path(r["f"]) for r in seen}
+    return [f for f in listed if f not in got]
 
 
 # ---- pandas <-> Spark ---------------------------------------------------------------------------------
@@ -687,7 +802,7 @@ class Transaction:
                 raise InputError(f"Partition value(s) {bad} of {table} are not safe folder names "
                                  "(letters, digits and _ . : + - only).")
         sdf = sdf.withColumn(RUN_ID, F.lit(self.run_id))
-        sdf = sdf.select(*[c for c in sdf.columns if c not in parts], *[F.col(p).cast("string") for p in parts])
+        sdf = sdf.select(*[col(c) for c in sdf.columns if c not in parts], *[col(p).cast("string") for p in parts])
         loc = store.location(table)
         root = _prepare_catalog_table(spark, loc, sdf, parts, store.output.format) if store.catalog else loc
         if root is not None and store.swap_mode(root) == "exchange":
@@ -757,7 +872,7 @@ def _prepare_catalog_table(spark: SparkSession, name: str, frame: DataFrame, par
     have = spark.table(name).columns
     new = [f for f in frame.schema.fields if f.name not in have]
     if new:
-        cols = ", ".join(f"`{f.name}` {f.dataType.simpleString()}" for f in new)
+        cols = ", ".join(f"{quoted(f.name)} {f.dataType.simpleString()}" for f in new)
         spark.sql(f"ALTER TABLE {name} ADD COLUMNS ({cols})")
     info = {r[0]: r[1] for r in spark.sql(f"DESCRIBE TABLE EXTENDED {name}").collect()}
     loc, provider = info.get("Location"), str(info.get("Provider", "")).lower()
@@ -772,7 +887,7 @@ def _overwrite_catalog_partitions(spark: SparkSession, name: str, frame: DataFra
     from pyspark.sql import functions as F
 
     have = spark.table(name).columns
-    aligned = frame.select(*[F.col(c) if c in frame.columns else F.lit(None).alias(c) for c in have])
+    aligned = frame.select(*[col(c) if c in frame.columns else F.lit(None).alias(c) for c in have])
     try:
         aligned.writeTo(name).overwritePartitions()
         return

@@ -1,0 +1,300 @@
+"""Bad input against the evaluate job (issue 12's battery): each case ends in a one-line error naming what was
+expected and how to fix it, a status or a count, never a traceback, a silent wrong number or lost rows.
+
+docs/bad-input.md lists what the user sees for each input; a test below pins each line of it.
+"""
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from ctcalc_spark import InputError
+from ctcalc_spark.config import ConfigError, config_from_dict, read_yaml
+from ctcalc_spark.jobs.evaluate import NO_DATE, evaluate
+from ctcalc_spark.spark.scan import INVALID_REASONS, NULL_SLICE
+from tests.test_evaluate import DS, _binary_rows, _write
+
+N = 400
+
+
+def _rows(**kw) -> pd.DataFrame:
+    return _binary_rows(n=N, models=("a",), runs=(0,), **kw)
+
+
+def _write_files(path, frames):
+    """One Parquet file per frame under path/ds=DS (names f0, f1, ...), types exactly as given."""
+    folder = path / f"ds={DS}"
+    folder.mkdir(parents=True)
+    for i, frame in enumerate(frames):
+        pq.write_table(pa.Table.from_pandas(frame.drop(columns="ds"), preserve_index=False), folder / f"f{i}.parquet")
+    return folder
+
+
+# ---- configuration ------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize(("key", "value", "message"), [
+    ("split.bias_fraction", "abc", "'split.bias_fraction' must be a finite number, got 'abc' (str)"),
+    ("histogram.bin_width", [0.1], "'histogram.bin_width' must be a finite number, got [0.1] (list)"),
+    ("spark.shuffle_partitions", "abc", "'spark.shuffle_partitions' must be an integer, got 'abc' (str)"),
+    ("spark.shuffle_partitions", 2.5, "'spark.shuffle_partitions' must be an integer, got 2.5 (float)"),
+    ("spark.shuffle_partitions", 0, "'spark.shuffle_partitions' must be an integer >= 1, got 0"),
+    ("spark.driver_memory", "lots", "'spark.driver_memory' must be a JVM memory size like '2g'"),
+    ("spark.conf", ["a"], "'spark.conf' must be a mapping of names to values, got ['a'] (list)"),
+    ("spark.conf", {"spark.x": {"y": 1}}, "'spark.conf.spark.x' must be a single value"),
+    ("on_invalid", True, "'on_invalid' must be a string, got True (bool)"),
+    ("output.lease_timeout_s", "1 hour", "'output.lease_timeout_s' must be an integer, got '1 hour' (str)"),
+    ("input.skip_unreadable_files", "yes", "'input.skip_unreadable_files' must be true or false, got 'yes'"),
+    ("columns.slices", "country", "'columns.slices' must be a list, got the string 'country'; write [country]"),
+    ("histogram.bin_width", "1e-9", r"'histogram.bin_width' must be in [0.0001, 0.5], got 1e-09"),
+    ("spark.master", "foo", "'spark.master' must be a Spark master URL: local, local[N]"),
+    ("spark.log_level", "LOUD", "'spark.log_level': Log level must be one of ['ALL'"),
+    ("spark.conf", {"spark.sql.shuffle.partitions": "abc"},
+     "'spark.conf.spark.sql.shuffle.partitions' must be an integer >= 1, got 'abc'"),
+    ("spark.conf", {"spark.driver.memory": "zz"}, "'spark.conf.spark.driver.memory' must be a JVM memory size"),
+])
+def test_config_values_of_the_wrong_type_name_the_key_the_value_and_the_type(tmp_path, key, value, message):
+    config = tmp_path / "c.yaml"
+    config.write_text("input: {path: x}\n")
+    with pytest.raises(ConfigError) as err:
+        config_from_dict(read_yaml(config, {key: value}))
+    assert message in str(err.value)
+
+
+def test_numbers_written_with_an_exponent_are_numbers(tmp_path):
+    config = tmp_path / "c.yaml"
+    # YAML 1.1 reads 1e-9 (no dot) as a string: each of these used to end in "'<' not supported between ..."
+    config.write_text("input: {path: x}\nclip_eps: 1e-9\nsplit: {bias_fraction: 1e-1}\nhistogram: {bin_width: 1e-3}\n"
+                      "max_bias_rows_multiclass: 1e6\nspark: {shuffle_partitions: '8', conf: {a.b: true, c: 2}}\n")
+    cfg = config_from_dict(read_yaml(config))
+    assert (cfg.clip_eps, cfg.split.bias_fraction, cfg.histogram.bin_width) == (1e-9, 0.1, 1e-3)
+    assert cfg.max_bias_rows_multiclass == 1_000_000 and cfg.spark.shuffle_partitions == 8
+    assert cfg.spark.conf == {"a.b": "true", "c": "2"}
+
+
+def test_a_bad_spark_setting_exits_3_with_one_line(tmp_path, capsys):
+    from ctcalc_spark.cli.main import main
+
+    config = tmp_path / "c.yaml"
+    config.write_text(f"input: {{path: {tmp_path}}}\n")
+    code = main(["evaluate", "--config", str(config), "--ds", DS, "--set", "spark.shuffle_partitions=abc"])
+    err = capsys.readouterr().err.strip()
+    assert code == 3 and "Traceback" not in err and len(err.splitlines()) == 1
+    assert "'spark.shuffle_partitions' must be an integer, got 'abc' (str)" in err
+
+
+@pytest.mark.parametrize(("columns", "message"), [
+    ({"slices": ["status"]}, "'columns.slices' names the input column 'status', a name ctcalc gives a computed"),
+    ({"slices": ["auc"]}, "'columns.slices' names the input column 'auc'"),
+    ({"slices": ["n_rows"]}, "'columns.slices' names the input column 'n_rows'"),
+    ({"slices": ["model"]}, "Slice column 'model' is also the model or run column"),
+    ({"slices": ["country", "country"]}, "Slice column 'country' is listed twice"),
+    ({"model": "status"}, "'columns.model' names the input column 'status'"),
+    ({"model": "m", "run": "m"}, "'columns.model' and 'columns.run' must be two different columns"),
+    ({"label": ""}, "'columns.label' must be a column name, got ''"),
+])
+def test_column_names_that_clash_with_computed_columns_are_rejected(columns, message):
+    # A slice called 'status' used to come out as slice_value='ok' with status=None, one called 'auc' as
+    # slice_value=<the AUC>: the finaliser overwrote the slice value with its own column.
+    with pytest.raises(ConfigError) as err:
+        config_from_dict({"input": {"path": "x"}, "columns": columns})
+    assert message in str(err.value)
+
+
+# ---- rows ---------------------------------------------------------------------------------------------------
+
+def test_null_model_or_run_is_an_invalid_row_in_both_modes(spark, demo_config, tmp_path):
+    df = _rows()
+    df["model"] = np.where(df.index == 3, None, df["model"])
+    df["run"] = np.where(df.index == 5, None, df["run"].astype(str))
+    _write(df, tmp_path / "eval")
+    with pytest.raises(InputError, match=r"2 rows: null in the model or run column"):
+        evaluate(spark, demo_config(), DS, write=False)
+    result = evaluate(spark, demo_config(on_invalid="drop"), DS, write=False)
+    m = result.metrics
+    assert list(m["model"]) == ["a"] and m.loc[0, "n_rows"] == N - 2 and m.loc[0, "status"] == "ok"
+    assert result.uncounted.to_dict("records") == [
+        {"ds": DS, "reason": INVALID_REASONS[9], "n_rows": 2}]
+
+
+def test_null_slice_value_is_a_slice_of_its_own(spark, demo_config, tmp_path):
+    df = _rows()
+    df["country"] = np.where(df.index % 4 == 0, None, "DE")
+    _write(df, tmp_path / "eval")
+    m = evaluate(spark, demo_config(columns={"slices": ["country"]}), DS, write=False).metrics
+    by = m.set_index("slice_value")["n_rows"].to_dict()
+    assert by == {"__all__": N, "DE": N * 3 // 4, NULL_SLICE: N // 4}
+
+
+def test_null_split_value_names_its_reason_and_count(spark, demo_config, tmp_path):
+    df = _rows().assign(split="remain")
+    df.loc[:40, "split"] = "bias"
+    df.loc[7, "split"] = None
+    _write(df, tmp_path / "eval")
+    # used to say "Invalid evaluation rows for ds=...:  (e.g. ...)": the null split value nulled the group key
+    with pytest.raises(InputError, match=r"ds=2026-11-21: 1 rows: null in a required column \(e\.g\."):
+        evaluate(spark, demo_config(columns={"split": "split"}), DS, write=False)
+
+
+def test_split_values_match_in_any_letter_case(spark, demo_config, tmp_path):
+    df = _rows().assign(split="remain")
+    df.loc[:40, "split"] = "bias"
+    _write(df, tmp_path / "eval")
+    lower = evaluate(spark, demo_config(columns={"split": "split"}), DS, write=False).metrics
+    _write(df.assign(split=df["split"].map({"bias": "Bias", "remain": "REMAIN"})), tmp_path / "eval2")
+    mixed = evaluate(spark, demo_config(input={"path": str(tmp_path / "eval2")}, columns={"split": "split"}), DS,
+                     write=False).metrics
+    pd.testing.assert_frame_equal(lower, mixed)
+    assert lower.loc[0, "n_bias"] == 41
+
+
+def test_text_that_is_not_a_number_is_counted_not_a_traceback(spark, demo_config, tmp_path):
+    df = _rows(weights=True)
+    for name in ("label", "logit", "weight"):
+        df[name] = df[name].astype(str)
+    df.loc[3, "label"], df.loc[4, "logit"], df.loc[5, "weight"] = "abc", "n/a", "heavy"
+    _write(df, tmp_path / "eval")
+    cfg = dict(columns={"weight": "weight"})
+    with pytest.raises(InputError, match="3 rows: text that is not a number in the label, score or weight column"):
+        evaluate(spark, demo_config(**cfg), DS, write=False)
+    m = evaluate(spark, demo_config(on_invalid="drop", **cfg), DS, write=False).metrics
+    assert (m.loc[0, "n_invalid"], m.loc[0, "n_rows"], m.loc[0, "status"]) == (3, N - 3, "ok")
+
+
+def test_a_column_without_numbers_is_rejected_before_the_scan(spark, demo_config, tmp_path):
+    df = _rows().assign(label=pd.Timestamp("2026-01-01"))
+    _write(df, tmp_path / "eval")
+    with pytest.raises(InputError, match=r"Column 'label' \('columns.label'\) has Spark type timestamp"):
+        evaluate(spark, demo_config(), DS, write=False)
+
+
+def test_huge_weights_are_rejected_with_a_hint_to_rescale(spark, demo_config, tmp_path):
+    _write(_rows().assign(weight=1e308), tmp_path / "eval")
+    # used to end in "AssertionError: Metric 'weight' came out as inf ... a bug"
+    with pytest.raises(InputError, match=r"too large.*rescale the weights"):
+        evaluate(spark, demo_config(columns={"weight": "weight"}), DS, write=False)
+
+
+@pytest.mark.parametrize("logit", [1e17, 1e300])
+def test_huge_finite_logits_are_evaluated(spark, demo_config, tmp_path, logit):
+    df = _rows()
+    df.loc[:5, "logit"] = logit
+    df.loc[6:9, "logit"] = -logit
+    _write(df, tmp_path / "eval")
+    m = evaluate(spark, demo_config(), DS, write=False).metrics
+    assert m.loc[0, "status"] == "ok" and m.loc[0, "n_rows"] == N
+    assert np.isfinite(m.loc[0, ["log_loss", "calibrated_log_loss", "auc"]].astype(float)).all()
+
+
+def test_rows_without_a_date_are_counted_and_reported(spark, demo_config, tmp_path, capsys):
+    from ctcalc_spark.cli.main import main
+
+    df = _rows()
+    df["ds"] = np.where(df.index < 6, None, DS)  # a date column in the rows, not a folder
+    (tmp_path / "eval").mkdir()
+    pq.write_table(pa.Table.from_pandas(df, preserve_index=False), tmp_path / "eval" / "rows.parquet")
+    result = evaluate(spark, demo_config(), DS, write=False)
+    assert result.metrics.loc[0, "n_rows"] == N - 6
+    assert result.uncounted.to_dict("records") == [{"ds": None, "reason": NO_DATE, "n_rows": 6}]
+    config = tmp_path / "c.yaml"
+    config.write_text(f"input: {{path: {tmp_path / 'eval'}}}\noutput: {{path: {tmp_path / 'out'}}}\n"
+                      "split: {salt: t}\n")
+    assert main(["-q", "evaluate", "--config", str(config), "--ds", DS]) == 0
+    assert f"6 rows in no metrics row (no date): {NO_DATE}" in capsys.readouterr().out
+
+
+def test_malformed_json_records_are_invalid_rows(spark, demo_config, tmp_path):
+    df = _rows()
+    lines = df.to_json(orient="records", lines=True).splitlines()
+    lines.insert(10, '{"model": "a", "run": 0, "ds": "2026-11-21", "label": 1, "logit": ')  # cut short
+    (tmp_path / "eval").mkdir()
+    (tmp_path / "eval" / "rows.json").write_text("\n".join(lines) + "\n")
+    cfg = dict(input={"path": str(tmp_path / "eval"), "format": "json"})
+    # used to become an all-null row that the ds filter dropped: n_rows 400, n_invalid 0, no word
+    with pytest.raises(InputError, match=r"1 rows: malformed record \(the reader could not parse it\)"):
+        evaluate(spark, demo_config(**cfg), DS, write=False)
+    result = evaluate(spark, demo_config(on_invalid="drop", **cfg), DS, write=False)
+    assert result.metrics.loc[0, "n_rows"] == N
+    assert result.uncounted.to_dict("records") == [{"ds": None, "reason": INVALID_REASONS[8], "n_rows": 1}]
+
+
+def test_duplicate_ids_are_counted_per_group_or_stop_the_run(spark, demo_config, tmp_path):
+    df = _rows()
+    again = df.iloc[:5].copy()
+    again.loc[again.index[0], "label"] = 1 - again.loc[again.index[0], "label"]  # one id with both labels
+    _write(pd.concat([df, again, df.iloc[:1]], ignore_index=True), tmp_path / "eval")
+    assert evaluate(spark, demo_config(), DS, write=False).duplicates.empty  # off by default (a pass of its own)
+    found = evaluate(spark, demo_config(input__duplicate_ids="count"), DS, write=False).duplicates
+    assert found.to_dict("records") == [{"ds": DS, "model": "a", "run": "0", "n_duplicate_rows": 6,
+                                         "n_repeated_ids": 5, "n_conflicting_ids": 1}]
+    with pytest.raises(InputError, match=r"6 evaluation rows repeat an example id .* 1 with different labels"):
+        evaluate(spark, demo_config(input__duplicate_ids="error"), DS, write=False)
+
+
+def test_ragged_multiclass_logits_are_invalid_rows(spark, demo_config, tmp_path):
+    from ctcalc_spark import calibrated_multiclass_log_loss
+    from ctcalc_spark.core.split import bias_mask
+
+    rng = np.random.default_rng(1)
+    z = rng.normal(size=(N, 3))
+    y = rng.integers(0, 3, N)
+    logits = [list(r) for r in z]
+    logits[7] = logits[7][:2]  # a row that lost a class: used as if the problem had two classes
+    df = pd.DataFrame({"model": "a", "run": 0, "ds": DS, "example_id": np.arange(N), "label": y, "logit": logits})
+    _write(df, tmp_path / "eval")
+    cfg = dict(task="multiclass", split={"bias_fraction": 0.2, "salt": "t"})
+    with pytest.raises(InputError, match="1 rows: logit array length differs"):
+        evaluate(spark, demo_config(**cfg), DS, write=False)
+    m = evaluate(spark, demo_config(on_invalid="drop", **cfg), DS, write=False).metrics
+    keep = np.arange(N) != 7
+    isb = bias_mask(np.arange(N), salt="t", bias_fraction=0.2) & keep
+    rem = ~bias_mask(np.arange(N), salt="t", bias_fraction=0.2) & keep
+    assert (m.loc[0, "n_invalid"], m.loc[0, "n_rows"]) == (1, N - 1)
+    assert m.loc[0, "calibrated_log_loss"] == pytest.approx(
+        calibrated_multiclass_log_loss(y[isb], z[isb], y[rem], z[rem]), rel=1e-9)
+
+
+def test_column_names_with_a_dot_or_a_backtick(spark, demo_config, tmp_path):
+    df = _rows(weights=True, slices=True).rename(columns={"country": "geo.country", "weight": "w`x"})
+    _write(df, tmp_path / "eval")
+    cfg = demo_config(columns={"slices": ["geo.country"], "weight": "w`x"})
+    result = evaluate(spark, cfg, DS)
+    m = result.metrics
+    assert set(m["slice_name"]) == {"__all__", "geo.country"} and (m["status"] == "ok").all()
+    assert m.loc[m["slice_name"] == "__all__", "weight"].iloc[0] == pytest.approx(df["w`x"].sum())
+    assert "geo.country" in pd.read_parquet(tmp_path / "out" / "summaries").columns
+
+
+# ---- files --------------------------------------------------------------------------------------------------
+
+def _corrupt_day(tmp_path, kind):
+    df = _rows()
+    first, second = df.iloc[: N // 2], df.iloc[N // 2:]
+    if kind == "types":  # the same column as double in one file, bigint in the other
+        second = second.assign(label=second["label"].astype(float))
+    folder = _write_files(tmp_path / "eval", [first, second])
+    if kind == "truncated":
+        data = (folder / "f1.parquet").read_bytes()
+        (folder / "f1.parquet").write_bytes(data[: len(data) // 2])
+    return str(folder / "f1.parquet")
+
+
+@pytest.mark.parametrize(("kind", "cause"), [
+    ("truncated", "is not a Parquet file"),
+    ("types", "Data type mismatches when reading Parquet column [label]"),
+])
+def test_unreadable_files_name_the_file_or_are_skipped_and_listed(spark, demo_config, tmp_path, kind, cause):
+    bad = _corrupt_day(tmp_path, kind)
+    with pytest.raises(InputError) as err:
+        evaluate(spark, demo_config(), DS, write=False)
+    text = str(err.value)
+    assert text.startswith(f"Cannot read file {bad} of the evaluation table: ") and cause in text
+    assert "input.skip_unreadable_files: true" in text and "\n" not in text and "at org.apache" not in text
+    result = evaluate(spark, demo_config(input__skip_unreadable_files=True), DS, write=False)
+    assert result.skipped_files == [bad]
+    assert result.metrics.loc[0, "n_rows"] == N // 2
+    assert os.path.exists(bad)
