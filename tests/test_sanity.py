@@ -123,7 +123,7 @@ def test_extreme_warning_and_error_name_groups_and_counts():
 @pytest.mark.parametrize("key, value, match", [
     ("sanity", {"on_extreme": "ignore"}, "on_extreme"),
     ("sanity", {"max_abs_logit": -1}, "max_abs_logit"),
-    ("sanity", {"max_abs_logit": "50"}, "max_abs_logit"),
+    ("sanity", {"max_abs_logit": "fifty"}, "max_abs_logit"),  # numeric text such as "50" or "1e-9" is read as a number
     ("split", {"min_bias_rows": -3}, "min_bias_rows"),
     ("split", {"min_bias_rows": 2.5}, "min_bias_rows"),
 ])

@@ -62,6 +62,7 @@ from ctcalc_spark.core.windows import (
 from ctcalc_spark.errors import ConfigError, CtcalcError, InputError
 from ctcalc_spark.jobs.evaluate import check_finite
 from ctcalc_spark.spark.files import FileStore, is_local, local_path
+from ctcalc_spark.spark import names
 from ctcalc_spark.spark.scan import INVALID_REASONS, decode_aggregate, group_columns, summary_aggregation
 from ctcalc_spark.spark.storage import OutputStore, check_columns, required_columns
 
@@ -285,7 +286,8 @@ class WindowCloser:
 
         current = rows[rows["window"].isin(list(by_label))]
         same = metrics_from_summaries(current, cfg.task, keys=["window", c.model, c.run], slices=list(c.slices),
-                                      bin_width=cfg.histogram.bin_width)
+                                      bin_width=cfg.histogram.bin_width, max_abs_logit=cfg.sanity.max_abs_logit,
+                                      min_bias_rows=cfg.split.min_bias_rows)
         same = same.rename(columns={c.model: "model", c.run: "run"})
         same = same.assign(ds=[by_label[x].start[:10] for x in same["window"]], task=cfg.task,
                            window_start=[by_label[x].start for x in same["window"]],
@@ -381,7 +383,7 @@ class BatchHandler:
     def _event_us(self) -> Any:
         from pyspark.sql import functions as F
 
-        return F.unix_micros(F.col(self.cfg.stream.event_time).cast("timestamp"))
+        return F.unix_micros(names.col(self.cfg.stream.event_time).cast("timestamp"))
 
     def _read(self, batch_df: DataFrame) -> _BatchRows:
         """The batch's usable rows, with every landed file accounted for."""

@@ -331,7 +331,9 @@ def run_settings(
         **where,
         "report_dir": f"{output}/reports/ds={ds}",
         "report_args": ["report", "--config", str(config), "--start", start, "--end", ds,
-                        "--out", f"{output}/reports/ds={ds}", "--threshold", repr(threshold), *set_args],
+                        "--out", f"{output}/reports/ds={ds}", *set_args,
+                        # an explicit threshold replaces the report's own rule (2 x the seed spread of c*)
+                        *(["--threshold", repr(threshold)] if get("bias_threshold") is not None else [])],
         "spark_conf": {str(k): str(v) for k, v in spark_conf.items()},
         "models": models,
         "eval_partition": eval_partition,
