@@ -177,7 +177,7 @@ def _duplicate_ids(df: DataFrame, cfg: JobConfig) -> pd.DataFrame:
         F.sum(F.coalesce(F.col("both"), F.lit(0))).alias("n_conflicting_ids"),
     )
     with input_read_errors(cfg):
-        found = out.select("ds", F.col("model").cast("string"), F.col("run").cast("string"),
+        found = out.select(F.col("ds").cast("string"), F.col("model").cast("string"), F.col("run").cast("string"),
                            *DUPLICATE_COLUMNS[3:]).toPandas()
     found = found.sort_values(["ds", "model", "run"]).reset_index(drop=True)
     for r in found.itertuples(index=False):

@@ -164,17 +164,31 @@ def _load(spark: SparkSession, cfg: JobConfig, days: Sequence[str] | None = None
 
 
 def _day(df: DataFrame, cfg: JobConfig) -> Column:
-    """The date column as 'YYYY-MM-DD' text (null where the date is null)."""
-    from pyspark.sql import functions as F
+    """The date column as a date when the input's is a date or timestamp, else as text (null where null).
 
+    A date stays a date in the scan: it is grouped as an int and made 'YYYY-MM-DD' text on the aggregated
+    result. Formatting it per row (``date_format``) cost about a fifth of a one-day scan (measured, 20 M rows).
+    """
     name = str(cfg.columns.ds)
-    if dict(df.dtypes)[name] in ("date", "timestamp", "timestamp_ntz"):
-        return F.date_format(col(name), "yyyy-MM-dd")
+    kind = dict(df.dtypes)[name]
+    if kind == "date":
+        return col(name)
+    if kind in ("timestamp", "timestamp_ntz"):
+        return col(name).cast("date")
     return col(name).cast("string")
 
 
+def _in_days(day: Column, df: DataFrame, cfg: JobConfig, days: Sequence[str]) -> Column:
+    """``day`` (from :func:`_day`) is one of ``days`` or null; days compared as dates when the column is one."""
+    import datetime as dt
+
+    typed = dict(df.dtypes)[str(cfg.columns.ds)] in ("date", "timestamp", "timestamp_ntz")
+    values = [dt.date.fromisoformat(d) for d in days] if typed else list(days)
+    return day.isin(values) | day.isNull()
+
+
 def read_input(spark: SparkSession, cfg: JobConfig, days: Sequence[str] | None = None) -> DataFrame:
-    """The evaluation rows of ``days`` (all days if None) with a normalised ``_ds`` column.
+    """The evaluation rows of ``days`` (all days if None) with a ``_ds`` column: the date as text, or as a date where the input's is a date or timestamp (the scan makes it text after aggregating).
 
     Rows whose date is null are kept as well (``_ds`` null) so that the scan counts them; they belong to no
     day. Without a date column (``columns.ds: null``, a fixed evaluation set) every row belongs to the one
@@ -190,8 +204,8 @@ def read_input(spark: SparkSession, cfg: JobConfig, days: Sequence[str] | None =
             raise ConfigError("The config has no date column ('columns.ds: null'): give exactly one --ds, the day "
                               "that labels this fixed evaluation set's output partitions.")
         return df.withColumn(DS, F.lit(days[0]))
-    df = df.withColumn(DS, _day(df, cfg))
-    return df if days is None else df.where(F.col(DS).isin(list(days)) | F.col(DS).isNull())
+    out = df.withColumn(DS, _day(df, cfg))
+    return out if days is None else out.where(_in_days(F.col(DS), df, cfg, days))
 
 
 def _day_folders(root: str, ds_column: str | None, days: Sequence[str] | None) -> list[str] | None:
@@ -276,8 +290,7 @@ def unread_files(spark: SparkSession, cfg: JobConfig, days: Sequence[str] | None
     if part and days is not None and listed and all(part in f for f in listed):
         wanted = {*days, NULL_PARTITION}
         listed = [f for f in listed if f.split(part, 1)[1].split("/", 1)[0] in wanted]
-        day = _day(df, cfg)
-        df = df.where(day.isin(list(days)) | day.isNull())
+        df = df.where(_in_days(_day(df, cfg), df, cfg, days))
     values = F.hash(*[col(n) for n in required_columns(cfg)])  # makes the pass read what the scan reads
     seen = df.groupBy(F.col("_metadata.file_path").alias("f")).agg(F.max(values).alias("h")).collect()
     got = {_plain_path(r["f"]) for r in seen}
