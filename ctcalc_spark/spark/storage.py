@@ -862,10 +862,16 @@ class Transaction:
 
 
 def _one_file_per_partition(frame: DataFrame, parts: Sequence[str], n_partitions: int) -> DataFrame:
-    """Each output partition's rows in one task (one file per partition); many partitions in parallel tasks."""
-    if n_partitions <= 1:
+    """Each output partition's rows in one task (one file per partition), about 32 partitions a task (at most
+    16 tasks): a task's start and commit cost more than a small file (measured: 90 day partitions written by
+    16 tasks 2.3 s, by 3 tasks 1.6 s, on 2 cores)."""
+    tasks = min(16, -(-n_partitions // FILES_PER_WRITE_TASK))
+    if tasks <= 1:
         return frame.coalesce(1)
-    return frame.repartition(min(n_partitions, 16), *parts)
+    return frame.repartition(tasks, *parts)
+
+
+FILES_PER_WRITE_TASK = 32
 
 
 def _partition_path(values: Mapping[str, str]) -> str:
