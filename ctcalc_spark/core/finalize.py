@@ -86,34 +86,6 @@ def check_row(row: dict[str, Any]) -> dict[str, Any]:
     return row
 
 
-def binary_summary_of(rows: pd.DataFrame, bin_width: float) -> BinarySummary:
-    """Merge summary-table rows (any days, partitions) into one BinarySummary."""
-    if rows.empty:
-        return BinarySummary.empty(bin_width)
-    return BinarySummary.from_columns(
-        bin_width, rows["bin"].to_numpy(), rows["label"].to_numpy(),
-        **{n: rows[n].to_numpy() for n in BINARY_COUNTS + BINARY_MOMENTS},
-    )
-
-
-def regression_summary_of(rows: pd.DataFrame) -> RegressionSummary:
-    """Merge summary-table rows into one RegressionSummary."""
-    if rows.empty:
-        return RegressionSummary()
-    return RegressionSummary(int(rows["count"].sum()), *(float(rows[n].sum()) for n in REGRESSION_FIELDS[1:]))
-
-
-def finalize_pair(task: str, bias_rows: pd.DataFrame, remain_rows: pd.DataFrame, bin_width: float, *,
-                  max_abs_logit: float = DEFAULT_MAX_ABS_LOGIT, min_bias_rows: int = 0) -> dict[str, Any]:
-    """Metrics of one group from its val-bias and val-remain summary rows (see :func:`apply_min_bias_rows`)."""
-    if task == "binary":
-        row = finalize_binary(binary_summary_of(bias_rows, bin_width), binary_summary_of(remain_rows, bin_width),
-                              max_abs_logit=max_abs_logit)
-    else:
-        row = finalize_regression(regression_summary_of(bias_rows), regression_summary_of(remain_rows))
-    return apply_min_bias_rows(row, task, min_bias_rows)
-
-
 def metrics_from_summaries(
     summaries: pd.DataFrame,
     task: str,
