@@ -223,9 +223,9 @@ def summary_aggregation(
             *exact,
         ), keys, cfg.columns.slices)
     # Per-row terms written straight into the aggregate: Spark's aggregate code generation evaluates each
-    # common subexpression once per row (explicit projection stages measured no faster). The label is part of the group key: per (bin, label) the margin
-    # t = (1 - 2y)·z gives the loss softplus(t) and the missed mass σ(t) (see core/summary.py), and no y·w
-    # products are summed. Invalid rows carry zeros: their groups are told apart by the key and never used.
+    # common subexpression once per row (explicit projection stages measured no faster). The label is part of
+    # the group key: per (bin, label) the margin t = (1 - 2y)·z gives the loss softplus(t) and the missed mass
+    # σ(t) (see core/summary.py), and no y·w products are summed.
     outer = [k for k in keys if k not in ("invalid", "is_bias")]
     unweighted = cfg.columns.weight is None
     # The terms read the raw columns: an invalid row's group differs from every valid group by its code, so
