@@ -1,7 +1,7 @@
 """SparkSession construction: classic or Spark Connect, with the settings this project relies on.
 
-No JVM handle is used anywhere (``sparkContext``, ``_jvm``, ``_jsc``): every job runs on a Spark Connect
-session as well as on a classic one.
+Nothing in the package reaches into the JVM behind a session (no SparkContext, no py4j gateway): every job
+runs on a Spark Connect session as well as on a classic one (``tests/test_layers.py`` checks the source).
 """
 from __future__ import annotations
 
