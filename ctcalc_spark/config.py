@@ -477,6 +477,11 @@ def read_yaml(path: str | Path, overrides: Mapping[str, Any] | None = None, *, e
         data = yaml.safe_load(p.read_text()) or {}
     except yaml.YAMLError as e:
         raise ConfigError(f"Config file {str(p)!r} is not valid YAML: {e}") from e
+    return apply_overrides(data, overrides)
+
+
+def apply_overrides(data: dict[str, Any], overrides: Mapping[str, Any] | None) -> dict[str, Any]:
+    """``data`` (a config mapping, changed in place and returned) with dotted keys like 'output.path' set."""
     for key, value in (overrides or {}).items():
         node = data
         *parents, leaf = key.split(".")

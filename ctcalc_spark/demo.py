@@ -60,11 +60,11 @@ def generate_demo_eval(
     return pd.concat(frames, ignore_index=True)
 
 
-def write_demo_eval(path: str | Path, *, success_markers: bool = True, **kwargs: object) -> pd.DataFrame:
+def write_demo_eval(path: str | Path, **kwargs: object) -> pd.DataFrame:
     """Generate the demo table and write it as Parquet partitioned by ds (replacing what was there).
 
-    ``success_markers``: close each day's folder with an empty ``_SUCCESS`` file, as a writer that is done
-    with a day does; the daily Airflow DAG waits for it before evaluating that day.
+    Each day's folder is closed with an empty ``_SUCCESS`` file, as a writer that is done with a day does;
+    the daily Airflow DAG waits for it before evaluating that day.
     """
     import shutil
 
@@ -76,9 +76,8 @@ def write_demo_eval(path: str | Path, *, success_markers: bool = True, **kwargs:
     if path.exists():
         shutil.rmtree(path)
     pq.write_to_dataset(pa.Table.from_pandas(df, preserve_index=False), str(path), partition_cols=["ds"])
-    if success_markers:
-        for ds in df["ds"].unique():
-            (path / f"ds={ds}" / "_SUCCESS").touch()
+    for ds in df["ds"].unique():
+        (path / f"ds={ds}" / "_SUCCESS").touch()
     return df
 
 

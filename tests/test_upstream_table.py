@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
-import os
 from pathlib import Path
 from typing import Any
 
@@ -216,7 +215,7 @@ def test_model_file_carries_what_scoring_needs(trained: Path) -> None:
     assert enc["columns"]["categorical"] == list(CENSUS.categorical)
     assert enc["columns"]["positive_label"] == ">50K" and enc["columns"]["example_id"] == "person id"
     assert "Private" in enc["vocab"]["work class"] and "?" not in enc["vocab"]["work class"]
-    assert set(enc["numeric"]) == set(CENSUS.numeric) and enc["numeric"]["age"]["std"] > 0
+    assert set(enc["numeric"]) == set(CENSUS.numeric) and enc["numeric"]["age"]["std"] > 1e-3  # floored at 1e-6 only when constant
     assert payload["meta"]["seed"] == 1 and payload["meta"]["model_name"] == "fm"
     assert payload["meta"]["counts"]["work class: null"] > 0  # '?' counted as null
     # The model's standardisation buffers are the encoder's statistics.
@@ -353,9 +352,8 @@ def test_experiment_on_a_user_table(spark: Any, census: dict[str, Path], tmp_pat
     assert res.days == EVAL_DAYS
     assert len(res.per_run) == 4 and (res.per_run["status"] == "ok").all()
     (c,) = res.comparisons
-    assert c.m_a == c.m_b == 2 and 0.0 <= c.calibrated.acc <= 1.0
+    assert c.m_a == c.m_b == 2 and np.isfinite(c.calibrated.acc) and np.isfinite(c.vanilla.acc)
     assert not (tmp_path / "exp" / "data").exists()  # no generated data on this path
     with pytest.raises(ConfigError, match="eval_table.path"):
         experiment_config_from_dict({"data": {"train_table": {"path": "x.csv"}}, "pipelines": {"a": {}, "b": {}},
                                      "pairs": [["a", "b"]]})
-    assert os.path.isdir(tmp_path / "exp" / "scores")

@@ -39,11 +39,11 @@ def run(args: argparse.Namespace) -> int:
     else:
         import time
 
-        from ctcalc_spark.spark.session import build_session
+        from ctcalc_spark.cli.common import session_for
         from ctcalc_spark.upstream.score import read_spark_table, score_spark, spark_table_report, write_spark_scores
 
         start = time.perf_counter()
-        spark = build_session(cfg.spark, app_name="ctcalc-score", submitted=getattr(args, "_submitted", False))
+        spark = session_for(args, cfg, "ctcalc-score")
         scored = score_spark(spark, read_spark_table(spark, cfg.eval_table), models, passthrough=passthrough,
                              ds_value=s.ds, files_per_partition=s.files_per_partition, batch_size=s.batch_size,
                              num_threads=cfg.torch_threads, device=cfg.device)

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
-from ctcalc_spark.config import SparkConfig, _build, read_yaml
+from ctcalc_spark.config import SparkConfig, _build, apply_overrides, read_yaml
 from ctcalc_spark.errors import ConfigError
 
 TABLE_FORMATS: tuple[str, ...] = ("parquet", "csv", "json")
@@ -213,6 +213,10 @@ def check_ds_value(ds: Any, where: str) -> str:
         ds = ds.isoformat()[:10]
     if not isinstance(ds, str) or not _DATE.match(ds):
         raise ConfigError(f"Expected '{where}' as a date like 2026-11-01, got {ds!r}.")
+    try:
+        _dt.date.fromisoformat(ds)
+    except ValueError:
+        raise ConfigError(f"'{where}' is not a calendar date: {ds!r}.") from None
     return ds
 
 
@@ -224,10 +228,4 @@ def upstream_config_from_dict(data: Mapping[str, Any]) -> UpstreamConfig:
 def load_upstream_config(path: str | Path | None, overrides: Mapping[str, Any] | None = None) -> UpstreamConfig:
     """Read a YAML config (or start empty when ``path`` is None) and apply dotted ``overrides``."""
     data: dict[str, Any] = {} if path is None else read_yaml(path, example="conf/train_example.yaml")
-    for key, value in (overrides or {}).items():
-        *parents, leaf = key.split(".")
-        node = data
-        for part in parents:
-            node = node.setdefault(part, {})
-        node[leaf] = value
-    return upstream_config_from_dict(data)
+    return upstream_config_from_dict(apply_overrides(data, overrides))

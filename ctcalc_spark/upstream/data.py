@@ -85,6 +85,28 @@ def make_world(
     return CtrWorld(cards, int(n_numeric), tuple(pairs), float(zipf_a), first, weights, inter, intercept)
 
 
+def _days(n_rows: int, n_days: int, start_ds: str, day_offset: int) -> tuple[np.ndarray, np.ndarray]:
+    """(world day index, 'YYYY-MM-DD') per row: ``n_rows`` rows spread evenly over ``n_days`` days, the first
+    being world day ``day_offset`` (date ``start_ds`` + ``day_offset``)."""
+    if n_rows < 0:
+        raise ConfigError(f"Expected n_rows >= 0, got {n_rows}.")
+    if n_days < 1:
+        raise ConfigError(f"Expected n_days >= 1, got {n_days}; use 1 for a single day.")
+    try:
+        start = _dt.date.fromisoformat(start_ds)
+    except ValueError as e:
+        raise ConfigError(f"Expected start_ds as 'YYYY-MM-DD', got {start_ds!r}.") from e
+    day = (np.arange(n_rows, dtype=np.int64) * n_days) // max(n_rows, 1) + int(day_offset)
+    names = np.array([(start + _dt.timedelta(days=int(d))).isoformat() for d in range(day_offset, day_offset + n_days)],
+                     dtype=object)
+    return day, names[day - day_offset]
+
+
+def _eval_seed(seed: int) -> int:
+    """The seed of an evaluation table drawn after a training table of ``seed``."""
+    return int(np.random.SeedSequence([int(seed), 1]).generate_state(1)[0])
+
+
 def generate_ctr(
     n_rows: int,
     *,
@@ -108,28 +130,16 @@ def generate_ctr(
 
     Example: ``generate_ctr(10_000, seed=1, n_days=7, drift_per_day=0.05)``.
     """
-    if n_rows < 0:
-        raise ConfigError(f"Expected n_rows >= 0, got {n_rows}.")
-    if n_days < 1:
-        raise ConfigError(f"Expected n_days >= 1, got {n_days}; use 1 for a single day.")
-    try:
-        start = _dt.date.fromisoformat(start_ds)
-    except ValueError as e:
-        raise ConfigError(f"Expected start_ds as 'YYYY-MM-DD', got {start_ds!r}.") from e
+    day, ds = _days(n_rows, n_days, start_ds, day_offset)
     if world is None:
         world = make_world(world_seed=world_seed, base_rate=base_rate)
     rng = np.random.default_rng(np.random.SeedSequence([int(seed), 0xC7]))
     cat, num = _draw_features(world, n_rows, rng)
-    day = (np.arange(n_rows, dtype=np.int64) * n_days) // max(n_rows, 1) + int(day_offset)
     z = world.intercept + drift_per_day * day + _logit_without_intercept(world, cat, num)
     label = (rng.random(n_rows) < _sigmoid(z)).astype(np.int32)
-    day_names = np.array(
-        [(start + _dt.timedelta(days=int(d))).isoformat() for d in range(day_offset, day_offset + n_days)],
-        dtype=object,
-    )
     cols: dict[str, np.ndarray] = {
         "example_id": np.arange(n_rows, dtype=np.int64) + int(id_offset),
-        "ds": day_names[day - day_offset],
+        "ds": ds,
         "label": label,
     }
     for f in range(len(world.cardinalities)):
@@ -165,7 +175,7 @@ def write_ctr_tables(
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     world = make_world(world_seed=world_seed, base_rate=base_rate)
-    eval_seed = int(np.random.SeedSequence([int(seed), 1]).generate_state(1)[0])
+    eval_seed = _eval_seed(seed)
     common: dict[str, Any] = dict(
         start_ds=start_ds, drift_per_day=drift_per_day, world=world, include_true_logit=include_true_logit
     )
@@ -223,8 +233,7 @@ def generate_census_like(
          + effects["native country"][country] + 0.03 * (age - 40) + 0.02 * (hours - 40) + 0.15 * np.log1p(gain)
          + 0.3 * sex)
     income = np.where(rng.random(n_rows) < _sigmoid(z), ">50K", "<=50K")
-    day = (np.arange(n_rows) * n_days) // max(n_rows, 1) + int(day_offset)
-    start = _dt.date.fromisoformat(start_ds)
+    dates = _days(n_rows, n_days, start_ds, day_offset)[1]
     countries = np.array([f"country-{i:02d}" for i in range(60)], dtype=object)[country]
     unseen = rng.random(n_rows) < unseen_share
     countries[unseen] = [f"Atlantis-{k}" for k in range(int(unseen.sum()))]
@@ -238,7 +247,7 @@ def generate_census_like(
         "capital.gain": gain,
         "native country": countries,
         "sex": np.where(sex, "M", "F"),
-        "interview date": [(start + _dt.timedelta(days=int(d))).isoformat() for d in day],
+        "interview date": dates,
         "income": income,
     })
     return frame
@@ -254,7 +263,7 @@ def write_census_like(
     """
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    eval_seed = int(np.random.SeedSequence([int(seed), 1]).generate_state(1)[0])
+    eval_seed = _eval_seed(seed)
     paths = {"train": out / "train.csv", "eval": out / "eval.csv"}
     generate_census_like(n_train, seed=seed, n_days=1).to_csv(paths["train"], index=False)
     generate_census_like(n_eval, seed=eval_seed, n_days=eval_days, day_offset=1, id_offset=n_train,

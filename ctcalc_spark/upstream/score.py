@@ -69,8 +69,6 @@ SCORE_SCHEMA = pa.schema(
         ("logit", pa.float64()),
     ]
 )
-SCORE_SCHEMA_DDL = "model string, run int, ds string, example_id long, label int, logit double"
-KEY_COLUMNS: tuple[str, ...] = ("example_id", "ds", "label")
 
 # One loaded model per (path, file mtime, device) per Python process: Spark
 # reuses Python workers across tasks, so each worker loads each model once.
@@ -90,6 +88,9 @@ class ScoreReport:
     files_per_day: dict[str, int] = field(default_factory=dict)
     counts: dict[str, int] = field(default_factory=dict)
     seconds: float = 0.0
+    whole_table: bool = False
+    """True when the rows and files are those of the whole output table after the call (the Spark engine reads
+    the table back), not only of the partitions this call wrote."""
 
     @property
     def days(self) -> list[str]:
@@ -101,7 +102,8 @@ class ScoreReport:
         days = self.days
         files = sorted(set(self.files_per_day.values()))
         lines = [
-            f"{sum(self.rows_per_day.values()):,} rows ({len(self.models)} models) in {len(days)} ds partition(s) "
+            ("the table now holds " if self.whole_table else "")
+            + f"{sum(self.rows_per_day.values()):,} rows ({len(self.models)} models) in {len(days)} ds partition(s) "
             f"{days[0] if days else ''}..{days[-1] if days else ''}, files per partition {files} -> {self.path} "
             f"[{self.seconds:.2f} s]"
         ]
@@ -457,6 +459,9 @@ def score_spark(
     """
     from pyspark.sql import functions as F
     from pyspark.sql import types as T
+    from pyspark.sql.pandas.types import from_arrow_schema
+
+    from ctcalc_spark.spark.names import col
 
     if not model_paths:
         raise InputError("Expected at least one (model_name, run) -> model path, got an empty mapping.")
@@ -479,17 +484,13 @@ def score_spark(
     if files_per_partition is not None:
         if files_per_partition < 1:
             raise InputError(f"Expected files_per_partition >= 1, got {files_per_partition}.")
-        day = F.substring(_col(keys_decl.ds).cast("string"), 1, 10) if keys_decl.ds else F.lit(ds_value)
-        row_key = [_col(keys_decl.example_id)] if keys_decl.example_id else [_col(c) for c in names]
+        day = F.substring(col(keys_decl.ds).cast("string"), 1, 10) if keys_decl.ds else F.lit(ds_value)
+        row_key = [col(keys_decl.example_id)] if keys_decl.example_id else [col(c) for c in names]
         source = eval_sdf.repartition(day, F.pmod(F.xxhash64(*row_key), F.lit(files_per_partition)))
-    selected = source.select(*[_col(c).alias(f"_in{i}") for i, c in enumerate(names)])
+    selected = source.select(*[col(c).alias(f"_in{i}") for i, c in enumerate(names)])
     by_name = {f.name: f for f in eval_sdf.schema.fields}
-    schema = T.StructType(
-        [T.StructField("model", T.StringType()), T.StructField("run", T.IntegerType()),
-         T.StructField("ds", T.StringType()), T.StructField("example_id", T.LongType()),
-         T.StructField("label", T.IntegerType()), T.StructField("logit", T.DoubleType())]
-        + [T.StructField(c, by_name[c].dataType, True) for c in keys_decl.passthrough]
-    )
+    schema = T.StructType(from_arrow_schema(SCORE_SCHEMA).fields
+                          + [T.StructField(c, by_name[c].dataType, True) for c in keys_decl.passthrough])
     fn = functools.partial(
         _score_arrow_batches, entries=paths, names=names, keys_decl=keys_decl, ds_value=ds_value,
         batch_size=batch_size, num_threads=num_threads, device=device,
@@ -532,7 +533,8 @@ def write_spark_scores(scored: SparkDataFrame, out_path: str, *, mode: str = "pa
 
 
 def spark_table_report(spark: SparkSession, out_path: str, models: Sequence[tuple[str, int]]) -> ScoreReport:
-    """Rows and files per ds partition of the evaluation table at ``out_path`` (native scan, public APIs)."""
+    """Rows and files per ds partition of the whole evaluation table at ``out_path`` after a write (native scan,
+    public APIs); with mode ``partitions`` it also counts days this call did not write, and says so."""
     table = spark.read.parquet(out_path)
     rows = {str(r["ds"]): int(r["count"]) for r in table.groupBy("ds").count().collect()}
     files: Counter[str] = Counter()
@@ -540,13 +542,7 @@ def spark_table_report(spark: SparkSession, out_path: str, models: Sequence[tupl
         part = next((p for p in f.split("/") if p.startswith("ds=")), None)
         if part is not None:
             files[part[3:]] += 1
-    return ScoreReport(out_path, list(models), rows_per_day=rows, files_per_day=dict(files))
-
-
-def _col(name: str) -> Any:
-    from pyspark.sql import functions as F
-
-    return F.col("`" + name.replace("`", "``") + "`")
+    return ScoreReport(out_path, list(models), rows_per_day=rows, files_per_day=dict(files), whole_table=True)
 
 
 def _score_arrow_batches(

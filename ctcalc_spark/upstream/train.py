@@ -133,12 +133,15 @@ def train_arrays(
         cat_t = torch.from_numpy(np.ascontiguousarray(cat[:, cat_idx], dtype=np.int64))
         num_t = torch.from_numpy(np.ascontiguousarray(num[:, num_idx], dtype=np.float32))
         y_t = torch.from_numpy(np.asarray(labels, dtype=np.float32))
-        if num_idx and numeric_stats is not None:
-            model.set_numeric_stats(torch.from_numpy(numeric_stats[0][num_idx]).float(),
-                                    torch.from_numpy(numeric_stats[1][num_idx]).float())
-        elif num_idx:
-            x_num = torch.sign(num_t.double()) * torch.log1p(torch.abs(num_t.double()))
-            model.set_numeric_stats(x_num.mean(dim=0).float(), x_num.std(dim=0, unbiased=False).float())
+        if num_idx:
+            if numeric_stats is None:  # symlog mean and std of this training set (as the model's input sees it)
+                x = np.asarray(num[:, num_idx], dtype=np.float32).astype(np.float64)
+                t = np.sign(x) * np.log1p(np.abs(x))
+                mean, std = t.mean(axis=0), t.std(axis=0)
+            else:
+                mean, std = numeric_stats[0][num_idx], numeric_stats[1][num_idx]
+            model.set_numeric_stats(torch.from_numpy(np.asarray(mean)).float(),
+                                    torch.from_numpy(np.asarray(std)).float())
         rate = float(np.mean(labels))
         if init_bias and 0.0 < rate < 1.0:
             with torch.no_grad():
