@@ -1,7 +1,8 @@
 """A round trip through a real metastore: Spark's built-in Hive catalog with Derby in a temporary folder.
 
 A partitioned input table is read by name, the outputs are catalog tables (metrics, summaries, rolling)
-written with Spark's own dynamic partition overwrite, a rerun of a day replaces exactly that day, and the
+written by Spark's writer into hidden staging folders and swapped in partition by partition (the default
+``output.swap: auto`` on a local warehouse; the catalog then registers the partitions), a rerun of a day replaces exactly that day, and the
 CLI takes its Spark settings (the Hive catalog, the warehouse, Derby's home) from the job config. The
 numbers equal the same job on folders (the session fixture, no catalog) to 1e-12.
 
@@ -68,7 +69,7 @@ def test_metastore_round_trip_tables_in_and_out(spark, tmp_path):
     from ctcalc_spark.demo import generate_demo_eval
     from ctcalc_spark.jobs.evaluate import evaluate
     from ctcalc_spark.jobs.rolling import run_rolling
-    from ctcalc_spark.spark.storage import OutputStore
+    from ctcalc_spark.spark.storage import STAGING_PREFIX, OutputStore
 
     rows = generate_demo_eval(n_examples_per_day=1500, n_runs=3, n_days=len(DAYS), seed=3, start_ds=DAYS[0])
     rows["country"] = np.where(rows["example_id"] % 3 == 0, "US", "DE")
@@ -123,16 +124,25 @@ print(json.dumps(out))
     rows.to_parquet(tmp_path / "eval", partition_cols=["ds"], index=False)
     path_cfg = config_from_dict({**{k: v for k, v in _config(tmp_path).items() if k != "spark"},
                                  "input": {"path": str(tmp_path / "eval")}, "output": {"path": str(tmp_path / "p")}})
-    want = evaluate(spark, path_cfg, DAYS).metrics.sort_values(KEYS).reset_index(drop=True)
-    got = metrics.drop(columns="run_id").sort_values(KEYS).reset_index(drop=True)[list(want.columns)]
-    assert len(got) == len(want) == len(DAYS) * 3 * 3 * 3  # days x models x runs x (all, US, DE)
+    want = evaluate(spark, path_cfg, DAYS).metrics
+    assert len(metrics) == len(want) == len(DAYS) * 3 * 3 * 3  # days x models x runs x (all, US, DE)
+    _assert_same(metrics, want, KEYS)
+    want_roll = run_rolling(spark, path_cfg, DAYS, write=False).table
+    _assert_same(pd.read_parquet(tmp_path / "rolling.parquet"), want_roll,
+                 ["ds", "model", "run", "slice_name", "slice_value"])
+    leftovers = [p for pattern in (f"{STAGING_PREFIX}*", ".spark-staging-*", "_temporary")
+                 for p in (tmp_path / "warehouse").rglob(pattern)]
+    assert leftovers == []  # nothing a killed run would leave
+
+
+def _assert_same(got: pd.DataFrame, want: pd.DataFrame, keys: list[str]) -> None:
+    """Same rows (by ``keys``) and the same values: floats to 1e-12, everything else as text."""
+    want = want.sort_values(keys).reset_index(drop=True)
+    got = got.sort_values(keys).reset_index(drop=True)[list(want.columns)]
+    assert len(got) == len(want)
     for col in want.columns:
-        if pd.api.types.is_float_dtype(want[col]):
-            np.testing.assert_allclose(got[col].to_numpy(float), want[col].to_numpy(float), rtol=1e-12, atol=1e-12,
-                                       err_msg=col)
+        if pd.api.types.is_float_dtype(want[col]) or pd.api.types.is_float_dtype(got[col]):  # null: NaN or None
+            a, b = (pd.to_numeric(f[col]).to_numpy(float) for f in (got, want))
+            np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-12, err_msg=col)
         else:
             assert got[col].astype(str).tolist() == want[col].astype(str).tolist(), col
-    rolled = pd.read_parquet(tmp_path / "rolling.parquet")
-    want_roll = run_rolling(spark, path_cfg, DAYS, write=False).table
-    assert len(rolled) == len(want_roll)
-    assert not list((tmp_path / "warehouse").rglob(".spark-staging-*"))  # nothing a killed run would leave

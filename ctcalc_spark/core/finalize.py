@@ -104,50 +104,55 @@ def metrics_from_summaries(
     ``max_abs_logit`` sets ``n_extreme`` (binary); ``min_bias_rows``: see :func:`apply_min_bias_rows`.
     """
     out: list[dict[str, Any]] = []
+    cols = list(keys) + ["slice_name", "slice_value"] + list(METRIC_TYPES[task])
+    if summaries.empty:
+        return pd.DataFrame(out, columns=cols)
     views: list[tuple[str, str | None]] = [(ALL, None)] + [(s, s) for s in slices]
     # Groups are cut as numpy index arrays (one groupby per view): per-group pandas indexing cost ~2 ms a
     # group, which made a year of days x models x runs spend most of its time here.
-    summary_of = _numpy_summaries(summaries, task, bin_width)
+    summary_of = _numpy_summaries(summaries, task, bin_width, max_abs_logit)
     inv_total = _invalid_totals(invalid_counts)
     for slice_name, col in views:
         by = list(keys) + ([col] if col else [])
-        if summaries.empty:
-            continue
-        for key_vals, idx in _groups(summaries, by):
+        for key_vals, idx in groups(summaries, by):
             row: dict[str, Any] = dict(zip(by, key_vals))
-            row.update(apply_min_bias_rows(summary_of(idx, max_abs_logit), task, min_bias_rows))
+            row.update(apply_min_bias_rows(summary_of(idx), task, min_bias_rows))
             row["slice_name"] = slice_name
             row["slice_value"] = ALL if col is None else row.pop(col)
             row["n_invalid"] = inv_total(by, key_vals)
             out.append(check_row(row))
-    cols = list(keys) + ["slice_name", "slice_value"] + list(METRIC_TYPES[task])
     return pd.DataFrame(out, columns=cols)
 
 
-def _groups(frame: pd.DataFrame, by: list[str]) -> list[tuple[tuple[Any, ...], np.ndarray]]:
+def groups(frame: pd.DataFrame, by: Sequence[str]) -> list[tuple[tuple[Any, ...], np.ndarray]]:
     """(key values, row positions) per group of ``frame`` by ``by``, in pandas' sorted group order (nulls kept)."""
-    codes = frame.groupby(by, sort=True, dropna=False).ngroup().to_numpy()
+    codes = frame.groupby(list(by), sort=True, dropna=False).ngroup().to_numpy()
     order = np.argsort(codes, kind="stable")
     cuts = np.flatnonzero(np.diff(codes[order])) + 1
-    keys = frame[by].to_numpy(dtype=object)
+    keys = frame[list(by)].to_numpy(dtype=object)
     return [(tuple(keys[idx[0]]), idx) for idx in np.split(order, cuts)]
 
 
-def _numpy_summaries(summaries: pd.DataFrame, task: str, bin_width: float) -> Any:
-    """A function (row positions, max_abs_logit) -> metrics of those summary rows, on numpy columns cut once."""
+def binary_summary_rows(summaries: pd.DataFrame, bin_width: float) -> Any:
+    """A function (row positions) -> the BinarySummary of those binary summary-table rows (columns cut once)."""
+    names = ["bin", "label", *BINARY_COUNTS, *BINARY_MOMENTS]
+    arrays = {n: summaries[n].to_numpy() for n in names} if not summaries.empty else {}
+
+    def binary(rows: np.ndarray) -> BinarySummary:
+        if rows.size == 0:
+            return BinarySummary.empty(bin_width)
+        return BinarySummary.from_columns(bin_width, arrays["bin"][rows], arrays["label"][rows],
+                                          **{n: arrays[n][rows] for n in BINARY_COUNTS + BINARY_MOMENTS})
+    return binary
+
+
+def _numpy_summaries(summaries: pd.DataFrame, task: str, bin_width: float, max_abs_logit: float) -> Any:
+    """A function (row positions) -> metrics of those summary rows (val-bias and val-remain), on numpy columns."""
     is_bias = (summaries["split"] == "bias").to_numpy() if "split" in summaries else np.zeros(0, bool)
     if task == "binary":
-        names = ["bin", "label", *BINARY_COUNTS, *BINARY_MOMENTS]
-        arrays = {n: summaries[n].to_numpy() for n in names} if not summaries.empty else {}
+        binary = binary_summary_rows(summaries, bin_width)
 
-        def binary(rows: np.ndarray) -> BinarySummary:
-            if rows.size == 0:
-                return BinarySummary.empty(bin_width)
-            return BinarySummary.from_columns(
-                bin_width, arrays["bin"][rows], arrays["label"][rows],
-                **{n: arrays[n][rows] for n in BINARY_COUNTS + BINARY_MOMENTS})
-
-        def of_binary(idx: np.ndarray, max_abs_logit: float) -> dict[str, Any]:
+        def of_binary(idx: np.ndarray) -> dict[str, Any]:
             mask = is_bias[idx]
             return finalize_binary(binary(idx[mask]), binary(idx[~mask]), max_abs_logit=max_abs_logit)
         return of_binary
@@ -159,7 +164,7 @@ def _numpy_summaries(summaries: pd.DataFrame, task: str, bin_width: float) -> An
         return RegressionSummary(int(arrays["count"][rows].sum()),
                                  *(float(arrays[n][rows].sum()) for n in REGRESSION_FIELDS[1:]))
 
-    def of_regression(idx: np.ndarray, max_abs_logit: float) -> dict[str, Any]:
+    def of_regression(idx: np.ndarray) -> dict[str, Any]:
         mask = is_bias[idx]
         return finalize_regression(regression(idx[mask]), regression(idx[~mask]))
     return of_regression

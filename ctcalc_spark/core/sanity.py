@@ -27,7 +27,7 @@ import numpy as np
 import pandas as pd
 
 from ctcalc_spark.core._math import sigmoid
-from ctcalc_spark.core.summary import BINARY_COUNTS, BINARY_MOMENTS, BinarySummary, extreme_bin
+from ctcalc_spark.core.summary import BinarySummary, extreme_bin
 from ctcalc_spark.errors import DegenerateBiasError, InputError
 
 Z_95 = 1.959963984540054
@@ -138,14 +138,13 @@ def median_information(summaries: pd.DataFrame, by: Sequence[str], bin_width: fl
     """Median of :func:`logit_information` over the ``by`` groups of binary summary rows (at most 200 groups)."""
     if summaries.empty or "bin" not in summaries:
         return None
-    groups = list(summaries.groupby(list(by), sort=True, dropna=False))
-    step = max(1, len(groups) // MAX_GROUPS_FOR_INFORMATION)
-    fields = list(BINARY_COUNTS + BINARY_MOMENTS)
+    from ctcalc_spark.core.finalize import binary_summary_rows, groups
+
+    cut = groups(summaries, by)
+    summary_of = binary_summary_rows(summaries, bin_width)
     values = []
-    for _, g in groups[::step]:
-        s = BinarySummary.from_columns(bin_width, g["bin"].to_numpy(), g["label"].to_numpy(),
-                                       **{n: g[n].to_numpy() for n in fields})
-        info = logit_information(s)
+    for _, rows in cut[::max(1, len(cut) // MAX_GROUPS_FOR_INFORMATION)]:
+        info = logit_information(summary_of(rows))
         if info is not None:
             values.append(info)
     return float(np.median(values)) if values else None
