@@ -2,9 +2,10 @@
 
 A partitioned input table is read by name, the outputs are catalog tables (metrics, summaries, rolling)
 written by Spark's writer into hidden staging folders and swapped in partition by partition (the default
-``output.swap: auto`` on a local warehouse; the catalog then registers the partitions), a rerun of a day replaces exactly that day, and the
-CLI takes its Spark settings (the Hive catalog, the warehouse, Derby's home) from the job config. The
-numbers equal the same job on folders (the session fixture, no catalog) to 1e-12.
+``output.swap: auto`` on a local warehouse; the catalog then registers the partitions), a rerun of a day
+replaces exactly that day, and the CLI takes its Spark settings (the Hive catalog, the warehouse, Derby's
+home) from the job config. The numbers equal the same job on folders (the session fixture, no catalog) to
+1e-12.
 
 Derby allows one JVM at a time, and the test session's Spark has no Hive catalog, so every catalog step runs
 in its own process, one after the other.
