@@ -223,13 +223,16 @@ def test_late_rows_counted_not_dropped(spark, demo_config, tmp_path):
                           days)
 
 
-def _partly_corrupt(rows: pd.DataFrame, path: Path) -> int:
-    """A Parquet file whose footer is intact but whose last row group's data page header is overwritten."""
+def _partly_corrupt(rows: pd.DataFrame, path: Path, only: str | None = None) -> int:
+    """A Parquet file whose footer is intact but whose last row group's data page headers are overwritten (only
+    column ``only``'s when given)."""
     pq.write_table(pa.Table.from_pandas(rows, preserve_index=False), str(path), row_group_size=len(rows) // 3,
                    coerce_timestamps="us", allow_truncated_timestamps=True)
     meta = pq.read_metadata(str(path))
     last = meta.row_group(meta.num_row_groups - 1)
-    offsets = [last.column(j).data_page_offset for j in range(last.num_columns)]
+    offsets = [last.column(j).data_page_offset for j in range(last.num_columns)
+               if only is None or last.column(j).path_in_schema == only]
+    assert offsets
     data = bytearray(path.read_bytes())
     for off in offsets:
         data[off:off + 24] = b"\xff" * 24
@@ -251,15 +254,18 @@ def test_corrupt_files_are_quarantined_and_never_stop_the_stream(spark, demo_con
     (bad / "part-x-truncated.parquet").write_bytes(data[: len(data) // 2])
     extra = rows[rows["ds"] == "2026-11-15"].assign(example_id=lambda f: f["example_id"] + 10**6)
     n_partial = _partly_corrupt(extra, bad / "part-x-partial.parquet")
+    # corrupt in the logit column only: a check that read fewer columns than the scan would let it through
+    _partly_corrupt(extra.assign(example_id=lambda f: f["example_id"] + 10**6), bad / "part-x-logit.parquet", "logit")
     t0 = time.time() - 600
     _move_files([good[0], bad / "part-x-garbage.parquet", good[1], bad / "part-x-truncated.parquet",
-                 bad / "part-x-partial.parquet"], src, t0)
+                 bad / "part-x-partial.parquet", bad / "part-x-logit.parquet"], src, t0)
     cfg = _stream_config(demo_config, src)
 
     first = run_stream(spark, cfg, trigger="availableNow")
-    assert len(first.batches) == 5
+    assert len(first.batches) == 6
     quarantined = {Path(q["file"]).name: q for b in first.batches for q in b["quarantined"]}
-    assert set(quarantined) == {"part-x-garbage.parquet", "part-x-truncated.parquet", "part-x-partial.parquet"}
+    assert set(quarantined) == {"part-x-garbage.parquet", "part-x-truncated.parquet", "part-x-partial.parquet",
+                                "part-x-logit.parquet"}
     assert "footer" in quarantined["part-x-garbage.parquet"]["reason"]
     partial = re.search(r"Spark read (\d+) of the (\d+) rows", quarantined["part-x-partial.parquet"]["reason"])
     assert partial is not None and 0 < int(partial[1]) < int(partial[2]) == n_partial  # rows read, then left out
@@ -268,7 +274,7 @@ def test_corrupt_files_are_quarantined_and_never_stop_the_stream(spark, demo_con
     second = run_stream(spark, cfg, trigger="availableNow", close_at_end=True)
     assert [b["rows"] for b in second.batches] == [len(rows) // 4] * 2 and second.closed_at_end
     state = read_stream_state(cfg)
-    assert state.rows == len(rows) and state.quarantined_files == 3
+    assert state.rows == len(rows) and state.quarantined_files == 4
 
     counts = read_stream_counts(spark, cfg)
     listed = counts[counts["kind"] == "unreadable_file"]

@@ -19,8 +19,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    import pandas as pd
+
     from ctcalc_spark.cli.common import config_from_args, session_for
-    from ctcalc_spark.jobs.stream import read_stream_metrics, read_stream_rolling, run_stream, write_stream_demo_files
+    from ctcalc_spark.core.finalize import ALL
+    from ctcalc_spark.core.windows import METRIC_NAME
+    from ctcalc_spark.jobs.stream import (
+        COUNT_KINDS, read_stream_metrics, read_stream_rolling, run_stream, write_stream_demo_files)
 
     cfg = config_from_args(args)
     if args.generate_demo:
@@ -33,9 +38,8 @@ def run(args: argparse.Namespace) -> int:
         print(f"generated {len(rows):,} rows ({rows['ds'].nunique()} days) -> {cfg.stream.path}")
     spark = session_for(args, cfg, "ctcalc-stream")
     res = run_stream(spark, cfg, trigger=args.trigger, timeout_s=args.timeout, close_at_end=args.close_at_end)
-    kinds = ("late", "invalid", "no_event_time", "malformed_record", "unreadable_file")
     for b in res.batches:
-        extra = "".join(f", {b[k]} {k}" for k in kinds if b.get(k))
+        extra = "".join(f", {b[k]} {k}" for k in COUNT_KINDS if b.get(k))
         closed = f"; closed {', '.join(b['closed'])}" if b["closed"] else ""
         print(f"batch {b['batch_id']}: {b['rows']:,} rows ({b['on_time']:,} on time{extra}), watermark "
               f"{b['watermark']}{closed}  [{b['seconds']:.1f} s]")
@@ -45,16 +49,21 @@ def run(args: argparse.Namespace) -> int:
         print(f"closed at end: {', '.join(res.closed_at_end)}")
     same, rolling = read_stream_metrics(spark, cfg), read_stream_rolling(spark, cfg)
     if not same.empty:
-        same = same[same["slice_name"] == "__all__"]
-        rolling = rolling[rolling["slice_name"] == "__all__"]
-        metric = "log_loss" if cfg.task == "binary" else "mse"
+        same = same[same["slice_name"] == ALL]
+        rolling = rolling[rolling["slice_name"] == ALL]
+        metric = METRIC_NAME[cfg.task]
+
+        def mean_all(s: pd.Series) -> float:  # n/a unless every run has a value: no mean over a subset of runs
+            return float(s.mean(skipna=False))
+
         table = (same.groupby(["window_start", "model"])
-                 .agg(runs=("run", "nunique"), vanilla=(metric, "mean"), same_window=(f"calibrated_{metric}", "mean"),
-                      n_late=("n_late", "sum"))
-                 .join(rolling.groupby(["window_start", "model"]).agg(rolling=("calibrated", "mean"),
-                                                                      status=("status", "first")))
+                 .agg(runs=("run", "nunique"), vanilla=(metric, mean_all),
+                      same_window=(f"calibrated_{metric}", mean_all), n_late=("n_late", "sum"))
+                 .join(rolling.groupby(["window_start", "model"]).agg(
+                     rolling=("calibrated", mean_all), status=("status", lambda s: "/".join(sorted(set(s))))))
                  .reset_index())
-        print(f"\nClosed windows (mean {metric} over runs; same_window: hash-split bias, rolling: previous window's):")
+        print(f"\nClosed windows (mean {metric} over runs, n/a unless every run has one; same_window: hash-split "
+              "bias, rolling: previous window's; status: every run's):")
         print(table.to_string(index=False, na_rep="n/a", float_format=lambda v: f"{v:.5f}"))
     p = res.paths
     print(f"\nmetrics -> {p.metrics}   rolling -> {p.rolling}   summaries -> {p.summaries}   counts (late, invalid, "

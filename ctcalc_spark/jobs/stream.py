@@ -403,7 +403,10 @@ class BatchHandler:
         if json_source:
             reader = reader.option("mode", "PERMISSIVE").option("columnNameOfCorruptRecord", CORRUPT_RECORD)
         frame = reader.load([p for p, _ in landed]).withColumn(FILE_COLUMN, F.col("_metadata.file_path"))
-        aggs = [F.count(F.lit(1)).alias("n"), F.max(self._event_us()).alias("mx")]
+        # The hash makes this pass read every column the scan reads: a file corrupt in one column only (say the
+        # logit's page) yields fewer rows here too, so it is quarantined instead of silently half-read.
+        read_all = F.hash(*[names.col(n) for n in _needed_columns(self.cfg)])
+        aggs = [F.count(F.lit(1)).alias("n"), F.max(self._event_us()).alias("mx"), F.max(read_all).alias("_h")]
         if json_source:
             aggs.append(F.count(CORRUPT_RECORD).alias("malformed"))
         per_file = {_file_key(r[FILE_COLUMN]): r.asDict() for r in frame.groupBy(FILE_COLUMN).agg(*aggs).collect()}
