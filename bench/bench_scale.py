@@ -94,15 +94,21 @@ def main() -> int:
         r = json.loads(proc.stdout.strip().splitlines()[-1])
         rows.append((size, r))
         print(f"{size:>12,} rows: {r['seconds']:7.1f} s  {r['rows'] / r['seconds'] / 1e6:5.2f} M rows/s  "
-              f"Python peak {r['python_peak_mib']:6.0f} MiB  JVM peak {r['jvm_peak_mib']:6.0f} MiB  "
+              f"Python peak {r['python_peak_mib']:6.0f} MiB  JVM peak {_mib(r['jvm_peak_mib'])}  "
               f"summary rows {r['summary_rows']:,}", flush=True)
     load1 = os.getloadavg()
     print(f"machine: {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}, local[2], "
           f"driver memory 4g; load average {load0[0]:.1f} at start, {load1[0]:.1f} at end")
     (s0, r0), (s1, r1) = rows[0], rows[-1]
     print(f"{s1 / s0:.0f}x the rows: {r1['seconds'] / r0['seconds']:.1f}x the time, Python peak "
-          f"{r1['python_peak_mib'] / r0['python_peak_mib']:.2f}x, JVM peak {r1['jvm_peak_mib'] / r0['jvm_peak_mib']:.2f}x")
+          f"{r1['python_peak_mib'] / r0['python_peak_mib']:.2f}x, JVM peak "
+          + (f"{r1['jvm_peak_mib'] / r0['jvm_peak_mib']:.2f}x" if r0["jvm_peak_mib"] and r1["jvm_peak_mib"]
+             else "not measured (JVM process not found)"))
     return 0
+
+
+def _mib(value: float | None) -> str:
+    return "   n/a (JVM process not found)" if value is None else f"{value:6.0f} MiB"
 
 
 if __name__ == "__main__":

@@ -227,7 +227,7 @@ def _validate(cfg: JobConfig) -> None:
     _validate_sanity(cfg.sanity)
     if not MIN_BIN_WIDTH <= cfg.histogram.bin_width <= 0.5:
         raise ConfigError(f"'histogram.bin_width' must be in [{MIN_BIN_WIDTH:g}, 0.5], got {cfg.histogram.bin_width:g} "
-                          "(finer bins only cost memory: at 0.05 the histogram error is already about 1e-7).")
+                          "(finer bins cost memory; docs/evaluate.md gives the histogram's error bound for a bin width).")
     if cfg.on_invalid not in ("error", "drop"):
         raise ConfigError(f"'on_invalid' must be 'error' or 'drop', got {cfg.on_invalid!r}.")
     if not 0.0 < cfg.clip_eps < 1e-3:

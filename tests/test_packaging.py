@@ -104,7 +104,8 @@ def test_installed_wheel_runs_the_demo_and_spark_submit_in_an_empty_folder(venv,
     env, work = _venv_env(venv), tmp_path / "work"
     work.mkdir()
     proc = _run(["ctcalc", "--version"], env=env, cwd=work)
-    assert proc.returncode == 0 and proc.stdout.startswith(f"ctcalc {ctcalc_spark.__version__} (pyspark 4.2.0,")
+    pyspark = _our_pins()["pyspark"]
+    assert proc.returncode == 0 and proc.stdout.startswith(f"ctcalc {ctcalc_spark.__version__} (pyspark {pyspark},")
     proc = _run(["python", "-c", "import ctcalc_spark; print(ctcalc_spark.__file__)"], env=env, cwd=work)
     assert Path(proc.stdout.strip()).is_relative_to(venv), proc.stdout  # the installed copy, not this checkout
 
@@ -182,14 +183,22 @@ def test_airflow_constraints_keep_airflows_pins_except_ours(tmp_path):
                  str(ROOT / "requirements.txt"), str(ROOT / "requirements-airflow.txt")])
     assert proc.returncode == 0, proc.stderr
     pins = dict(line.split("==") for line in proc.stdout.splitlines() if "==" in line)
+    ours = _our_pins()
     assert pins["Flask"] == "2.2.5" and pins["zipp"] == "3.22.0"  # Airflow's, where we pin nothing
-    assert pins["numpy"] == "2.4.6" and pins["pyyaml"] == "6.0.3" and "PyYAML" not in pins  # ours win
-    assert pins["pyspark"] == pins["pyspark-client"] == "4.2.0"
+    assert pins["numpy"] == ours["numpy"] and pins["pyyaml"] == ours["pyyaml"] and "PyYAML" not in pins  # ours win
+    assert pins["pyspark"] == pins["pyspark-client"] == ours["pyspark"]
     assert proc.stderr.splitlines() == [
-        "airflow_constraints: numpy: Airflow pins 1.26.4, using 2.4.6",
-        "airflow_constraints: pyspark: Airflow pins 4.0.0, using 4.2.0",
-        "airflow_constraints: pyyaml: Airflow pins 6.0.2, using 6.0.3",
+        f"airflow_constraints: numpy: Airflow pins 1.26.4, using {ours['numpy']}",
+        f"airflow_constraints: pyspark: Airflow pins 4.0.0, using {ours['pyspark']}",
+        f"airflow_constraints: pyyaml: Airflow pins 6.0.2, using {ours['pyyaml']}",
     ]
+
+
+def _our_pins() -> dict[str, str]:
+    """name (lower case) -> version of the exact pins in requirements.txt."""
+    lines = (ROOT / "requirements.txt").read_text().splitlines()
+    pairs = (ln.split("#")[0].strip().split("==") for ln in lines if "==" in ln.split("#")[0])
+    return {name.strip().lower(): version.strip() for name, version in pairs}
 
 
 def test_dockerfile_passes_hadolint():

@@ -11,7 +11,7 @@ from pathlib import Path
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--runs", type=int, default=100, help="models per pipeline per round (paper: 100)")
     parser.add_argument("--rounds", type=int, default=25,
-                        help="rounds (paper: 100; default 25: about 12 s on 2 cores)")
+                        help="rounds (paper: 100; default 25)")
     parser.add_argument("--task", choices=("both", "linear", "logistic"), default="both")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--validation", choices=("per_round", "per_run"), default="per_round",

@@ -60,7 +60,6 @@ PREVIOUS_WINDOW_POLICIES = ("require", "ignore")
 BIAS_CHANGE_COLUMN = "bias_change"
 STATUS_COLUMN = "status"
 FIRST_WINDOW = "first_window"  # ctcalc_spark.core.windows.STATUS_FIRST_WINDOW (kept literal: this module is light)
-STATUS_OK = "ok"
 SUCCESS_MARKER = "_SUCCESS"
 
 
@@ -368,12 +367,12 @@ def _readiness(mode: Any, marker: Any, sensor_path: str | None, cfg: Any, ds: st
 # ---- readiness ----------------------------------------------------------------------------------------
 
 def _exists(path: str) -> bool:
-    """Whether a file or folder exists: local paths with os, URLs (s3://, hdfs://, ...) through fsspec."""
+    """Whether a file or folder exists: local paths with os, URLs (s3://, hdfs://, ...) through the storage
+    layer's pyarrow file systems (imported here, never at DAG parse time)."""
     if "://" in path and not path.startswith("file://"):
-        import fsspec  # only for remote storage
+        from ctcalc_spark.spark.files import FileStore
 
-        fs, root = fsspec.core.url_to_fs(path)
-        return bool(fs.exists(root))
+        return FileStore(path).exists(path)
     return Path(path.removeprefix("file://")).exists()
 
 
@@ -406,14 +405,11 @@ def table_partition_ready(spark: Any, table: str, column: str, ds: str) -> tuple
 
 def _local_session(spark_conf: Mapping[str, str] | None, app: str) -> Any:
     """A small local Spark session that sees the deployment's metastore (for catalog tables only)."""
-    from pyspark.sql import SparkSession
+    from ctcalc_spark.config import SparkConfig
+    from ctcalc_spark.spark.session import build_session
 
-    builder = SparkSession.builder.master("local[1]").appName(app).config("spark.ui.enabled", "false")
-    for key, value in (spark_conf or {}).items():
-        builder = builder.config(key, value)
-    if "spark.sql.catalogImplementation" not in (spark_conf or {}):
-        builder = builder.enableHiveSupport()
-    return builder.getOrCreate()
+    conf = {"spark.ui.enabled": "false", "spark.sql.catalogImplementation": "hive", **(spark_conf or {})}
+    return build_session(SparkConfig(master="local[1]", shuffle_partitions=1, conf=conf), app_name=app)
 
 
 def input_ready(ready: Mapping[str, Any], spark_conf: Mapping[str, str] | None = None) -> tuple[bool, str]:
