@@ -142,6 +142,9 @@ class SparkConfig:
     driver_memory: str = "2g"
     conf: Mapping[str, str] = field(default_factory=dict)
     log_level: str | None = None
+    fast_local_files: bool = True
+    """Local masters only: write ``file://`` paths through :mod:`ctcalc_spark.localfs` (Hadoop's local file
+    system without a ``chmod`` process per file: a year of daily partitions is written about 3x faster)."""
 
 
 DURATION_UNITS = {"second": 1, "minute": 60, "hour": 3600, "day": 86400, "week": 7 * 86400}

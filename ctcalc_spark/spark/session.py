@@ -89,7 +89,14 @@ def build_session(
     elif remote:
         builder = builder.remote(remote).config(map={**launch, **BASE_CONF})
     else:
-        builder = builder.master(cfg.master).config(map={**launch, **BASE_CONF})
+        fast = _fast_local_files(cfg, launch)
+        builder = builder.master(cfg.master).config(map={**launch, **fast, **BASE_CONF})
+        if fast and not _loads_local_fs(builder.getOrCreate()):
+            # This process started a JVM earlier without the jar (its class path is fixed at launch): start the
+            # session again with Hadoop's own local file system.
+            log.info("Spark was started earlier in this process without ctcalc's local file system; using Hadoop's")
+            builder.getOrCreate().stop()
+            builder = SparkSession.builder.appName(app_name).master(cfg.master).config(map={**launch, **BASE_CONF})
     with warnings.catch_warnings():
         # A local Connect server takes launch settings at start; the client then tries them again as runtime
         # settings and warns for each static one. Those warnings are noise: _apply_runtime reports real misses.
@@ -97,6 +104,27 @@ def build_session(
         spark = builder.getOrCreate()
     _apply_runtime(spark, {**BASE_CONF, **{str(k): str(v) for k, v in cfg.conf.items()}})
     return spark
+
+
+def _fast_local_files(cfg: SparkConfig, launch: Mapping[str, str]) -> dict[str, str]:
+    """Launch settings for :mod:`ctcalc_spark.localfs` when this call starts a local JVM, else {}."""
+    from pyspark.sql import SparkSession
+
+    from ctcalc_spark import localfs
+
+    if not cfg.fast_local_files or SparkSession.getActiveSession() is not None or "PYSPARK_GATEWAY_PORT" in os.environ:
+        return {}
+    return localfs.launch_settings(cfg.master, launch)
+
+
+def _loads_local_fs(spark: SparkSession) -> bool:
+    from ctcalc_spark import localfs
+
+    try:
+        spark.sql(localfs.PROBE_SQL).collect()
+    except Exception:  # noqa: BLE001 - ClassNotFoundException, wrapped by py4j
+        return False
+    return True
 
 
 def _apply_runtime(spark: SparkSession, conf: Mapping[str, str]) -> None:
