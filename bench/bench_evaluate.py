@@ -7,7 +7,8 @@ Generates N rows (models x runs x examples of one day) as Parquet, then times
 and (b) the evaluate job's scan + driver finalisation that yields the full
 report (histogram summaries, calibrated log loss, AUC, NE, calibration),
 and prints rows/s for each, the scan alone (b without the driver's work), and the ratio b/a (target <= 1.3 on
-local[2]).
+local[2]). It also times (f), the floor of any calibrated scan: (a) plus reading and hashing the example id
+for the val-bias split and grouping by (bin, label, split), with the one loss sum of (a) and no checks.
 It also prints the load average before and after: background load inflates (b) more than (a).
 """
 from __future__ import annotations
@@ -30,7 +31,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from ctcalc_spark.core._math import sigmoid  # noqa: E402
 from ctcalc_spark.config import SparkConfig, config_from_dict  # noqa: E402
 from ctcalc_spark.jobs.evaluate import evaluate  # noqa: E402
-from ctcalc_spark.spark.scan import summary_aggregation  # noqa: E402
+from ctcalc_spark.spark.scan import split_expr, summary_aggregation  # noqa: E402
 from ctcalc_spark.spark.session import build_session  # noqa: E402
 from ctcalc_spark.spark.storage import DS as INPUT_DS, read_input  # noqa: E402
 
@@ -106,6 +107,15 @@ def main() -> int:
         (spark.read.parquet(str(data)).where(F.col("ds") == DS).groupBy("model", "run", "ds")
          .agg(F.sum(loss).alias("loss"), F.count(F.lit(1)).alias("n")).collect())
 
+    def floor() -> None:  # (a) plus only what any calibrated scan needs: the split hash and the histogram key
+        z, y = F.col("logit"), F.col("label").cast("double")
+        loss = F.greatest(z, F.lit(0.0)) + F.log1p(F.exp(-F.abs(z))) - y * z
+        source = spark.read.parquet(str(data))
+        is_bias = split_expr(cfg, dict(source.dtypes)).cast("long")
+        key = F.floor(z / F.lit(cfg.histogram.bin_width)) * 64 + F.col("label") * 32 + is_bias * 16
+        (source.where(F.col("ds") == DS).groupBy("model", "run", "ds", key.alias("k"))
+         .agg(F.sum(loss).alias("loss"), F.count(F.lit(1)).alias("n")).collect())
+
     def full() -> None:
         evaluate(spark, cfg, DS, write=False)
 
@@ -113,12 +123,14 @@ def main() -> int:
         summary_aggregation(read_input(spark, cfg, [DS]), cfg, extra_keys=[INPUT_DS]).toPandas()
 
     load0 = os.getloadavg()
-    ta, tb, ts = time_interleaved([plain, full, scan_only], args.repeats)
-    ma, mb, ms = statistics.median(ta), statistics.median(tb), statistics.median(ts)
+    ta, tf, tb, ts = time_interleaved([plain, floor, full, scan_only], args.repeats)
+    ma, mf, mb, ms = (statistics.median(x) for x in (ta, tf, tb, ts))
     print(f"machine: {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}, "
           f"Spark {spark.version}, master {args.master}")
     print(f"rows scanned per run: {n:,}; median of {args.repeats} interleaved runs after one warm-up each")
     print(f"(a) plain native log-loss aggregation : {ma:7.2f} s  {n / ma / 1e6:6.2f} M rows/s  (runs: {', '.join(f'{x:.2f}' for x in ta)})")
+    print(f"(f) floor: (a) + split hash + key  : {mf:7.2f} s  {n / mf / 1e6:6.2f} M rows/s  (ratio to a: {mf / ma:.2f}; "
+          "the example id read and hashed for the split, rows keyed by (bin, label, split))")
     print(f"(b) evaluate scan -> full report       : {mb:7.2f} s  {n / mb / 1e6:6.2f} M rows/s  (runs: {', '.join(f'{x:.2f}' for x in tb)})")
     print(f"    of which the scan alone            : {ms:7.2f} s  (ratio to a: {ms / ma:.2f}; the rest is planning, "
           f"decoding and finalising on the driver)")
