@@ -129,7 +129,7 @@ def main() -> int:
           f"Spark {spark.version}, master {args.master}")
     print(f"rows scanned per run: {n:,}; median of {args.repeats} interleaved runs after one warm-up each")
     print(f"(a) plain native log-loss aggregation : {ma:7.2f} s  {n / ma / 1e6:6.2f} M rows/s  (runs: {', '.join(f'{x:.2f}' for x in ta)})")
-    print(f"(f) floor: (a) + split hash + key  : {mf:7.2f} s  {n / mf / 1e6:6.2f} M rows/s  (ratio to a: {mf / ma:.2f}; "
+    print(f"(f) floor: (a) + split hash + key     : {mf:7.2f} s  {n / mf / 1e6:6.2f} M rows/s  (ratio to a: {mf / ma:.2f}; "
           "the example id read and hashed for the split, rows keyed by (bin, label, split))")
     print(f"(b) evaluate scan -> full report       : {mb:7.2f} s  {n / mb / 1e6:6.2f} M rows/s  (runs: {', '.join(f'{x:.2f}' for x in tb)})")
     print(f"    of which the scan alone            : {ms:7.2f} s  (ratio to a: {ms / ma:.2f}; the rest is planning, "
