@@ -78,6 +78,7 @@ def build_session(
     launch.update({str(k): str(v) for k, v in cfg.conf.items()})
     builder = SparkSession.builder.appName(app_name)
     remote = cfg.remote or os.environ.get("SPARK_REMOTE")
+    fast: dict[str, str] = {}
     if submitted:
         builder = builder.config(map=dict(BASE_CONF))
     elif remote and remote.startswith("sc://"):
@@ -91,17 +92,18 @@ def build_session(
     else:
         fast = _fast_local_files(cfg, launch)
         builder = builder.master(cfg.master).config(map={**launch, **fast, **BASE_CONF})
-        if fast and not _loads_local_fs(builder.getOrCreate()):
-            # This process started a JVM earlier without the jar (its class path is fixed at launch): start the
-            # session again with Hadoop's own local file system.
-            log.info("Spark was started earlier in this process without ctcalc's local file system; using Hadoop's")
-            builder.getOrCreate().stop()
-            builder = SparkSession.builder.appName(app_name).master(cfg.master).config(map={**launch, **BASE_CONF})
     with warnings.catch_warnings():
         # A local Connect server takes launch settings at start; the client then tries them again as runtime
         # settings and warns for each static one. Those warnings are noise: _apply_runtime reports real misses.
         warnings.simplefilter("ignore", UserWarning)
         spark = builder.getOrCreate()
+    if fast and not _loads_local_fs(spark):
+        # This process started a JVM earlier without the jar (its class path is fixed at launch): start the
+        # session again with Hadoop's own local file system.
+        log.info("Spark was started earlier in this process without ctcalc's local file system; using Hadoop's")
+        spark.stop()
+        spark = SparkSession.builder.appName(app_name).master(cfg.master).config(map={**launch, **BASE_CONF}) \
+            .getOrCreate()
     _apply_runtime(spark, {**BASE_CONF, **{str(k): str(v) for k, v in cfg.conf.items()}})
     return spark
 
