@@ -195,3 +195,15 @@ def test_any_finite_logit_gives_a_finite_bias_on_both_paths(scale):
     assert np.isfinite(summary.log_loss()) and np.isfinite(summary.log_loss(hist))
     if scale <= 1e3:  # below the histogram clamp (1e9) both paths solve the same problem
         assert abs(row - hist) <= (H / 2) ** 3 / 6 * max(1.0, abs(row))
+
+
+def test_sigmoid_pair_is_bit_identical_to_the_math_functions():
+    """The solver's one-exp helper gives exactly sigmoid(x), sigmoid(-x) and softplus(+-x) (no tolerance)."""
+    from ctcalc_spark.core._math import sigmoid, softplus
+    from ctcalc_spark.core.summary import _sigmoid_pair
+
+    x = np.concatenate([np.linspace(-800, 800, 4001), [0.0, -0.0, 1e-300, -1e-300, 36.7, -36.7]])
+    s, sc, l1p = _sigmoid_pair(x)
+    assert np.array_equal(s, sigmoid(x)) and np.array_equal(sc, sigmoid(-x))
+    assert np.array_equal(np.maximum(x, 0.0) + l1p, softplus(x))
+    assert np.array_equal(np.maximum(-x, 0.0) + l1p, softplus(-x))

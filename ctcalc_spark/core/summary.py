@@ -38,6 +38,7 @@ the calibrated MSE exactly (:class:`RegressionSummary`).
 from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
+from functools import cached_property
 from typing import Any
 
 import numpy as np
@@ -60,6 +61,16 @@ from ctcalc_spark.core.solvers import (
 )
 
 DEFAULT_BIN_WIDTH = 0.05
+
+
+def _sigmoid_pair(x: F64) -> tuple[F64, F64, F64]:
+    """(σ(x), σ(-x), log1p(e^-|x|)) from one exp: ``sigmoid(x)``, ``sigmoid(-x)`` and the common part of
+    ``softplus(±x) = max(±x, 0) + log1p(e^-|x|)``, computed exactly as :mod:`ctcalc_spark.core._math` does."""
+    e = np.exp(-np.abs(x))
+    one_e = 1.0 + e
+    r, q = 1.0 / one_e, e / one_e
+    return np.where(x >= 0, r, q), np.where(x <= 0, r, q), np.log1p(e)
+
 HIST_LOGIT_LIMIT = 1e9
 """Logits enter the histogram clamped to +-1e9 (the exact vanilla sums use the real value). The loss and
 missed mass of such a row are linear or flat in any shift a solve can reach, so the calibrated numbers do
@@ -226,19 +237,38 @@ class BinarySummary:
         """Σw·σ(z) per bin: the predicted positives at c = 0 (exact)."""
         return self.wmiss[0] + self.weight[1] - self.wmiss[1]
 
-    @property
+    @cached_property
     def centres(self) -> F64:
         return (self.bins + 0.5) * self.bin_width
 
     # ---- the loss as a function of the shift -------------------------------
+    # A solve evaluates these per-bin expansions a dozen times per summary, and a range job solves thousands of
+    # summaries, so the arithmetic is written to share work: one exp per bin gives σ(x), σ(-x), softplus(±x),
+    # with the same operations, in the same order, as the functions of _math (the results are bit-identical).
+    @cached_property
+    def _live(self) -> tuple[tuple[F64, F64, F64, F64], ...]:
+        """Per label: (centres, w, s·m1, m2) of the bins with weight, s = 1 - 2·label."""
+        out = []
+        for label in (0, 1):
+            live = self.weight[label] > 0
+            sign = 1.0 - 2.0 * label
+            out.append((self.centres[live], self.weight[label][live], sign * self.m1[label][live],
+                        self.m2[label][live]))
+        return tuple(out)
+
+    @cached_property
+    def _loss_at_zero(self) -> tuple[float, float]:
+        """Per label, the expanded loss sum at c = 0 (the reference that loss_sum adds differences to)."""
+        return float(np.sum(self._side(0, 0.0)[3])), float(np.sum(self._side(1, 0.0)[3]))
+
     def _side(self, label: int, c: float) -> tuple[F64, F64, F64, F64, F64]:
         """Per bin, for one label at shift c: x = s·(m - c) (the centre's margin), σ(x), σ(-x), the expanded
         loss sum, and A = (expanded missed mass) / σ(x), which is > 0 for h <= 0.5."""
         sign = 1.0 - 2.0 * label
         x = sign * (self.centres - c)
-        s, sc = sigmoid(x), sigmoid(-x)
+        s, sc, l1p = _sigmoid_pair(x)
         w, m1, m2 = self.weight[label], sign * self.m1[label], self.m2[label]
-        loss = w * softplus(x) + m1 * s + 0.5 * m2 * s * sc
+        loss = w * (np.maximum(x, 0.0) + l1p) + m1 * s + 0.5 * m2 * s * sc
         a = w + m1 * sc + 0.5 * m2 * sc * (sc - s)
         return x, s, sc, loss, a
 
@@ -248,13 +278,14 @@ class BinarySummary:
         The mass is Σ_b σ(x_b)·A_b; it is summed in log space (log σ(x) = -softplus(-x)), so tiny terms keep
         their digits and nothing underflows.
         """
-        live = self.weight[label] > 0
-        if not live.any():
+        centres, w, m1, m2 = self._live[label]
+        if not centres.size:
             return -np.inf, 0.0
         sign = 1.0 - 2.0 * label
-        x, s, sc, _, a = (v[live] for v in self._side(label, c))
-        w, m1, m2 = self.weight[label][live], sign * self.m1[label][live], self.m2[label][live]
-        log_terms = -softplus(-x) + np.log(a)
+        x = sign * (centres - c)
+        s, sc, l1p = _sigmoid_pair(x)
+        a = w + m1 * sc + 0.5 * m2 * sc * (sc - s)
+        log_terms = -(np.maximum(-x, 0.0) + l1p) + np.log(a)
         top = float(log_terms.max())
         share = np.exp(log_terms - top)
         total = float(share.sum())
@@ -267,7 +298,8 @@ class BinarySummary:
         exact0 = float(self.wloss.sum())
         if c == 0.0:
             return exact0
-        return exact0 + sum(float(np.sum(self._side(lab, c)[3]) - np.sum(self._side(lab, 0.0)[3])) for lab in (0, 1))
+        ref = self._loss_at_zero
+        return exact0 + sum(float(np.sum(self._side(lab, c)[3]) - ref[lab]) for lab in (0, 1))
 
     def log_loss(self, c: float = 0.0) -> float:
         """Weighted mean log loss after shifting every logit by -c."""
