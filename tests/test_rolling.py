@@ -15,6 +15,7 @@ from ctcalc_spark.core.summary import BinarySummary, RegressionSummary
 from ctcalc_spark.core.windows import (
     WindowSpec,
     finalize_rolling,
+    finalize_windows,
     merge_windows,
     previous_window,
     rolling_metrics,
@@ -95,6 +96,60 @@ def test_window_sum_equals_direct_summary_binary():
     for f in ("weight", "m1", "m2", "wmiss", "wloss"):
         np.testing.assert_allclose(got[f].to_numpy(), want[f], rtol=1e-12, atol=1e-12)
     assert int(got["n_days"].iloc[0]) == 7
+
+
+def test_window_sums_do_not_depend_on_the_other_windows_merged():
+    """A range job merges hundreds of windows in one call, a per-day job a few: the same window must come
+    out with the same bits either way (sums in ds order, not in the order of the call's other windows)."""
+    days = _days("2026-10-26", 40)
+    rows = _binary_rows(_binary_stream(days, n=150))
+    for spec in (WindowSpec("week"), WindowSpec("month"), WindowSpec("rolling", 5)):
+        wins = sorted({window_of(d, spec) for d in days} | {previous_window(window_of(d, spec), spec) for d in days})
+        together = merge_windows(rows, "binary", wins)
+        for w in wins[::3]:
+            alone = merge_windows(rows, "binary", [w])
+            part = together[together["window"] == w.label].reset_index(drop=True)
+            if alone.empty:
+                assert part.empty
+                continue
+            pd.testing.assert_frame_equal(part, alone, check_exact=True, check_dtype=False)
+
+
+def test_a_window_passed_twice_counts_its_days_once():
+    days = _days("2026-11-16", 7)
+    rows = _binary_rows(_binary_stream(days, n=100))
+    wk = window_of(days[0], WindowSpec("week"))
+    once, twice = merge_windows(rows, "binary", [wk]), merge_windows(rows, "binary", [wk, wk])
+    pd.testing.assert_frame_equal(once, twice, check_exact=True)
+    assert int(once["n_days"].max()) == 7
+
+
+def test_window_rows_in_any_order_finalise_to_the_same_bits():
+    """merge_windows output (sorted, one row per bin and label) is finalised without a re-sum; the same rows
+    shuffled or with a slice column take the groupby path. All must give the same rolling rows."""
+    days = _days("2026-11-02", 21)
+    raw = _binary_stream(days, n=200)
+    raw["country"] = np.where(np.arange(len(raw)) % 3 == 0, "de", "fr")
+    spec = WindowSpec("week")
+    wins = sorted({window_of(d, spec) for d in days})
+    pairs = [(w, previous_window(w, spec)) for w in wins]
+    kw = {"first": {wins[0].label}, "days": {w.label: (w.n_days, pw.n_days) for w, pw in pairs}}
+    rows = _binary_rows(raw.drop(columns="country"))
+    merged = merge_windows(rows, "binary", wins + [previous_window(wins[0], spec)])
+    direct = finalize_windows(merged, "binary", pairs, spec, **kw)
+    shuffled = finalize_windows(merged.sample(frac=1.0, random_state=3), "binary", pairs, spec, **kw)
+    pd.testing.assert_frame_equal(direct, shuffled, check_exact=False, rtol=1e-15, atol=0)
+    sliced = []
+    for (ds, model, run, split, country), g in raw.groupby(["ds", "model", "run", "split", "country"]):
+        cols = BinarySummary.from_logits(g["label"], g["logit"]).to_columns()
+        sliced.append(pd.DataFrame(cols).assign(ds=ds, model=model, run=run, split=split, country=country,
+                                                bin_width=0.05))
+    by_slice = finalize_windows(merge_windows(pd.concat(sliced, ignore_index=True), "binary", wins), "binary",
+                                pairs, spec, slices=["country"], **kw)
+    overall = by_slice[by_slice["slice_name"] == ALL].reset_index(drop=True)
+    assert len(overall) == len(direct) > 0
+    np.testing.assert_array_equal(overall["n_rows"], direct["n_rows"])
+    np.testing.assert_allclose(overall["vanilla"].astype(float), direct["vanilla"].astype(float), rtol=1e-12)
 
 
 def test_rolling_calibrated_log_loss_matches_direct_computation_within_bound():

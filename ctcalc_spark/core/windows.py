@@ -236,25 +236,94 @@ def merge_windows(summaries: pd.DataFrame, task: str, windows: Iterable[Window])
 
     ``summaries``: summaries-table rows with a string 'ds' column. Rows whose ds is
     in no window are dropped; with overlapping (rolling) windows a day counts in each.
-    The output has 'window' and a 'n_days' column (distinct days with rows, per group).
+    The output has 'window' and a 'n_days' column (distinct days with rows, per group), sorted by
+    (window, cells[, bin, label]).
+
+    Vectorised with index arrays, no frame per window: a window is a run of consecutive days, so once the
+    rows are summed per (group, day) and sorted that way, each (window, group) sum is a contiguous slice,
+    summed in ascending ``ds`` order. A window's sums therefore do not depend on which other windows are
+    merged in the same call: a range job and a per-day job give the same bits.
     """
     wins = list(windows)
     if summaries.empty or not wins:
         return pd.DataFrame()
-    ds = summaries["ds"].astype(str)
-    members = pd.DataFrame([(d, w.label) for w in wins for d in w.days()], columns=["ds", "window"])
-    cells = _cell_columns(summaries, task)
-    keep = ds.isin(members["ds"]).to_numpy()
-    rows = summaries[keep].assign(ds=ds[keep])
-    # days per group and window, counted before the day rows are summed away
-    days = rows[cells + ["ds"]].drop_duplicates().merge(members, on="ds")
-    n_days = days.groupby(["window", *cells], dropna=False).size().rename("n_days").reset_index()
-    daily = rows.groupby(["ds", *cells, *_keys(task)], dropna=False, sort=False)[_fields(task)].sum().reset_index()
-    out = sum_windows(daily.merge(members, on="ds").drop(columns="ds"), task)  # splits merged, then days
-    return out.merge(n_days, on=["window", *cells], how="left")
+    cells, keys, fields = _cell_columns(summaries, task), _keys(task), _fields(task)
+    columns = ["window", *cells, *keys, *fields, "n_days"]
+    spans: dict[str, set[str]] = defaultdict(set)
+    for w in wins:
+        spans[w.label].update(w.days())
+    labels = sorted(spans)
+    day_names = pd.Index(sorted(set().union(*spans.values())))
+    day = day_names.get_indexer(summaries["ds"].astype(str))  # -1: in no window
+    rows, day = summaries[day >= 0], day[day >= 0]
+    if rows.empty:
+        return pd.DataFrame(columns=columns)
+    first_day, last_day = [], []
+    for label in labels:  # a label's days are consecutive calendar days, so consecutive in day_names
+        idx = day_names.get_indexer(sorted(spans[label]))
+        if idx[-1] - idx[0] + 1 != len(idx):
+            raise ValueError(f"window {label!r} is not a run of consecutive days")
+        first_day.append(idx[0])
+        last_day.append(idx[-1])
+    span = len(day_names)
+    group = rows.groupby([*cells, *keys], dropna=False, sort=True).ngroup().to_numpy(np.int64)  # sorted codes
+    group_values = rows[[*cells, *keys]].iloc[np.unique(group, return_index=True)[1]].reset_index(drop=True)
+    n_groups = len(group_values)
+    # 1. one row per (group, day), sorted that way: the day's splits summed in input order
+    key = group * span + day
+    order = np.argsort(key, kind="stable")
+    key = key[order]
+    cut = np.flatnonzero(np.r_[True, key[1:] != key[:-1]])
+    daily_key = key[cut]
+    daily = {f: np.add.reduceat(rows[f].to_numpy(np.int64 if rows[f].dtype.kind in "iub" else np.float64)[order],
+                                cut) for f in fields}
+    # 2. each (window, group): the slice of daily rows from its first to its last day
+    win = np.repeat(np.arange(len(labels)), n_groups)
+    grp = np.tile(np.arange(n_groups), len(labels))
+    lo = np.searchsorted(daily_key, grp * span + np.asarray(first_day)[win])
+    hi = np.searchsorted(daily_key, grp * span + np.asarray(last_day)[win], side="right")
+    some = hi > lo
+    win, grp, lo, hi = win[some], grp[some], lo[some], hi[some]
+    length = hi - lo
+    starts = np.cumsum(length) - length
+    src = np.arange(int(length.sum())) - np.repeat(starts - lo, length)
+    out = group_values.iloc[grp].reset_index(drop=True)
+    out.insert(0, "window", np.asarray(labels, dtype=object)[win])
+    for f in fields:
+        out[f] = np.add.reduceat(daily[f][src], starts)
+    # 3. distinct days with rows per (window, cells)
+    cell = (group_values.groupby(cells, dropna=False, sort=False).ngroup().to_numpy(np.int64) if cells
+            else np.zeros(n_groups, dtype=np.int64))
+    cell_day = np.unique(cell[daily_key // span] * span + daily_key % span)
+    c = cell[grp]
+    out["n_days"] = (np.searchsorted(cell_day, c * span + np.asarray(last_day)[win], side="right")
+                     - np.searchsorted(cell_day, c * span + np.asarray(first_day)[win]))
+    return out[columns]
 
 
 Summary = BinarySummary | RegressionSummary
+
+
+def _presummed_groups(merged: pd.DataFrame, task: str, by: Sequence[str]) -> np.ndarray | None:
+    """Start rows of the (window, *by) groups when ``merged`` needs no re-summing for this view, else None.
+
+    True for the output of :func:`merge_windows` / :func:`sum_windows` viewed by exactly its own cells (no
+    slice merged away): one row per (bin, label) in increasing order inside each group, groups contiguous.
+    Checked, not assumed; any other frame takes the groupby path.
+    """
+    cells = [c for c in _cell_columns(merged, task) if c not in ("window", "n_days")]
+    if task != "binary" or cells != list(by):
+        return None
+    gid = merged.groupby(["window", *by], dropna=False, sort=False).ngroup().to_numpy()
+    if len(gid) and np.any(np.diff(gid) < 0):
+        return None
+    starts = np.concatenate([[0], np.flatnonzero(np.diff(gid) != 0) + 1])
+    cell = merged["bin"].to_numpy(np.int64) * 2 + merged["label"].to_numpy(np.int64)
+    inside = np.ones(len(gid), dtype=bool)
+    inside[starts] = False
+    if np.any(np.diff(cell)[inside[1:]] <= 0):
+        return None
+    return starts
 
 
 def _group_summaries(
@@ -268,19 +337,26 @@ def _group_summaries(
     with_days = "n_days" in merged.columns
     if task == "binary":
         fields = list(BINARY_COUNTS + BINARY_MOMENTS)
-        agg = merged.groupby([*keys, *BINARY_KEYS], dropna=False, sort=True)[fields].sum().reset_index()
-        days = merged.groupby(keys, dropna=False)["n_days"].max() if with_days else None
-        gid = agg.groupby(keys, dropna=False, sort=False).ngroup().to_numpy()  # agg is sorted by keys
-        change = np.flatnonzero(gid[1:] != gid[:-1]) + 1
-        starts = np.concatenate([[0], change])
-        ends = np.concatenate([change, [len(agg)]])
-        key_vals = list(agg[keys].itertuples(index=False, name=None))
+        starts = _presummed_groups(merged, task, by)
+        if starts is not None:  # one row per (window, *by, bin, label) already, groups contiguous: no re-sum
+            agg, days = merged, None
+        else:
+            agg = merged.groupby([*keys, *BINARY_KEYS], dropna=False, sort=True)[fields].sum().reset_index()
+            days = merged.groupby(keys, dropna=False)["n_days"].max() if with_days else None
+            gid = agg.groupby(keys, dropna=False, sort=False).ngroup().to_numpy()  # agg is sorted by keys
+            starts = np.concatenate([[0], np.flatnonzero(gid[1:] != gid[:-1]) + 1])
+        ends = np.concatenate([starts[1:], [len(agg)]])
+        key_vals = list(agg[keys].iloc[starts].itertuples(index=False, name=None))
+        n_days = agg["n_days"].to_numpy()[starts] if with_days and days is None else None
         cols = {n: agg[n].to_numpy() for n in [*BINARY_KEYS, *fields]}
-        for s, e in zip(starts, ends):
-            k = key_vals[s]
+        for i, (s, e) in enumerate(zip(starts, ends)):
+            k = key_vals[i]
             summary = BinarySummary.from_columns(float(bin_width), cols["bin"][s:e], cols["label"][s:e],
                                                  **{n: cols[n][s:e] for n in fields})
-            out[k] = (summary, None if days is None else int(days.loc[k]))
+            if not with_days:
+                out[k] = (summary, None)
+            else:
+                out[k] = (summary, int(n_days[i]) if n_days is not None else int(days.loc[k]))
         return out
     fields = _fields(task)
     agg = merged.groupby(keys, dropna=False, sort=True).agg(
