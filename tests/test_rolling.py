@@ -115,6 +115,35 @@ def test_window_sums_do_not_depend_on_the_other_windows_merged():
             pd.testing.assert_frame_equal(part, alone, check_exact=True, check_dtype=False)
 
 
+def test_window_sums_with_sparse_groups_equal_a_direct_sum():
+    """Many rolling windows and slice values seen on one day each: merge_windows takes its sparse path (only
+    the (window, group) pairs that have rows) and must equal summing each window's rows directly."""
+    days = _days("2026-09-01", 30)
+    raw = _binary_stream(days, runs=1, n=60)
+    raw["campaign"] = "c" + raw["ds"].str[-2:]  # one value per day
+    parts = []
+    for (ds, model, run, split, campaign), g in raw.groupby(["ds", "model", "run", "split", "campaign"]):
+        cols = BinarySummary.from_logits(g["label"], g["logit"]).to_columns()
+        parts.append(pd.DataFrame(cols).assign(ds=ds, model=model, run=run, campaign=campaign, split=split))
+    rows = pd.concat(parts, ignore_index=True)
+    spec = WindowSpec("rolling", 3)
+    wins = [window_of(d, spec) for d in days[2:]]
+    got = merge_windows(rows, "binary", wins)
+    fields = ["count", "clipped", "weight", "m1", "m2", "wmiss", "wloss"]
+    want = []
+    for w in wins:
+        sel = rows[rows["ds"].isin(w.days())]
+        summed = sel.groupby(["model", "run", "campaign", "bin", "label"])[fields].sum().reset_index()
+        want.append(summed.assign(window=w.label, n_days=1))  # each campaign lives on one day
+    want = pd.concat(want).sort_values(["window", "model", "run", "campaign", "bin", "label"])
+    assert len(got) == len(want) and len(got) < len(wins) * got.groupby(["model", "run", "campaign", "bin", "label"]).ngroups
+    np.testing.assert_array_equal(got["window"], want["window"])
+    np.testing.assert_array_equal(got["campaign"], want["campaign"])
+    np.testing.assert_array_equal(got["n_days"], want["n_days"])
+    for f in fields:
+        np.testing.assert_allclose(got[f].to_numpy(float), want[f].to_numpy(float), rtol=1e-15, atol=0)
+
+
 def test_a_window_passed_twice_counts_its_days_once():
     days = _days("2026-11-16", 7)
     rows = _binary_rows(_binary_stream(days, n=100))

@@ -231,6 +231,31 @@ def sum_windows(rows: pd.DataFrame, task: str) -> pd.DataFrame:
     return rows.groupby(["window", *cells, *_keys(task)], dropna=False, sort=True)[_fields(task)].sum().reset_index()
 
 
+def _window_group_pairs(first_day: np.ndarray, last_day: np.ndarray, daily_key: np.ndarray, span: int,
+                        n_groups: int) -> tuple[np.ndarray, np.ndarray]:
+    """Candidate (window, group) index pairs, sorted, for windows ``first_day[i]..last_day[i]`` (day indices)
+    and the (group * span + day) keys of the rows that exist.
+
+    Every pair when that is no more than twice the rows' window memberships (the usual case: each group has
+    rows on most days); otherwise only the pairs that have a row, so that many windows times many sparse
+    groups (e.g. a slice value seen on one day) never build a windows x groups array.
+    """
+    n_windows = len(first_day)
+    member_day = np.concatenate([np.arange(f, e + 1) for f, e in zip(first_day, last_day)])
+    member_win = np.repeat(np.arange(n_windows), last_day - first_day + 1)
+    per_day = np.bincount(member_day, minlength=span)  # windows holding each day
+    day = daily_key % span
+    if n_windows * n_groups <= 2 * int(per_day[day].sum()):
+        return np.repeat(np.arange(n_windows), n_groups), np.tile(np.arange(n_groups), n_windows)
+    member_win = member_win[np.argsort(member_day, kind="stable")]  # windows of day 0, then of day 1, ...
+    first_member = np.cumsum(per_day) - per_day
+    reps = per_day[day]
+    row = np.repeat(np.arange(len(day)), reps)
+    nth = np.arange(len(row)) - np.repeat(np.cumsum(reps) - reps, reps)
+    pair = np.unique(member_win[first_member[day[row]] + nth] * n_groups + daily_key[row] // span)
+    return pair // n_groups, pair % n_groups
+
+
 def merge_windows(summaries: pd.DataFrame, task: str, windows: Iterable[Window]) -> pd.DataFrame:
     """Summary rows summed per (window label, group cells[, bin, label]) over days and splits.
 
@@ -278,8 +303,7 @@ def merge_windows(summaries: pd.DataFrame, task: str, windows: Iterable[Window])
     daily = {f: np.add.reduceat(rows[f].to_numpy(np.int64 if rows[f].dtype.kind in "iub" else np.float64)[order],
                                 cut) for f in fields}
     # 2. each (window, group): the slice of daily rows from its first to its last day
-    win = np.repeat(np.arange(len(labels)), n_groups)
-    grp = np.tile(np.arange(n_groups), len(labels))
+    win, grp = _window_group_pairs(np.asarray(first_day), np.asarray(last_day), daily_key, span, n_groups)
     lo = np.searchsorted(daily_key, grp * span + np.asarray(first_day)[win])
     hi = np.searchsorted(daily_key, grp * span + np.asarray(last_day)[win], side="right")
     some = hi > lo
