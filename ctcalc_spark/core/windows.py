@@ -231,6 +231,11 @@ def sum_windows(rows: pd.DataFrame, task: str) -> pd.DataFrame:
     return rows.groupby(["window", *cells, *_keys(task)], dropna=False, sort=True)[_fields(task)].sum().reset_index()
 
 
+def _run_starts(codes: np.ndarray) -> np.ndarray:
+    """Positions where a run of equal values starts in ``codes`` (sorted or grouped; non-empty): 0 and every change."""
+    return np.flatnonzero(np.r_[True, codes[1:] != codes[:-1]])
+
+
 def _window_group_pairs(first_day: np.ndarray, last_day: np.ndarray, daily_key: np.ndarray, span: int,
                         n_groups: int) -> tuple[np.ndarray, np.ndarray]:
     """Candidate (window, group) index pairs, sorted, for windows ``first_day[i]..last_day[i]`` (day indices)
@@ -283,13 +288,12 @@ def merge_windows(summaries: pd.DataFrame, task: str, windows: Iterable[Window])
     rows, day = summaries[day >= 0], day[day >= 0]
     if rows.empty:
         return pd.DataFrame(columns=columns)
-    first_day, last_day = [], []
-    for label in labels:  # a label's days are consecutive calendar days, so consecutive in day_names
+    first_day, last_day = np.zeros(len(labels), np.int64), np.zeros(len(labels), np.int64)
+    for i, label in enumerate(labels):  # a label's days are consecutive calendar days, so consecutive in day_names
         idx = day_names.get_indexer(sorted(spans[label]))
         if idx[-1] - idx[0] + 1 != len(idx):
             raise ValueError(f"window {label!r} is not a run of consecutive days")
-        first_day.append(idx[0])
-        last_day.append(idx[-1])
+        first_day[i], last_day[i] = idx[0], idx[-1]
     span = len(day_names)
     group = rows.groupby([*cells, *keys], dropna=False, sort=True).ngroup().to_numpy(np.int64)  # sorted codes
     group_values = rows[[*cells, *keys]].iloc[np.unique(group, return_index=True)[1]].reset_index(drop=True)
@@ -298,14 +302,14 @@ def merge_windows(summaries: pd.DataFrame, task: str, windows: Iterable[Window])
     key = group * span + day
     order = np.argsort(key, kind="stable")
     key = key[order]
-    cut = np.flatnonzero(np.r_[True, key[1:] != key[:-1]])
+    cut = _run_starts(key)
     daily_key = key[cut]
     daily = {f: np.add.reduceat(rows[f].to_numpy(np.int64 if rows[f].dtype.kind in "iub" else np.float64)[order],
                                 cut) for f in fields}
     # 2. each (window, group): the slice of daily rows from its first to its last day
-    win, grp = _window_group_pairs(np.asarray(first_day), np.asarray(last_day), daily_key, span, n_groups)
-    lo = np.searchsorted(daily_key, grp * span + np.asarray(first_day)[win])
-    hi = np.searchsorted(daily_key, grp * span + np.asarray(last_day)[win], side="right")
+    win, grp = _window_group_pairs(first_day, last_day, daily_key, span, n_groups)
+    lo = np.searchsorted(daily_key, grp * span + first_day[win])
+    hi = np.searchsorted(daily_key, grp * span + last_day[win], side="right")
     some = hi > lo
     win, grp, lo, hi = win[some], grp[some], lo[some], hi[some]
     length = hi - lo
@@ -320,8 +324,8 @@ def merge_windows(summaries: pd.DataFrame, task: str, windows: Iterable[Window])
             else np.zeros(n_groups, dtype=np.int64))
     cell_day = np.unique(cell[daily_key // span] * span + daily_key % span)
     c = cell[grp]
-    out["n_days"] = (np.searchsorted(cell_day, c * span + np.asarray(last_day)[win], side="right")
-                     - np.searchsorted(cell_day, c * span + np.asarray(first_day)[win]))
+    out["n_days"] = (np.searchsorted(cell_day, c * span + last_day[win], side="right")
+                     - np.searchsorted(cell_day, c * span + first_day[win]))
     return out[columns]
 
 
@@ -339,9 +343,9 @@ def _presummed_groups(merged: pd.DataFrame, task: str, by: Sequence[str]) -> np.
     if task != "binary" or cells != list(by):
         return None
     gid = merged.groupby(["window", *by], dropna=False, sort=False).ngroup().to_numpy()
-    if len(gid) and np.any(np.diff(gid) < 0):
+    if np.any(np.diff(gid) < 0):
         return None
-    starts = np.concatenate([[0], np.flatnonzero(np.diff(gid) != 0) + 1])
+    starts = _run_starts(gid)
     cell = merged["bin"].to_numpy(np.int64) * 2 + merged["label"].to_numpy(np.int64)
     inside = np.ones(len(gid), dtype=bool)
     inside[starts] = False
@@ -361,26 +365,19 @@ def _group_summaries(
     with_days = "n_days" in merged.columns
     if task == "binary":
         fields = list(BINARY_COUNTS + BINARY_MOMENTS)
-        starts = _presummed_groups(merged, task, by)
-        if starts is not None:  # one row per (window, *by, bin, label) already, groups contiguous: no re-sum
-            agg, days = merged, None
-        else:
-            agg = merged.groupby([*keys, *BINARY_KEYS], dropna=False, sort=True)[fields].sum().reset_index()
-            days = merged.groupby(keys, dropna=False)["n_days"].max() if with_days else None
-            gid = agg.groupby(keys, dropna=False, sort=False).ngroup().to_numpy()  # agg is sorted by keys
-            starts = np.concatenate([[0], np.flatnonzero(gid[1:] != gid[:-1]) + 1])
-        ends = np.concatenate([starts[1:], [len(agg)]])
-        key_vals = list(agg[keys].iloc[starts].itertuples(index=False, name=None))
-        n_days = agg["n_days"].to_numpy()[starts] if with_days and days is None else None
+        agg, starts = merged, _presummed_groups(merged, task, by)
+        if starts is None:  # re-sum per (window, *by, bin, label); n_days: the most of any cell merged
+            per_cell = {f: (f, "sum") for f in fields} | ({"n_days": ("n_days", "max")} if with_days else {})
+            agg = merged.groupby([*keys, *BINARY_KEYS], dropna=False, sort=True).agg(**per_cell).reset_index()
+            starts = _run_starts(agg.groupby(keys, dropna=False, sort=False).ngroup().to_numpy())  # sorted by keys
+        ends = np.r_[starts[1:], len(agg)]
+        key_vals = agg[keys].iloc[starts].itertuples(index=False, name=None)
+        n_days = np.maximum.reduceat(agg["n_days"].to_numpy(), starts) if with_days else [None] * len(starts)
         cols = {n: agg[n].to_numpy() for n in [*BINARY_KEYS, *fields]}
-        for i, (s, e) in enumerate(zip(starts, ends)):
-            k = key_vals[i]
+        for k, s, e, n in zip(key_vals, starts, ends, n_days):
             summary = BinarySummary.from_columns(float(bin_width), cols["bin"][s:e], cols["label"][s:e],
-                                                 **{n: cols[n][s:e] for n in fields})
-            if not with_days:
-                out[k] = (summary, None)
-            else:
-                out[k] = (summary, int(n_days[i]) if n_days is not None else int(days.loc[k]))
+                                                 **{f: cols[f][s:e] for f in fields})
+            out[k] = (summary, None if n is None else int(n))
         return out
     fields = _fields(task)
     agg = merged.groupby(keys, dropna=False, sort=True).agg(
