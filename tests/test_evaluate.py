@@ -331,3 +331,13 @@ def test_scan_groups_by_model_run_and_slices_before_the_day(spark, demo_config, 
     names = [re.sub(r"#\d+L?$", "", k.strip()) for k in keys.split(",")]
     assert names == ["model", "run", "country", INPUT_DS, "_groupingexpression"]
 
+
+def test_sessions_skip_pysparks_per_column_call_site_capture(spark):
+    """Off in the sessions ctcalc starts: it costs four py4j calls per Column operation (a config's
+    spark.conf can turn it back on; it is a launch-only setting)."""
+    import pyspark.errors.utils
+
+    from ctcalc_spark.spark.session import DATAFRAME_DEBUGGING
+
+    assert spark.conf.get(DATAFRAME_DEBUGGING) == "false"
+    assert pyspark.errors.utils.is_debugging_enabled() is False

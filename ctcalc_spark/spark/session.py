@@ -26,6 +26,8 @@ BASE_CONF = {
     "spark.sql.execution.arrow.pyspark.enabled": "true",
     "spark.sql.session.timeZone": "UTC",
 }
+DATAFRAME_DEBUGGING = "spark.python.sql.dataFrameDebugging.enabled"
+"""Static setting (launch only): pyspark's capture of the Python call site of each DataFrame operation."""
 LOG_LEVELS = ("ALL", "TRACE", "DEBUG", "INFO", "WARN", "ERROR", "FATAL", "OFF")
 
 
@@ -74,6 +76,10 @@ def build_session(
             "spark.ui.showConsoleProgress": "false",
             "spark.sql.shuffle.partitions": str(cfg.shuffle_partitions),
             "spark.log.level": str(level),
+            # pyspark otherwise walks the Python stack and makes about four py4j calls for every Column
+            # operation, to quote the calling line in Spark's error text; the jobs build large expressions
+            # and give one-line errors of their own. A config's spark.conf can turn it back on.
+            DATAFRAME_DEBUGGING: "false",
         }
     launch.update({str(k): str(v) for k, v in cfg.conf.items()})
     builder = SparkSession.builder.appName(app_name)
