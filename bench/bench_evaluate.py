@@ -16,9 +16,9 @@ the local UI port), which background load disturbs less; the target is on wall-c
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import platform
-import json
 import shutil
 import socket
 import statistics

@@ -247,11 +247,11 @@ def _window_group_pairs(first_day: np.ndarray, last_day: np.ndarray, daily_key: 
     """
     n_windows = len(first_day)
     member_day = np.concatenate([np.arange(f, e + 1) for f, e in zip(first_day, last_day)])
-    member_win = np.repeat(np.arange(n_windows), last_day - first_day + 1)
     per_day = np.bincount(member_day, minlength=span)  # windows holding each day
     day = daily_key % span
     if n_windows * n_groups <= 2 * int(per_day[day].sum()):
         return np.repeat(np.arange(n_windows), n_groups), np.tile(np.arange(n_groups), n_windows)
+    member_win = np.repeat(np.arange(n_windows), last_day - first_day + 1)  # only the sparse path needs it
     member_win = member_win[np.argsort(member_day, kind="stable")]  # windows of day 0, then of day 1, ...
     first_member = np.cumsum(per_day) - per_day
     reps = per_day[day]
