@@ -9,6 +9,7 @@ import sys
 import time
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -122,3 +123,26 @@ def test_both_swap_modes_replace_exactly_their_partitions(spark, tmp_path, swap)
     assert got["value"].tolist() == [1.0, 9.0] and got["run_id"].tolist() == [tx.run_id, again.run_id]
     assert store.check_days(list(day), tables=("metrics",)) == []
     assert not [p for p in (tmp_path / "out" / "metrics").iterdir() if p.name.startswith((".", "_"))]
+
+
+@pytest.mark.parametrize("rows_per_task", [None, 1000])
+def test_a_write_leaves_one_file_per_partition_in_one_task_or_sized_by_spark(spark, tmp_path, monkeypatch,
+                                                                              rows_per_task):
+    """Small frames are written by one task, larger ones shuffled by the partition columns: either way each
+    partition gets exactly one file and every row."""
+    from ctcalc_spark.spark import storage
+
+    if rows_per_task is not None:
+        monkeypatch.setattr(storage, "ROWS_PER_WRITE_TASK", rows_per_task)
+    store = OutputStore(config_from_dict({"input": {"path": str(tmp_path / "in")},
+                                          "output": {"path": str(tmp_path / "out")}}), spark)
+    days = [f"2026-10-{d:02d}" for d in range(1, 31)]
+    frame = pd.DataFrame({"model": "m", "value": np.arange(30_000.0), "ds": np.repeat(days, 1000)})
+    frame = frame.sample(frac=1.0, random_state=0)  # days mixed over the rows, as a range job's are
+    with store.transaction("t") as tx:
+        tx.write("metrics", frame, {"model": "string", "value": "double", "ds": "string"})
+    for day in days:
+        assert len(list((tmp_path / "out" / "metrics" / f"ds={day}").glob("*.parquet"))) == 1, day
+    got = store.read("metrics").sort_values("value")
+    assert got["value"].tolist() == list(np.arange(30_000.0))
+    assert (got["ds"].to_numpy() == np.repeat(days, 1000)).all()

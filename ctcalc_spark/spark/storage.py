@@ -333,25 +333,28 @@ def spark_schema(types: Mapping[str, str]) -> StructType:
 
 
 def pandas_to_spark(spark: SparkSession, pdf: pd.DataFrame, schema: StructType) -> DataFrame:
-    """A driver-side frame as a Spark frame with an explicit schema, through Arrow; None becomes null.
+    """A driver-side frame as a Spark frame with an explicit schema, through an Arrow table; None becomes null.
 
     Callers guarantee there is no NaN (finalizers use None for undefined values), since Arrow would also
-    turn NaN into null.
+    turn NaN into null. The Arrow table is built here, column by column, with the target types: faster than
+    pyspark's conversion of the pandas frame, which infers and checks each column again.
     """
     import pandas as pd
+    import pyarrow as pa
     from pyspark.sql import types as T
 
-    cols = {}
+    arrays = []
     for f in schema.fields:
         col = pdf[f.name] if f.name in pdf else pd.Series([None] * len(pdf), dtype=object)
         if isinstance(f.dataType, T.DoubleType):
-            col = pd.to_numeric(col, errors="raise").astype("float64")
+            arrays.append(pa.array(pd.to_numeric(col, errors="raise").astype("float64"), type=pa.float64(),
+                                   from_pandas=True))
         elif isinstance(f.dataType, T.LongType):
-            col = pd.to_numeric(col, errors="raise").astype("Int64")
+            arrays.append(pa.array(pd.to_numeric(col, errors="raise").astype("Int64"), type=pa.int64(),
+                                   from_pandas=True))
         else:
-            col = col.astype(object).where(col.notna(), None)
-        cols[f.name] = col.reset_index(drop=True)
-    return spark.createDataFrame(pd.DataFrame(cols), schema)
+            arrays.append(pa.array(col.astype(object).where(col.notna(), None).to_numpy(), type=pa.string()))
+    return spark.createDataFrame(pa.Table.from_arrays(arrays, names=[f.name for f in schema.fields]), schema)
 
 
 # ---- leases ---------------------------------------------------------------------------------------------
@@ -829,13 +832,14 @@ class Transaction:
             if bad:
                 raise InputError(f"Partition value(s) {bad} of {table} are not safe folder names "
                                  "(letters, digits and _ . : + - only).")
+        n_rows = sum(n for _, n in written)
         sdf = sdf.withColumn(RUN_ID, F.lit(self.run_id))
         sdf = sdf.select(*[col(c) for c in sdf.columns if c not in parts], *[col(p).cast("string") for p in parts])
         loc = store.location(table)
         root = _prepare_catalog_table(spark, loc, sdf, parts, store.output.format) if store.catalog else loc
         if root is not None and store.swap_mode(root) == "exchange":
             staging = f"{root}/{STAGING_PREFIX}{self.run_id}-{table}"
-            _one_file_per_partition(sdf, parts, len(written)).write.mode("overwrite").partitionBy(*parts) \
+            _one_file_per_partition(sdf, parts, len(written), n_rows).write.mode("overwrite").partitionBy(*parts) \
                 .format(store.output.format).save(staging)
             self.staged.append((staging, root, [_partition_path(v) for v, _ in written]))
             if store.catalog:
@@ -843,7 +847,7 @@ class Transaction:
         elif store.catalog:
             _overwrite_catalog_partitions(spark, loc, sdf)
         else:
-            (_one_file_per_partition(sdf, parts, len(written)).write.mode("overwrite")
+            (_one_file_per_partition(sdf, parts, len(written), n_rows).write.mode("overwrite")
              .option("partitionOverwriteMode", "dynamic").partitionBy(*parts).format(store.output.format).save(loc))
         for values, n in written:
             self.written.append((table, values, n))
@@ -891,18 +895,22 @@ def _latest_commits(records: Sequence[Mapping[str, Any]], table: str | None = No
     return frame.reset_index(drop=True)
 
 
-def _one_file_per_partition(frame: DataFrame, parts: Sequence[str], n_partitions: int) -> DataFrame:
-    """Each output partition's rows in one task (one file per partition), about :data:`FILES_PER_WRITE_TASK`
-    partitions a task and at most :data:`MAX_WRITE_TASKS` tasks: a task's start and commit cost more than a
-    small file."""
-    tasks = min(MAX_WRITE_TASKS, -(-n_partitions // FILES_PER_WRITE_TASK))
-    if tasks <= 1:
+def _one_file_per_partition(frame: DataFrame, parts: Sequence[str], n_partitions: int, n_rows: int) -> DataFrame:
+    """Each output partition's rows in one task: one file per partition (Spark's writer sorts a task's rows by
+    the partition columns and writes them one partition after the other).
+
+    Up to :data:`ROWS_PER_WRITE_TASK` rows go to one task: a task's start, shuffle and commit cost more than a
+    small file (the metrics rows of a year of days, exploratory: 0.75 s in one task, 1.1-1.5 s in twelve, on 2 cores).
+    More rows are shuffled by the partition columns without a fixed task count, so that Spark's adaptive
+    execution sizes the tasks (``spark.sql.adaptive.*``; it merges whole shuffle partitions, so each output
+    partition still lands in one task).
+    """
+    if n_partitions <= 1 or n_rows <= ROWS_PER_WRITE_TASK:
         return frame.coalesce(1)
-    return frame.repartition(tasks, *parts)
+    return frame.repartition(*parts)
 
 
-FILES_PER_WRITE_TASK = 32
-MAX_WRITE_TASKS = 16
+ROWS_PER_WRITE_TASK = 250_000
 
 
 def _partition_path(values: Mapping[str, str]) -> str:
