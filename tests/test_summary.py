@@ -207,3 +207,50 @@ def test_sigmoid_pair_is_bit_identical_to_the_math_functions():
     assert np.array_equal(s, sigmoid(x)) and np.array_equal(sc, sigmoid(-x))
     assert np.array_equal(np.maximum(x, 0.0) + l1p, softplus(x))
     assert np.array_equal(np.maximum(-x, 0.0) + l1p, softplus(-x))
+
+
+def test_batched_bias_solves_equal_one_at_a_time_solves():
+    """solve_biases (lockstep over padded bins) gives each summary's c* as its own solve_bias does, to the
+    Newton stopping step (1e-13·(1+|c|)), and the same status for degenerate ones; summaries of very
+    different widths, bin widths and weights in one call."""
+    from ctcalc_spark.core.summary import solve_biases
+    from ctcalc_spark.errors import DegenerateBiasError
+
+    rng = np.random.default_rng(11)
+    summaries = []
+    for i in range(300):
+        n = int(rng.integers(1, 2000))
+        z = rng.normal(rng.normal(-2, 2), rng.uniform(0.1, 3), n) * (40 if i % 37 == 0 else 1)
+        y = (rng.random(n) < expit(z + rng.normal(0, 1))).astype(float)
+        if i % 50 == 1:
+            y[:] = 0.0  # single class: no finite bias
+        w = rng.uniform(0, 2, n) if i % 3 == 0 else None
+        summaries.append(BinarySummary.from_logits(y, z, sample_weight=w, bin_width=(0.05, 0.1, 0.02)[i % 3]))
+    summaries.append(BinarySummary.empty(H))
+    got = solve_biases(summaries)
+    n_degenerate = 0
+    for s, c in zip(summaries, got):
+        try:
+            want = s.solve_bias()
+        except DegenerateBiasError as e:
+            assert isinstance(c, DegenerateBiasError) and c.status == e.status
+            n_degenerate += 1
+            continue
+        assert isinstance(c, float) and abs(c - want) <= 2e-13 * (1.0 + abs(want))
+    assert n_degenerate >= 7
+
+
+def test_finalize_with_a_solved_bias_equals_finalize_that_solves():
+    from ctcalc_spark.core.summary import solve_biases
+
+    y, z, w = _rows(3000, 3, -2.0, 1.0, 0.2)
+    bias = BinarySummary.from_logits(y[:1000], z[:1000], sample_weight=w[:1000])
+    remain = BinarySummary.from_logits(y[1000:], z[1000:], sample_weight=w[1000:])
+    c = bias.solve_bias()
+    assert finalize_binary(bias, remain, solved=c) == finalize_binary(bias, remain)
+    (batched,) = solve_biases([bias])
+    assert abs(finalize_binary(bias, remain, solved=batched)["calibrated_log_loss"]
+               - finalize_binary(bias, remain)["calibrated_log_loss"]) <= 1e-15
+    one_class = BinarySummary.from_logits(np.zeros(5), z[:5])
+    (err,) = solve_biases([one_class])
+    assert finalize_binary(one_class, remain, solved=err)["status"] == "bias_single_class_negative"

@@ -19,6 +19,7 @@ from ctcalc_spark.core.summary import (
     RegressionSummary,
     finalize_binary,
     finalize_regression,
+    solve_biases,
 )
 
 ALL = "__all__"
@@ -110,18 +111,25 @@ def metrics_from_summaries(
     views: list[tuple[str, str | None]] = [(ALL, None)] + [(s, s) for s in slices]
     # Groups are cut as numpy index arrays (one groupby per view): per-group pandas indexing cost ~2 ms a
     # group, which made a year of days x models x runs spend most of its time here.
-    summary_of = _numpy_summaries(summaries, task, bin_width, max_abs_logit)
+    summaries_of = _numpy_summaries(summaries, task, bin_width, max_abs_logit)
     inv_total = _invalid_totals(invalid_counts)
-    for slice_name, col in views:
-        by = list(keys) + ([col] if col else [])
-        for key_vals, idx in groups(summaries, by):
+    todo = [(slice_name, col, key_vals, idx) for slice_name, col in views
+            for key_vals, idx in groups(summaries, list(keys) + ([col] if col else []))]
+    for start in range(0, len(todo), FINALIZE_CHUNK):  # a chunk's val-bias summaries are solved together
+        chunk = todo[start:start + FINALIZE_CHUNK]
+        for (slice_name, col, key_vals, _), metrics in zip(chunk, summaries_of([idx for *_, idx in chunk])):
+            by = list(keys) + ([col] if col else [])
             row: dict[str, Any] = dict(zip(by, key_vals))
-            row.update(apply_min_bias_rows(summary_of(idx), task, min_bias_rows))
+            row.update(apply_min_bias_rows(metrics, task, min_bias_rows))
             row["slice_name"] = slice_name
             row["slice_value"] = ALL if col is None else row.pop(col)
             row["n_invalid"] = inv_total(by, key_vals)
             out.append(check_row(row))
     return pd.DataFrame(out, columns=cols)
+
+
+FINALIZE_CHUNK = 4096
+"""Groups whose summaries :func:`metrics_from_summaries` holds at once (their bias solves run in lockstep)."""
 
 
 def groups(frame: pd.DataFrame, by: Sequence[str]) -> list[tuple[tuple[Any, ...], np.ndarray]]:
@@ -147,14 +155,19 @@ def binary_summary_rows(summaries: pd.DataFrame, bin_width: float) -> Any:
 
 
 def _numpy_summaries(summaries: pd.DataFrame, task: str, bin_width: float, max_abs_logit: float) -> Any:
-    """A function (row positions) -> metrics of those summary rows (val-bias and val-remain), on numpy columns."""
+    """A function (row positions of each group) -> metrics of each group's summary rows (val-bias and
+    val-remain), on numpy columns."""
     is_bias = (summaries["split"] == "bias").to_numpy() if "split" in summaries else np.zeros(0, bool)
     if task == "binary":
         binary = binary_summary_rows(summaries, bin_width)
 
-        def of_binary(idx: np.ndarray) -> dict[str, Any]:
-            mask = is_bias[idx]
-            return finalize_binary(binary(idx[mask]), binary(idx[~mask]), max_abs_logit=max_abs_logit)
+        def of_binary(idxs: Sequence[np.ndarray]) -> list[dict[str, Any]]:
+            parts = [(binary(idx[is_bias[idx]]), binary(idx[~is_bias[idx]])) for idx in idxs]
+            need = [i for i, (_, remain) in enumerate(parts) if remain.total_weight > 0]
+            solved: list[Any] = [None] * len(parts)
+            for i, c in zip(need, solve_biases([parts[i][0] for i in need])):
+                solved[i] = c
+            return [finalize_binary(b, r, max_abs_logit=max_abs_logit, solved=c) for (b, r), c in zip(parts, solved)]
         return of_binary
     arrays = {n: summaries[n].to_numpy() for n in REGRESSION_FIELDS} if not summaries.empty else {}
 
@@ -164,9 +177,8 @@ def _numpy_summaries(summaries: pd.DataFrame, task: str, bin_width: float, max_a
         return RegressionSummary(int(arrays["count"][rows].sum()),
                                  *(float(arrays[n][rows].sum()) for n in REGRESSION_FIELDS[1:]))
 
-    def of_regression(idx: np.ndarray) -> dict[str, Any]:
-        mask = is_bias[idx]
-        return finalize_regression(regression(idx[mask]), regression(idx[~mask]))
+    def of_regression(idxs: Sequence[np.ndarray]) -> list[dict[str, Any]]:
+        return [finalize_regression(regression(idx[is_bias[idx]]), regression(idx[~is_bias[idx]])) for idx in idxs]
     return of_regression
 
 

@@ -39,7 +39,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
 from functools import cached_property
-from typing import Any
+from typing import Any, Sequence
 
 import numpy as np
 from numpy.typing import ArrayLike
@@ -54,6 +54,8 @@ from ctcalc_spark.core.metrics import (
     probs_to_logits,
 )
 from ctcalc_spark.core.solvers import (
+    MAX_ITER,
+    NEWTON_TOL,
     STATUS_NO_BIAS_ROWS,
     _check_binary_bias_set,
     logit_shift_bracket,
@@ -377,6 +379,125 @@ class BinarySummary:
             }
 
 
+SOLVE_CELLS = 1 << 18
+"""Bins (summaries x the widest one's bins) that :func:`solve_biases` solves together in one lockstep."""
+
+
+def solve_biases(summaries: Sequence[BinarySummary]) -> list[float | DegenerateBiasError]:
+    """:meth:`BinarySummary.solve_bias` of many summaries at once: c* or the DegenerateBiasError of each.
+
+    The same bracket, start and safeguarded Newton iteration as the one-summary solver, run in lockstep on
+    arrays of many summaries' bins (a range job solves thousands of small summaries, and one solve at a time
+    spends most of its time in numpy's per-call overhead). The per-bin sums are taken over padded rows, so a
+    root can differ from the one-summary solver's in the last bits; both stop at a step below 1e-13·(1+|c|).
+    """
+    out: list[Any] = [None] * len(summaries)
+    todo: list[tuple[int, int]] = []
+    for i, s in enumerate(summaries):
+        try:
+            _check_binary_bias_set(s.total_pos_weight, s.total_weight, s.n_rows)
+        except DegenerateBiasError as e:
+            out[i] = e
+            continue
+        todo.append((max(s._live[0][0].size, s._live[1][0].size, 1), i))
+    todo.sort()  # similar widths together, so that little padding is summed
+    start = 0
+    while start < len(todo):
+        end = start + 1
+        while end < len(todo) and (end + 1 - start) * todo[end][0] <= SOLVE_CELLS:
+            end += 1
+        chunk = [i for _, i in todo[start:end]]
+        for i, c in zip(chunk, _solve_chunk([summaries[i] for i in chunk])):
+            out[i] = float(c)
+        start = end
+    return out
+
+
+class _PaddedSide:
+    """One label's live bins of many summaries as (n, width) arrays; padding has zero weight."""
+
+    def __init__(self, summaries: Sequence[BinarySummary], label: int) -> None:
+        sides = [s._live[label] for s in summaries]
+        width = max(1, max(side[0].size for side in sides))
+        self.sign = 1.0 - 2.0 * label
+        self.centres, self.w, self.m1, self.m2 = (np.zeros((len(sides), width)) for _ in range(4))
+        self.live = np.zeros((len(sides), width), bool)
+        for r, (centres, w, m1, m2) in enumerate(sides):
+            n = centres.size
+            self.centres[r, :n], self.w[r, :n], self.m1[r, :n], self.m2[r, :n] = centres, w, m1, m2
+            self.live[r, :n] = True
+
+    def log_mass(self, c: F64, rows: np.ndarray) -> tuple[F64, F64]:
+        """:meth:`BinarySummary._log_mass` of the summaries ``rows`` at their shifts ``c``."""
+        live, w, m1, m2 = self.live[rows], self.w[rows], self.m1[rows], self.m2[rows]
+        x = self.sign * (self.centres[rows] - c[:, None])
+        s, sc, l1p = _sigmoid_pair(x)
+        a = w + m1 * sc + 0.5 * m2 * sc * (sc - s)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            log_terms = np.where(live, -(np.maximum(-x, 0.0) + l1p) + np.log(np.where(live, a, 1.0)), -np.inf)
+            top = log_terms.max(axis=1)
+            share = np.exp(log_terms - top[:, None])
+            total = share.sum(axis=1)
+            b = sc * (w + m1 * (sc - s) + 0.5 * m2 * (1.0 - 6.0 * s * sc))
+            slope = np.where(live, share * b / np.where(live, a, 1.0), 0.0).sum(axis=1)
+        return top + np.log(total), -self.sign * slope / total
+
+
+def _solve_chunk(summaries: Sequence[BinarySummary]) -> F64:
+    """c* of summaries that each hold both labels (the lockstep form of :meth:`BinarySummary.solve_bias`)."""
+    neg, pos = _PaddedSide(summaries, 0), _PaddedSide(summaries, 1)
+
+    def grad(c: F64, rows: np.ndarray) -> tuple[F64, F64]:
+        lq, dlq = pos.log_mass(c, rows)
+        lp, dlp = neg.log_mass(c, rows)
+        return lq - lp, dlq - dlp
+
+    n = len(summaries)
+    lo, hi, x0 = np.empty(n), np.empty(n), np.empty(n)
+    for r, s in enumerate(summaries):
+        total, p = s.total_weight, s.total_pos_weight
+        per_bin = s.weight.sum(axis=0)
+        live = per_bin > 0
+        z_lo = float(s.bins[live].min()) * s.bin_width
+        z_hi = float(s.bins[live].max() + 1) * s.bin_width
+        lo[r], hi[r] = logit_shift_bracket(z_lo, z_hi, p / total)
+        x0[r] = float(np.sum(per_bin * s.centres) / total) - float(logit(p / total))
+    for end, step, outside in ((lo, -1.0, lambda g: ~(g <= 0)), (hi, 1.0, lambda g: ~(g >= 0))):
+        rows = np.arange(n)
+        for _ in range(60):  # the expansion can move the sign change by O(h³); widen until bracketed
+            if not rows.size:
+                break
+            rows = rows[outside(grad(end[rows], rows)[0])]
+            end[rows] += step
+    # safeguarded_newton, element by element (the same operations in the same order)
+    x = np.minimum(np.maximum(x0, lo), hi)
+    g_prev = np.full(n, np.inf)
+    result = np.full(n, np.nan)
+    rows = np.arange(n)
+    for _ in range(MAX_ITER):
+        if not rows.size:
+            break
+        xr = x[rows]
+        g, dg = grad(xr, rows)
+        zero = g == 0.0
+        result[rows[zero]] = xr[zero]
+        lo[rows] = np.where(g < 0, xr, lo[rows])
+        hi[rows] = np.where(g < 0, hi[rows], xr)
+        lor, hir = lo[rows], hi[rows]
+        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):  # such steps are bisected
+            x_new = np.where((dg > 0) & np.isfinite(dg), xr - g / dg, np.nan)
+        bisect = ~((lor < x_new) & (x_new < hir)) | (np.abs(g) > 0.5 * np.abs(g_prev[rows]))
+        x_new = np.where(bisect, 0.5 * (lor + hir), x_new)
+        g_prev[rows] = g
+        tol = NEWTON_TOL * (1.0 + np.abs(xr))
+        done = ~zero & ((np.abs(x_new - xr) <= tol) | (hir - lor <= tol))
+        result[rows[done]] = x_new[done]
+        x[rows] = x_new
+        rows = rows[~(zero | done)]
+    result[rows] = x[rows]
+    return result
+
+
 def calibrated_log_loss_bound(remain: BinarySummary, c: float) -> float:
     """The module's bound on |Δ mean calibrated log loss| for this val-remain summary at shift c."""
     h3 = (remain.bin_width / 2.0) ** 3
@@ -385,7 +506,8 @@ def calibrated_log_loss_bound(remain: BinarySummary, c: float) -> float:
 
 
 def finalize_binary(bias: BinarySummary, remain: BinarySummary, *,
-                    max_abs_logit: float = DEFAULT_MAX_ABS_LOGIT) -> dict[str, Any]:
+                    max_abs_logit: float = DEFAULT_MAX_ABS_LOGIT,
+                    solved: float | DegenerateBiasError | None = None) -> dict[str, Any]:
     """One metrics row from the val-bias and val-remain summaries of one group.
 
     ``log_loss``, ``auc``, ``normalized_entropy`` and ``calibration`` are on the
@@ -394,7 +516,8 @@ def finalize_binary(bias: BinarySummary, remain: BinarySummary, *,
     ``calibration_gain = log_loss_remain - calibrated_log_loss`` is the part of the
     loss a single bias shift removes. Degenerate groups get ``status`` != 'ok' and
     None (never NaN/inf) in the values that cannot be computed. ``n_extreme``: rows with a
-    logit outside ``[-max_abs_logit, max_abs_logit)`` (:meth:`BinarySummary.n_extreme`).
+    logit outside ``[-max_abs_logit, max_abs_logit)`` (:meth:`BinarySummary.n_extreme`). ``solved``: the
+    val-bias summary's c* or DegenerateBiasError when already solved (:func:`solve_biases`).
     """
     whole = bias.merge(remain)
     row: dict[str, Any] = {
@@ -433,7 +556,9 @@ def finalize_binary(bias: BinarySummary, remain: BinarySummary, *,
         return row
     row["log_loss_remain"] = remain.log_loss()
     try:
-        c = bias.solve_bias()
+        if isinstance(solved, DegenerateBiasError):
+            raise solved
+        c = bias.solve_bias() if solved is None else solved
     except DegenerateBiasError as e:
         row["status"] = e.status
         return row

@@ -42,7 +42,14 @@ import pandas as pd
 
 from ctcalc_spark.errors import ConfigError, DegenerateBiasError
 from ctcalc_spark.core.finalize import ALL, REGRESSION_FIELDS
-from ctcalc_spark.core.summary import BINARY_COUNTS, BINARY_KEYS, BINARY_MOMENTS, BinarySummary, RegressionSummary
+from ctcalc_spark.core.summary import (
+    BINARY_COUNTS,
+    BINARY_KEYS,
+    BINARY_MOMENTS,
+    BinarySummary,
+    RegressionSummary,
+    solve_biases,
+)
 
 WINDOW_KINDS = ("day", "week", "month", "rolling", "fixed")
 US = 1_000_000
@@ -413,6 +420,15 @@ def _bias_of(s: Summary | None) -> tuple[float | None, str]:
         return None, e.status
 
 
+def _biases_of(summaries: Sequence[Summary]) -> list[tuple[float | None, str]]:
+    """:func:`_bias_of` of each summary; binary ones solved together (:func:`solve_biases`)."""
+    out = [_bias_of(s) if not isinstance(s, BinarySummary) else None for s in summaries]
+    binary = [i for i, s in enumerate(summaries) if isinstance(s, BinarySummary)]
+    for i, c in zip(binary, solve_biases([summaries[i] for i in binary])):
+        out[i] = (None, c.status) if isinstance(c, DegenerateBiasError) else (c, STATUS_OK)
+    return out  # type: ignore[return-value]
+
+
 def _weight(s: Summary) -> float:
     return s.total_weight if isinstance(s, BinarySummary) else s.weight
 
@@ -518,7 +534,7 @@ def finalize_windows(
     for slice_name, col in views:
         by = [model, run] + ([col] if col else [])
         groups = _group_summaries(merged, task, by, bin_width)
-        biases = {k: _bias_of(s) for k, (s, _) in groups.items()}
+        biases = dict(zip(groups, _biases_of([s for s, _ in groups.values()])))
         in_window: dict[str, list[tuple]] = defaultdict(list)
         for key in groups:
             in_window[key[0]].append(key)
