@@ -129,6 +129,9 @@ def main() -> int:
     print(f"same rows from both: largest relative difference {worst:.1e} over {len(loop_days)} days")
     print(f"ratio a/b = {loop_total / range_s:.1f}  (target >= 20)")
     spark.stop()
+    if worst > 1e-12:
+        print(f"FAILED: the range job's rows differ from the per-day jobs' by {worst:.1e} (> 1e-12)")
+        return 1
     return 0
 
 
