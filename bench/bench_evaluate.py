@@ -87,17 +87,20 @@ class ExecutorCpu:
         with urllib.request.urlopen(url, timeout=30) as r:
             return json.load(r)
 
-    def total(self) -> float:
-        """The sum once it is settled: the status store is filled asynchronously after a job ends."""
+    def total(self, max_polls: int = 150) -> float:
+        """The sum once two readings 0.2 s apart agree: the status store is filled asynchronously after a job
+        ends. Raises if it has not settled after ``max_polls`` readings (a job running beside the benchmark)."""
         app = self._get(self.base)[0]["id"]
         last = None
-        while True:
+        for _ in range(max_polls):
             stages = self._get(f"{self.base}/{app}/stages?status=complete")
             now = (len(stages), sum(st["executorCpuTime"] for st in stages) / 1e9)
             if now == last:
                 return now[1]
             last = now
             time.sleep(0.2)
+        raise RuntimeError(f"Spark's executor CPU total did not settle in {max_polls} readings; is another job "
+                           "running in this session?")
 
 
 def time_interleaved(fns: list, repeats: int, cpu: ExecutorCpu) -> tuple[list[list[float]], list[list[float]]]:

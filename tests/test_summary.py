@@ -240,17 +240,22 @@ def test_batched_bias_solves_equal_one_at_a_time_solves():
     assert n_degenerate >= 7
 
 
-def test_finalize_with_a_solved_bias_equals_finalize_that_solves():
+def test_finalize_uses_the_bias_it_is_given():
+    """finalize_binary(solved=...) calibrates at the given c and reports a given DegenerateBiasError's status
+    instead of solving again (a shift other than c* and a status solving would not give tell them apart)."""
     from ctcalc_spark.core.summary import solve_biases
+    from ctcalc_spark.errors import DegenerateBiasError
 
     y, z, w = _rows(3000, 3, -2.0, 1.0, 0.2)
     bias = BinarySummary.from_logits(y[:1000], z[:1000], sample_weight=w[:1000])
     remain = BinarySummary.from_logits(y[1000:], z[1000:], sample_weight=w[1000:])
     c = bias.solve_bias()
     assert finalize_binary(bias, remain, solved=c) == finalize_binary(bias, remain)
+    shifted = finalize_binary(bias, remain, solved=c + 0.5)
+    assert shifted["bias"] == c + 0.5 and shifted["calibrated_log_loss"] == remain.log_loss(c + 0.5)
+    assert shifted["calibrated_log_loss"] > finalize_binary(bias, remain)["calibrated_log_loss"]
+    given = finalize_binary(bias, remain, solved=DegenerateBiasError("bias_single_class_positive", "given"))
+    assert given["status"] == "bias_single_class_positive" and given["calibrated_log_loss"] is None
     (batched,) = solve_biases([bias])
     assert abs(finalize_binary(bias, remain, solved=batched)["calibrated_log_loss"]
                - finalize_binary(bias, remain)["calibrated_log_loss"]) <= 1e-15
-    one_class = BinarySummary.from_logits(np.zeros(5), z[:5])
-    (err,) = solve_biases([one_class])
-    assert finalize_binary(one_class, remain, solved=err)["status"] == "bias_single_class_negative"

@@ -277,7 +277,7 @@ def summary_aggregation(
         "(shiftright(_k, 4) & 1) = 1 AS is_bias",
         f"CASE WHEN {invalid} = 0 THEN shiftright(_k, 5) & 1 END AS label",
         f"CASE WHEN {invalid} = 0 THEN shiftright(_k, 6) END AS bin",
-        *[f"`{n}`" for n in ["count", *terms, *EXACT_COLUMNS[:len(exact)]]],
+        *[f"`{n}`" for n in ["count", *terms, *(EXACT_COLUMNS if exact else ())]],
         *[f"{expr} AS `{name}`" for name, expr in filled.items() if name not in terms],
     ]
     return agg.select(*[_string_key(k, cfg.columns.slices) for k in outer], *[F.expr(x) for x in decoded])
