@@ -155,7 +155,7 @@ def main() -> int:
         z, y = F.col("logit"), F.col("label").cast("double")
         loss = F.greatest(z, F.lit(0.0)) + F.log1p(F.exp(-F.abs(z))) - y * z
         source = spark.read.parquet(str(data))
-        is_bias = split_expr(cfg, dict(source.dtypes)).cast("long")
+        is_bias = F.expr(split_expr(cfg, dict(source.dtypes))).cast("long")
         key = F.floor(z / F.lit(cfg.histogram.bin_width)) * 64 + F.col("label") * 32 + is_bias * 16
         (source.where(F.col("ds") == DS).groupBy("model", "run", "ds", key.alias("k"))
          .agg(F.sum(loss).alias("loss"), F.count(F.lit(1)).alias("n")).collect())
@@ -164,7 +164,7 @@ def main() -> int:
         evaluate(spark, cfg, DS, write=False)
 
     def scan_only() -> None:  # the same scan, collected, without the driver's decoding and finalisation
-        summary_aggregation(read_input(spark, cfg, [DS]), cfg, extra_keys=[INPUT_DS]).toPandas()
+        summary_aggregation(read_input(spark, cfg, [DS]), cfg, extra_keys=[INPUT_DS], single={INPUT_DS: DS}).toPandas()
 
     load0 = os.getloadavg()
     (ta, tf, tb, ts), cpus = time_interleaved([plain, floor, full, scan_only], args.repeats, cpu)

@@ -250,16 +250,17 @@ def test_unknown_config_key_is_rejected(tmp_path):
 
 
 @pytest.mark.parametrize("ddl", ["long", "int", "string"])
-def test_pure_python_split_equals_spark_split(spark, demo_config, ddl):
+@pytest.mark.parametrize("salt", ["s", "it's a \\ salt, é ✓"])  # quotes, a backslash, non-ASCII in the SQL text
+def test_pure_python_split_equals_spark_split(spark, demo_config, ddl, salt):
     from pyspark.sql import functions as F
 
     from ctcalc_spark.spark.scan import split_expr
 
     ids = list(range(-50, 2000)) if ddl != "string" else [f"id-{i}" + "x" * (i % 40) for i in range(2000)]
     df = spark.createDataFrame([(i,) for i in ids], f"example_id {ddl}")
-    cfg = demo_config(split={"bias_fraction": 0.25, "salt": "s"})
-    got = [r[0] for r in df.select(split_expr(cfg, dict(df.dtypes))).collect()]
-    want = bias_mask(ids, salt="s", bias_fraction=0.25)
+    cfg = demo_config(split={"bias_fraction": 0.25, "salt": salt})
+    got = [r[0] for r in df.select(F.expr(split_expr(cfg, dict(df.dtypes)))).collect()]
+    want = bias_mask(ids, salt=salt, bias_fraction=0.25)
     assert got == want.tolist()
     assert 0.2 < want.mean() < 0.3
 
@@ -330,6 +331,40 @@ def test_scan_groups_by_model_run_and_slices_before_the_day(spark, demo_config, 
     keys = re.search(r"HashAggregate\(keys=\[([^\]]*)\]", capsys.readouterr().out).group(1)
     names = [re.sub(r"#\d+L?$", "", k.strip()) for k in keys.split(",")]
     assert names == ["model", "run", "country", INPUT_DS, "_groupingexpression"]
+
+
+@pytest.mark.parametrize("weights", [False, True])
+def test_a_one_day_scan_groups_by_a_null_flag_instead_of_the_day(spark, demo_config, capsys, weights):
+    """A one-day job's rows hold that day or null: the scan groups them by a bit in its packed key instead of
+    hashing the day per row, and gives the same aggregate as grouping by the day (null days, invalid rows, slices,
+    negative bins included)."""
+    import re
+
+    from ctcalc_spark.spark.scan import summary_aggregation
+    from ctcalc_spark.spark.storage import DS as INPUT_DS
+
+    frame = _binary_rows(n=400, slices=True, weights=weights)
+    frame["logit"] = frame["logit"] * 3.0
+    frame["ds"] = frame["ds"].astype(object)
+    frame.loc[frame.index % 7 == 0, "ds"] = None  # rows without a date
+    frame.loc[frame.index % 11 == 0, "label"] = 2  # invalid rows
+    frame.loc[frame.index % 13 == 0, "country"] = None  # a null slice value
+    rows = spark.createDataFrame(frame).withColumnRenamed("ds", INPUT_DS)
+    cfg = demo_config(columns__slices=["country"], **({"columns__weight": "weight"} if weights else {}))
+
+    def collected(single):
+        out = summary_aggregation(rows, cfg, extra_keys=[INPUT_DS], single=single).toPandas()
+        keys = ["model", "run", "country", INPUT_DS, "invalid", "is_bias", "label", "bin"]
+        # an invalid row's bin and label are not decoded (null): sum its groups, in a fixed order
+        return out.groupby(keys, dropna=False).sum().sort_index().reset_index()
+
+    by_value, flagged = collected(None), collected({INPUT_DS: DS})
+    assert by_value[INPUT_DS].isna().any() and (by_value["bin"] < 0).any() and (by_value["invalid"] > 0).any()
+    pd.testing.assert_frame_equal(flagged, by_value)
+    summary_aggregation(rows, cfg, extra_keys=[INPUT_DS], single={INPUT_DS: DS}).explain()
+    keys = re.search(r"HashAggregate\(keys=\[([^\]]*)\]", capsys.readouterr().out).group(1)
+    assert [re.sub(r"#\d+L?$", "", k.strip()) for k in keys.split(",")] == ["model", "run", "country",
+                                                                             "_groupingexpression"]
 
 
 def test_sessions_skip_pysparks_per_column_call_site_capture(spark):

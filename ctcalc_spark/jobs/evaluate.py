@@ -25,7 +25,7 @@ from ctcalc_spark.core.finalize import (
 )
 from ctcalc_spark.core.solvers import solve_temperature
 from ctcalc_spark.errors import ConfigError, DegenerateBiasError, InputError
-from ctcalc_spark.spark.names import col
+from ctcalc_spark.spark.names import col, quoted
 from ctcalc_spark.spark.scan import (
     EXACT_COLUMNS,
     INVALID_REASONS,
@@ -165,7 +165,7 @@ def _duplicate_ids(df: DataFrame, cfg: JobConfig) -> pd.DataFrame:
     from pyspark.sql import functions as F
 
     c = cfg.columns
-    y = number_column(df, c.label)[0]
+    y = F.expr(number_column(df, c.label)[0])
     per_id = (
         df.where(F.col(DS).isNotNull() & col(str(c.example_id)).isNotNull())
         .groupBy(F.col(DS).alias("ds"), col(c.model).alias("model"), col(c.run).alias("run"), col(str(c.example_id)))
@@ -256,7 +256,9 @@ def evaluate(
         return _evaluate_multiclass(spark, cfg, days, df, write, allow_missing_days)
     kb = _known_bias_frame(spark, cfg, known_bias)
     with input_read_errors(cfg):
-        agg = summary_aggregation(df, cfg, extra_keys=[DS], known_bias=kb).toPandas().rename(columns={DS: "ds"})
+        one_day = {DS: days[0]} if len(days) == 1 else None  # the rows' day is that one or null
+        agg = summary_aggregation(df, cfg, extra_keys=[DS], known_bias=kb, single=one_day).toPandas()
+    agg = agg.rename(columns={DS: "ds"})
     dated = agg[agg["ds"].notna()]
     missing = _check_days(days, sorted(dated["ds"].astype(str).unique()), cfg, allow_missing_days)
     exact = None if known_bias is None else _exact_sums(dated, cfg, known_bias)
@@ -349,27 +351,24 @@ def _exact_sums(agg: pd.DataFrame, cfg: JobConfig, known: pd.DataFrame) -> pd.Da
 
 def _multiclass_rows(df: DataFrame, cfg: JobConfig) -> DataFrame:
     """Keys as strings, _y, _z (array<double>), _w, is_bias, invalid (before the class-count check)."""
-    from pyspark.sql import functions as F
-
     c = cfg.columns
-    z = col(str(c.logit)).cast("array<double>")
+    z = f"CAST({quoted(str(c.logit))} AS ARRAY<DOUBLE>)"
     y, y_text = number_column(df, c.label)
-    w, w_text = number_column(df, c.weight) if c.weight else (F.lit(1.0), None)
-    bad_z = F.exists(z, lambda x: F.isnan(x) | (F.abs(x) == F.lit(float("inf"))) | x.isNull())
-    split_key = col(c.split) if c.split else col(str(c.example_id))
+    w, w_text = number_column(df, c.weight) if c.weight else ("1.0D", None)
+    split_key = quoted(c.split) if c.split else quoted(str(c.example_id))
     checks = first_checks(df, cfg, [y_text, w_text]) + [
-        (z.isNull() | y.isNull() | w.isNull() | split_key.isNull(), 1),
-        (bad_z, 2),
-        ((F.rint(y) != y) | (y < 0) | (y >= F.size(z)), 4),  # rint: no cast of a huge label to long under ANSI
-        ((w < 0) | F.isnan(w) | (F.abs(w) == F.lit(float("inf"))), 5),
+        (f"({z} IS NULL OR {y} IS NULL OR {w} IS NULL OR {split_key} IS NULL)", 1),
+        (f"exists({z}, x -> isnan(x) OR abs(x) = CAST('Infinity' AS DOUBLE) OR x IS NULL)", 2),
+        (f"(rint({y}) != {y} OR {y} < 0.0D OR {y} >= size({z}))", 4),  # rint: no cast of a huge label to long
+        (f"({w} < 0.0D OR isnan({w}) OR abs({w}) = CAST('Infinity' AS DOUBLE))", 5),
     ]
-    return df.select(
-        *[col(k).cast("string").alias(k) for k in [DS, *group_columns(cfg)]],
-        y.alias("_y"),
-        z.alias("_z"),
-        w.alias("_w"),
-        F.coalesce(split_expr(cfg, dict(df.dtypes)), F.lit(False)).alias("is_bias"),
-        invalid_code(checks, cfg).alias("invalid"),
+    return df.selectExpr(
+        *[f"CAST({quoted(k)} AS STRING) AS {quoted(k)}" for k in [DS, *group_columns(cfg)]],
+        f"{y} AS _y",
+        f"{z} AS _z",
+        f"{w} AS _w",
+        f"coalesce({split_expr(cfg, dict(df.dtypes))}, false) AS is_bias",
+        f"{invalid_code(checks, cfg)} AS invalid",
     )
 
 

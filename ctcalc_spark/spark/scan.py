@@ -8,12 +8,12 @@ from __future__ import annotations
 
 import functools
 import operator
-from typing import TYPE_CHECKING, Sequence
+from typing import TYPE_CHECKING, Mapping, Sequence
 
 from ctcalc_spark.config import JobConfig
 from ctcalc_spark.core.split import bias_threshold, salt_key
 from ctcalc_spark.core.summary import BINARY_COUNTS, BINARY_MOMENTS, HIST_LOGIT_LIMIT
-from ctcalc_spark.spark.names import col
+from ctcalc_spark.spark.names import col, quoted
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -42,32 +42,43 @@ INTERNAL_COLUMNS = ("_ds", "_y", "_z", "_w", "_clipped", "_known_c", "_k", "inva
 
 INTEGRAL_TYPES = ("tinyint", "smallint", "int", "bigint")
 
-
-def _not_finite(col: Column) -> Column:
-    from pyspark.sql import functions as F
-
-    return F.isnan(col) | (F.abs(col) == F.lit(float("inf")))
+# The per-row expressions below are Spark SQL text over quoted column names: a select of SQL text is one call
+# to Spark, where the Column API makes one per operation (a py4j round trip each on a classic session, a plan
+# node each on Spark Connect), and Spark parses both into the same plan.
 
 
-def split_expr(cfg: JobConfig, schema_types: dict[str, str] | None = None) -> Column:
-    """True for val-bias rows: the configured split column, else the low 32 bits of the
+def _not_finite(x: str) -> str:
+    return f"(isnan({x}) OR abs({x}) = CAST('Infinity' AS DOUBLE))"
+
+
+def _long(value: int) -> str:
+    """A BIGINT literal of Spark SQL (the most negative long has no positive counterpart to negate)."""
+    return "(-9223372036854775807L - 1L)" if value == -(2**63) else f"({value}L)"
+
+
+def _text(value: str) -> str:
+    """A STRING literal of Spark SQL for any text: hex-encoded UTF-8, so neither quotes, backslashes nor the
+    parser's escaping setting can change it (constant-folded to the plain literal)."""
+    return f"CAST(unhex('{value.encode('utf-8').hex()}') AS STRING)"
+
+
+def split_expr(cfg: JobConfig, schema_types: dict[str, str] | None = None) -> str:
+    """SQL, true for val-bias rows: the configured split column, else the low 32 bits of the
     split hash below fraction·2³² (see :mod:`ctcalc_spark.core.split`).
 
     Integer ids are hashed as longs and others as strings, as :func:`ctcalc_spark.core.split.bias_mask` does;
     ``schema_types`` maps column names to Spark simple type names (``df.dtypes``).
     """
-    from pyspark.sql import functions as F
-
     c = cfg.columns
     if c.split is not None:
-        return F.lower(col(c.split).cast("string")) == F.lit("bias")
+        return f"(lower(CAST({quoted(c.split)} AS STRING)) = 'bias')"
     kind = (schema_types or {}).get(c.example_id, "string")
+    ident = quoted(str(c.example_id))
     if kind in INTEGRAL_TYPES:
-        hashed = F.xxhash64(col(c.example_id).cast("long").bitwiseXOR(F.lit(salt_key(cfg.split.salt))))
+        hashed = f"xxhash64(CAST({ident} AS BIGINT) ^ {_long(salt_key(cfg.split.salt))})"
     else:
-        hashed = F.xxhash64(F.lit(cfg.split.salt), col(c.example_id).cast("string"))
-    low32 = hashed.bitwiseAND(F.lit(0xFFFFFFFF))
-    return low32 < F.lit(bias_threshold(cfg.split.bias_fraction))
+        hashed = f"xxhash64({_text(cfg.split.salt)}, CAST({ident} AS STRING))"
+    return f"(({hashed} & 4294967295L) < {_long(bias_threshold(cfg.split.bias_fraction))})"
 
 
 def group_columns(cfg: JobConfig) -> list[str]:
@@ -81,17 +92,17 @@ def corrupt_record_column(df: DataFrame, cfg: JobConfig) -> str | None:
     return name if name in df.columns else None
 
 
-def number_column(df: DataFrame, name: str) -> tuple[Column, Column | None]:
-    """(column ``name`` as a double, condition 'holds text that is not a number' or None for non-text columns).
+def number_column(df: DataFrame, name: str) -> tuple[str, str | None]:
+    """(SQL of column ``name`` as a double, SQL of 'holds text that is not a number' or None for non-text columns).
 
     A text column goes through ``try_cast``: with ANSI mode on (Spark 4's default) a plain cast of 'abc' would
     fail the whole query instead of marking the row.
     """
-    raw = col(name)
+    raw = quoted(name)
     if dict(df.dtypes).get(name) != "string":
-        return raw.cast("double"), None
-    value = raw.try_cast("double")
-    return value, raw.isNotNull() & value.isNull()
+        return f"CAST({raw} AS DOUBLE)", None
+    value = f"try_cast({raw} AS DOUBLE)"
+    return value, f"({raw} IS NOT NULL AND {value} IS NULL)"
 
 
 def prepared_rows(df: DataFrame, cfg: JobConfig, extra_keys: Sequence[str] = ()) -> DataFrame:
@@ -99,70 +110,66 @@ def prepared_rows(df: DataFrame, cfg: JobConfig, extra_keys: Sequence[str] = ())
 
     ``extra_keys``: further grouping columns of ``df`` kept as strings (e.g. an event-time window).
     """
-    from pyspark.sql import functions as F
-
     c = cfg.columns
+    types = dict(df.dtypes)
     y, y_text = number_column(df, c.label)
-    w, w_text = number_column(df, c.weight) if c.weight else (F.lit(1.0), None)
+    w, w_text = number_column(df, c.weight) if c.weight else ("1.0D", None)
     score, s_text = number_column(df, c.logit if cfg.task == "binary" and c.logit is not None else c.prediction)
-    clipped = F.lit(0)
-    if cfg.task == "binary" and c.logit is not None:
-        z = score
-        prob_out = F.lit(False)
-    elif cfg.task == "binary":
-        eps = cfg.clip_eps
-        pc = F.least(F.greatest(score, F.lit(eps)), F.lit(1.0 - eps))
-        z = F.log(pc) - F.log1p(-pc)
-        clipped = ((score < eps) | (score > 1.0 - eps)).cast("int")
-        prob_out = (score < 0) | (score > 1)
+    clipped = "0"
+    prob_out = None
+    if cfg.task == "binary" and c.logit is None:
+        eps, top = _double(cfg.clip_eps), _double(1.0 - cfg.clip_eps)
+        pc = f"least(greatest({score}, {eps}), {top})"
+        z = f"(ln({pc}) - log1p(-{pc}))"
+        clipped = f"CAST(({score} < {eps} OR {score} > {top}) AS INT)"
+        prob_out = f"({score} < 0.0D OR {score} > 1.0D)"
     else:
         z = score
-        prob_out = F.lit(False)
-    label_bad = ~y.isin(0.0, 1.0) if cfg.task == "binary" else _not_finite(y)
-    any_null = y.isNull() | score.isNull() | w.isNull()
-    split_col = col(c.split) if c.split else col(c.example_id)
-    any_null = any_null | split_col.isNull()
+    label_bad = f"NOT ({y} IN (0.0D, 1.0D))" if cfg.task == "binary" else _not_finite(y)
+    split_key = quoted(c.split) if c.split else quoted(str(c.example_id))
+    any_null = f"({y} IS NULL OR {score} IS NULL OR {w} IS NULL OR {split_key} IS NULL)"
     checks = first_checks(df, cfg, [y_text, s_text, w_text])
-    checks += [(any_null, 1), (_not_finite(score), 2), (prob_out, 3), (label_bad, 4), ((w < 0) | _not_finite(w), 5)]
+    checks += [(any_null, 1), (_not_finite(score), 2)]
+    if prob_out is not None:
+        checks.append((prob_out, 3))
+    checks += [(label_bad, 4)]
+    if c.weight:
+        checks.append((f"({w} < 0.0D OR {_not_finite(w)})", 5))
     # Keys keep their native types here (grouping on an int is cheaper than on a string built per row);
     # summary_aggregation casts them to strings on the small aggregated result.
-    keys = [col(k) for k in [*extra_keys, *group_columns(cfg)]]
-    return df.select(
-        *keys,
-        y.alias("_y"),
-        z.alias("_z"),
-        w.alias("_w"),
+    return df.selectExpr(
+        *[quoted(k) for k in [*extra_keys, *group_columns(cfg)]],
+        f"{y} AS _y",
+        f"{z} AS _z",
+        f"{w} AS _w",
         # never null: a null split value or id is an invalid row, but its group key must still decode
-        F.coalesce(split_expr(cfg, dict(df.dtypes)), F.lit(False)).alias("is_bias"),
-        clipped.alias("_clipped"),
-        invalid_code(checks, cfg).alias("invalid"),
+        f"coalesce({split_expr(cfg, types)}, false) AS is_bias",
+        f"{clipped} AS _clipped",
+        f"{invalid_code(checks, cfg)} AS invalid",
     )
 
 
-def first_checks(df: DataFrame, cfg: JobConfig, text: Sequence[Column | None]) -> list[tuple[Column, int]]:
-    """The checks every task makes first: a malformed record (8), a null model or run (9), text that is not a
-    number (7) in the columns whose ``text`` condition (from :func:`number_column`) is given."""
-    checks: list[tuple[Column, int]] = []
+def first_checks(df: DataFrame, cfg: JobConfig, text: Sequence[str | None]) -> list[tuple[str, int]]:
+    """The checks every task makes first (SQL conditions): a malformed record (8), a null model or run (9),
+    text that is not a number (7) in the columns whose ``text`` condition (from :func:`number_column`) is given."""
+    checks: list[tuple[str, int]] = []
     corrupt = corrupt_record_column(df, cfg)
     if corrupt is not None:
-        checks.append((col(corrupt).isNotNull(), 8))
-    checks.append((col(cfg.columns.model).isNull() | col(cfg.columns.run).isNull(), 9))
+        checks.append((f"{quoted(corrupt)} IS NOT NULL", 8))
+    checks.append((f"({quoted(cfg.columns.model)} IS NULL OR {quoted(cfg.columns.run)} IS NULL)", 9))
     flags = [t for t in text if t is not None]
     if flags:
-        checks.append((functools.reduce(operator.or_, flags), 7))
+        checks.append(("(" + " OR ".join(flags) + ")", 7))
     return checks
 
 
-def invalid_code(checks: Sequence[tuple[Column, int]], cfg: JobConfig) -> Column:
-    """The code of the first check that holds (then a split value other than bias/remain: 6), else 0."""
-    from pyspark.sql import functions as F
+def invalid_code(checks: Sequence[tuple[str, int]], cfg: JobConfig) -> str:
+    """SQL: the code of the first check that holds (then a split value other than bias/remain: 6), else 0.
 
+    A check that is null (e.g. a comparison with a null) does not hold, as in ``CASE WHEN``."""
     if cfg.columns.split is not None:
-        checks = [*checks, (~F.lower(col(cfg.columns.split).cast("string")).isin("bias", "remain"), 6)]
-    out = F.when(*checks[0])
-    for cond, code in checks[1:]:
-        out = out.when(cond, code)
-    return out.otherwise(0)
+        checks = [*checks, (f"NOT (lower(CAST({quoted(cfg.columns.split)} AS STRING)) IN ('bias', 'remain'))", 6)]
+    return "CASE " + " ".join(f"WHEN {cond} THEN {code}" for cond, code in checks) + " ELSE 0 END"
 
 
 KNOWN_BIAS_COLUMN = "_known_c"
@@ -178,9 +185,14 @@ def _softplus(x: Column) -> Column:
 
 
 def summary_aggregation(
-    df: DataFrame, cfg: JobConfig, extra_keys: Sequence[str] = (), known_bias: DataFrame | None = None
+    df: DataFrame, cfg: JobConfig, extra_keys: Sequence[str] = (), known_bias: DataFrame | None = None,
+    single: Mapping[str, str] | None = None,
 ) -> DataFrame:
     """Per (extra keys, model, run, slices, invalid, is_bias[, bin]) additive sums over the rows; one scan.
+
+    ``single`` (optional): extra keys that hold one known value or null in every row (the day of a one-day job),
+    as {key: value}. A binary scan then groups by one bit per such key (null or not) instead of the value, which
+    it puts back, as text, after aggregating: the same output, without hashing and comparing the value per row.
 
     ``known_bias`` (optional, small): columns model, run (config names, strings) and
     ``_known_c``; broadcast-joined so that the same aggregation also yields the exact
@@ -226,61 +238,72 @@ def summary_aggregation(
     # common subexpression once per row (explicit projection stages measured no faster). The label is part of
     # the group key: per (bin, label) the margin t = (1 - 2y)·z gives the loss softplus(t) and the missed mass
     # σ(t) (see core/summary.py), and no y·w products are summed.
-    # They are SQL text over the scan's own column names (_y, _z, _w, is_bias, invalid, _k): Spark parses them
-    # into the same optimised plan the Column API builds (compared as text), and building the query takes 287
-    # py4j calls instead of 533 (every Column operation is a call of its own).
+    # They are SQL text over the scan's own column names (_y, _z, _w, is_bias, invalid, _k), as are the row
+    # checks of prepared_rows: Spark parses them into the same optimised plan the Column API builds, and
+    # building the query takes 151 py4j calls instead of 533 (every Column operation is a call of its own).
     outer = [k for k in keys if k not in ("invalid", "is_bias")]
+    single = {k: v for k, v in (single or {}).items() if k in extra_keys}
     unweighted = cfg.columns.weight is None
-    # The terms read the raw columns: an invalid row's group differs from every valid group by its code, so
-    # whatever it adds (null, NaN, inf) lands in sums that are never used. Only the key must not be null or
-    # overflow: a null z is binned as 0, and the clamp keeps inf and NaN inside a long.
+    # The terms read the raw columns with nulls made 0: an invalid row's group differs from every valid group by
+    # its code, so whatever it adds (0 for a null, NaN, inf) lands in sums that are never used, and no
+    # expression is nullable, so Spark generates no null tracking in them (exploratory, 20 M rows: executor CPU
+    # -2 to -3 %). The key must not overflow: the clamp keeps inf and NaN inside a long.
+    zv, yv, wv = "coalesce(_z, 0.0D)", "coalesce(_y, 0.0D)", "coalesce(_w, 0.0D)"
     h, limit = _double(cfg.histogram.bin_width), _double(HIST_LOGIT_LIMIT)
-    zh = f"least(greatest(coalesce(_z, 0.0D), -{limit}), {limit})"
+    zh = f"least(greatest({zv}, -{limit}), {limit})"
     b = f"floor({zh} / {h})"
     d = f"({zh} - ({b} + 0.5D) * {h})"
-    e = "exp(-abs(_z))"
-    positive = "(_y = 1.0D)"
-    margin = f"(CASE WHEN {positive} THEN -_z ELSE _z END)"
+    e = f"exp(-abs({zv}))"
+    positive = f"({yv} = 1.0D)"
+    margin = f"(CASE WHEN {positive} THEN -{zv} ELSE {zv} END)"
     softplus = f"(greatest({margin}, 0.0D) + log1p({e}))"
     missed = f"(CASE WHEN {margin} >= 0 THEN 1.0D ELSE {e} END / (1.0D + {e}))"
     terms = {
-        "m1": d if unweighted else f"_w * {d}",
-        "m2": f"{d} * {d}" if unweighted else f"_w * {d} * {d}",
-        "wmiss": missed if unweighted else f"_w * {missed}",
-        "wloss": softplus if unweighted else f"_w * {softplus}",
+        "m1": d if unweighted else f"{wv} * {d}",
+        "m2": f"{d} * {d}" if unweighted else f"{wv} * {d} * {d}",
+        "wmiss": missed if unweighted else f"{wv} * {missed}",
+        "wloss": softplus if unweighted else f"{wv} * {softplus}",
     }
     # Sums that are known without summing are filled in after the aggregate: with no weight column the
     # weight of a (valid) group is its row count; with logits as input no row is ever clipped.
     if not unweighted:
-        terms["weight"] = "_w"
+        terms["weight"] = wv
     if cfg.columns.logit is None:
-        terms["clipped"] = "_clipped"
+        terms["clipped"] = "coalesce(_clipped, 0)"
     filled = {"weight": "CAST(`count` AS DOUBLE)", "clipped": "CAST(0 AS BIGINT)"}
     assert set(terms) | set(filled) | {"count"} == set(BINARY_COUNTS + BINARY_MOMENTS)
     # invalid (4 bits), is_bias (1 bit), the label (1 bit) and the bin are packed into one long group key:
     # hashing one primitive is cheaper than four (measured), and the small aggregated result is decoded after.
     # |bin| <= 1e9 / bin_width (>= 1e-4) keeps the key far inside a long.
-    packed = (f"{b} * 64 + CASE WHEN {positive} THEN 32 ELSE 0 END + CAST(is_bias AS BIGINT) * 16"
-              " + CAST(invalid AS BIGINT)")
+    # Bit operations, not arithmetic: ANSI mode checks every long + and * for overflow, and shiftleft of the
+    # (possibly negative) bin equals bin·64 with the 6 low bits free for the flags.
+    flags = [f"CASE WHEN {positive} THEN 32L ELSE 0L END", "CASE WHEN is_bias THEN 16L ELSE 0L END",
+             "CAST(invalid AS BIGINT)"]
+    flags += [f"CASE WHEN {quoted(k)} IS NULL THEN {1 << (6 + i)}L ELSE 0L END" for i, k in enumerate(single)]
+    low = 6 + len(single)  # the bin's lowest bit
+    packed = f"shiftleft({b}, {low}) | " + " | ".join(flags)
     # Key order matters to Spark's first-level aggregate map: it mixes the keys' hashes in order, weakly, and
     # gives up after two probes (such a key's rows then go through the slower second map). With the constant
     # day first, 2,737 of the benchmark's 12,823 keys (2.6 % of its rows) fell out of it; with model, run and
     # slices first, then the day and the packed key, 97 (0.003 %); executor CPU 4.8 -> 4.0 s (exploratory A/B).
+    # A one-day job does not group by the day at all (``single``): 12,823 keys either way, executor CPU -6.5 %
+    # and wall-clock -5 % (interleaved A/B, 9 runs each, 20 M rows).
     sums = ["count(1) AS `count`", *(f"sum({term}) AS `{n}`" for n, term in terms.items())]
-    agg = rows.groupBy(*[col(k) for k in [*group_columns(cfg), *extra_keys]], F.expr(packed).alias("_k")).agg(
-        *[F.expr(x) for x in sums], *exact
-    )
+    grouped = [k for k in [*group_columns(cfg), *extra_keys] if k not in single]
+    agg = rows.groupBy(*[col(k) for k in grouped], F.expr(packed).alias("_k")).agg(*[F.expr(x) for x in sums], *exact)
     # Decoded, and the keys made strings (the summaries-table contract), in one projection.
     invalid = "CAST(_k & 15 AS INT)"
     decoded = [
         f"{invalid} AS invalid",
         "(shiftright(_k, 4) & 1) = 1 AS is_bias",
         f"CASE WHEN {invalid} = 0 THEN shiftright(_k, 5) & 1 END AS label",
-        f"CASE WHEN {invalid} = 0 THEN shiftright(_k, 6) END AS bin",
+        f"CASE WHEN {invalid} = 0 THEN shiftright(_k, {low}) END AS bin",
         *[f"`{n}`" for n in ["count", *terms, *(EXACT_COLUMNS if exact else ())]],
         *[f"{expr} AS `{name}`" for name, expr in filled.items() if name not in terms],
     ]
-    return agg.select(*[_string_key(k, cfg.columns.slices) for k in outer], *[F.expr(x) for x in decoded])
+    keys_out = [F.expr(f"CASE WHEN (shiftright(_k, {6 + list(single).index(k)}) & 1) = 0 THEN {_text(single[k])} END")
+                .alias(k) if k in single else _string_key(k, cfg.columns.slices) for k in outer]
+    return agg.select(*keys_out, *[F.expr(x) for x in decoded])
 
 
 def _double(x: float) -> str:
