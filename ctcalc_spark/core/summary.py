@@ -133,7 +133,7 @@ class BinarySummary:
         columns), e.g. rows of the summaries table; rows of the same (bin, label) are summed."""
         b = np.asarray(bins, dtype=np.int64)
         lab = np.asarray(labels, dtype=np.int64)
-        if lab.size and not np.isin(lab, (0, 1)).all():
+        if lab.size and not ((lab == 0) | (lab == 1)).all():
             raise ValueError(f"Summary labels must be 0/1, got {sorted(set(lab.tolist()))[:5]}.")
         uniq, inv = np.unique(b, return_inverse=True)
         idx = lab * uniq.size + inv

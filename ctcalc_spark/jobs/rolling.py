@@ -28,7 +28,7 @@ from ctcalc_spark.core.windows import (
     window_of,
     window_summaries,
 )
-from ctcalc_spark.errors import ConfigError, InputError
+from ctcalc_spark.errors import ConfigError, DegenerateBiasError, InputError
 from ctcalc_spark.jobs.evaluate import parse_days
 from ctcalc_spark.spark.storage import OutputStore
 
@@ -89,7 +89,7 @@ def previous_window_bias(cfg: JobConfig, ds: str, spark: SparkSession | None = N
     for (m, r), s in groups.items():
         try:
             out.append({"model": str(m), "run": str(r), "c": float(s.solve_bias())})
-        except Exception as e:  # noqa: BLE001 - DegenerateBiasError: no finite bias, no exact sum
+        except DegenerateBiasError as e:  # no finite bias, no exact sum
             log.info("no known bias for model=%s run=%s: %s", m, r, e)
     return pd.DataFrame(out, columns=["model", "run", "c"])
 

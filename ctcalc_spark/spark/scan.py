@@ -1,13 +1,11 @@
 """The one scan: native column expressions and built-in aggregates that yield the summaries.
 
 No Python UDF touches the rows. Every row gets an integer ``invalid`` code
-(0 = valid) so that bad input is counted in the same scan; invalid rows carry
-null moments, which ``sum`` skips.
+(0 = valid) so that bad input is counted in the same scan; the code is a group
+key, so invalid rows are summed in groups of their own, which only count them.
 """
 from __future__ import annotations
 
-import functools
-import operator
 from typing import TYPE_CHECKING, Mapping, Sequence
 
 from ctcalc_spark.config import JobConfig
