@@ -115,6 +115,25 @@ def test_window_sums_do_not_depend_on_the_other_windows_merged():
             pd.testing.assert_frame_equal(part, alone, check_exact=True, check_dtype=False)
 
 
+def test_window_group_pairs_are_only_the_pairs_with_rows_when_groups_are_sparse():
+    """The candidate (window, group) pairs of merge_windows: every pair when groups have rows on most days, only
+    the pairs whose window holds a row of the group when that is far fewer (one day per group here)."""
+    from ctcalc_spark.core.windows import _window_group_pairs
+
+    span, n_groups = 30, 10
+    first_day, last_day = np.arange(0, 28), np.arange(2, 30)  # 28 windows of 3 days
+    n_windows = len(first_day)
+    one_day = (np.arange(n_groups) * 3) % span  # group g has rows on one day only
+    win, grp = _window_group_pairs(first_day, last_day, np.arange(n_groups) * span + one_day, span, n_groups)
+    want = sorted((w, g) for g in range(n_groups) for w in range(n_windows)
+                  if first_day[w] <= one_day[g] <= last_day[w])
+    assert list(zip(win.tolist(), grp.tolist())) == want and 0 < len(want) < n_windows * n_groups
+    every_day = (np.arange(n_groups)[:, None] * span + np.arange(span)[None, :]).ravel()
+    win, grp = _window_group_pairs(first_day, last_day, every_day, span, n_groups)
+    assert len(win) == n_windows * n_groups
+    assert list(zip(win.tolist(), grp.tolist())) == [(w, g) for w in range(n_windows) for g in range(n_groups)]
+
+
 def test_window_sums_with_sparse_groups_equal_a_direct_sum():
     """Many rolling windows and slice values seen on one day each: merge_windows takes its sparse path (only
     the (window, group) pairs that have rows) and must equal summing each window's rows directly."""
