@@ -113,12 +113,11 @@ def metrics_from_summaries(
     # group, which made a year of days x models x runs spend most of its time here.
     summaries_of = _numpy_summaries(summaries, task, bin_width, max_abs_logit)
     inv_total = _invalid_totals(invalid_counts)
-    todo = [(slice_name, col, key_vals, idx) for slice_name, col in views
-            for key_vals, idx in groups(summaries, list(keys) + ([col] if col else []))]
+    todo = [(slice_name, col, by, key_vals, idx) for slice_name, col in views
+            for by in [list(keys) + ([col] if col else [])] for key_vals, idx in groups(summaries, by)]
     for start in range(0, len(todo), FINALIZE_CHUNK):  # a chunk's val-bias summaries are solved together
         chunk = todo[start:start + FINALIZE_CHUNK]
-        for (slice_name, col, key_vals, _), metrics in zip(chunk, summaries_of([idx for *_, idx in chunk])):
-            by = list(keys) + ([col] if col else [])
+        for (slice_name, col, by, key_vals, _), metrics in zip(chunk, summaries_of([idx for *_, idx in chunk])):
             row: dict[str, Any] = dict(zip(by, key_vals))
             row.update(apply_min_bias_rows(metrics, task, min_bias_rows))
             row["slice_name"] = slice_name

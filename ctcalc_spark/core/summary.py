@@ -327,11 +327,7 @@ class BinarySummary:
             lp, dlp = self._log_mass(0, c)
             return lq - lp, dlq - dlp
 
-        per_bin = self.weight.sum(axis=0)
-        live = per_bin > 0
-        z_lo = float(self.bins[live].min()) * self.bin_width
-        z_hi = float(self.bins[live].max() + 1) * self.bin_width
-        lo, hi = logit_shift_bracket(z_lo, z_hi, pos / total)
+        lo, hi, x0 = self._solve_start()
         for _ in range(60):  # the expansion can move the sign change by O(h³); widen until bracketed
             if grad(lo)[0] <= 0:
                 break
@@ -340,8 +336,18 @@ class BinarySummary:
             if grad(hi)[0] >= 0:
                 break
             hi += 1.0
-        x0 = float(np.sum(per_bin * self.centres) / total) - float(logit(pos / total))
         return safeguarded_newton(grad, lo, hi, x0)
+
+    def _solve_start(self) -> tuple[float, float, float]:
+        """(lo, hi, x0) of a bias solve: the bracket from the live bins' logit range and the base rate, and the
+        start, mean logit minus logit(base rate). Needs weight in both labels (checked by the caller)."""
+        total, pos = self.total_weight, self.total_pos_weight
+        per_bin = self.weight.sum(axis=0)
+        live = per_bin > 0
+        z_lo = float(self.bins[live].min()) * self.bin_width
+        z_hi = float(self.bins[live].max() + 1) * self.bin_width
+        lo, hi = logit_shift_bracket(z_lo, z_hi, pos / total)
+        return lo, hi, float(np.sum(per_bin * self.centres) / total) - float(logit(pos / total))
 
     # ---- other metrics from the same bins ------------------------------------
     def auc(self) -> tuple[float, float]:
@@ -453,15 +459,7 @@ def _solve_chunk(summaries: Sequence[BinarySummary]) -> F64:
         return lq - lp, dlq - dlp
 
     n = len(summaries)
-    lo, hi, x0 = np.empty(n), np.empty(n), np.empty(n)
-    for r, s in enumerate(summaries):
-        total, p = s.total_weight, s.total_pos_weight
-        per_bin = s.weight.sum(axis=0)
-        live = per_bin > 0
-        z_lo = float(s.bins[live].min()) * s.bin_width
-        z_hi = float(s.bins[live].max() + 1) * s.bin_width
-        lo[r], hi[r] = logit_shift_bracket(z_lo, z_hi, p / total)
-        x0[r] = float(np.sum(per_bin * s.centres) / total) - float(logit(p / total))
+    lo, hi, x0 = np.array([s._solve_start() for s in summaries]).T.copy()
     for end, step, outside in ((lo, -1.0, lambda g: ~(g <= 0)), (hi, 1.0, lambda g: ~(g >= 0))):
         rows = np.arange(n)
         for _ in range(60):  # the expansion can move the sign change by O(h³); widen until bracketed

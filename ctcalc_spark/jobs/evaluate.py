@@ -31,10 +31,12 @@ from ctcalc_spark.spark.scan import (
     INVALID_REASONS,
     KNOWN_BIAS_COLUMN,
     UNATTRIBUTED_CODES,
+    bad_weight,
     decode_aggregate,
     first_checks,
     group_columns,
     invalid_code,
+    not_finite,
     number_column,
     split_expr,
     summary_aggregation,
@@ -358,9 +360,9 @@ def _multiclass_rows(df: DataFrame, cfg: JobConfig) -> DataFrame:
     split_key = quoted(c.split) if c.split else quoted(str(c.example_id))
     checks = first_checks(df, cfg, [y_text, w_text]) + [
         (f"({z} IS NULL OR {y} IS NULL OR {w} IS NULL OR {split_key} IS NULL)", 1),
-        (f"exists({z}, x -> isnan(x) OR abs(x) = CAST('Infinity' AS DOUBLE) OR x IS NULL)", 2),
+        (f"exists({z}, x -> {not_finite('x')} OR x IS NULL)", 2),
         (f"(rint({y}) != {y} OR {y} < 0.0D OR {y} >= size({z}))", 4),  # rint: no cast of a huge label to long
-        (f"({w} < 0.0D OR isnan({w}) OR abs({w}) = CAST('Infinity' AS DOUBLE))", 5),
+        (bad_weight(w), 5),
     ]
     return df.selectExpr(
         *[f"CAST({quoted(k)} AS STRING) AS {quoted(k)}" for k in [DS, *group_columns(cfg)]],

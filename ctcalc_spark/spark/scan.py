@@ -45,8 +45,14 @@ INTEGRAL_TYPES = ("tinyint", "smallint", "int", "bigint")
 # node each on Spark Connect), and Spark parses both into the same plan.
 
 
-def _not_finite(x: str) -> str:
+def not_finite(x: str) -> str:
+    """SQL: ``x`` is NaN or infinite."""
     return f"(isnan({x}) OR abs({x}) = CAST('Infinity' AS DOUBLE))"
+
+
+def bad_weight(w: str) -> str:
+    """SQL: weight ``w`` is negative, NaN or infinite (invalid code 5)."""
+    return f"({w} < 0.0D OR {not_finite(w)})"
 
 
 def _long(value: int) -> str:
@@ -123,16 +129,16 @@ def prepared_rows(df: DataFrame, cfg: JobConfig, extra_keys: Sequence[str] = ())
         prob_out = f"({score} < 0.0D OR {score} > 1.0D)"
     else:
         z = score
-    label_bad = f"NOT ({y} IN (0.0D, 1.0D))" if cfg.task == "binary" else _not_finite(y)
+    label_bad = f"NOT ({y} IN (0.0D, 1.0D))" if cfg.task == "binary" else not_finite(y)
     split_key = quoted(c.split) if c.split else quoted(str(c.example_id))
     any_null = f"({y} IS NULL OR {score} IS NULL OR {w} IS NULL OR {split_key} IS NULL)"
     checks = first_checks(df, cfg, [y_text, s_text, w_text])
-    checks += [(any_null, 1), (_not_finite(score), 2)]
+    checks += [(any_null, 1), (not_finite(score), 2)]
     if prob_out is not None:
         checks.append((prob_out, 3))
     checks += [(label_bad, 4)]
     if c.weight:
-        checks.append((f"({w} < 0.0D OR {_not_finite(w)})", 5))
+        checks.append((bad_weight(w), 5))
     # Keys keep their native types here (grouping on an int is cheaper than on a string built per row);
     # summary_aggregation casts them to strings on the small aggregated result.
     return df.selectExpr(
@@ -277,7 +283,8 @@ def summary_aggregation(
     # (possibly negative) bin equals bin·64 with the 6 low bits free for the flags.
     flags = [f"CASE WHEN {positive} THEN 32L ELSE 0L END", "CASE WHEN is_bias THEN 16L ELSE 0L END",
              "CAST(invalid AS BIGINT)"]
-    flags += [f"CASE WHEN {quoted(k)} IS NULL THEN {1 << (6 + i)}L ELSE 0L END" for i, k in enumerate(single)]
+    null_bit = {k: 6 + i for i, k in enumerate(single)}  # bits 6, 7, ...: the key is null
+    flags += [f"CASE WHEN {quoted(k)} IS NULL THEN {1 << bit}L ELSE 0L END" for k, bit in null_bit.items()]
     low = 6 + len(single)  # the bin's lowest bit
     packed = f"shiftleft({b}, {low}) | " + " | ".join(flags)
     # Key order matters to Spark's first-level aggregate map: it mixes the keys' hashes in order, weakly, and
@@ -299,8 +306,8 @@ def summary_aggregation(
         *[f"`{n}`" for n in ["count", *terms, *(EXACT_COLUMNS if exact else ())]],
         *[f"{expr} AS `{name}`" for name, expr in filled.items() if name not in terms],
     ]
-    keys_out = [F.expr(f"CASE WHEN (shiftright(_k, {6 + list(single).index(k)}) & 1) = 0 THEN {_text(single[k])} END")
-                .alias(k) if k in single else _string_key(k, cfg.columns.slices) for k in outer]
+    keys_out = [F.expr(f"CASE WHEN (shiftright(_k, {null_bit[k]}) & 1) = 0 THEN {_text(single[k])} END").alias(k)
+                if k in single else _string_key(k, cfg.columns.slices) for k in outer]
     return agg.select(*keys_out, *[F.expr(x) for x in decoded])
 
 
