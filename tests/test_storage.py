@@ -141,8 +141,13 @@ def test_a_write_leaves_one_file_per_partition_in_one_task_or_sized_by_spark(spa
     frame = frame.sample(frac=1.0, random_state=0)  # days mixed over the rows, as a range job's are
     with store.transaction("t") as tx:
         tx.write("metrics", frame, {"model": "string", "value": "double", "ds": "string"})
+    writers = set()
     for day in days:
-        assert len(list((tmp_path / "out" / "metrics" / f"ds={day}").glob("*.parquet"))) == 1, day
+        files = list((tmp_path / "out" / "metrics" / f"ds={day}").glob("*.parquet"))
+        assert len(files) == 1, day
+        writers.add(files[0].name.split("-")[1])  # part-<task partition>-...
+    if rows_per_task is None:
+        assert writers == {"00000"}  # one task wrote every partition
     got = store.read("metrics").sort_values("value")
     assert got["value"].tolist() == list(np.arange(30_000.0))
     assert (got["ds"].to_numpy() == np.repeat(days, 1000)).all()
