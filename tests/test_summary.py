@@ -259,3 +259,25 @@ def test_finalize_uses_the_bias_it_is_given():
     (batched,) = solve_biases([bias])
     assert abs(finalize_binary(bias, remain, solved=batched)["calibrated_log_loss"]
                - finalize_binary(bias, remain)["calibrated_log_loss"]) <= 1e-15
+
+
+@pytest.mark.parametrize("label", [0.0, 1.0])
+def test_a_one_class_group_with_fractional_weights_is_one_class_whatever_the_rounding(label):
+    """Σw over both labels used to be one sum of the (2, bins) array, which can round differently from Σw of the
+    positives alone: a positive-only group then had a base rate just below 1, an AUC of NaN (0/0: a crash in
+    check_row) and a bias fitted to rounding noise (calibrated log loss below 0). The total is now Σw(neg) + Σw(pos),
+    equal to Σw(pos) exactly when no negative has weight."""
+    rng = np.random.default_rng(3)
+    for _ in range(40):
+        n = int(rng.integers(50, 3000))
+        z = rng.normal(-1.0, 3.0, n)
+        y = np.full(n, label)
+        w = rng.uniform(0, 3, n)
+        bias = BinarySummary.from_logits(y[: n // 5], z[: n // 5], sample_weight=w[: n // 5], bin_width=H)
+        remain = BinarySummary.from_logits(y[n // 5:], z[n // 5:], sample_weight=w[n // 5:], bin_width=H)
+        whole = bias.merge(remain)
+        assert whole.total_pos_weight == (whole.total_weight if label else 0.0)
+        row = finalize_binary(bias, remain)
+        assert row["status"] == ("bias_single_class_positive" if label else "bias_single_class_negative")
+        assert row["base_rate"] == label and row["auc"] is None and row["normalized_entropy"] is None
+        assert row["calibrated_log_loss"] is None and row["bias"] is None

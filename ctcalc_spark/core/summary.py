@@ -216,7 +216,10 @@ class BinarySummary:
 
     @property
     def total_weight(self) -> float:
-        return float(self.weight.sum())
+        """Σw of the negatives plus Σw of the positives: equal to :attr:`total_pos_weight` exactly when no
+        negative has weight (one sum over both labels could round differently and make a positive-only
+        group look like it had negatives)."""
+        return float(self.weight[0].sum()) + float(self.weight[1].sum())
 
     def n_extreme(self, max_abs_logit: float = DEFAULT_MAX_ABS_LOGIT) -> int:
         """Rows whose logit is outside ``[-L, L)``, ``L`` = max_abs_logit rounded up to a multiple of the bin
