@@ -261,6 +261,80 @@ def test_finalize_uses_the_bias_it_is_given():
                - finalize_binary(bias, remain)["calibrated_log_loss"]) <= 1e-15
 
 
+def _battery_groups(rng, n_groups):
+    """Summary-table rows of many groups of every kind finalize_binary tells apart, as (columns, groups, is_bias)."""
+    from ctcalc_spark.core.summary import BINARY_COUNTS, BINARY_MOMENTS
+
+    names = ["bin", "label", *BINARY_COUNTS, *BINARY_MOMENTS]
+    cols = {n: [] for n in names}
+    split, groups, start = [], [], 0
+    for i in range(n_groups):
+        kind = i % 10
+        n = int(rng.integers(1, 3000)) if kind != 9 else 2
+        z = rng.normal(rng.normal(-2, 2), rng.uniform(0.1, 4), n) * (30 if kind == 8 else 1)
+        y = (rng.random(n) < expit(z + rng.normal(0, 1))).astype(float)
+        w = rng.uniform(0, 3, n) if kind % 2 else None
+        if kind == 1:
+            y[:] = 1.0  # a single class everywhere
+        if kind == 3:
+            w = np.zeros(n)  # zero weight
+        isb = rng.random(n) < (0.0 if kind == 5 else 1.0 if kind == 7 else 0.1)  # no bias / no remain rows
+        if kind == 6:
+            y[isb] = 0.0  # the val-bias part holds one class only
+        parts = []
+        for flag in (True, False):
+            m = isb == flag
+            if not m.any():
+                continue
+            # kind 4: the group's rows come in two slices that share bins (cells are summed, as the '__all__' view does)
+            pieces = np.array_split(np.flatnonzero(m), 2) if kind == 4 else [np.flatnonzero(m)]
+            for idx in pieces:
+                s = BinarySummary.from_logits(y[idx], z[idx], sample_weight=None if w is None else w[idx], bin_width=H)
+                c = s.to_columns()
+                parts.append(c)
+                split += [flag] * c["bin"].size
+        for c in parts:
+            for n_ in names:
+                cols[n_].append(c[n_])
+        size = sum(c["bin"].size for c in parts)
+        groups.append(rng.permutation(np.arange(start, start + size)))  # row order must not matter beyond rounding
+        start += size
+    columns = {n: np.concatenate(v) for n, v in cols.items()}
+    return columns, groups, np.array(split)
+
+
+def test_many_groups_finalised_at_once_equal_finalize_binary_group_by_group():
+    """finalize_binary_groups (padded arrays, one lockstep solve) gives each group the row finalize_binary gives
+    its own summaries: the same statuses and None fields, counts equal, floats to 1e-13 relative (summation
+    order; the bias to the Newton stopping step). The battery has single-class, zero-weight, no-bias, no-remain,
+    bias-single-class, extreme-logit and two-row groups, and groups whose cells repeat across rows."""
+    from ctcalc_spark.core.batch import finalize_binary_groups
+    from ctcalc_spark.core.summary import BINARY_COUNTS, BINARY_MOMENTS
+
+    rng = np.random.default_rng(5)
+    columns, groups, is_bias = _battery_groups(rng, 400)
+    got = finalize_binary_groups(columns, groups, is_bias, bin_width=H, max_abs_logit=50.0)
+    statuses = set()
+    for idx, row in zip(groups, got):
+        def summary(rows):
+            if rows.size == 0:
+                return BinarySummary.empty(H)
+            return BinarySummary.from_columns(H, columns["bin"][rows], columns["label"][rows],
+                                              **{n: columns[n][rows] for n in BINARY_COUNTS + BINARY_MOMENTS})
+        want = finalize_binary(summary(np.sort(idx[is_bias[idx]])), summary(np.sort(idx[~is_bias[idx]])))
+        assert set(row) == set(want)
+        statuses.add(want["status"])
+        for key, value in want.items():
+            if value is None or isinstance(value, (str, int)):
+                assert row[key] == value, (key, row, want)
+            elif key == "bias":
+                assert abs(row[key] - value) <= 2e-13 * (1.0 + abs(value)), key
+            else:
+                assert row[key] == pytest.approx(value, rel=1e-13, abs=1e-15), (key, row[key], value)
+    assert statuses >= {"ok", "no_bias_rows", "no_remain_rows", "zero_weight", "bias_single_class_positive",
+                        "bias_single_class_negative"}, statuses
+
+
 @pytest.mark.parametrize("label", [0.0, 1.0])
 def test_a_one_class_group_with_fractional_weights_is_one_class_whatever_the_rounding(label):
     """Σw over both labels used to be one sum of the (2, bins) array, which can round differently from Σw of the

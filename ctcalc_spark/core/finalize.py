@@ -10,6 +10,7 @@ from typing import Any, Sequence
 import numpy as np
 import pandas as pd
 
+from ctcalc_spark.core.batch import finalize_binary_groups
 from ctcalc_spark.core.solvers import STATUS_BIAS_NO_NEGATIVES, STATUS_BIAS_NO_POSITIVES
 from ctcalc_spark.core.summary import (
     BINARY_COUNTS,
@@ -17,9 +18,7 @@ from ctcalc_spark.core.summary import (
     BINARY_MOMENTS,
     BinarySummary,
     RegressionSummary,
-    finalize_binary,
     finalize_regression,
-    solve_biases,
 )
 
 ALL = "__all__"
@@ -158,15 +157,11 @@ def _numpy_summaries(summaries: pd.DataFrame, task: str, bin_width: float, max_a
     val-remain), on numpy columns."""
     is_bias = (summaries["split"] == "bias").to_numpy() if "split" in summaries else np.zeros(0, bool)
     if task == "binary":
-        binary = binary_summary_rows(summaries, bin_width)
+        names = ["bin", "label", *BINARY_COUNTS, *BINARY_MOMENTS]
+        columns = {n: summaries[n].to_numpy() for n in names} if not summaries.empty else {}
 
         def of_binary(idxs: Sequence[np.ndarray]) -> list[dict[str, Any]]:
-            parts = [(binary(idx[is_bias[idx]]), binary(idx[~is_bias[idx]])) for idx in idxs]
-            need = [i for i, (_, remain) in enumerate(parts) if remain.total_weight > 0]
-            solved: list[Any] = [None] * len(parts)
-            for i, c in zip(need, solve_biases([parts[i][0] for i in need])):
-                solved[i] = c
-            return [finalize_binary(b, r, max_abs_logit=max_abs_logit, solved=c) for (b, r), c in zip(parts, solved)]
+            return finalize_binary_groups(columns, idxs, is_bias, bin_width=bin_width, max_abs_logit=max_abs_logit)
         return of_binary
     arrays = {n: summaries[n].to_numpy() for n in REGRESSION_FIELDS} if not summaries.empty else {}
 

@@ -423,18 +423,23 @@ def solve_biases(summaries: Sequence[BinarySummary]) -> list[float | DegenerateB
 
 
 class _PaddedSide:
-    """One label's live bins of many summaries as (n, width) arrays; padding has zero weight."""
+    """One label's bins of many summaries as (n, width) arrays; ``live`` marks the bins with weight."""
 
-    def __init__(self, summaries: Sequence[BinarySummary], label: int) -> None:
+    def __init__(self, sign: float, centres: F64, w: F64, m1: F64, m2: F64, live: np.ndarray) -> None:
+        self.sign, self.centres, self.w, self.m1, self.m2, self.live = sign, centres, w, m1, m2, live
+
+    @classmethod
+    def of(cls, summaries: Sequence[BinarySummary], label: int) -> _PaddedSide:
+        """The live bins of ``summaries``, moved to the left of each row (padding has zero weight)."""
         sides = [s._live[label] for s in summaries]
         width = max(1, max(side[0].size for side in sides))
-        self.sign = 1.0 - 2.0 * label
-        self.centres, self.w, self.m1, self.m2 = (np.zeros((len(sides), width)) for _ in range(4))
-        self.live = np.zeros((len(sides), width), bool)
-        for r, (centres, w, m1, m2) in enumerate(sides):
-            n = centres.size
-            self.centres[r, :n], self.w[r, :n], self.m1[r, :n], self.m2[r, :n] = centres, w, m1, m2
-            self.live[r, :n] = True
+        centres, w, m1, m2 = (np.zeros((len(sides), width)) for _ in range(4))
+        live = np.zeros((len(sides), width), bool)
+        for r, (c_r, w_r, m1_r, m2_r) in enumerate(sides):
+            n = c_r.size
+            centres[r, :n], w[r, :n], m1[r, :n], m2[r, :n] = c_r, w_r, m1_r, m2_r
+            live[r, :n] = True
+        return cls(1.0 - 2.0 * label, centres, w, m1, m2, live)
 
     def log_mass(self, c: F64, rows: np.ndarray) -> tuple[F64, F64]:
         """:meth:`BinarySummary._log_mass` of the summaries ``rows`` at their shifts ``c``."""
@@ -454,15 +459,21 @@ class _PaddedSide:
 
 def _solve_chunk(summaries: Sequence[BinarySummary]) -> F64:
     """c* of summaries that each hold both labels (the lockstep form of :meth:`BinarySummary.solve_bias`)."""
-    neg, pos = _PaddedSide(summaries, 0), _PaddedSide(summaries, 1)
+    lo, hi, x0 = np.array([s._solve_start() for s in summaries]).T.copy()
+    return lockstep_solve(_PaddedSide.of(summaries, 0), _PaddedSide.of(summaries, 1), lo, hi, x0)
+
+
+def lockstep_solve(neg: _PaddedSide, pos: _PaddedSide, lo: F64, hi: F64, x0: F64) -> F64:
+    """The bracket widening and safeguarded Newton of :meth:`BinarySummary.solve_bias`, run element by element
+    on the padded bins of many val-bias summaries (``lo``, ``hi``, ``x0``: each one's ``_solve_start``; ``lo``
+    and ``hi`` are updated in place)."""
 
     def grad(c: F64, rows: np.ndarray) -> tuple[F64, F64]:
         lq, dlq = pos.log_mass(c, rows)
         lp, dlp = neg.log_mass(c, rows)
         return lq - lp, dlq - dlp
 
-    n = len(summaries)
-    lo, hi, x0 = np.array([s._solve_start() for s in summaries]).T.copy()
+    n = lo.size
     for end, step, outside in ((lo, -1.0, lambda g: ~(g <= 0)), (hi, 1.0, lambda g: ~(g >= 0))):
         rows = np.arange(n)
         for _ in range(60):  # the expansion can move the sign change by O(h³); widen until bracketed
