@@ -519,3 +519,52 @@ def test_a_window_with_a_missing_day_gets_its_own_status(spark, demo_config, tmp
     assert set(third["status"]) == {"incomplete_previous_window"} and (third["prev_n_days"] == 6).all()
     res2 = run_rolling(spark, demo_config(rolling={"window": "day"}), "2026-11-20")  # the day after the gap
     assert set(res2.table["status"]) == {"missing_previous_window"}
+
+
+def test_binary_windows_finalised_at_once_equal_one_summary_at_a_time(monkeypatch):
+    """finalize_windows reads binary groups through padded arrays (core/batch.py: every group's bias solved in one
+    lockstep, its loss at 0, at its own c* and at the previous window's c* evaluated at once). The one-summary-at-a-
+    time path (a BinarySummary per group, finalize_rolling on it) must give the same rows: statuses, counts and
+    None fields equal, floats to 1e-12 relative (summation order; the bias to the Newton step). The data has a
+    window with one class only, a run that starts late (missing previous window), weighted and sliced rows."""
+    import ctcalc_spark.core.windows as W
+
+    days = _days("2026-10-26", 35)
+    raw = _binary_stream(days, runs=3, n=300, seed=4)
+    raw = raw[~((raw["run"] == "2") & (raw["ds"] < "2026-11-09"))].copy()  # run 2 starts late
+    one_class = (raw["run"] == "1") & raw["ds"].between("2026-11-16", "2026-11-22")
+    raw.loc[one_class, "label"] = 1.0
+    raw["country"] = np.where(np.arange(len(raw)) % 4 == 0, "de", "fr")
+    sliced = []
+    for (ds, model, run, split, country), g in raw.groupby(["ds", "model", "run", "split", "country"]):
+        w = np.linspace(0.2, 2.0, len(g))
+        cols = BinarySummary.from_logits(g["label"], g["logit"], sample_weight=w).to_columns()
+        sliced.append(pd.DataFrame(cols).assign(ds=ds, model=model, run=run, split=split, country=country,
+                                                bin_width=0.05))
+    rows = pd.concat(sliced, ignore_index=True)
+    spec = WindowSpec("week")
+    wins = sorted({window_of(d, spec) for d in days})
+    pairs = [(w, previous_window(w, spec)) for w in wins]
+    kw = {"slices": ["country"], "first": {wins[0].label},
+          "days": {w.label: (w.n_days, pw.n_days) for w, pw in pairs}}
+    merged = merge_windows(rows, "binary", wins + [previous_window(wins[0], spec)])
+    batched = finalize_windows(merged, "binary", pairs, spec, **kw)
+
+    def one_at_a_time(merged, by, bin_width, pairs):
+        groups = W._group_summaries(merged, "binary", by, bin_width)
+        return groups, dict(zip(groups, W._biases_of([s for s, _ in groups.values()])))
+    monkeypatch.setattr(W, "_binary_group_views", one_at_a_time)
+    reference = finalize_windows(merged, "binary", pairs, spec, **kw)
+    assert len(batched) == len(reference) > 30
+    assert {"ok", "previous_window_no_negatives", "missing_previous_window", "first_window"} <= set(reference["status"])
+    for col in reference.columns:
+        a, b = batched[col], reference[col]
+        assert (a.isna() == b.isna()).all(), col
+        if a.dtype.kind in "fc" or a.dtype == object and a.dropna().map(lambda v: isinstance(v, float)).all():
+            x, y = a.dropna().astype(float).to_numpy(), b.dropna().astype(float).to_numpy()
+            scale = 1.0 + np.abs(y) if col in ("bias", "prev_bias", "bias_change") else np.abs(y)
+            if col in ("calibration_gain", "best_shift_gain"):
+                scale = np.abs(reference.loc[b.notna(), "vanilla"].astype(float).to_numpy())
+            assert np.all(np.abs(x - y) <= 1e-12 * np.maximum(scale, 1e-300)), col
+        else:
+            assert a.tolist() == b.tolist(), col

@@ -46,10 +46,66 @@ def finalize_binary_groups(
     columns bin, label, count, clipped, weight, m1, m2, wmiss, wloss; rows of the same bin and label are summed),
     ``is_bias`` marks the val-bias rows."""
     out: list[dict[str, Any]] = [{}] * len(groups)
-    if not groups:
+    for members, padded in _padded_chunks(columns, groups, is_bias, bin_width):
+        for g, row in zip(members.tolist(), padded.finalize(max_abs_logit)):
+            out[g] = row
+    return out
+
+
+class BinaryGroups:
+    """The merged summaries of many groups (e.g. rolling windows), read the way :class:`BinarySummary` is read:
+    totals, the bias solve, and the loss and predicted positives at a shift per group (exact where it is 0)."""
+
+    def __init__(self, columns: Mapping[str, np.ndarray], groups: Sequence[np.ndarray], bin_width: float) -> None:
+        self.n = len(groups)
+        self.bin_width = float(bin_width)
+        self._chunks = _padded_chunks(columns, groups, None, bin_width)
+        self.n_rows = self._each(lambda p, rows: p.f["count"][BIAS][:, rows].sum(axis=(0, 2)), dtype=np.int64)
+        self.total_pos_weight = self._each(lambda p, rows: p.f["weight"][BIAS, 1][rows].sum(axis=1))
+        self.total_weight = self._each(lambda p, rows: p.f["weight"][BIAS, 0][rows].sum(axis=1)) + self.total_pos_weight
+
+    def _each(self, fn: Any, *per_group: np.ndarray, dtype: Any = np.float64) -> np.ndarray:
+        out = np.zeros(self.n, dtype)
+        for members, padded in self._chunks:
+            out[members] = fn(padded, np.arange(members.size), *(a[members] for a in per_group))
         return out
+
+    def solve(self) -> list[float | DegenerateBiasError]:
+        """:meth:`BinarySummary.solve_bias` of each group: c* or its DegenerateBiasError."""
+        out: list[float | DegenerateBiasError] = [0.0] * self.n
+        fit = np.zeros(self.n, bool)
+        for i in range(self.n):
+            try:
+                _check_binary_bias_set(float(self.total_pos_weight[i]), float(self.total_weight[i]), int(self.n_rows[i]))
+                fit[i] = True
+            except DegenerateBiasError as e:
+                out[i] = e
+        c = np.zeros(self.n)
+        for members, padded in self._chunks:
+            sel = fit[members]
+            if sel.any():
+                c[members[sel]] = padded.solve(BIAS, np.flatnonzero(sel))
+        for i in np.flatnonzero(fit).tolist():
+            out[i] = float(c[i])
+        return out
+
+    def loss_sum(self, c: np.ndarray) -> np.ndarray:
+        """Σw·logloss(y, σ(z - c)) of each group at its shift (:meth:`BinarySummary.loss_sum`)."""
+        return self._each(lambda p, rows, cr: p.loss_sum(BIAS, cr, rows), np.asarray(c, np.float64))
+
+    def predicted_positives(self, c: np.ndarray) -> np.ndarray:
+        """Σw·σ(z - c) of each group at its shift (:meth:`BinarySummary.predicted_positives`)."""
+        return self._each(lambda p, rows, cr: p.predicted_positives(BIAS, cr, rows), np.asarray(c, np.float64))
+
+
+def _padded_chunks(columns: Mapping[str, np.ndarray], groups: Sequence[np.ndarray], is_bias: np.ndarray | None,
+                   bin_width: float) -> list[tuple[np.ndarray, _Padded]]:
+    """(group numbers, their padded arrays) for groups of similar width, at most :data:`PAD_CELLS` cells each;
+    without ``is_bias`` every row is in the first part."""
+    if not groups:
+        return []
     lens = np.array([g.size for g in groups], dtype=np.int64)
-    rows = np.concatenate(groups) if len(groups) > 1 else groups[0]
+    rows = np.concatenate(groups) if len(groups) > 1 else np.asarray(groups[0])
     gid = np.repeat(np.arange(len(groups)), lens)
     bins = np.asarray(columns["bin"], np.int64)[rows]
     order = np.lexsort((bins, gid))  # stable: a cell's rows are summed in their order, as from_columns does
@@ -63,30 +119,34 @@ def finalize_binary_groups(
     col = cell - first_cell[gid]
     width = np.bincount(gid[new_cell], minlength=len(groups))
     by_width = np.argsort(width, kind="stable")
+    chunk_of, slot = np.zeros(len(groups), np.int64), np.zeros(len(groups), np.int64)
+    members_of = []
     start = 0
     while start < by_width.size:
         end = start + 1
         while end < by_width.size and (end + 1 - start) * width[by_width[end]] <= PAD_CELLS:
             end += 1
         members = by_width[start:end]
-        slot = np.full(len(groups), -1)
-        slot[members] = np.arange(members.size)
-        take = np.flatnonzero(slot[gid] >= 0)
-        padded = _Padded(columns, rows[take], slot[gid[take]], col[take], bins[take], members.size,
-                         int(width[members].max()), is_bias, bin_width)
-        for g, row in zip(members, padded.finalize(max_abs_logit)):
-            out[g] = row
+        chunk_of[members], slot[members] = len(members_of), np.arange(members.size)
+        members_of.append(members)
         start = end
+    by_chunk = np.argsort(chunk_of[gid], kind="stable")  # each chunk's rows, still in (group, bin) order
+    bounds = np.searchsorted(chunk_of[gid][by_chunk], np.arange(len(members_of) + 1))
+    split = np.full(rows.size, BIAS) if is_bias is None else np.where(np.asarray(is_bias)[rows], BIAS, REMAIN)
+    out = []
+    for k, members in enumerate(members_of):
+        take = by_chunk[bounds[k]:bounds[k + 1]]
+        out.append((members, _Padded(columns, rows[take], split[take], slot[gid[take]], col[take], bins[take],
+                                     members.size, max(1, int(width[members].max())), bin_width)))
     return out
 
 
 class _Padded:
-    """Summary cells of ``n`` groups as arrays ``field[split, label]`` of shape (n, width); a group's bins sit
-    in its row in ascending order (the union over both splits and labels), padding has zero weight."""
+    """Summary cells of ``n`` groups as arrays ``field[part, label]`` of shape (n, width); a group's bins sit
+    in its row in ascending order (the union over both parts and labels), padding has zero weight."""
 
-    def __init__(self, columns: Mapping[str, np.ndarray], rows: np.ndarray, slot: np.ndarray, col: np.ndarray,
-                 bins: np.ndarray, n: int, width: int, is_bias: np.ndarray, h: float) -> None:
-        split = np.where(is_bias[rows], BIAS, REMAIN)
+    def __init__(self, columns: Mapping[str, np.ndarray], rows: np.ndarray, split: np.ndarray, slot: np.ndarray,
+                 col: np.ndarray, bins: np.ndarray, n: int, width: int, h: float) -> None:
         label = np.asarray(columns["label"], np.int64)[rows]
         if label.size and not ((label == 0) | (label == 1)).all():
             raise ValueError(f"Summary labels must be 0/1, got {sorted(set(label.tolist()))[:5]}.")
@@ -104,24 +164,44 @@ class _Padded:
                 self.f[name] = np.rint(self.f[name]).astype(np.int64)
         self.centres = (self.bins + 0.5) * h
 
-    def _total(self, name: str, split: int | None = None, label: int | None = None) -> np.ndarray:
-        a = self.f[name]
-        a = a.sum(axis=0) if split is None else a[split]
-        a = a.sum(axis=0) if label is None else a[label]
-        return a.sum(axis=1)
-
-    def _side_loss(self, split: int, label: int, c: np.ndarray, rows: np.ndarray) -> np.ndarray:
-        """Per group of ``rows``: Σ over its bins of BinarySummary._side's expanded loss at its shift ``c``."""
+    def _side(self, part: int, label: int, c: np.ndarray, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Per bin of ``rows``, one label at each row's shift ``c``: σ(x), the expanded loss sum and A, as
+        BinarySummary._side computes them."""
         sign = 1.0 - 2.0 * label
         x = sign * (self.centres[rows] - c[:, None])
         s, sc, l1p = _sigmoid_pair(x)
         f = self.f
-        w, m1, m2 = f["weight"][split, label][rows], sign * f["m1"][split, label][rows], f["m2"][split, label][rows]
-        return (w * (np.maximum(x, 0.0) + l1p) + m1 * s + 0.5 * m2 * s * sc).sum(axis=1)
+        w, m1, m2 = f["weight"][part, label][rows], sign * f["m1"][part, label][rows], f["m2"][part, label][rows]
+        loss = w * (np.maximum(x, 0.0) + l1p) + m1 * s + 0.5 * m2 * s * sc
+        a = w + m1 * sc + 0.5 * m2 * sc * (sc - s)
+        return s, loss, a
 
-    def _solve(self, rows: np.ndarray) -> np.ndarray:
-        """c* of the val-bias part of ``rows`` (each holds both labels)."""
-        w = self.f["weight"][BIAS][:, rows]
+    def loss_sum(self, part: int, c: np.ndarray, rows: np.ndarray) -> np.ndarray:
+        """:meth:`BinarySummary.loss_sum` of one part of ``rows`` at their shifts: exact where c is 0."""
+        out = self.f["wloss"][part][:, rows].sum(axis=(0, 2))
+        at = np.flatnonzero(c != 0.0)
+        if at.size:
+            r, cr, zero = rows[at], c[at], np.zeros(at.size)
+            d0 = self._side(part, 0, cr, r)[1].sum(axis=1) - self._side(part, 0, zero, r)[1].sum(axis=1)
+            d1 = self._side(part, 1, cr, r)[1].sum(axis=1) - self._side(part, 1, zero, r)[1].sum(axis=1)
+            out[at] = out[at] + (d0 + d1)
+        return out
+
+    def predicted_positives(self, part: int, c: np.ndarray, rows: np.ndarray) -> np.ndarray:
+        """:meth:`BinarySummary.predicted_positives` of one part of ``rows`` at their shifts: exact where c is 0."""
+        w, wmiss = self.f["weight"][part][:, rows], self.f["wmiss"][part][:, rows]
+        out = (wmiss[0] + w[1] - wmiss[1]).sum(axis=1)
+        at = np.flatnonzero(c != 0.0)
+        if at.size:
+            r, cr = rows[at], c[at]
+            s0, _, a0 = self._side(part, 0, cr, r)
+            s1, _, a1 = self._side(part, 1, cr, r)
+            out[at] = (s0 * a0).sum(axis=1) + w[1][at].sum(axis=1) - (s1 * a1).sum(axis=1)
+        return out
+
+    def solve(self, part: int, rows: np.ndarray) -> np.ndarray:
+        """c* of one part of ``rows`` (each holds weight in both labels)."""
+        w = self.f["weight"][part][:, rows]
         pos = w[1].sum(axis=1)
         total = w[0].sum(axis=1) + pos
         per_bin = w[0] + w[1]
@@ -136,8 +216,8 @@ class _Padded:
         for label in (0, 1):
             sign = 1.0 - 2.0 * label
             wl = w[label]
-            sides.append(_PaddedSide(sign, self.centres[rows], wl, sign * self.f["m1"][BIAS, label][rows],
-                                     self.f["m2"][BIAS, label][rows], wl > 0))
+            sides.append(_PaddedSide(sign, self.centres[rows], wl, sign * self.f["m1"][part, label][rows],
+                                     self.f["m2"][part, label][rows], wl > 0))
         return lockstep_solve(sides[0], sides[1], lo, hi, x0)
 
     def finalize(self, max_abs_logit: float) -> list[dict[str, Any]]:
@@ -177,17 +257,10 @@ class _Padded:
                 solved[i] = e
         c = np.zeros(self.n)
         if fit:
-            c[fit] = self._solve(np.array(fit))
+            c[fit] = self.solve(BIAS, np.array(fit))
             for i in fit:
                 solved[i] = float(c[i])
-        shifted = r_loss.copy()  # remain.loss_sum(c): exact at c = 0, plus the expanded change elsewhere
-        if fit:
-            at = np.array([i for i in fit if c[i] != 0.0], dtype=np.int64)
-            if at.size:
-                zero = np.zeros(at.size)
-                d0 = self._side_loss(REMAIN, 0, c[at], at) - self._side_loss(REMAIN, 0, zero, at)
-                d1 = self._side_loss(REMAIN, 1, c[at], at) - self._side_loss(REMAIN, 1, zero, at)
-                shifted[at] = r_loss[at] + (d0 + d1)
+        shifted = self.loss_sum(REMAIN, c, np.arange(self.n))  # remain.loss_sum(c*): c is 0 where nothing was fitted
 
         rows: list[dict[str, Any]] = []
         for i in range(self.n):
@@ -225,3 +298,38 @@ class _Padded:
                 row["calibrated_normalized_entropy"] = cll / binary_entropy(rbase)
         return rows
 
+
+
+class GroupView:
+    """One group of a :class:`BinaryGroups` at the shifts computed for it, read by
+    :func:`ctcalc_spark.core.windows.finalize_rolling` the way it reads a :class:`BinarySummary` (the loss and
+    the predicted positives exist at those shifts only; another shift is a KeyError, i.e. a bug)."""
+
+    __slots__ = ("n_rows", "total_weight", "total_pos_weight", "bin_width", "_loss", "_positives")
+
+    def __init__(self, n_rows: int, total_weight: float, total_pos_weight: float, bin_width: float,
+                 loss: dict[float, float], positives: dict[float, float]) -> None:
+        self.n_rows, self.total_weight, self.total_pos_weight = n_rows, total_weight, total_pos_weight
+        self.bin_width, self._loss, self._positives = bin_width, loss, positives
+
+    def log_loss(self, c: float = 0.0) -> float:
+        return self._loss[c] / self.total_weight
+
+    def predicted_positives(self, c: float = 0.0) -> float:
+        return self._positives[c]
+
+
+def group_views(groups: BinaryGroups, solved: Sequence[float | DegenerateBiasError],
+                previous: np.ndarray) -> list[GroupView]:
+    """A view of each group with its loss at 0, at its own c* and at its previous window's c*, and its
+    predicted positives at 0 and at the previous c*. ``previous``: the previous window's group number, or -1."""
+    own = np.array([c if isinstance(c, float) else 0.0 for c in solved])
+    prev = np.array([own[j] if j >= 0 and isinstance(solved[j], float) else 0.0 for j in previous.tolist()])
+    zero = np.zeros(groups.n)
+    loss0, loss_own, loss_prev = groups.loss_sum(zero), groups.loss_sum(own), groups.loss_sum(prev)
+    pp0, pp_prev = groups.predicted_positives(zero), groups.predicted_positives(prev)
+    h = groups.bin_width
+    return [GroupView(n, w, p, h, {0.0: l0, co: lo, cp: lp}, {0.0: q0, cp: qp}) for n, w, p, co, cp, l0, lo, lp, q0, qp
+            in zip(groups.n_rows.tolist(), groups.total_weight.tolist(), groups.total_pos_weight.tolist(),
+                   own.tolist(), prev.tolist(), loss0.tolist(), loss_own.tolist(), loss_prev.tolist(), pp0.tolist(),
+                   pp_prev.tolist())]

@@ -361,6 +361,47 @@ def _presummed_groups(merged: pd.DataFrame, task: str, by: Sequence[str]) -> np.
     return starts
 
 
+def _binary_cells(merged: pd.DataFrame, by: Sequence[str]) -> tuple[list[tuple], list[tuple[int, int]],
+                                                                     list[int | None], dict[str, np.ndarray]]:
+    """Binary summary cells per (window, *by) group: the groups' key values, each group's (start, end) rows in
+    the columns, its n_days (None without an 'n_days' column) and the columns (bin, label, counts, moments)."""
+    keys = ["window", *by]
+    with_days = "n_days" in merged.columns
+    fields = list(BINARY_COUNTS + BINARY_MOMENTS)
+    agg, starts = merged, _presummed_groups(merged, "binary", by)
+    if starts is None:  # re-sum per (window, *by, bin, label); n_days: the most of any cell merged
+        per_cell = {f: (f, "sum") for f in fields} | ({"n_days": ("n_days", "max")} if with_days else {})
+        agg = merged.groupby([*keys, *BINARY_KEYS], dropna=False, sort=True).agg(**per_cell).reset_index()
+        starts = _run_starts(agg.groupby(keys, dropna=False, sort=False).ngroup().to_numpy())  # sorted by keys
+    ends = np.r_[starts[1:], len(agg)]
+    key_vals = list(agg[keys].iloc[starts].itertuples(index=False, name=None))
+    n_days = (np.maximum.reduceat(agg["n_days"].to_numpy(), starts).tolist() if with_days
+              else [None] * len(starts))
+    cols = {n: agg[n].to_numpy() for n in [*BINARY_KEYS, *fields]}
+    return key_vals, list(zip(starts.tolist(), ends.tolist())), n_days, cols
+
+
+def _binary_group_views(
+    merged: pd.DataFrame, by: Sequence[str], bin_width: float, pairs: Sequence[tuple[Window, Window]]
+) -> tuple[dict[tuple, tuple[Any, int | None]], dict[tuple, tuple[float | None, str]]]:
+    """:func:`_group_summaries` and :func:`_biases_of` for binary rolling, all groups at once
+    (:mod:`ctcalc_spark.core.batch`): (window, *by) -> (a view finalize_rolling reads, n_days), and -> (c*, status)."""
+    from ctcalc_spark.core.batch import BinaryGroups, group_views
+
+    if merged.empty:
+        return {}, {}
+    key_vals, bounds, n_days, cols = _binary_cells(merged, by)
+    groups = BinaryGroups(cols, [np.arange(s, e) for s, e in bounds], bin_width)
+    solved = groups.solve()
+    index = {k: i for i, k in enumerate(key_vals)}
+    previous_label = {w.label: pw.label for w, pw in pairs}
+    previous = np.array([index.get((previous_label[k[0]], *k[1:]), -1) if k[0] in previous_label else -1
+                         for k in key_vals], dtype=np.int64)
+    views = group_views(groups, solved, previous)
+    biases = [(None, c.status) if isinstance(c, DegenerateBiasError) else (c, STATUS_OK) for c in solved]
+    return ({k: (v, n) for k, v, n in zip(key_vals, views, n_days)}, dict(zip(key_vals, biases)))
+
+
 def _group_summaries(
     merged: pd.DataFrame, task: str, by: Sequence[str], bin_width: float
 ) -> dict[tuple, tuple[Summary, int | None]]:
@@ -371,20 +412,12 @@ def _group_summaries(
     keys = ["window", *by]
     with_days = "n_days" in merged.columns
     if task == "binary":
+        key_vals, bounds, n_days, cols = _binary_cells(merged, by)
         fields = list(BINARY_COUNTS + BINARY_MOMENTS)
-        agg, starts = merged, _presummed_groups(merged, task, by)
-        if starts is None:  # re-sum per (window, *by, bin, label); n_days: the most of any cell merged
-            per_cell = {f: (f, "sum") for f in fields} | ({"n_days": ("n_days", "max")} if with_days else {})
-            agg = merged.groupby([*keys, *BINARY_KEYS], dropna=False, sort=True).agg(**per_cell).reset_index()
-            starts = _run_starts(agg.groupby(keys, dropna=False, sort=False).ngroup().to_numpy())  # sorted by keys
-        ends = np.r_[starts[1:], len(agg)]
-        key_vals = agg[keys].iloc[starts].itertuples(index=False, name=None)
-        n_days = np.maximum.reduceat(agg["n_days"].to_numpy(), starts) if with_days else [None] * len(starts)
-        cols = {n: agg[n].to_numpy() for n in [*BINARY_KEYS, *fields]}
-        for k, s, e, n in zip(key_vals, starts, ends, n_days):
+        for k, (s, e), n in zip(key_vals, bounds, n_days):
             summary = BinarySummary.from_columns(float(bin_width), cols["bin"][s:e], cols["label"][s:e],
                                                  **{f: cols[f][s:e] for f in fields})
-            out[k] = (summary, None if n is None else int(n))
+            out[k] = (summary, n)
         return out
     fields = _fields(task)
     agg = merged.groupby(keys, dropna=False, sort=True).agg(
@@ -430,15 +463,15 @@ def _biases_of(summaries: Sequence[Summary]) -> list[tuple[float | None, str]]:
 
 
 def _weight(s: Summary) -> float:
-    return s.total_weight if isinstance(s, BinarySummary) else s.weight
+    return s.weight if isinstance(s, RegressionSummary) else s.total_weight
 
 
 def _rows(s: Summary) -> int:
-    return s.n_rows if isinstance(s, BinarySummary) else s.count
+    return s.count if isinstance(s, RegressionSummary) else s.n_rows
 
 
 def _metric(s: Summary, c: float = 0.0) -> float:
-    return s.log_loss(c) if isinstance(s, BinarySummary) else s.mse(c)
+    return s.mse(c) if isinstance(s, RegressionSummary) else s.log_loss(c)
 
 
 def finalize_rolling(
@@ -467,11 +500,10 @@ def finalize_rolling(
     if _weight(current) <= 0:
         row.update(bias_status="no_bias_rows", status=STATUS_EMPTY_WINDOW)
         return row
-    binary = isinstance(current, BinarySummary)
+    binary = not isinstance(current, RegressionSummary)  # a BinarySummary or a batch GroupView
     vanilla = _metric(current)
     row["vanilla"] = vanilla
     if binary:
-        assert isinstance(current, BinarySummary)
         row["mean_label"] = current.total_pos_weight / current.total_weight
         row["mean_prediction"] = current.predicted_positives() / current.total_weight
     else:
@@ -533,8 +565,11 @@ def finalize_windows(
     out: list[dict[str, Any]] = []
     for slice_name, col in views:
         by = [model, run] + ([col] if col else [])
-        groups = _group_summaries(merged, task, by, bin_width)
-        biases = dict(zip(groups, _biases_of([s for s, _ in groups.values()])))
+        if task == "binary":
+            groups, biases = _binary_group_views(merged, by, bin_width, pairs)
+        else:
+            groups = _group_summaries(merged, task, by, bin_width)
+            biases = dict(zip(groups, _biases_of([s for s, _ in groups.values()])))
         in_window: dict[str, list[tuple]] = defaultdict(list)
         for key in groups:
             in_window[key[0]].append(key)
