@@ -93,6 +93,12 @@ def _free_port() -> int:
 
 
 @pytest.fixture(scope="session")
+def free_port():
+    """A function returning a free TCP port on the loopback interface (for servers a test starts)."""
+    return _free_port
+
+
+@pytest.fixture(scope="session")
 def connect_server_session(tmp_path_factory):
     """A Spark Connect client session on a Connect server process started for the test session.
 

@@ -18,7 +18,6 @@ import json
 import os
 import secrets
 import signal
-import socket
 import sqlite3
 import subprocess
 import sys
@@ -417,12 +416,6 @@ def test_compare_plan_needs_paths_and_respects_the_root(tmp_path):
 
 # ---- slow: a real scheduler catches up two completed days --------------------------------------------------
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def _stop(procs: list[subprocess.Popen]) -> None:
     """SIGTERM each process group we started (the scheduler's serve-logs child included), then SIGKILL."""
     for p in reversed(procs):
@@ -461,7 +454,7 @@ def _tail(path: Path, lines: int = 40) -> str:
 
 
 @pytest.fixture(scope="module")
-def scheduler(tmp_path_factory):
+def scheduler(tmp_path_factory, free_port):
     """Demo data for day-2, day-1 (complete) and today (no _SUCCESS); a real Airflow catches up; results."""
     from ctcalc_spark.demo import write_demo_eval
 
@@ -473,7 +466,7 @@ def scheduler(tmp_path_factory):
     scratch = tmp_path_factory.mktemp("airflow")
     home = scratch / "airflow_home"
     env = airflow_env(home, scratch, days[0])
-    port = _free_port()
+    port = free_port()
     env.update({
         "AIRFLOW__CORE__EXECUTOR": "LocalExecutor",
         "AIRFLOW__CORE__PARALLELISM": "4",
@@ -483,7 +476,7 @@ def scheduler(tmp_path_factory):
         "AIRFLOW__API__PORT": str(port),
         "AIRFLOW__API__WORKERS": "1",
         "AIRFLOW__API_AUTH__JWT_SECRET": secrets.token_hex(16),
-        "AIRFLOW__LOGGING__WORKER_LOG_SERVER_PORT": str(_free_port()),  # not 8793: other runs may hold it
+        "AIRFLOW__LOGGING__WORKER_LOG_SERVER_PORT": str(free_port()),  # not 8793: other runs may hold it
     })
     (scratch / "probe.py").write_text(PROBE)
     write_demo_eval(scratch / "eval", n_examples_per_day=2000, n_runs=2, n_days=3, start_ds=days[0])
