@@ -1,10 +1,10 @@
 """Many binary groups finalised at once: :func:`ctcalc_spark.core.summary.finalize_binary` on padded arrays.
 
 A range job, or one day with slices, finalises thousands of groups (day x model x run x slice value), each a
-few hundred histogram bins. One group at a time, numpy's per-call overhead is most of the cost (about 0.75 ms
-a group); here each group's bins are one row of an ``(n, width)`` array, every per-bin expression of
+few hundred histogram bins. One group at a time, numpy's per-call overhead is most of the cost (0.45-1.0 ms
+a group in ``bench/bench_finalize.py``); here each group's bins are one row of an ``(n, width)`` array, every per-bin expression of
 :class:`BinarySummary` is evaluated for all rows at once and reduced along the row. The numbers are those of
-``finalize_binary`` up to summation order (the test suite checks 1e-13, relative); the bias solve is the
+``finalize_binary`` up to summation order (``tests/test_summary.py`` checks 1e-13, relative); the bias solve is the
 same lockstep solver as :func:`ctcalc_spark.core.summary.solve_biases`.
 """
 from __future__ import annotations
