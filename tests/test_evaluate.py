@@ -126,6 +126,26 @@ def test_slices_and_split_column(spark, demo_config, tmp_path):
     assert abs(row["calibrated_log_loss"] - calibrated_log_loss(y[isb], z[isb], y[~isb], z[~isb])) <= 1e-6
 
 
+def test_a_positive_only_slice_with_fractional_weights_gets_its_status_not_a_crash(spark, demo_config, tmp_path):
+    """A slice value whose rows are all positive, with fractional weights, is a one-class group: base rate 1, no
+    AUC, status bias_single_class_positive. Before the total weight was Σw(neg) + Σw(pos), rounding could make it
+    look like it had negatives: an AUC of 0/0 stopped the whole day in check_row ("a bug")."""
+    df = _binary_rows(models=("a", "b", "c", "d"), runs=(0, 1, 2), weights=True, slices=True)
+    for k, country in enumerate(["FR", "IT", "ES"]):  # 36 positive-only groups: about 1 in 5 rounded wrongly before
+        clicked = df["example_id"] % 11 == k
+        df.loc[clicked, "country"] = country
+        df.loc[clicked, "label"] = 1
+    df["weight"] = np.random.default_rng(8).uniform(0.01, 3.0, len(df)) * np.pi
+    _write(df, tmp_path / "eval")
+    m = evaluate(spark, demo_config(columns={"slices": ["country"], "weight": "weight"}), DS).metrics
+    one_class = m[m["slice_value"].isin(["FR", "IT", "ES"])]
+    assert len(one_class) == 36
+    assert (one_class["status"] == "bias_single_class_positive").all() and (one_class["base_rate"] == 1.0).all()
+    assert one_class["auc"].isna().all() and one_class["bias"].isna().all()
+    assert one_class["calibrated_log_loss"].isna().all()
+    assert (m.loc[~m["slice_value"].isin(["FR", "IT", "ES"]), "status"] == "ok").all()
+
+
 def test_probabilities_are_clipped_and_counted(spark, demo_config, tmp_path):
     df = _binary_rows(models=("a",), runs=(0,))
     df["prediction"] = expit(df["logit"])
