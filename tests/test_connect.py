@@ -43,6 +43,10 @@ def test_evaluate_and_rolling_on_spark_connect_equal_classic(spark, connect_spar
     cfgs = {name: demo_config(output={"path": str(tmp_path / name)}, **over) for name in ("connect", "classic")}
 
     assert is_connect(connect_spark)
+    from ctcalc_spark.spark.session import BASE_CONF
+
+    for session in (spark, connect_spark):  # the runtime settings reach both kinds of session
+        assert {k: session.conf.get(k) for k in BASE_CONF} == BASE_CONF
     evaluate(connect_spark, cfgs["connect"], f"{DAYS[0]}..{DAYS[-1]}")
     run_rolling(connect_spark, cfgs["connect"], DAYS)
     with monkeypatch.context() as m:  # classic columns for the classic session
