@@ -74,12 +74,11 @@ class BinaryGroups:
         """:meth:`BinarySummary.solve_bias` of each group: c* or its DegenerateBiasError."""
         out: list[float | DegenerateBiasError] = [0.0] * self.n
         fit = np.zeros(self.n, bool)
-        for i in range(self.n):
-            try:
-                _check_binary_bias_set(float(self.total_pos_weight[i]), float(self.total_weight[i]), int(self.n_rows[i]))
+        for i, error in _degenerate(range(self.n), self.total_pos_weight, self.total_weight, self.n_rows):
+            if error is None:
                 fit[i] = True
-            except DegenerateBiasError as e:
-                out[i] = e
+            else:
+                out[i] = error
         c = np.zeros(self.n)
         for members, padded in self._chunks:
             sel = fit[members]
@@ -96,6 +95,17 @@ class BinaryGroups:
     def predicted_positives(self, c: np.ndarray) -> np.ndarray:
         """Σw·σ(z - c) of each group at its shift (:meth:`BinarySummary.predicted_positives`)."""
         return self._each(lambda p, rows, cr: p.predicted_positives(BIAS, cr, rows), np.asarray(c, np.float64))
+
+
+def _degenerate(groups: Any, pos: np.ndarray, total: np.ndarray, n_rows: np.ndarray) -> Any:
+    """(group, None) for each group a bias can be fitted to, else (group, its DegenerateBiasError): the checks of
+    :meth:`BinarySummary.solve_bias` on per-group totals."""
+    for i in groups:
+        try:
+            _check_binary_bias_set(float(pos[i]), float(total[i]), int(n_rows[i]))
+            yield i, None
+        except DegenerateBiasError as e:
+            yield i, e
 
 
 def _padded_chunks(columns: Mapping[str, np.ndarray], groups: Sequence[np.ndarray], is_bias: np.ndarray | None,
@@ -249,12 +259,11 @@ class _Padded:
 
         solved: dict[int, float | DegenerateBiasError] = {}
         fit = []
-        for i in np.flatnonzero((total > 0) & (r_total > 0)).tolist():
-            try:
-                _check_binary_bias_set(float(b_pos[i]), float(b_total[i]), int(n_bias[i]))
+        for i, error in _degenerate(np.flatnonzero((total > 0) & (r_total > 0)).tolist(), b_pos, b_total, n_bias):
+            if error is None:
                 fit.append(i)
-            except DegenerateBiasError as e:
-                solved[i] = e
+            else:
+                solved[i] = error
         c = np.zeros(self.n)
         if fit:
             c[fit] = self.solve(BIAS, np.array(fit))
