@@ -387,7 +387,7 @@ def test_a_one_day_scan_groups_by_a_null_flag_instead_of_the_day(spark, demo_con
                                                                              "_groupingexpression"]
 
 
-def test_sessions_skip_pysparks_per_column_call_site_capture(spark):
+def test_sessions_skip_pysparks_per_column_call_site_capture(spark, monkeypatch):
     """Off in the sessions ctcalc starts: it costs four py4j calls per Column operation (a config's
     spark.conf can turn it back on; it is a launch-only setting)."""
     import pyspark.errors.utils
@@ -395,4 +395,8 @@ def test_sessions_skip_pysparks_per_column_call_site_capture(spark):
     from ctcalc_spark.spark.session import DATAFRAME_DEBUGGING
 
     assert spark.conf.get(DATAFRAME_DEBUGGING) == "false"
+    # pyspark caches its reading of the setting once per process, from whichever session was active first:
+    # cleared here, it is read again from this session, whatever ran before in the process.
+    monkeypatch.setattr(pyspark.errors.utils, "_enable_debugging_cache", None)
+    assert pyspark.sql.SparkSession.getActiveSession() is spark
     assert pyspark.errors.utils.is_debugging_enabled() is False
