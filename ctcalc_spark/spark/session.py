@@ -25,12 +25,9 @@ BASE_CONF = {
     "spark.sql.sources.partitionColumnTypeInference.enabled": "false",
     "spark.sql.execution.arrow.pyspark.enabled": "true",
     "spark.sql.session.timeZone": "UTC",
-    # The scan's aggregate keys are (model, run, slices, bin | label | split): with a slice column of 30
-    # values they outgrow the first-level aggregate map's default 2^16 entries. 2^20 (an 8 MB bucket array a
-    # task): a sliced one-day evaluate of 5 M rows took 1.38 / 1.56 / 1.93 s against 1.81 / 1.62 / 2.25 s
-    # (medians of 5-9 interleaved runs each); 20 M rows without slices 2.63 s against 2.66 s.
-    "spark.sql.codegen.aggregate.fastHashMap.capacityBit": "20",
 }
+# Not set: a first-level aggregate map larger than Spark's 2^16 entries (fastHashMap.capacityBit). Sliced scans
+# have more keys than that, but bench/bench_slices.py measured no gain from 2^20 (see docs/storage.md).
 DATAFRAME_DEBUGGING = "spark.python.sql.dataFrameDebugging.enabled"
 """Static setting (launch only): pyspark's capture of the Python call site of each DataFrame operation."""
 LOG_LEVELS = ("ALL", "TRACE", "DEBUG", "INFO", "WARN", "ERROR", "FATAL", "OFF")
