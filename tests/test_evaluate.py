@@ -314,6 +314,35 @@ def test_a_fixed_evaluation_set_without_a_date_column(spark, demo_config, tmp_pa
         evaluate(spark, cfg, "2026-01-01..2026-01-02")
 
 
+@pytest.mark.parametrize("kind", ["date", "timestamp"])
+def test_a_date_or_timestamp_date_column_selects_the_same_days_as_text(spark, demo_config, tmp_path, kind):
+    """A date column that is a DATE or TIMESTAMP in the files (not a partition folder): a two-day range of a
+    three-day table reads the same rows as the same table with text days, rows without a date are counted."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    days = ["2026-11-20", "2026-11-21", "2026-11-22"]
+    df = pd.concat([_binary_rows(n=2000, seed=i, ds=d) for i, d in enumerate(days)], ignore_index=True)
+    df.loc[df.index % 97 == 0, "ds"] = None
+    as_date = pd.to_datetime(df["ds"])
+    typed = (pa.array(as_date.dt.date, type=pa.date32()) if kind == "date"
+             else pa.array(as_date + pd.Timedelta(hours=13), type=pa.timestamp("us", tz="UTC")))
+    for name, ds_column in (("text", pa.array(df["ds"], type=pa.string())), (kind, typed)):
+        (tmp_path / name).mkdir()
+        table = pa.Table.from_pandas(df.drop(columns=["ds"]), preserve_index=False).append_column("ds", ds_column)
+        pq.write_table(table, tmp_path / name / "part-0.parquet")
+    runs = {name: evaluate(spark, demo_config(input={"path": str(tmp_path / name)},
+                                              output={"path": str(tmp_path / f"out_{name}")}),
+                           "2026-11-21..2026-11-22") for name in ("text", kind)}
+    want, got = (runs[n].metrics.sort_values(["ds", "model", "run"]).reset_index(drop=True) for n in ("text", kind))
+    assert sorted(set(got["ds"])) == days[1:] and got["n_rows"].sum() == ((df["ds"] > days[0]) & df["ds"].notna()).sum()
+    pd.testing.assert_frame_equal(got.drop(columns=["run_id"], errors="ignore"),
+                                  want.drop(columns=["run_id"], errors="ignore"), check_exact=True)
+    for name in ("text", kind):
+        nulls = runs[name].uncounted
+        assert int(nulls.loc[nulls["ds"].isna(), "n_rows"].sum()) == int(df["ds"].isna().sum()), name
+
+
 def test_csv_with_a_header_row_via_reader_options(spark, demo_config, tmp_path):
     df = _binary_rows(models=("a",), runs=(0, 1))
     _write(df, tmp_path / "eval")

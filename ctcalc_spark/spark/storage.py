@@ -187,8 +187,9 @@ def _listing_on_driver(spark: SparkSession, local: bool) -> Iterator[None]:
             spark.conf.set(PARALLEL_LISTING, old)
 
 
-def _day(df: DataFrame, cfg: JobConfig) -> Column:
-    """The date column as a date when the input's is a date or timestamp, else as text (null where null).
+def _day_sql(df: DataFrame, cfg: JobConfig) -> str:
+    """The date column as a date when the input's is a date or timestamp, else as text (null where null), as
+    Spark SQL text.
 
     A date stays a date in the scan: it is grouped as an int and made 'YYYY-MM-DD' text on the small
     aggregated result instead of being formatted row by row.
@@ -196,19 +197,30 @@ def _day(df: DataFrame, cfg: JobConfig) -> Column:
     name = str(cfg.columns.ds)
     kind = dict(df.dtypes)[name]
     if kind == "date":
-        return col(name)
+        return quoted(name)
     if kind in ("timestamp", "timestamp_ntz"):
-        return col(name).cast("date")
-    return col(name).cast("string")
+        return f"CAST({quoted(name)} AS DATE)"
+    return f"CAST({quoted(name)} AS STRING)"
 
 
-def _in_days(day: Column, df: DataFrame, cfg: JobConfig, days: Sequence[str]) -> Column:
-    """``day`` (from :func:`_day`) is one of ``days`` or null; days compared as dates when the column is one."""
-    import datetime as dt
+def _in_days(day_sql: str, df: DataFrame, cfg: JobConfig, days: Sequence[str]) -> Column:
+    """``day_sql`` (:func:`_day_sql`, or the column holding it) is one of ``days`` or null; days compared as
+    dates when the column is one.
+
+    One SQL expression, so a year of days costs one call to the JVM instead of one per day (0.17 s of a range
+    job's driver time as ``Column.isin``); Spark turns the list into a hash set and prunes partitions by it.
+    """
+    from pyspark.sql import functions as F
 
     typed = dict(df.dtypes)[str(cfg.columns.ds)] in ("date", "timestamp", "timestamp_ntz")
-    values = [dt.date.fromisoformat(d) for d in days] if typed else list(days)
-    return day.isin(values) | day.isNull()
+    for d in days:
+        if not _DAY.match(d):
+            raise ConfigError(f"Expected days like 2026-11-21, got {d!r}.")
+    values = ", ".join(f"DATE'{d}'" if typed else f"'{d}'" for d in days)
+    return F.expr(f"({day_sql} IN ({values}) OR {day_sql} IS NULL)")
+
+
+_DAY = re.compile(r"^\d{4}-\d{2}-\d{2}$")
 
 
 def read_input(spark: SparkSession, cfg: JobConfig, days: Sequence[str] | None = None) -> DataFrame:
@@ -229,8 +241,8 @@ def read_input(spark: SparkSession, cfg: JobConfig, days: Sequence[str] | None =
             raise ConfigError("The config has no date column ('columns.ds: null'): give exactly one --ds, the day "
                               "that labels this fixed evaluation set's output partitions.")
         return df.withColumn(DS, F.lit(days[0]))
-    out = df.withColumn(DS, _day(df, cfg))
-    return out if days is None else out.where(_in_days(F.col(DS), df, cfg, days))
+    out = df.withColumn(DS, F.expr(_day_sql(df, cfg)))
+    return out if days is None else out.where(_in_days(quoted(DS), df, cfg, days))
 
 
 def _day_folders(root: str, ds_column: str | None, days: Sequence[str] | None) -> list[str] | None:
@@ -315,7 +327,7 @@ def unread_files(spark: SparkSession, cfg: JobConfig, days: Sequence[str] | None
     if part and days is not None and listed and all(part in f for f in listed):
         wanted = {*days, NULL_PARTITION}
         listed = [f for f in listed if f.split(part, 1)[1].split("/", 1)[0] in wanted]
-        df = df.where(_in_days(_day(df, cfg), df, cfg, days))
+        df = df.where(_in_days(_day_sql(df, cfg), df, cfg, days))
     values = F.hash(*[col(n) for n in required_columns(cfg)])  # makes the pass read what the scan reads
     seen = df.groupBy(F.col("_metadata.file_path").alias("f")).agg(F.max(values).alias("h")).collect()
     got = {_plain_path(r["f"]) for r in seen}
@@ -353,7 +365,7 @@ def pandas_to_spark(spark: SparkSession, pdf: pd.DataFrame, schema: StructType) 
             arrays.append(pa.array(pd.to_numeric(col, errors="raise").astype("Int64"), type=pa.int64(),
                                    from_pandas=True))
         else:
-            arrays.append(pa.array(col.astype(object).where(col.notna(), None).to_numpy(), type=pa.string()))
+            arrays.append(pa.array(col, type=pa.string(), from_pandas=True))  # None and NaN: null
     return spark.createDataFrame(pa.Table.from_arrays(arrays, names=[f.name for f in schema.fields]), schema)
 
 
