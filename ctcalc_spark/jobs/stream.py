@@ -817,7 +817,7 @@ def read_stream_table(spark: SparkSession | None, cfg: JobConfig, table: str) ->
     if frame.empty:
         return frame
     keys = ("window", "batch_id", "kind", "file", "model", "run", *group_columns(cfg), "slice_name", "slice_value",
-            "split", "bin")
+            "split", "bin", "label")
     order = [c for c in dict.fromkeys(keys) if c in frame]
     return frame.sort_values(order, kind="stable").reset_index(drop=True)
 
