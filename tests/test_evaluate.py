@@ -321,6 +321,8 @@ def test_a_date_or_timestamp_date_column_selects_the_same_days_as_text(spark, de
     import pyarrow as pa
     import pyarrow.parquet as pq
 
+    from ctcalc_spark.spark.storage import _day_sql, _in_days
+
     days = ["2026-11-20", "2026-11-21", "2026-11-22"]
     df = pd.concat([_binary_rows(n=2000, seed=i, ds=d) for i, d in enumerate(days)], ignore_index=True)
     df.loc[df.index % 97 == 0, "ds"] = None
@@ -341,6 +343,9 @@ def test_a_date_or_timestamp_date_column_selects_the_same_days_as_text(spark, de
     for name in ("text", kind):
         nulls = runs[name].uncounted
         assert int(nulls.loc[nulls["ds"].isna(), "n_rows"].sum()) == int(df["ds"].isna().sum()), name
+        frame = spark.read.parquet(str(tmp_path / name))  # no days at all: only the rows without a date
+        cfg = demo_config(input={"path": str(tmp_path / name)})
+        assert frame.where(_in_days(_day_sql(frame, cfg), frame, cfg, [])).count() == int(df["ds"].isna().sum())
 
 
 def test_csv_with_a_header_row_via_reader_options(spark, demo_config, tmp_path):

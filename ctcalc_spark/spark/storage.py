@@ -216,6 +216,8 @@ def _in_days(day_sql: str, df: DataFrame, cfg: JobConfig, days: Sequence[str]) -
     for d in days:
         if not _DAY.match(d):
             raise ConfigError(f"Expected days like 2026-11-21, got {d!r}.")
+    if not days:
+        return F.expr(f"{day_sql} IS NULL")
     values = ", ".join(f"DATE'{d}'" if typed else f"'{d}'" for d in days)
     return F.expr(f"({day_sql} IN ({values}) OR {day_sql} IS NULL)")
 
