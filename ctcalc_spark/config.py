@@ -5,6 +5,7 @@ Unknown keys are errors (a typo must not silently fall back to a default).
 from __future__ import annotations
 
 import dataclasses
+import datetime as dt
 import math
 import re
 import types
@@ -22,6 +23,19 @@ INPUT_FORMATS = ("parquet", "json", "csv", "orc", "avro", "delta", "iceberg")
 DUPLICATE_MODES = ("ignore", "count", "error")
 MIN_BIN_WIDTH = 1e-4
 """Finest histogram bin: one group per bin, and the scan packs the bin index into a 64-bit key."""
+
+
+def validate_ds(ds: str) -> str:
+    """Check a YYYY-MM-DD logical date (the one form a day takes in ctcalc: --ds, partition values, SQL text).
+
+    Python also parses forms such as 20261121 and 2026-W47-1; they are refused, not read as that day."""
+    try:
+        ok = dt.date.fromisoformat(ds).isoformat() == ds
+    except (TypeError, ValueError):
+        ok = False
+    if not ok:
+        raise ConfigError(f"--ds must be a date like 2026-11-21, got {ds!r}.")
+    return ds
 
 
 @dataclass(frozen=True)

@@ -21,7 +21,7 @@ from ctcalc_spark import (
     solve_temperature,
 )
 from ctcalc_spark.config import ConfigError, config_from_dict
-from ctcalc_spark.jobs.evaluate import evaluate
+from ctcalc_spark.jobs.evaluate import evaluate, parse_days
 from ctcalc_spark.spark.storage import OutputStore
 from ctcalc_spark.core.split import bias_mask
 from ctcalc_spark.core.summary import finalize_binary
@@ -260,6 +260,19 @@ def test_missing_day_and_bad_date(spark, demo_config, tmp_path):
         evaluate(spark, demo_config(), "2026-01-01")
     with pytest.raises(ConfigError, match="--ds must be a date"):
         evaluate(spark, demo_config(), "yesterday")
+
+
+@pytest.mark.parametrize("bad", ["20261121", "2026-W47-1", "2026-13-01", "2026-1-01", "2026-11-21T00", "'; DROP"])
+def test_a_day_is_only_ever_yyyy_mm_dd(bad):
+    """Python's date parser also reads 20261121 and 2026-W47-1 (ten characters); a day is refused unless it is
+    exactly YYYY-MM-DD, which is also what makes it safe as SQL text in the input's day filter."""
+    from ctcalc_spark.config import validate_ds
+
+    assert validate_ds("2026-11-21") == "2026-11-21"
+    with pytest.raises(ConfigError, match="--ds must be a date like 2026-11-21"):
+        validate_ds(bad)
+    with pytest.raises(ConfigError, match="--ds must be a date"):
+        parse_days(f"2026-11-20,{bad}")
 
 
 def test_unknown_config_key_is_rejected(tmp_path):

@@ -32,7 +32,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from ctcalc_spark.core.windows import WindowSpec
-    from ctcalc_spark.jobs.evaluate import validate_ds
+    from ctcalc_spark.config import validate_ds
     from ctcalc_spark.reports.drift import write_report
     from ctcalc_spark.spark.files import is_local
 

@@ -17,7 +17,7 @@ import pandas as pd
 from ctcalc_spark.core.accuracy import Comparison, NoiseCheck, compare_runs, single_run_noise
 from ctcalc_spark.config import JobConfig
 from ctcalc_spark.errors import ConfigError, InputError
-from ctcalc_spark.jobs.evaluate import validate_ds
+from ctcalc_spark.config import validate_ds
 from ctcalc_spark.spark.storage import OutputStore
 from ctcalc_spark.core.finalize import ALL, metrics_from_summaries
 from ctcalc_spark.core.rolling_compare import RollingComparison

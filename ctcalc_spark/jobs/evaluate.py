@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, Sequence
 import numpy as np
 import pandas as pd
 
-from ctcalc_spark.config import JobConfig
+from ctcalc_spark.config import JobConfig, validate_ds
 from ctcalc_spark.core.finalize import (
     ALL,
     KEY_TYPES,
@@ -78,17 +78,6 @@ NO_DATE = "null date: the row belongs to no day and is never evaluated"
 def table_path(cfg: JobConfig, table: str) -> str:
     """Where an output table lives: its folder (path mode) or its catalog name."""
     return OutputStore(cfg).location(table)
-
-
-def validate_ds(ds: str) -> str:
-    """Check a YYYY-MM-DD logical date."""
-    try:
-        dt.date.fromisoformat(ds)
-    except (TypeError, ValueError) as e:
-        raise ConfigError(f"--ds must be a date like 2026-11-21, got {ds!r}.") from e
-    if len(ds) != 10:
-        raise ConfigError(f"--ds must be a date like 2026-11-21, got {ds!r}.")
-    return ds
 
 
 def day_range(start: str, end: str) -> list[str]:
