@@ -11,7 +11,8 @@ then in one process and one session alternates
     what ctcalc sessions use).
 
 The evaluate scan's group keys are one per model, run, slice value, bin, label and split; it prints how many
-there are. Keys that do not fit the first-level map go through Spark's slower second map, so a larger map
+there are (each task's map holds the keys of its own rows). Keys that do not fit a task's first-level map go
+through Spark's slower second map, so a larger map
 might pay for sliced scans; this measures whether it does. Prints the median wall-clock and executor CPU
 time of each (interleaved runs after one warm-up each), each evaluate's ratio to (a), and each larger map's
 time relative to the default one.
@@ -107,8 +108,10 @@ def main() -> int:
     cpu_s = [statistics.median(x) for x in cpus]
     print(f"machine: {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}, "
           f"Spark {spark.version}, local[2]; load average {load0[0]:.1f} at start, {os.getloadavg()[0]:.1f} at end")
-    print(f"the evaluate scan's group keys: {keys:,} summary rows (first-level map of 2^16 = 65,536 and "
-          f"2^20 = 1,048,576 entries); median of {args.repeats} interleaved runs after one warm-up each")
+    sizes = ", ".join(f"2^{b} = {1 << int(b):,}" for b in bits)
+    print(f"the evaluate scan's group keys: {keys:,} summary rows over all tasks, {keys // 4:,} per model and run "
+          f"(a task's map holds the keys of its own rows; each file holds one model and run); maps of {sizes} "
+          f"entries; median of {args.repeats} interleaved runs after one warm-up each")
     print(f"(a) plain log loss per (model, run, country): {wall[0]:6.2f} s, executor CPU {cpu_s[0]:6.2f} s "
           f"(runs: {', '.join(f'{x:.2f}' for x in times[0])})")
     for i, b in enumerate(bits, start=1):

@@ -9,7 +9,7 @@ same lockstep solver as :func:`ctcalc_spark.core.summary.solve_biases`.
 """
 from __future__ import annotations
 
-from typing import Any, Mapping, Sequence
+from typing import Any, Iterable, Iterator, Mapping, Sequence
 
 import numpy as np
 
@@ -97,7 +97,8 @@ class BinaryGroups:
         return self._each(lambda p, rows, cr: p.predicted_positives(BIAS, cr, rows), np.asarray(c, np.float64))
 
 
-def _degenerate(groups: Any, pos: np.ndarray, total: np.ndarray, n_rows: np.ndarray) -> Any:
+def _degenerate(groups: Iterable[int], pos: np.ndarray, total: np.ndarray,
+                n_rows: np.ndarray) -> Iterator[tuple[int, DegenerateBiasError | None]]:
     """(group, None) for each group a bias can be fitted to, else (group, its DegenerateBiasError): the checks of
     :meth:`BinarySummary.solve_bias` on per-group totals."""
     for i in groups:
