@@ -9,7 +9,9 @@ partitioned by ds, then times, with the writes of every output partition include
 (b) one ``evaluate`` and one ``rolling`` over the whole range (``ds`` is a group key of the one scan),
 
 checks that both produce the same metrics, summaries and rolling rows (to 1e-12), and prints both times and
-the ratio a/b (target >= 20). ``--loop-days N`` times the loop on the first N days only and scales it to the
+the ratio a/b (target >= 20). The target is judged on that first range job. It is then run once more into a fresh
+output (b2) and printed beside it: the first range job in a process compiles and warms a plan the per-day loop
+never ran, and b2 shows how much of (b) that is. ``--loop-days N`` times the loop on the first N days only and scales it to the
 whole range (printed as such); the default loops over every day.
 """
 from __future__ import annotations
@@ -110,10 +112,17 @@ def main() -> int:
     evaluate_s = time.perf_counter() - t
     run_rolling(spark, range_cfg, days)
     range_s = time.perf_counter() - t
+    again_cfg = cfg("range_again")
+    t = time.perf_counter()
+    evaluate(spark, again_cfg, f"{days[0]}..{days[-1]}")
+    again_eval_s = time.perf_counter() - t
+    run_rolling(spark, again_cfg, days)
+    again_s = time.perf_counter() - t
     load1 = os.getloadavg()
 
-    a, b = OutputStore(loop_cfg), OutputStore(range_cfg)
-    worst = max(_same(a.read(t, days=loop_days), b.read(t, days=loop_days), keys)
+    a = OutputStore(loop_cfg)
+    worst = max(_same(a.read(t, days=loop_days), OutputStore(c).read(t, days=loop_days), keys)
+                for c in (range_cfg, again_cfg)
                 for t, keys in (("metrics", ["ds", "model", "run", "slice_name", "slice_value"]),
                                 ("summaries", ["ds", "model", "run", "split", "bin", "label"]),
                                 ("rolling", ["ds", "window_spec", "model", "run", "slice_name", "slice_value"])))
@@ -126,7 +135,9 @@ def main() -> int:
                                                        if scale != 1 else ""))
     print(f"(b) one range job, evaluate + rolling: {range_s:7.1f} s (evaluate {evaluate_s:.1f} s, rolling "
           f"{range_s - evaluate_s:.1f} s) for {len(days)} days, {n_rows / evaluate_s / 1e6:.2f} M rows/s in evaluate")
-    print(f"same rows from both: largest relative difference {worst:.1e} over {len(loop_days)} days")
+    print(f"(b2) the same range job again:   {again_s:7.1f} s (evaluate {again_eval_s:.1f} s, rolling "
+          f"{again_s - again_eval_s:.1f} s), ratio a/b2 = {loop_total / again_s:.1f} (not the target's measure)")
+    print(f"same rows from a, b and b2: largest relative difference {worst:.1e} over {len(loop_days)} days")
     print(f"ratio a/b = {loop_total / range_s:.1f}  (target >= 20)")
     spark.stop()
     if worst > 1e-12:
