@@ -9,10 +9,11 @@ partitioned by ds, then times, with the writes of every output partition include
 (b) one ``evaluate`` and one ``rolling`` over the whole range (``ds`` is a group key of the one scan),
 
 checks that both produce the same metrics, summaries and rolling rows (to 1e-12), and prints both times and
-the ratio a/b (target >= 20). The target is judged on that first range job. It is then run once more into a fresh
-output (b2) and printed beside it: the first range job in a process pays JIT compilation of code that the per-day
-loop's small days run too rarely to have compiled, and b2 shows how much of (b) that is. ``--loop-days N`` times the loop on the first N days only and scales it to the
-whole range (printed as such); the default loops over every day.
+the ratio a/b (target >= 20). The target is judged on that first range job. It is then run once more into a
+fresh output (b2) and printed beside it: the first range job in a process pays JIT compilation of code that the
+per-day loop's small days run too rarely to have compiled, and b2 shows how much of (b) that is.
+``--loop-days N`` times the loop on the first N days only and scales it to the whole range (printed as such);
+the default loops over every day.
 """
 from __future__ import annotations
 
