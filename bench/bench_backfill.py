@@ -33,7 +33,7 @@ import pyarrow.parquet as pq
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from ctcalc_spark.config import SparkConfig, config_from_dict  # noqa: E402
+from ctcalc_spark.config import JobConfig, SparkConfig, config_from_dict  # noqa: E402
 from ctcalc_spark.core._math import sigmoid  # noqa: E402
 from ctcalc_spark.jobs.evaluate import evaluate  # noqa: E402
 from ctcalc_spark.jobs.rolling import run_rolling  # noqa: E402
@@ -94,10 +94,18 @@ def main() -> int:
     load0 = os.getloadavg()
     spark = build_session(SparkConfig(master="local[2]", shuffle_partitions=4, driver_memory="4g"), app_name="bench")
 
-    def cfg(name: str):  # noqa: ANN202
+    def cfg(name: str) -> JobConfig:
         shutil.rmtree(out / name, ignore_errors=True)
         return config_from_dict({"input": {"path": str(out / "eval")}, "output": {"path": str(out / name)},
                                  "rolling": {"window": "week"}})
+
+    def range_job(c: JobConfig) -> tuple[float, float]:
+        """One evaluate and one rolling over every day: (evaluate seconds, total seconds)."""
+        start = time.perf_counter()
+        evaluate(spark, c, f"{days[0]}..{days[-1]}")
+        evaluated = time.perf_counter() - start
+        run_rolling(spark, c, days)
+        return evaluated, time.perf_counter() - start
 
     warm = cfg("warm")  # one small job first, so neither side pays Spark's first-query warm-up
     evaluate(spark, warm, days[0])
@@ -108,25 +116,19 @@ def main() -> int:
         evaluate(spark, loop_cfg, ds)
         run_rolling(spark, loop_cfg, ds)
     loop_s = time.perf_counter() - t
-    t = time.perf_counter()
-    evaluate(spark, range_cfg, f"{days[0]}..{days[-1]}")
-    evaluate_s = time.perf_counter() - t
-    run_rolling(spark, range_cfg, days)
-    range_s = time.perf_counter() - t
+
+    evaluate_s, range_s = range_job(range_cfg)
     again_cfg = cfg("range_again")
-    t = time.perf_counter()
-    evaluate(spark, again_cfg, f"{days[0]}..{days[-1]}")
-    again_eval_s = time.perf_counter() - t
-    run_rolling(spark, again_cfg, days)
-    again_s = time.perf_counter() - t
+    again_eval_s, again_s = range_job(again_cfg)
     load1 = os.getloadavg()
 
-    a = OutputStore(loop_cfg)
-    worst = max(_same(a.read(t, days=loop_days), OutputStore(c).read(t, days=loop_days), keys)
-                for c in (range_cfg, again_cfg)
-                for t, keys in (("metrics", ["ds", "model", "run", "slice_name", "slice_value"]),
-                                ("summaries", ["ds", "model", "run", "split", "bin", "label"]),
-                                ("rolling", ["ds", "window_spec", "model", "run", "slice_name", "slice_value"])))
+    worst = 0.0
+    for table, keys in (("metrics", ["ds", "model", "run", "slice_name", "slice_value"]),
+                        ("summaries", ["ds", "model", "run", "split", "bin", "label"]),
+                        ("rolling", ["ds", "window_spec", "model", "run", "slice_name", "slice_value"])):
+        per_day = OutputStore(loop_cfg).read(table, days=loop_days)
+        for c in (range_cfg, again_cfg):
+            worst = max(worst, _same(per_day, OutputStore(c).read(table, days=loop_days), keys))
     scale = len(days) / len(loop_days)
     loop_total = loop_s * scale
     print(f"machine: {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}, "
