@@ -24,6 +24,8 @@ import pandas as pd
 import pytest
 import yaml
 
+from tests._json import json_differences
+
 pytestmark = pytest.mark.slow
 
 REPO = Path(__file__).resolve().parents[1]
@@ -131,6 +133,27 @@ print(json.dumps(out))
     want_roll = run_rolling(spark, path_cfg, DAYS, write=False).table
     _assert_same(pd.read_parquet(tmp_path / "rolling.parquet"), want_roll,
                  ["ds", "model", "run", "slice_name", "slice_value"])
+    # 5. compare and the drift report read catalog tables without being told (--engine auto takes Spark), and
+    # give what they give on the folders
+    path_conf = tmp_path / "folders.yaml"
+    path_conf.write_text(yaml.safe_dump({**{k: v for k, v in _config(tmp_path).items() if k != "spark"},
+                                         "input": {"path": str(tmp_path / "eval")},
+                                         "output": {"path": str(tmp_path / "p")}}))
+    pair = ["--a", "baseline", "--b", "dcn", "--ds-from", DAYS[0], "--ds-to", DAYS[-1], "--bootstrap", "200"]
+    for name, config in (("catalog", conf), ("folders", path_conf)):
+        for argv in (["compare", *pair, "--out", str(tmp_path / f"cmp_{name}")],
+                     ["report", "--start", DAYS[0], "--end", DAYS[-1], "--out", str(tmp_path / f"rep_{name}")]):
+            done = subprocess.run([sys.executable, "-m", "ctcalc_spark.cli", *argv, "--config", str(config)],
+                                  cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
+            assert done.returncode == 0, f"{name} {argv[0]}: {done.stderr[-4000:]}"
+    cmp = [json.loads((tmp_path / f"cmp_{n}" / "comparison.json").read_text()) for n in ("catalog", "folders")]
+    assert json_differences(cmp[0], cmp[1]) == [] and cmp[0]["comparisons"][0]["m_a"] == 3
+    rep = [json.loads((tmp_path / f"rep_{n}" / f"drift_{DAYS[0]}_{DAYS[-1]}.json").read_text())
+           for n in ("catalog", "folders")]
+    for r in rep:
+        r.pop("config")  # the two configs differ in where the tables are
+    assert json_differences(rep[0], rep[1]) == [] and len(rep[0]["rows"]) > 0
+
     leftovers = [p for pattern in (f"{STAGING_PREFIX}*", ".spark-staging-*", "_temporary")
                  for p in (tmp_path / "warehouse").rglob(pattern)]
     assert leftovers == []  # nothing a killed run would leave

@@ -222,3 +222,33 @@ def test_missing_torch_is_one_line_naming_the_extra(tmp_path):
                            "it with: pip install 'ctcalc-spark[torch]' (CPU-only torch: add --extra-index-url "
                            "https://download.pytorch.org/whl/cpu)\n")
 
+
+
+@pytest.mark.parametrize(("engine", "output", "submitted", "expected"), [
+    ("auto", {"path": "/data/out"}, False, False),  # local folders: pyarrow here
+    ("auto", {"path": "file:/data/out"}, False, False),
+    ("auto", {"path": "s3a://bucket/out"}, False, True),  # a store pyarrow here is not configured for
+    ("auto", {"path": "/data/out", "database": "ct"}, False, True),  # catalog tables: only Spark knows them
+    ("auto", {"path": "/data/out", "database": "ct", "tables": {"metrics": "other.m"}}, False, True),
+    ("auto", {"path": "/data/out"}, True, True),  # under spark-submit
+    ("spark", {"path": "/data/out"}, False, True),
+    ("local", {"path": "s3a://bucket/out"}, False, False),
+])
+def test_compare_and_report_choose_their_reader(engine, output, submitted, expected):
+    import argparse
+
+    from ctcalc_spark.cli.common import reads_through_spark
+    from ctcalc_spark.config import config_from_dict
+
+    args = argparse.Namespace(engine=engine, _submitted=submitted)
+    assert reads_through_spark(args, config_from_dict({"input": {"path": "eval"}, "output": output})) is expected
+
+
+def test_local_engine_on_catalog_tables_is_a_config_error(tmp_path, capsys):
+    conf = tmp_path / "c.yaml"
+    conf.write_text("input:\n  path: eval\noutput:\n  path: out\n  database: ct\n")
+    for argv in (["compare", "--a", "x", "--b", "y", "--ds", "2026-11-15"],
+                 ["report", "--start", "2026-11-15", "--end", "2026-11-16"]):
+        assert main([*argv, "--config", str(conf), "--engine", "local"]) == EXIT_CONFIG
+        err = capsys.readouterr().err
+        assert "--engine local" in err and "catalog tables" in err and "--engine auto" in err

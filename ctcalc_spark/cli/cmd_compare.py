@@ -6,7 +6,13 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ctcalc_spark.cli.common import add_config_arguments, config_from_args, session_for
+from ctcalc_spark.cli.common import (
+    ENGINE_HELP,
+    add_config_arguments,
+    config_from_args,
+    reads_through_spark,
+    session_for,
+)
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -35,9 +41,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--single-run", nargs=2, metavar=("RUN_A", "RUN_B"),
                         help="also check one run of A against one run of B for noise")
     parser.add_argument("--baseline", metavar="MODEL", help="model whose other runs give the seed noise (default A)")
-    parser.add_argument("--engine", choices=("auto", "local", "spark"), default="auto",
-                        help="read the tables with pyarrow (local paths) or Spark; auto: Spark only for remote "
-                             "paths or under spark-submit")
+    parser.add_argument("--engine", choices=("auto", "local", "spark"), default="auto", help=ENGINE_HELP)
 
 
 def _warnings(cfg: JobConfig, counts: pd.DataFrame, metric: pd.Series | None = None) -> list[str]:
@@ -121,9 +125,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _spark(args: argparse.Namespace, cfg: JobConfig):  # type: ignore[no-untyped-def]
-    remote = "://" in cfg.output.path and not cfg.output.path.startswith("file://")
-    use_spark = args.engine == "spark" or (args.engine == "auto" and (remote or getattr(args, "_submitted", False)))
-    return session_for(args, cfg, "ctcalc-compare") if use_spark else None
+    return session_for(args, cfg, "ctcalc-compare") if reads_through_spark(args, cfg) else None
 
 
 def _run_rolling(args: argparse.Namespace) -> int:

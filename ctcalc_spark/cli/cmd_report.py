@@ -4,7 +4,13 @@ from __future__ import annotations
 import argparse
 import sys
 
-from ctcalc_spark.cli.common import add_config_arguments, config_from_args
+from ctcalc_spark.cli.common import (
+    ENGINE_HELP,
+    add_config_arguments,
+    config_from_args,
+    reads_through_spark,
+    session_for,
+)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -25,6 +31,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     rule.add_argument("--threshold", type=float, default=None, metavar="X",
                       help="flag when the across-run mean bias moved more than X, for every model "
                            "(a fixed limit instead of --spread-k)")
+    parser.add_argument("--engine", choices=("auto", "local", "spark"), default="auto", help=ENGINE_HELP)
     parser.add_argument("--top", type=int, default=DEFAULT_TOP,
                         help=f"flagged moves listed on the page, largest first (default {DEFAULT_TOP}); "
                              "all of them go to the CSV and JSON")
@@ -34,17 +41,11 @@ def run(args: argparse.Namespace) -> int:
     from ctcalc_spark.core.windows import WindowSpec
     from ctcalc_spark.config import validate_ds
     from ctcalc_spark.reports.drift import write_report
-    from ctcalc_spark.spark.files import is_local
-
     cfg = config_from_args(args)
     validate_ds(args.start)
     validate_ds(args.end)
     spec = WindowSpec(args.window or cfg.rolling.window, args.days or cfg.rolling.days)
-    spark = None
-    if cfg.output.catalog or not is_local(cfg.output.path):  # catalog or remote tables: read them with Spark
-        from ctcalc_spark.cli.common import session_for
-
-        spark = session_for(args, cfg, "ctcalc-report")
+    spark = session_for(args, cfg, "ctcalc-report") if reads_through_spark(args, cfg) else None
     rep = write_report(cfg, args.start, args.end, out_dir=args.out, spec=spec, threshold=args.threshold,
                        spread_k=args.spread_k, top=args.top, spark=spark)
     whole = rep.whole

@@ -105,6 +105,28 @@ def upstream_overrides(args: argparse.Namespace, *, table: str) -> dict[str, Any
     return out
 
 
+ENGINE_HELP = ("read the tables with pyarrow here (local) or through Spark; auto: Spark for catalog tables, a "
+               "non-local output path or under spark-submit")
+
+
+def reads_through_spark(args: argparse.Namespace, cfg: JobConfig) -> bool:
+    """Whether a command that only reads the outputs (compare, report) reads them through Spark.
+
+    ``args.engine``: 'spark' and 'local' decide; 'auto' (and no ``engine`` attribute) takes Spark wherever pyarrow
+    in this process cannot read the tables: catalog tables, a non-local output path, or a run under spark-submit.
+    (With Spark Connect, ``output.path`` is a location client and server share: docs/storage.md.)
+    """
+    from ctcalc_spark.spark.files import is_local
+
+    engine = getattr(args, "engine", "auto") or "auto"
+    if engine == "local" and cfg.output.catalog:
+        raise ConfigError("--engine local reads output folders with pyarrow, but the outputs are catalog tables "
+                          "(output.database / output.tables are set); use --engine auto or --engine spark.")
+    if engine != "auto":
+        return engine == "spark"
+    return cfg.output.catalog or not is_local(cfg.output.path) or bool(getattr(args, "_submitted", False))
+
+
 def session_for(args: argparse.Namespace, cfg: JobConfig, app_name: str):  # type: ignore[no-untyped-def]
     """The SparkSession: spark-submit's when launched by it, else a local one from the config."""
     from ctcalc_spark.spark.session import build_session
