@@ -99,8 +99,8 @@ def free_port():
 
 
 @pytest.fixture(scope="session")
-def connect_server_session(tmp_path_factory):
-    """A Spark Connect client session on a Connect server process started for the test session.
+def connect_server(tmp_path_factory):
+    """The URL (``sc://127.0.0.1:<port>``) of a Spark Connect server process started for the test session.
 
     The server is ``spark-submit --class ...SparkConnectServer`` from this venv (local[2]), with this
     checkout first on its workers' PYTHONPATH (foreachBatch functions run in its Python processes); it is
@@ -111,9 +111,6 @@ def connect_server_session(tmp_path_factory):
     import subprocess
     import time
     from pathlib import Path
-
-    from ctcalc_spark.config import SparkConfig
-    from ctcalc_spark.spark.session import build_session
 
     work = tmp_path_factory.mktemp("connect_server")
     port = _free_port()
@@ -147,10 +144,7 @@ def connect_server_session(tmp_path_factory):
                     raise RuntimeError(f"The Spark Connect server did not listen on port {port} within 240 s; "
                                        f"its log ({log_path}) ends with:\n{log_path.read_text()[-3000:]}") from None
                 time.sleep(0.5)
-        session = build_session(SparkConfig(remote=f"sc://127.0.0.1:{port}", shuffle_partitions=4),
-                                app_name="ctcalc-connect-tests")
-        yield session
-        session.stop()
+        yield f"sc://127.0.0.1:{port}"
     finally:
         server.send_signal(signal.SIGTERM)
         try:
@@ -158,6 +152,20 @@ def connect_server_session(tmp_path_factory):
         except subprocess.TimeoutExpired:
             server.kill()
             server.wait(timeout=30)
+
+
+@pytest.fixture(scope="session")
+def connect_server_session(connect_server):
+    """A Spark Connect client session on :func:`connect_server`."""
+    from ctcalc_spark.config import SparkConfig
+    from ctcalc_spark.spark.session import build_session
+
+    before = os.environ.get("SPARK_CONNECT_MODE_ENABLED")
+    session = build_session(SparkConfig(remote=connect_server, shuffle_partitions=4), app_name="ctcalc-connect-tests")
+    if before is None:  # set by build_session when no classic session existed yet; connect_spark sets it per test
+        os.environ.pop("SPARK_CONNECT_MODE_ENABLED", None)
+    yield session
+    session.stop()
 
 
 @pytest.fixture()

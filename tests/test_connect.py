@@ -1,10 +1,13 @@
 """Evaluate and rolling on a Spark Connect session (a Connect server process, as shared and serverless
-platforms run it) give the same tables as on the classic session, to 1e-12."""
+platforms run it) give the same tables as on the classic session, to 1e-12; so does the CLI, pointed at the
+server by a config's ``spark.remote``."""
 from __future__ import annotations
 
 import numpy as np
 import pandas as pd
 import pytest
+
+from tests._json import json_differences
 
 pytestmark = pytest.mark.slow
 
@@ -60,3 +63,67 @@ def test_evaluate_and_rolling_on_spark_connect_equal_classic(spark, connect_spar
     _same(got.read("summaries"), want.read("summaries"), summary_keys)
     _same(got.read("rolling"), want.read("rolling"), ["ds", "window_spec", "model", "run", "slice_name", "slice_value"])
     assert got.check_days(DAYS) == [] and want.check_days(DAYS) == []
+
+
+def _cli(args: list[str], cwd) -> str:  # noqa: ANN001
+    """``python -m ctcalc_spark.cli ARGS`` in a fresh process, as a user runs it (no Connect flag in its
+    environment); its stdout."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    repo = str(Path(__file__).resolve().parents[1])
+    env = {k: v for k, v in os.environ.items() if k not in ("SPARK_CONNECT_MODE_ENABLED", "SPARK_REMOTE")}
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [repo, os.environ.get("PYTHONPATH")]))
+    proc = subprocess.run([sys.executable, "-m", "ctcalc_spark.cli", *args], cwd=cwd, env=env, capture_output=True,
+                          text=True, timeout=600)
+    assert proc.returncode == 0, f"{args[0]}: exit {proc.returncode}\n{proc.stdout[-2000:]}\n{proc.stderr[-4000:]}"
+    return proc.stdout
+
+
+def test_cli_on_a_connect_server_equals_classic(spark, connect_server, tmp_path):
+    """Every reading and writing command of the CLI, pointed at a Connect server by ``spark.remote``, in a process
+    of its own: evaluate and rolling write what the classic session writes, and compare and the drift report,
+    reading through the server (``--engine spark``), give what they give reading the folders here."""
+    import json
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    import yaml
+
+    from ctcalc_spark.config import config_from_dict
+    from ctcalc_spark.demo import generate_demo_eval
+    from ctcalc_spark.jobs.evaluate import evaluate
+    from ctcalc_spark.jobs.rolling import run_rolling
+    from ctcalc_spark.spark.storage import OutputStore
+
+    rows = generate_demo_eval(n_examples_per_day=1500, n_runs=3, n_days=len(DAYS), seed=5, start_ds=DAYS[0])
+    pq.write_to_dataset(pa.Table.from_pandas(rows, preserve_index=False), str(tmp_path / "eval"), partition_cols=["ds"])
+    job = {"task": "binary", "input": {"path": str(tmp_path / "eval")}, "split": {"bias_fraction": 0.1, "salt": "t"},
+           "rolling": {"window": "day"}}
+    cfgs = {name: config_from_dict({**job, "output": {"path": str(tmp_path / name)}})
+            for name in ("connect", "classic")}
+    conf = tmp_path / "job.yaml"
+    conf.write_text(yaml.safe_dump({**job, "output": {"path": str(tmp_path / "connect")},
+                                    "spark": {"remote": connect_server}}))
+    span = f"{DAYS[0]}..{DAYS[-1]}"
+    _cli(["evaluate", "--config", str(conf), "--ds", span], tmp_path)
+    _cli(["rolling", "--config", str(conf), "--ds", span], tmp_path)
+    evaluate(spark, cfgs["classic"], span)
+    run_rolling(spark, cfgs["classic"], DAYS)
+    got, want = OutputStore(cfgs["connect"]), OutputStore(cfgs["classic"])
+    _same(got.read("metrics"), want.read("metrics"), ["ds", "model", "run", "slice_name", "slice_value"])
+    _same(got.read("rolling"), want.read("rolling"), ["ds", "window_spec", "model", "run", "slice_name", "slice_value"])
+
+    pair = ["--a", "baseline", "--b", "dcn", "--ds-from", DAYS[0], "--ds-to", DAYS[-1], "--bootstrap", "200"]
+    for engine in ("spark", "local"):
+        _cli(["compare", "--config", str(conf), *pair, "--engine", engine, "--out", str(tmp_path / f"cmp_{engine}")],
+             tmp_path)
+        _cli(["report", "--config", str(conf), "--start", DAYS[0], "--end", DAYS[-1], "--engine", engine,
+              "--out", str(tmp_path / f"rep_{engine}")], tmp_path)
+    cmp = {e: json.loads((tmp_path / f"cmp_{e}" / "comparison.json").read_text()) for e in ("spark", "local")}
+    assert json_differences(cmp["spark"], cmp["local"]) == [] and cmp["spark"]["comparisons"][0]["m_a"] == 3
+    rep = {e: json.loads((tmp_path / f"rep_{e}" / f"drift_{DAYS[0]}_{DAYS[-1]}.json").read_text())
+           for e in ("spark", "local")}
+    assert json_differences(rep["spark"], rep["local"]) == [] and len(rep["spark"]["rows"]) > 0

@@ -95,6 +95,7 @@ def build_session(
         from pyspark.sql.connect.session import SparkSession as ConnectSession
 
         builder = ConnectSession.builder.appName(app_name).remote(remote).config(map={**launch, **BASE_CONF})
+        _functions_for_connect()
     elif remote:
         builder = builder.remote(remote).config(map={**launch, **BASE_CONF})
     else:
@@ -114,6 +115,21 @@ def build_session(
             .getOrCreate()
     _apply_runtime(spark, {**BASE_CONF, **{str(k): str(v) for k, v in cfg.conf.items()}})
     return spark
+
+
+def _functions_for_connect() -> None:
+    """Make ``pyspark.sql.functions`` build Spark Connect columns in a process without a classic session.
+
+    pyspark decides per call, by ``SPARK_CONNECT_MODE_ENABLED`` in the environment; its own builder sets it when
+    it creates a Connect session, the Connect builder used for ``sc://`` URLs does not. Without it every
+    ``F.expr`` of a ``ctcalc`` CLI process on ``spark.remote: sc://...`` failed with an AssertionError. A
+    process that holds a classic session as well (the tests) is left alone: setting it would turn that
+    session's columns into Connect ones; such code sets it around its Connect work.
+    """
+    from pyspark.sql.session import SparkSession as ClassicSession
+
+    if ClassicSession._instantiatedSession is None:
+        os.environ["SPARK_CONNECT_MODE_ENABLED"] = "1"
 
 
 def _fast_local_files(cfg: SparkConfig, launch: Mapping[str, str]) -> dict[str, str]:
