@@ -127,3 +127,35 @@ def test_cli_on_a_connect_server_equals_classic(spark, connect_server, tmp_path)
     rep = {e: json.loads((tmp_path / f"rep_{e}" / f"drift_{DAYS[0]}_{DAYS[-1]}.json").read_text())
            for e in ("spark", "local")}
     assert json_differences(rep["spark"], rep["local"]) == [] and len(rep["spark"]["rows"]) > 0
+
+
+def test_score_on_a_connect_server_from_relative_paths(connect_server, tmp_path):
+    """``ctcalc score --engine spark`` on a Connect server whose working folder is not the client's: the relative
+    table, models and output paths are the client's (made absolute before they reach the server), and the
+    scores equal the local engine's (logits to float32 rounding: the engines batch differently)."""
+    import pandas as pd
+
+    pytest.importorskip("torch")
+    from ctcalc_spark.upstream.config import TableColumns, TableSource
+    from ctcalc_spark.upstream.data import write_census_like
+    from ctcalc_spark.upstream.models import ModelSpec
+    from ctcalc_spark.upstream.score import find_models, score_table
+    from ctcalc_spark.upstream.table import read_table
+    from ctcalc_spark.upstream.train import train_table_models
+
+    census = write_census_like(tmp_path / "data", n_train=2_000, n_eval=1_500, seed=4, eval_days=2)
+    cols = TableColumns(categorical=("work class", "education", "sex"), numeric=("age", "hours-per-week"),
+                        label="income", positive_label=">50K", example_id="person id", ds="interview date",
+                        null_values=("?",))
+    train_table_models({"lr": ModelSpec(arch="lr", batch_size=512)}, read_table(TableSource(
+        path=str(census["train"]), format="csv")), cols, seeds=[0], models_dir=tmp_path / "models")
+    local = score_table(find_models(tmp_path / "models"), TableSource(path=str(census["eval"]), format="csv"),
+                        tmp_path / "local")
+    relative = census["eval"].relative_to(tmp_path)
+    _cli(["score", "--eval", str(relative), "--format", "csv", "--models-dir", "models", "--out", "scores",
+          "--engine", "spark", "--set", f"spark.remote={connect_server}"], tmp_path)
+    a, b = pd.read_parquet(tmp_path / "local"), pd.read_parquet(tmp_path / "scores")
+    both = a.merge(b, on=["model", "run", "example_id"], suffixes=("_local", "_spark"), validate="one_to_one")
+    assert len(both) == len(a) == len(b) == 1_500 and sorted(local.rows_per_day) == sorted(b["ds"].astype(str).unique())
+    assert (both["label_local"] == both["label_spark"]).all()
+    np.testing.assert_allclose(both["logit_local"], both["logit_spark"], rtol=0, atol=1e-6)

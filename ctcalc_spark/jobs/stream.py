@@ -61,7 +61,7 @@ from ctcalc_spark.core.windows import (
 )
 from ctcalc_spark.errors import ConfigError, CtcalcError, InputError
 from ctcalc_spark.jobs.evaluate import check_finite
-from ctcalc_spark.spark.files import FileStore, is_local, local_path
+from ctcalc_spark.spark.files import FileStore, absolute, is_local, local_path
 from ctcalc_spark.spark import names
 from ctcalc_spark.spark.scan import INVALID_REASONS, decode_aggregate, group_columns, summary_aggregation
 from ctcalc_spark.spark.storage import OutputStore, check_columns, required_columns
@@ -684,17 +684,14 @@ def read_stream(spark: SparkSession, cfg: JobConfig) -> tuple[DataFrame, StructT
     return df, None
 
 
-def _absolute(path: str | None) -> str | None:
-    """Local paths made absolute here: the handler may run in another process (Spark Connect) and cwd."""
-    return os.path.abspath(local_path(path)) if path and is_local(path) else path
-
-
 def resolved(cfg: JobConfig) -> JobConfig:
-    """The config with its output, source and checkpoint paths absolute (as the client sees them)."""
+    """The config with its output, source and checkpoint paths absolute (as the client sees them): the handler
+    may run in another process with another working folder (Spark Connect)."""
     s = cfg.stream
     return dataclasses.replace(
-        cfg, output=dataclasses.replace(cfg.output, path=_absolute(cfg.output.path)),
-        stream=dataclasses.replace(s, path=_absolute(s.path), checkpoint=_absolute(s.checkpoint)),
+        cfg, output=dataclasses.replace(cfg.output, path=absolute(cfg.output.path)),
+        stream=dataclasses.replace(s, path=s.path and absolute(s.path),
+                                   checkpoint=s.checkpoint and absolute(s.checkpoint)),
     )
 
 

@@ -35,6 +35,12 @@ def is_local(path: str) -> bool:
     return path.startswith("file:") or "://" not in path
 
 
+def absolute(path: str) -> str:
+    """Local paths made absolute here, so that this process's notion of a relative path and Spark's cannot differ
+    (a Spark Connect server resolves one against its own working folder); other URIs without a trailing '/'."""
+    return os.path.abspath(local_path(path)) if is_local(path) else path.rstrip("/")
+
+
 def local_path(path: str) -> str:
     """The local path of a ``file:`` URI or plain path."""
     if path.startswith("file://"):

@@ -40,7 +40,7 @@ from typing import TYPE_CHECKING, Any, Iterable, Iterator, Mapping, Sequence
 
 from ctcalc_spark.config import JobConfig, OutputConfig, validate_ds
 from ctcalc_spark.errors import ConfigError, CtcalcError, InputError
-from ctcalc_spark.spark.files import FileStore, is_local, local_path, supports_exchange
+from ctcalc_spark.spark.files import FileStore, absolute, is_local, supports_exchange
 from ctcalc_spark.spark.names import col, quoted
 
 if TYPE_CHECKING:
@@ -79,11 +79,6 @@ def new_run_id() -> str:
 
 def _utc_now() -> str:
     return dt.datetime.now(dt.timezone.utc).isoformat(timespec="milliseconds")
-
-
-def _absolute(path: str) -> str:
-    """Local paths made absolute, so the client's and Spark's notion of a relative path cannot differ."""
-    return os.path.abspath(local_path(path)) if is_local(path) else path.rstrip("/")
 
 
 # ---- the evaluation rows ----------------------------------------------------------------------------
@@ -152,7 +147,7 @@ def _load(spark: SparkSession, cfg: JobConfig, days: Sequence[str] | None = None
                 reader = reader.options(**dict(cfg.input.options))
             if cfg.input.skip_unreadable_files:
                 reader = reader.option("ignoreCorruptFiles", "true")
-            root = _absolute(str(cfg.input.path))
+            root = absolute(str(cfg.input.path))
             day_paths = _day_folders(root, cfg.columns.ds, days)
             with _listing_on_driver(spark, is_local(root)):
                 df = reader.option("basePath", root).load(day_paths) if day_paths else reader.load(root)
@@ -486,7 +481,7 @@ class OutputStore:
     def __init__(self, cfg: JobConfig | OutputConfig, spark: SparkSession | None = None) -> None:
         self.output = cfg.output if isinstance(cfg, JobConfig) else cfg
         self.spark = spark
-        self.root = _absolute(self.output.path)
+        self.root = absolute(self.output.path)
         self._files: FileStore | None = None
         self._exchange: dict[str, bool] = {}
 
@@ -762,7 +757,7 @@ class OutputStore:
             FileStore(loc)
         except ConfigError:
             return None
-        return _absolute(loc)
+        return absolute(loc)
 
 
 def _one_per_dir(files: Sequence[str]) -> list[str]:
@@ -947,7 +942,7 @@ def _prepare_catalog_table(spark: SparkSession, name: str, frame: DataFrame, par
     loc, provider = info.get("Location"), str(info.get("Provider", "")).lower()
     if provider not in FILE_PROVIDERS or not loc or not is_local(loc):
         return None
-    return _absolute(loc)
+    return absolute(loc)
 
 
 def _overwrite_catalog_partitions(spark: SparkSession, name: str, frame: DataFrame) -> None:

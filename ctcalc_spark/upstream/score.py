@@ -43,6 +43,7 @@ import pyarrow.parquet as pq
 import torch
 
 from ctcalc_spark.errors import InputError
+from ctcalc_spark.spark.files import absolute
 from ctcalc_spark.upstream.config import OUTPUT_COLUMNS, WRITE_MODES, TableColumns, TableSource
 from ctcalc_spark.upstream.models import CtrModel
 from ctcalc_spark.upstream.table import (
@@ -508,7 +509,7 @@ def read_spark_table(spark: SparkSession, source: TableSource) -> SparkDataFrame
         reader = reader.option("header", source.csv_header).option("sep", source.csv_delimiter).option(
             "inferSchema", False)
     try:
-        return reader.load(source.path)
+        return reader.load(absolute(str(source.path)))
     except Exception as e:  # AnalysisException: path missing or unreadable
         raise InputError(f"Cannot read {source.path!r} as {source.format}: {str(e).splitlines()[0]}") from e
 
@@ -523,7 +524,7 @@ def write_spark_scores(scored: SparkDataFrame, out_path: str, *, mode: str = "pa
         writer = writer.mode("overwrite").option("partitionOverwriteMode",
                                                   "dynamic" if mode == "partitions" else "static")
     try:
-        writer.parquet(out_path)
+        writer.parquet(absolute(str(out_path)))
     except Exception as e:  # AnalysisException: the path exists under mode 'error'
         if mode == "error" and "already exists" in str(e).lower():
             raise InputError(
@@ -535,7 +536,7 @@ def write_spark_scores(scored: SparkDataFrame, out_path: str, *, mode: str = "pa
 def spark_table_report(spark: SparkSession, out_path: str, models: Sequence[tuple[str, int]]) -> ScoreReport:
     """Rows and files per ds partition of the whole evaluation table at ``out_path`` after a write (native scan,
     public APIs); with mode ``partitions`` it also counts days this call did not write, and says so."""
-    table = spark.read.parquet(out_path)
+    table = spark.read.parquet(absolute(str(out_path)))
     rows = {str(r["ds"]): int(r["count"]) for r in table.groupBy("ds").count().collect()}
     files: Counter[str] = Counter()
     for f in table.inputFiles():
