@@ -252,3 +252,27 @@ def test_local_engine_on_catalog_tables_is_a_config_error(tmp_path, capsys):
         assert main([*argv, "--config", str(conf), "--engine", "local"]) == EXIT_CONFIG
         err = capsys.readouterr().err
         assert "--engine local" in err and "catalog tables" in err and "--engine auto" in err
+
+
+def test_unreachable_connect_server_fails_at_once_naming_it(free_port, tmp_path):
+    """pyspark alone retried a wrong spark.remote for more than 5 minutes without a word."""
+    import time
+
+    port = free_port()  # nothing listens there
+    start = time.perf_counter()
+    done = _cli("evaluate", "--config", str(example_config("demo.yaml")), "--ds", "2026-11-15",
+                "--set", f"output.path={tmp_path / 'out'}", "--set", f"spark.remote=sc://127.0.0.1:{port}/;token=s3cret")
+    assert done.returncode == EXIT_RUNTIME and time.perf_counter() - start < 60
+    assert f"Cannot reach the Spark Connect server sc://127.0.0.1:{port}/ (127.0.0.1:{port}): Connection refused" \
+        in done.stderr and "s3cret" not in done.stderr
+    assert not (tmp_path / "out").exists()
+
+
+def test_connect_probe_is_skipped_behind_a_proxy(free_port, monkeypatch):
+    from ctcalc_spark.spark.session import check_connect_server
+
+    url = f"sc://127.0.0.1:{free_port()}"
+    with pytest.raises(ConnectionError, match="Cannot reach"):
+        check_connect_server(url, timeout_s=5)
+    monkeypatch.setenv("grpc_proxy", "http://proxy.internal:3128")  # gRPC would connect through it
+    assert check_connect_server(url, timeout_s=5) is None

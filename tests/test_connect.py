@@ -3,6 +3,9 @@ platforms run it) give the same tables as on the classic session, to 1e-12; so d
 server by a config's ``spark.remote``."""
 from __future__ import annotations
 
+import sys
+from pathlib import Path
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -12,6 +15,7 @@ from tests._json import json_differences
 pytestmark = pytest.mark.slow
 
 DAYS = ["2026-11-15", "2026-11-16", "2026-11-17"]
+REPO = Path(__file__).resolve().parents[1]
 
 
 def _same(a: pd.DataFrame, b: pd.DataFrame, keys: list[str]) -> None:
@@ -65,19 +69,19 @@ def test_evaluate_and_rolling_on_spark_connect_equal_classic(spark, connect_spar
     assert got.check_days(DAYS) == [] and want.check_days(DAYS) == []
 
 
-def _cli(args: list[str], cwd) -> str:  # noqa: ANN001
-    """``python -m ctcalc_spark.cli ARGS`` in a fresh process, as a user runs it (no Connect flag in its
-    environment); its stdout."""
+def _cli(args: list[str], cwd, *, command: list[str] | None = None, remote: str | None = None) -> str:  # noqa: ANN001
+    """``python -m ctcalc_spark.cli ARGS`` (or ``command`` ARGS) in a fresh process, as a user runs it: no Connect
+    flag in its environment, ``SPARK_REMOTE`` only when ``remote`` is given; its stdout."""
     import os
     import subprocess
     import sys
-    from pathlib import Path
 
-    repo = str(Path(__file__).resolve().parents[1])
     env = {k: v for k, v in os.environ.items() if k not in ("SPARK_CONNECT_MODE_ENABLED", "SPARK_REMOTE")}
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [repo, os.environ.get("PYTHONPATH")]))
-    proc = subprocess.run([sys.executable, "-m", "ctcalc_spark.cli", *args], cwd=cwd, env=env, capture_output=True,
-                          text=True, timeout=600)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))
+    if remote:
+        env["SPARK_REMOTE"] = remote
+    proc = subprocess.run([*(command or [sys.executable, "-m", "ctcalc_spark.cli"]), *args], cwd=cwd, env=env,
+                          capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, f"{args[0]}: exit {proc.returncode}\n{proc.stdout[-2000:]}\n{proc.stderr[-4000:]}"
     return proc.stdout
 
@@ -85,7 +89,8 @@ def _cli(args: list[str], cwd) -> str:  # noqa: ANN001
 def test_cli_on_a_connect_server_equals_classic(spark, connect_server, tmp_path):
     """Every reading and writing command of the CLI, pointed at a Connect server by ``spark.remote``, in a process
     of its own: evaluate and rolling write what the classic session writes, and compare and the drift report,
-    reading through the server (``--engine spark``), give what they give reading the folders here."""
+    reading through the server (``--engine spark``), give what they give reading the folders here. A submitted
+    job (``spark-submit jobs/evaluate.py``) reaches the server through ``SPARK_REMOTE``."""
     import json
 
     import pyarrow as pa
@@ -103,17 +108,23 @@ def test_cli_on_a_connect_server_equals_classic(spark, connect_server, tmp_path)
     job = {"task": "binary", "input": {"path": str(tmp_path / "eval")}, "split": {"bias_fraction": 0.1, "salt": "t"},
            "rolling": {"window": "day"}}
     cfgs = {name: config_from_dict({**job, "output": {"path": str(tmp_path / name)}})
-            for name in ("connect", "classic")}
+            for name in ("connect", "classic", "submitted")}
     conf = tmp_path / "job.yaml"
     conf.write_text(yaml.safe_dump({**job, "output": {"path": str(tmp_path / "connect")},
                                     "spark": {"remote": connect_server}}))
     span = f"{DAYS[0]}..{DAYS[-1]}"
     _cli(["evaluate", "--config", str(conf), "--ds", span], tmp_path)
     _cli(["rolling", "--config", str(conf), "--ds", span], tmp_path)
+    submitted = tmp_path / "submitted.yaml"
+    submitted.write_text(yaml.safe_dump({**job, "output": {"path": str(tmp_path / "submitted")}}))
+    _cli(["--config", str(submitted), "--ds", span], tmp_path, remote=connect_server,
+         command=[str(Path(sys.executable).parent / "spark-submit"), str(REPO / "jobs" / "evaluate.py")])
     evaluate(spark, cfgs["classic"], span)
     run_rolling(spark, cfgs["classic"], DAYS)
     got, want = OutputStore(cfgs["connect"]), OutputStore(cfgs["classic"])
     _same(got.read("metrics"), want.read("metrics"), ["ds", "model", "run", "slice_name", "slice_value"])
+    _same(OutputStore(cfgs["submitted"]).read("metrics"), want.read("metrics"),
+          ["ds", "model", "run", "slice_name", "slice_value"])
     _same(got.read("rolling"), want.read("rolling"), ["ds", "window_spec", "model", "run", "slice_name", "slice_value"])
 
     pair = ["--a", "baseline", "--b", "dcn", "--ds-from", DAYS[0], "--ds-to", DAYS[-1], "--bootstrap", "200"]

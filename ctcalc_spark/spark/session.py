@@ -87,6 +87,8 @@ def build_session(
     builder = SparkSession.builder.appName(app_name)
     remote = cfg.remote or os.environ.get("SPARK_REMOTE")
     fast: dict[str, str] = {}
+    if remote and remote.startswith("sc://") and (not submitted or os.environ.get("SPARK_REMOTE") == remote):
+        check_connect_server(remote)
     if submitted:
         builder = builder.config(map=dict(BASE_CONF))
     elif remote and remote.startswith("sc://"):
@@ -115,6 +117,40 @@ def build_session(
             .getOrCreate()
     _apply_runtime(spark, {**BASE_CONF, **{str(k): str(v) for k, v in cfg.conf.items()}})
     return spark
+
+
+CONNECT_DEFAULT_PORT = 15002
+CONNECT_PROBE_TIMEOUT_S = 10.0
+PROXY_VARIABLES = ("grpc_proxy", "https_proxy", "http_proxy", "GRPC_PROXY", "HTTPS_PROXY", "HTTP_PROXY")
+
+
+def check_connect_server(url: str, timeout_s: float = CONNECT_PROBE_TIMEOUT_S) -> None:
+    """Fail at once, naming the URL, when nothing accepts connections at a Spark Connect URL's host and port.
+
+    pyspark's client retries an unreachable server for many minutes without a word: ``ctcalc evaluate`` with a
+    wrong port printed nothing for more than 5 minutes. This opens (and closes) one TCP connection first. It is
+    skipped behind a proxy (the proxy variables gRPC reads are set), where the client does not connect directly,
+    and for a URL it cannot parse, which pyspark then reports itself.
+    """
+    import socket
+    from urllib.parse import urlparse
+
+    if any(os.environ.get(name) for name in PROXY_VARIABLES):
+        return
+    try:
+        parsed = urlparse(url)
+        host, port = parsed.hostname, parsed.port or CONNECT_DEFAULT_PORT
+    except ValueError:
+        return
+    if not host:
+        return
+    try:
+        socket.create_connection((host, port), timeout=timeout_s).close()
+    except OSError as e:
+        raise ConnectionError(
+            f"Cannot reach the Spark Connect server {url.split(';')[0]} ({host}:{port}): {e.strerror or e}. Check "
+            "spark.remote (or SPARK_REMOTE) and that the server is running (Spark's sbin/start-connect-server.sh)."
+        ) from None
 
 
 def _functions_for_connect() -> None:
