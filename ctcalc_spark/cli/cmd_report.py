@@ -41,6 +41,7 @@ def run(args: argparse.Namespace) -> int:
     from ctcalc_spark.core.windows import WindowSpec
     from ctcalc_spark.config import validate_ds
     from ctcalc_spark.reports.drift import write_report
+
     cfg = config_from_args(args)
     validate_ds(args.start)
     validate_ds(args.end)
