@@ -97,6 +97,7 @@ print(json.dumps({"evaluate": first.run_id, "rolling": roll.run_id, "paths": fir
     cli = subprocess.run([sys.executable, "-m", "ctcalc_spark.cli", "evaluate", "--config", str(conf), "--ds", DAYS[1]],
                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
     assert cli.returncode == 0, cli.stderr[-4000:]
+    assert "Truncated the string representation of a plan" not in cli.stderr  # spark.sql.debug.maxToStringFields
 
     # 4. read everything back through the metastore
     dump = _run(PREAMBLE + """

@@ -82,6 +82,9 @@ def build_session(
             # operation, to quote the calling line in Spark's error text; the jobs build large expressions
             # and give one-line errors of their own. A config's spark.conf can turn it back on.
             DATAFRAME_DEBUGGING: "false",
+            # The scan's plan has more fields than Spark's default 25, and every evaluate printed "WARN
+            # SparkStringUtils: Truncated the string representation of a plan" for it: noise, not a problem.
+            "spark.sql.debug.maxToStringFields": "100",
         }
     launch.update({str(k): str(v) for k, v in cfg.conf.items()})
     builder = SparkSession.builder.appName(app_name)
