@@ -6,8 +6,9 @@ from typing import Any
 
 
 def json_differences(a: Any, b: Any, *, rtol: float = 1e-12, path: str = "") -> list[str]:  # noqa: ANN401
-    """Where ``a`` and ``b`` differ: structure, text and integers exactly; floats to ``rtol`` (relative), since
-    the two paths may add the same numbers in another order. Empty when they agree."""
+    """Where ``a`` and ``b`` differ: structure, text and integers exactly; floats to ``rtol`` relative (and
+    ``rtol``·1e-3 absolute, for values at or near 0), since the two paths may add the same numbers in another
+    order. Empty when they agree."""
     if isinstance(a, dict) and isinstance(b, dict):
         if set(a) != set(b):
             return [f"{path or '.'}: keys {sorted(set(a) ^ set(b))} in one only"]

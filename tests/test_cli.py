@@ -258,10 +258,16 @@ def test_unreachable_connect_server_fails_at_once_naming_it(free_port, tmp_path)
     """pyspark alone retried a wrong spark.remote for more than 5 minutes without a word."""
     import time
 
+    from ctcalc_spark.spark.session import PROXY_VARIABLES
+
     port = free_port()  # nothing listens there
     start = time.perf_counter()
-    done = _cli("evaluate", "--config", str(example_config("demo.yaml")), "--ds", "2026-11-15",
-                "--set", f"output.path={tmp_path / 'out'}", "--set", f"spark.remote=sc://127.0.0.1:{port}/;token=s3cret")
+    env = {k: v for k, v in os.environ.items() if k not in PROXY_VARIABLES}  # the probe is skipped behind a proxy
+    done = subprocess.run([sys.executable, "-m", "ctcalc_spark.cli", "evaluate", "--config",
+                           str(example_config("demo.yaml")), "--ds", "2026-11-15",
+                           "--set", f"output.path={tmp_path / 'out'}",
+                           "--set", f"spark.remote=sc://127.0.0.1:{port}/;token=s3cret"],
+                          capture_output=True, text=True, cwd=ROOT, env=env, timeout=120)
     assert done.returncode == EXIT_RUNTIME and time.perf_counter() - start < 60
     assert f"Cannot reach the Spark Connect server sc://127.0.0.1:{port}/ (127.0.0.1:{port}): Connection refused" \
         in done.stderr and "s3cret" not in done.stderr
@@ -269,8 +275,10 @@ def test_unreachable_connect_server_fails_at_once_naming_it(free_port, tmp_path)
 
 
 def test_connect_probe_is_skipped_behind_a_proxy(free_port, monkeypatch):
-    from ctcalc_spark.spark.session import check_connect_server
+    from ctcalc_spark.spark.session import PROXY_VARIABLES, check_connect_server
 
+    for name in PROXY_VARIABLES:
+        monkeypatch.delenv(name, raising=False)
     url = f"sc://127.0.0.1:{free_port()}"
     with pytest.raises(ConnectionError, match="Cannot reach"):
         check_connect_server(url, timeout_s=5)

@@ -69,12 +69,11 @@ def test_evaluate_and_rolling_on_spark_connect_equal_classic(spark, connect_spar
     assert got.check_days(DAYS) == [] and want.check_days(DAYS) == []
 
 
-def _cli(args: list[str], cwd, *, command: list[str] | None = None, remote: str | None = None) -> str:  # noqa: ANN001
+def _cli(args: list[str], cwd: Path, *, command: list[str] | None = None, remote: str | None = None) -> str:
     """``python -m ctcalc_spark.cli ARGS`` (or ``command`` ARGS) in a fresh process, as a user runs it: no Connect
     flag in its environment, ``SPARK_REMOTE`` only when ``remote`` is given; its stdout."""
     import os
     import subprocess
-    import sys
 
     env = {k: v for k, v in os.environ.items() if k not in ("SPARK_CONNECT_MODE_ENABLED", "SPARK_REMOTE")}
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))
@@ -87,8 +86,8 @@ def _cli(args: list[str], cwd, *, command: list[str] | None = None, remote: str 
 
 
 def test_cli_on_a_connect_server_equals_classic(spark, connect_server, tmp_path):
-    """Every reading and writing command of the CLI, pointed at a Connect server by ``spark.remote``, in a process
-    of its own: evaluate and rolling write what the classic session writes, and compare and the drift report,
+    """The CLI's evaluate, rolling, compare and report, pointed at a Connect server by ``spark.remote``, each in a
+    process of its own: evaluate and rolling write what the classic session writes, and compare and the report,
     reading through the server (``--engine spark``), give what they give reading the folders here. A submitted
     job (``spark-submit jobs/evaluate.py``) reaches the server through ``SPARK_REMOTE``."""
     import json
