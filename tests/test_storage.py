@@ -151,3 +151,23 @@ def test_a_write_leaves_one_file_per_partition_in_one_task_or_sized_by_spark(spa
     got = store.read("metrics").sort_values("value")
     assert got["value"].tolist() == list(np.arange(30_000.0))
     assert (got["ds"].to_numpy() == np.repeat(days, 1000)).all()
+
+
+def test_a_missing_output_database_fails_before_any_work(spark, demo_config, tmp_path):
+    """The jobs create missing tables, not databases: a database that does not exist is a config error raised
+    before the scan (the input here does not exist either, and is never reached), not Spark's SCHEMA_NOT_FOUND
+    at the write."""
+    from ctcalc_spark.errors import ConfigError
+    from ctcalc_spark.jobs.evaluate import evaluate
+    from ctcalc_spark.jobs.rolling import run_rolling
+
+    missing = demo_config(output={"path": str(tmp_path / "out"), "database": "no_such_db"})
+    for job in (lambda: evaluate(spark, missing, "2026-11-15"), lambda: run_rolling(spark, missing, "2026-11-15")):
+        with pytest.raises(ConfigError, match=r"\['no_such_db'\] do not exist .* CREATE DATABASE no_such_db"):
+            job()
+    named = demo_config(output={"path": str(tmp_path / "out"), "database": "default",
+                                "tables": {"metrics": "elsewhere.m"}})
+    with pytest.raises(ConfigError, match=r"\['elsewhere'\] do not exist"):
+        OutputStore(named, spark).check_databases()
+    OutputStore(demo_config(output={"path": str(tmp_path / "out"), "database": "default"}), spark).check_databases()
+    OutputStore(demo_config(), spark).check_databases()  # folders: nothing to check

@@ -240,6 +240,8 @@ def evaluate(
     if known_bias is not None and len(days) != 1:
         raise ConfigError("A known bias (in-scan exact sums) is for one day at a time; evaluate the range first, "
                           "then run `ctcalc rolling --scan` day by day.")
+    if write:
+        OutputStore(cfg, spark).check_databases()
     df = read_input(spark, cfg, days)
     if cfg.task == "multiclass":
         if known_bias is not None:

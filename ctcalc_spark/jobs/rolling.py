@@ -148,6 +148,8 @@ def compute_rolling(cfg: JobConfig, ds: str | Sequence[str], spark: SparkSession
 def run_rolling(spark: SparkSession, cfg: JobConfig, ds: str | Sequence[str], *, write: bool = True,
                 allow_missing_days: bool = False) -> RollingResult:
     """Compute the rolling rows for each day of ``ds`` and replace their ``(window_spec, ds)`` partitions."""
+    if write:
+        OutputStore(cfg, spark).check_databases()
     result = compute_rolling(cfg, ds, spark, allow_missing_days=allow_missing_days)
     if write:
         with OutputStore(cfg, spark).transaction("rolling") as tx:

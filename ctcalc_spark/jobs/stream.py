@@ -759,6 +759,7 @@ def start_stream(
     cfg = resolved(cfg)
     token = uuid.uuid4().hex[:12]
     run = StreamRun(spark, cfg, token)
+    run.store.check_databases()
     run.check_checkpoint()
     df, schema = read_stream(spark, cfg)
     handler = BatchHandler(cfg, token=token, schema=schema, after_write=after_write)

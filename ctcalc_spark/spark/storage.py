@@ -565,6 +565,25 @@ class OutputStore:
             df = df.where(F.col(col).cast("string").isin([str(v) for v in values]))
         return df
 
+    def check_databases(self) -> None:
+        """For catalog outputs: fail before any work when a database the tables go to does not exist.
+
+        The jobs create missing tables, not databases (where a database lives and who may create one is the
+        platform's decision). Without this check a job scanned its input and then failed at the write with
+        Spark's SCHEMA_NOT_FOUND; a stream failed in its first batch.
+        """
+        if not self.catalog:
+            return
+        spark = self._session("Checking the output database")
+        names = {self.location(t) for t in PARTITIONS}
+        missing = sorted({n.rsplit(".", 1)[0] for n in names if "." in n
+                          and not spark.catalog.databaseExists(n.rsplit(".", 1)[0])})
+        if missing:
+            raise ConfigError(
+                f"The output database(s) {missing} do not exist in the session's catalog (output.database / "
+                f"output.tables). Create them first (e.g. CREATE DATABASE {missing[0]}) or name existing ones; "
+                "the jobs create missing tables, not databases.")
+
     def exists(self, table: str) -> bool:
         if self.catalog:
             return bool(self._session("Checking a catalog table").catalog.tableExists(self.location(table)))
