@@ -13,7 +13,6 @@ in its own process, one after the other.
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import textwrap
@@ -24,11 +23,11 @@ import pandas as pd
 import pytest
 import yaml
 
+from tests._cli import run_cli
 from tests._json import json_differences
 
 pytestmark = pytest.mark.slow
 
-REPO = Path(__file__).resolve().parents[1]
 DAYS = ["2026-11-15", "2026-11-16", "2026-11-17"]
 KEYS = ["ds", "model", "run", "slice_name", "slice_value"]
 
@@ -50,11 +49,7 @@ def _config(tmp: Path) -> dict:
 
 
 def _run(script: str, tmp: Path, *args: str) -> subprocess.CompletedProcess:
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH")) if p)}
-    proc = subprocess.run([sys.executable, "-c", textwrap.dedent(script), *args], cwd=tmp, env=env,
-                          capture_output=True, text=True, timeout=600)
-    assert proc.returncode == 0, f"exit {proc.returncode}\n{proc.stdout[-3000:]}\n{proc.stderr[-6000:]}"
-    return proc
+    return run_cli(args, cwd=tmp, command=[sys.executable, "-c", textwrap.dedent(script)])
 
 
 PREAMBLE = """
@@ -93,10 +88,7 @@ print(json.dumps({"evaluate": first.run_id, "rolling": roll.run_id, "paths": fir
 """, tmp_path, str(conf), f"{DAYS[0]}..{DAYS[-1]}")
 
     # 3. a rerun of one day through the CLI: the Hive catalog comes from the config's spark.conf
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH")) if p)}
-    cli = subprocess.run([sys.executable, "-m", "ctcalc_spark.cli", "evaluate", "--config", str(conf), "--ds", DAYS[1]],
-                         cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
-    assert cli.returncode == 0, cli.stderr[-4000:]
+    cli = run_cli(["evaluate", "--config", str(conf), "--ds", DAYS[1]], cwd=tmp_path)
     assert "Truncated the string representation of a plan" not in cli.stderr  # spark.sql.debug.maxToStringFields
 
     # 4. read everything back through the metastore
@@ -144,9 +136,7 @@ print(json.dumps(out))
     for name, config in (("catalog", conf), ("folders", path_conf)):
         for argv in (["compare", *pair, "--out", str(tmp_path / f"cmp_{name}")],
                      ["report", "--start", DAYS[0], "--end", DAYS[-1], "--out", str(tmp_path / f"rep_{name}")]):
-            done = subprocess.run([sys.executable, "-m", "ctcalc_spark.cli", *argv, "--config", str(config)],
-                                  cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
-            assert done.returncode == 0, f"{name} {argv[0]}: {done.stderr[-4000:]}"
+            run_cli([*argv, "--config", str(config)], cwd=tmp_path)
     cmp = [json.loads((tmp_path / f"cmp_{n}" / "comparison.json").read_text()) for n in ("catalog", "folders")]
     assert json_differences(cmp[0], cmp[1]) == [] and cmp[0]["comparisons"][0]["m_a"] == 3
     rep = [json.loads((tmp_path / f"rep_{n}" / f"drift_{DAYS[0]}_{DAYS[-1]}.json").read_text())

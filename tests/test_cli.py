@@ -18,6 +18,7 @@ from ctcalc_spark.errors import (
     ConfigError, DegenerateBiasError, InputError, MissingDependencyError,
 )
 from ctcalc_spark.where import conf_dir, example_config, submit_script
+from tests._cli import run_cli
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -262,13 +263,11 @@ def test_unreachable_connect_server_fails_at_once_naming_it(free_port, tmp_path)
 
     port = free_port()  # nothing listens there
     start = time.perf_counter()
-    env = {k: v for k, v in os.environ.items() if k not in PROXY_VARIABLES}  # the probe is skipped behind a proxy
-    done = subprocess.run([sys.executable, "-m", "ctcalc_spark.cli", "evaluate", "--config",
-                           str(example_config("demo.yaml")), "--ds", "2026-11-15",
-                           "--set", f"output.path={tmp_path / 'out'}",
-                           "--set", f"spark.remote=sc://127.0.0.1:{port}/;token=s3cret"],
-                          capture_output=True, text=True, cwd=ROOT, env=env, timeout=120)
-    assert done.returncode == EXIT_RUNTIME and time.perf_counter() - start < 60
+    done = run_cli(["evaluate", "--config", str(example_config("demo.yaml")), "--ds", "2026-11-15",
+                    "--set", f"output.path={tmp_path / 'out'}",
+                    "--set", f"spark.remote=sc://127.0.0.1:{port}/;token=s3cret"],
+                   drop=PROXY_VARIABLES, expect=EXIT_RUNTIME, timeout=120)  # the probe is skipped behind a proxy
+    assert time.perf_counter() - start < 60
     assert f"Cannot reach the Spark Connect server sc://127.0.0.1:{port}/ (127.0.0.1:{port}): Connection refused" \
         in done.stderr and "s3cret" not in done.stderr
     assert not (tmp_path / "out").exists()

@@ -112,13 +112,13 @@ ENGINE_HELP = ("read the tables with pyarrow here (local) or through Spark; auto
 def reads_through_spark(args: argparse.Namespace, cfg: JobConfig) -> bool:
     """Whether a command that only reads the outputs (compare, report) reads them through Spark.
 
-    ``args.engine``: 'spark' and 'local' decide; 'auto' (and no ``engine`` attribute) takes Spark wherever pyarrow
-    in this process cannot read the tables: catalog tables, a non-local output path, or a run under spark-submit.
+    ``args.engine``: 'spark' and 'local' decide; 'auto' takes Spark wherever pyarrow in this process cannot read
+    the tables: catalog tables, a non-local output path, or a run under spark-submit.
     (With Spark Connect, ``output.path`` is a location client and server share: docs/storage.md.)
     """
     from ctcalc_spark.spark.files import is_local
 
-    engine = getattr(args, "engine", "auto") or "auto"
+    engine = args.engine
     if engine == "local" and cfg.output.catalog:
         raise ConfigError("--engine local reads output folders with pyarrow, but the outputs are catalog tables "
                           "(output.database / output.tables are set); use --engine auto or --engine spark.")

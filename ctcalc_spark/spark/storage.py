@@ -575,9 +575,8 @@ class OutputStore:
         if not self.catalog:
             return
         spark = self._session("Checking the output database")
-        names = {self.location(t) for t in PARTITIONS}
-        missing = sorted({n.rsplit(".", 1)[0] for n in names if "." in n
-                          and not spark.catalog.databaseExists(n.rsplit(".", 1)[0])})
+        databases = {name.rsplit(".", 1)[0] for name in map(self.location, PARTITIONS) if "." in name}
+        missing = sorted(d for d in databases if not spark.catalog.databaseExists(d))
         if missing:
             raise ConfigError(
                 f"The output database(s) {missing} do not exist in the session's catalog (output.database / "
