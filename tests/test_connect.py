@@ -10,12 +10,12 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from tests._cli import REPO, run_cli
 from tests._json import json_differences
 
 pytestmark = pytest.mark.slow
 
 DAYS = ["2026-11-15", "2026-11-16", "2026-11-17"]
-REPO = Path(__file__).resolve().parents[1]
 
 
 def _same(a: pd.DataFrame, b: pd.DataFrame, keys: list[str]) -> None:
@@ -69,19 +69,14 @@ def test_evaluate_and_rolling_on_spark_connect_equal_classic(spark, connect_spar
     assert got.check_days(DAYS) == [] and want.check_days(DAYS) == []
 
 
-def _cli(args: list[str], cwd: Path, *, command: list[str] | None = None, remote: str | None = None) -> str:
-    """``python -m ctcalc_spark.cli ARGS`` (or ``command`` ARGS) in a fresh process, as a user runs it: no Connect
-    flag in its environment, ``SPARK_REMOTE`` only when ``remote`` is given; its stdout."""
-    import os
-    import subprocess
-
-    env = {k: v for k, v in os.environ.items() if k not in ("SPARK_CONNECT_MODE_ENABLED", "SPARK_REMOTE")}
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))
-    if remote:
-        env["SPARK_REMOTE"] = remote
-    proc = subprocess.run([*(command or [sys.executable, "-m", "ctcalc_spark.cli"]), *args], cwd=cwd, env=env,
-                          capture_output=True, text=True, timeout=600)
-    assert proc.returncode == 0, f"{args[0]}: exit {proc.returncode}\n{proc.stdout[-2000:]}\n{proc.stderr[-4000:]}"
+def _cli(args: list[str], cwd: Path, *, command: list[str] | None = None, remote: str | None = None,
+         session: bool = True) -> str:
+    """The CLI (or ``command``) as a user runs it: no Connect flag in its environment, ``SPARK_REMOTE`` only when
+    ``remote`` is given; exit 0, and (``session``) its log names the Connect session, and no other. Its stdout."""
+    proc = run_cli(args, cwd=cwd, command=command, drop=("SPARK_CONNECT_MODE_ENABLED", "SPARK_REMOTE"),
+                   env={"SPARK_REMOTE": remote} if remote else None)
+    log = proc.stderr + proc.stdout  # under spark-submit the log lines reach stdout
+    assert ("Spark Connect session on sc://127.0.0.1:" in log) is session, log[-3000:]
     return proc.stdout
 
 
@@ -129,9 +124,9 @@ def test_cli_on_a_connect_server_equals_classic(spark, connect_server, tmp_path)
     pair = ["--a", "baseline", "--b", "dcn", "--ds-from", DAYS[0], "--ds-to", DAYS[-1], "--bootstrap", "200"]
     for engine in ("spark", "local"):
         _cli(["compare", "--config", str(conf), *pair, "--engine", engine, "--out", str(tmp_path / f"cmp_{engine}")],
-             tmp_path)
+             tmp_path, session=engine == "spark")  # local: pyarrow reads the folders, no session at all
         _cli(["report", "--config", str(conf), "--start", DAYS[0], "--end", DAYS[-1], "--engine", engine,
-              "--out", str(tmp_path / f"rep_{engine}")], tmp_path)
+              "--out", str(tmp_path / f"rep_{engine}")], tmp_path, session=engine == "spark")
     cmp = {e: json.loads((tmp_path / f"cmp_{e}" / "comparison.json").read_text()) for e in ("spark", "local")}
     assert json_differences(cmp["spark"], cmp["local"]) == [] and cmp["spark"]["comparisons"][0]["m_a"] == 3
     rep = {e: json.loads((tmp_path / f"rep_{e}" / f"drift_{DAYS[0]}_{DAYS[-1]}.json").read_text())

@@ -119,6 +119,9 @@ def build_session(
         spark = SparkSession.builder.appName(app_name).master(cfg.master).config(map={**launch, **BASE_CONF}) \
             .getOrCreate()
     _apply_runtime(spark, {**BASE_CONF, **{str(k): str(v) for k, v in cfg.conf.items()}})
+    url = os.environ.get("SPARK_REMOTE") if submitted else remote  # spark-submit ignores the config's remote
+    if url and is_connect(spark):  # say where the work goes (a classic session needs no line)
+        log.info("Spark Connect session on %s", url.split(";")[0])
     return spark
 
 
