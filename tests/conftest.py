@@ -100,12 +100,16 @@ def free_port():
 
 @pytest.fixture(scope="session")
 def connect_server(tmp_path_factory):
-    """The URL (``sc://127.0.0.1:<port>``) of a Spark Connect server process started for the test session.
+    """The URL (``sc://localhost:<port>/;token=<token>``) of a Spark Connect server process started for the test
+    session.
 
     The server is ``spark-submit --class ...SparkConnectServer`` from this venv (local[2]), with this
     checkout first on its workers' PYTHONPATH (foreachBatch functions run in its Python processes); it is
-    stopped by its PID at the end. Tests take :func:`connect_spark`, which also switches the functions API.
+    stopped by its PID at the end. It accepts only clients that send its token, as a shared server would, so every
+    Connect test also checks that the token reaches it (to 'localhost' pyspark sends a token without TLS). Tests
+    take :func:`connect_spark`, which also switches the functions API.
     """
+    import secrets
     import signal
     import socket
     import subprocess
@@ -114,13 +118,14 @@ def connect_server(tmp_path_factory):
 
     work = tmp_path_factory.mktemp("connect_server")
     port = _free_port()
+    token = "tok" + secrets.token_hex(8)
     repo = str(Path(__file__).resolve().parents[1])
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([repo, *filter(None, [os.environ.get("PYTHONPATH")])]),
                PYSPARK_PYTHON=sys.executable, SPARK_LOCAL_IP="127.0.0.1")
     submit = str(Path(sys.executable).parent / "spark-submit")
     conf = {"spark.connect.grpc.binding.port": str(port), "spark.ui.enabled": "false",
             "spark.sql.shuffle.partitions": "4", "spark.driver.memory": "2g",
-            "spark.sql.warehouse.dir": str(work / "warehouse"),
+            "spark.sql.warehouse.dir": str(work / "warehouse"), "spark.connect.authenticate.token": token,
             "spark.driver.extraJavaOptions": f"-Dderby.system.home={work / 'derby'}"}
     cmd = [submit, "--master", "local[2]", "--class", "org.apache.spark.sql.connect.service.SparkConnectServer"]
     for key, value in conf.items():
@@ -144,7 +149,7 @@ def connect_server(tmp_path_factory):
                     raise RuntimeError(f"The Spark Connect server did not listen on port {port} within 240 s; "
                                        f"its log ({log_path}) ends with:\n{log_path.read_text()[-3000:]}") from None
                 time.sleep(0.5)
-        yield f"sc://127.0.0.1:{port}"
+        yield f"sc://localhost:{port}/;token={token}"
     finally:
         server.send_signal(signal.SIGTERM)
         try:

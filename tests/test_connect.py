@@ -76,7 +76,8 @@ def _cli(args: list[str], cwd: Path, *, command: list[str] | None = None, remote
     proc = run_cli(args, cwd=cwd, command=command, drop=("SPARK_CONNECT_MODE_ENABLED", "SPARK_REMOTE"),
                    env={"SPARK_REMOTE": remote} if remote else None)
     log = proc.stderr + proc.stdout  # under spark-submit the log lines reach stdout
-    assert ("Spark Connect session on sc://127.0.0.1:" in log) is session, log[-3000:]
+    assert ("Spark Connect session on sc://localhost:" in log) is session, log[-3000:]
+    assert ";token=" not in log, log[-3000:]  # the token of the server's URL is never printed
     return proc.stdout
 
 
@@ -164,3 +165,32 @@ def test_score_on_a_connect_server_from_relative_paths(connect_server, tmp_path)
     assert len(both) == len(a) == len(b) == 1_500 and sorted(local.rows_per_day) == sorted(b["ds"].astype(str).unique())
     assert (both["label_local"] == both["label_spark"]).all()
     np.testing.assert_allclose(both["logit_local"], both["logit_spark"], rtol=0, atol=1e-6)
+
+
+def test_connect_server_that_refuses_the_client_fails_in_one_line(connect_server, tmp_path):
+    """A wrong token: pyspark's error is a multi-line gRPC dump whose first line (all the CLI used to show) says
+    only '<_InactiveRpcError of RPC that terminated with:'. A token to a host other than 'localhost' makes pyspark
+    use TLS, and against this server (no TLS) its client retried the handshake for minutes."""
+    import time
+    from urllib.parse import urlparse
+
+    from ctcalc_spark.errors import EXIT_CONFIG, EXIT_RUNTIME
+    from ctcalc_spark.spark.session import PROXY_VARIABLES
+
+    port = urlparse(connect_server).port
+    args = ["evaluate", "--config", str(REPO / "conf" / "demo.yaml"), "--ds", DAYS[0],
+            "--set", f"output.path={tmp_path / 'out'}"]
+    drop = ("SPARK_CONNECT_MODE_ENABLED", *PROXY_VARIABLES)
+    wrong = run_cli([*args, "--set", f"spark.remote=sc://localhost:{port}/;token=wrong-w1"], drop=drop,
+                    expect=EXIT_CONFIG, timeout=120)
+    assert "The Spark Connect server refused this client: Spark Connect call failed: UNAUTHENTICATED: " \
+           "Invalid authentication token. Check the token in spark.remote" in wrong.stderr, wrong.stderr
+    assert "wrong-w1" not in wrong.stderr and "RpcError" not in wrong.stderr
+    token = connect_server.split("token=")[1]
+    start = time.perf_counter()
+    tls = run_cli([*args, "--set", f"spark.remote=sc://127.0.0.1:{port}/;token={token}"], drop=drop,
+                  expect=EXIT_RUNTIME, timeout=120)
+    assert time.perf_counter() - start < 60
+    assert f"The Spark Connect server sc://127.0.0.1:{port}/ (127.0.0.1:{port}) does not answer TLS" in tls.stderr
+    assert "write its host as localhost" in tls.stderr and token not in tls.stderr
+    assert not (tmp_path / "out").exists()

@@ -9,6 +9,7 @@ import argparse
 import importlib
 import logging
 import sys
+import re
 import time
 import traceback
 from typing import Callable, Sequence
@@ -158,6 +159,30 @@ def _is_runtime_failure(error: BaseException) -> bool:
     return py4j is not None and isinstance(error, py4j.Py4JError)
 
 
+_RPC_STATUS = re.compile(r"status = StatusCode\.(\w+)")
+_RPC_DETAILS = re.compile(r'details = "(.*)"')
+
+
+def rpc_failure(error: BaseException) -> str | None:
+    """'STATUS: details' of a gRPC call of a Spark Connect client that failed below Spark (pyspark puts the whole
+    multi-line ``_InactiveRpcError`` text into its exception, whose first line says nothing), else None."""
+    text = str(error)
+    status, details = _RPC_STATUS.search(text), _RPC_DETAILS.search(text)
+    if "RpcError" not in text or status is None:
+        return None
+    return f"Spark Connect call failed: {status.group(1)}: {details.group(1) if details else '(no details)'}"
+
+
+def connect_refusal(error: BaseException) -> str | None:
+    """The one-line config error for a Spark Connect server that refused the client's credentials, else None."""
+    text = str(error)
+    status = _RPC_STATUS.search(text)
+    if "RpcError" not in text or status is None or status.group(1) not in ("UNAUTHENTICATED", "PERMISSION_DENIED"):
+        return None
+    return (f"The Spark Connect server refused this client: {rpc_failure(error)}. Check the token in spark.remote "
+            "or SPARK_REMOTE (sc://HOST:PORT/;token=...; spark-submit jobs read SPARK_REMOTE only).")
+
+
 def run_guarded(work: Callable[[], int | None], label: str) -> int:
     """Run ``work`` and turn what it raises into one message on stderr and the documented exit code."""
     try:
@@ -179,7 +204,12 @@ def run_guarded(work: Callable[[], int | None], label: str) -> int:
             return _internal_error(e, label)
         if log.isEnabledFor(logging.DEBUG):
             traceback.print_exc()
-        first = str(e).strip().splitlines()[0] if str(e).strip() else ""
+        refused = connect_refusal(e)
+        if refused is not None:
+            print(f"{label}: error: {refused}", file=sys.stderr)
+            return EXIT_CONFIG
+        rpc = rpc_failure(e)
+        first = rpc or (str(e).strip().splitlines()[0] if str(e).strip() else "")
         print(f"{label}: failed: {type(e).__name__}: {first}\n(a Spark or file-system failure: check the path, "
               f"the cluster and the disk, then rerun; -v prints the Python traceback)", file=sys.stderr)
         return EXIT_RUNTIME

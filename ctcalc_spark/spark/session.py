@@ -9,7 +9,7 @@ import logging
 import os
 import sys
 import warnings
-from typing import TYPE_CHECKING, Mapping
+from typing import TYPE_CHECKING, Any, Mapping
 
 from ctcalc_spark.config import SparkConfig
 from ctcalc_spark.errors import ConfigError
@@ -151,11 +151,43 @@ def check_connect_server(url: str, timeout_s: float = CONNECT_PROBE_TIMEOUT_S) -
     if not host:
         return
     try:
-        socket.create_connection((host, port), timeout=timeout_s).close()
+        sock = socket.create_connection((host, port), timeout=timeout_s)
     except OSError as e:
         raise ConnectionError(
             f"Cannot reach the Spark Connect server {url.split(';')[0]} ({host}:{port}): {e.strerror or e}. Check "
             "spark.remote (or SPARK_REMOTE) and that the server is running (Spark's sbin/start-connect-server.sh)."
+        ) from None
+    with sock:
+        if connect_uses_tls(url, host):
+            _check_tls(sock, url, host, port)
+
+
+def connect_uses_tls(url: str, host: str) -> bool:
+    """Whether pyspark's client opens a TLS channel for ``url``: with ``use_ssl=true``, or with a ``token`` to
+    any host but 'localhost' (to 'localhost' a token goes over a local, unencrypted channel)."""
+    params = dict(p.split("=", 1) for p in url.split(";")[1:] if "=" in p)
+    use_ssl = params.get("use_ssl", "").lower() == "true"
+    return use_ssl or ("token" in params and host != "localhost")
+
+
+def _check_tls(sock: Any, url: str, host: str, port: int) -> None:
+    """One TLS handshake (no certificate check: only whether the server speaks TLS at all). A server without TLS
+    made pyspark's client retry its handshake for minutes, logging only gRPC's SSL lines."""
+    import ssl
+
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    context.check_hostname = False
+    context.verify_mode = ssl.CERT_NONE
+    context.set_alpn_protocols(["h2"])
+    try:
+        context.wrap_socket(sock, server_hostname=host).close()
+    except (ssl.SSLError, ConnectionResetError, EOFError) as e:
+        where = url.split(";")[0]
+        raise ConnectionError(
+            f"The Spark Connect server {where} ({host}:{port}) does not answer TLS ({e}), and pyspark connects to it "
+            "with TLS: the URL has use_ssl=true, or a token (which implies TLS unless the host is 'localhost'). For "
+            "a server on this machine without TLS write its host as localhost (sc://localhost:PORT/;token=...); "
+            "otherwise enable TLS on the server."
         ) from None
 
 
