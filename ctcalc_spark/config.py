@@ -498,11 +498,26 @@ def read_yaml(path: str | Path, overrides: Mapping[str, Any] | None = None, *, e
     return apply_overrides(data, overrides)
 
 
+# Mappings whose own keys are free text that may hold dots (Spark settings, reader options, Kafka options): in an
+# override 'spark.conf.spark.sql.shuffle.partitions' everything after the section is one key.
+FREE_KEY_SECTIONS = ("spark.conf", "input.options", "output.tables", "stream.kafka_options")
+
+
+def override_path(key: str) -> list[str]:
+    """The path of a dotted override key: 'output.path' -> [output, path]; in a free-key section the rest of the
+    key is one name: 'spark.conf.spark.sql.shuffle.partitions' -> [spark, conf, spark.sql.shuffle.partitions]."""
+    for section in FREE_KEY_SECTIONS:
+        if key.startswith(section + ".") and len(key) > len(section) + 1:
+            return [*section.split("."), key[len(section) + 1:]]
+    return key.split(".")
+
+
 def apply_overrides(data: dict[str, Any], overrides: Mapping[str, Any] | None) -> dict[str, Any]:
-    """``data`` (a config mapping, changed in place and returned) with dotted keys like 'output.path' set."""
+    """``data`` (a config mapping, changed in place and returned) with dotted keys like 'output.path' set (see
+    :func:`override_path` for keys inside ``spark.conf`` and the other free-key sections)."""
     for key, value in (overrides or {}).items():
         node = data
-        *parents, leaf = key.split(".")
+        *parents, leaf = override_path(key)
         for part in parents:
             node = node.setdefault(part, {})
         node[leaf] = value

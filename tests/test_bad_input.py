@@ -76,6 +76,25 @@ def test_numbers_written_with_an_exponent_are_numbers(tmp_path):
     assert cfg.spark.conf == {"a.b": "true", "c": "2"}
 
 
+def test_set_names_one_key_inside_spark_conf_and_the_other_free_key_sections(tmp_path):
+    # `--set spark.conf.spark.sql.shuffle.partitions=8` used to split the Spark setting's name at its dots and stop
+    # with "'spark.conf.spark' must be a single value ..., got {'sql': {'shuffle': {'partitions': 8}}}".
+    from ctcalc_spark.cli.common import set_overrides
+    from ctcalc_spark.config import load_config
+
+    config = tmp_path / "c.yaml"
+    config.write_text("input: {path: x, options: {header: 'true'}}\nspark: {conf: {spark.sql.ansi.enabled: 'true'}}\n")
+    sets = ["spark.conf.spark.sql.shuffle.partitions=8", "input.options.dateFormat=yyyy.MM.dd",
+            "stream.kafka_options.kafka.security.protocol=SASL_SSL", "output.tables.metrics=db.m", "output.database=ct"]
+    cfg = load_config(config, set_overrides(sets))
+    assert cfg.spark.conf == {"spark.sql.ansi.enabled": "true", "spark.sql.shuffle.partitions": "8"}
+    assert cfg.input.options == {"header": "true", "dateFormat": "yyyy.MM.dd"}
+    assert cfg.stream.kafka_options == {"kafka.security.protocol": "SASL_SSL"}
+    assert cfg.output.tables == {"metrics": "db.m"} and cfg.output.database == "ct"
+    with pytest.raises(ConfigError, match="Unknown config key"):  # a section's name itself is not free
+        load_config(config, set_overrides(["spark.confx.a=1"]))
+
+
 def test_a_bad_spark_setting_exits_3_with_one_line(tmp_path, capsys):
     from ctcalc_spark.cli.main import main
 
