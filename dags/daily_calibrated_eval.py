@@ -107,7 +107,7 @@ def daily_calibrated_eval():  # type: ignore[no-untyped-def]
                  execution_timeout=_sensor_timeout(S.sensor_timeout_s))
     def wait_for_eval_partition(ready: dict, spark_conf: dict) -> PokeReturnValue:
         """Done when the day's input is complete: its marker file (default ``_SUCCESS``) or metastore partition."""
-        done, reason = orch.input_ready(ready, spark_conf)
+        done, reason = orch.input_ready(ready, spark_conf, conn_id=S.conn_id)
         print(reason)
         return PokeReturnValue(is_done=done)
 
@@ -148,7 +148,7 @@ def daily_calibrated_eval():  # type: ignore[no-untyped-def]
 
     def spark_job(task_id: str, app: str, outlets: dict,  # type: ignore[no-untyped-def]
                   **kwargs) -> CtcalcSparkSubmitOperator:
-        # The master (local, spark://..., yarn, k8s) comes from the connection alone.
+        # The master (local, spark://..., yarn, k8s) or the Spark Connect server comes from the connection alone.
         return CtcalcSparkSubmitOperator(
             task_id=task_id,
             conn_id=S.conn_id,
@@ -165,6 +165,7 @@ def daily_calibrated_eval():  # type: ignore[no-untyped-def]
     @task(execution_timeout=dt.timedelta(seconds=S.report_timeout_s))
     def report(ti=None) -> str:  # type: ignore[no-untyped-def]
         """`ctcalc report` over the report window ending at ds -> <output>/reports/ds=<ds>."""
+        import os
         import shutil
         import subprocess
         import sys
@@ -177,10 +178,14 @@ def daily_calibrated_eval():  # type: ignore[no-untyped-def]
         project_dir = ti.xcom_pull(task_ids="settings", key="project_dir")
         for value in orch.secret_values(args):
             mask_secret(value)
+        # Catalog outputs are read through Spark: on the Connect server when the connection is a Connect one.
+        remote = orch.spark_connect_url(S.conn_id)
+        for value in orch.url_secrets(remote or ""):
+            mask_secret(value)
         exe = Path(sys.executable).with_name("ctcalc")
         cmd = [str(exe) if exe.exists() else (shutil.which("ctcalc") or "ctcalc"), *args]
-        print("running:", " ".join(orch.redact_args(cmd)))
-        subprocess.run(cmd, check=True, cwd=project_dir)
+        print("running:", " ".join(orch.redact_args(cmd)), f"(Spark Connect: {remote.split(';')[0]})" if remote else "")
+        subprocess.run(cmd, check=True, cwd=project_dir, env={**os.environ, "SPARK_REMOTE": remote} if remote else None)
         return str(args[args.index("--out") + 1])
 
     @task
@@ -189,7 +194,7 @@ def daily_calibrated_eval():  # type: ignore[no-untyped-def]
         """Verdict of the day: drift / no_drift / first_window / no_previous_window (fails unless ignored)."""
         from airflow.sdk.exceptions import AirflowFailException
 
-        result, drifted = orch.drift_check(rolling, threshold, spark_conf=spark_conf)
+        result, drifted = orch.drift_check(rolling, threshold, spark_conf=spark_conf, conn_id=S.conn_id)
         print(result)
         if result["outcome"] == "no_rows" or (result["outcome"] == "no_previous_window"
                                                and previous["policy"] != "ignore"):

@@ -12,6 +12,9 @@ starts once):
 4. day 2 with day 1's summaries moved away: the previous-window check stops the run, saying why
 5. today, whose partition has data files but no _SUCCESS: the sensor times out, nothing runs after it
 6. compare_pipelines on tiny generated CTR data
+
+``python tests/_airflow_scenario.py connect <dags folder> <result json> <day1> <day2>`` runs both days end to
+end on a Spark Connect connection instead (see :func:`connect_main`).
 """
 from __future__ import annotations
 
@@ -76,5 +79,26 @@ def main(dags_folder: str, scratch: str, result_path: str, day1: str, day2: str,
     Path(result_path).write_text(json.dumps(result, indent=1, default=str))
 
 
+def connect_main(dags_folder: str, result_path: str, day1: str, day2: str) -> None:
+    """``connect`` mode: both days end to end with ``dag.test()``, the Spark connection being a Spark Connect one
+    (the environment sets it, and the output path, before Airflow is imported)."""
+    from airflow.dag_processing.dagbag import DagBag
+
+    bag = DagBag(dag_folder=dags_folder)
+    assert not bag.import_errors, bag.import_errors
+    dag = bag.dags["daily_calibrated_eval"]
+    runs = []
+    for day in (day1, day2):
+        t = time.perf_counter()
+        dr = dag.test(logical_date=dt.datetime.fromisoformat(day).replace(tzinfo=dt.timezone.utc),
+                      run_conf={"bias_threshold": None, "drift_callback": None})
+        runs.append({"ds": day, "state": str(getattr(dr.state, "value", dr.state)), "seconds": time.perf_counter() - t,
+                     "tasks": {ti.task_id: str(getattr(ti.state, "value", ti.state)) for ti in dr.get_task_instances()}})
+    Path(result_path).write_text(json.dumps({"runs": runs}, indent=1))
+
+
 if __name__ == "__main__":
-    main(*sys.argv[1:7])
+    if sys.argv[1] == "connect":
+        connect_main(*sys.argv[2:6])
+    else:
+        main(*sys.argv[1:7])

@@ -1,19 +1,31 @@
-"""The spark-submit operator of the ctcalc DAGs: Airflow's, plus secret masking and Asset event extras."""
+"""The Spark operator of the ctcalc DAGs: Airflow's spark-submit operator, a Spark Connect client when the
+connection is a Spark Connect one, plus secret masking and Asset event extras."""
 from __future__ import annotations
 
+import os
+import subprocess
 from typing import Any, Mapping, Sequence
 
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 
-from ctcalc_spark.orchestration.tasks import secret_values
+from ctcalc_spark.orchestration.tasks import (
+    connect_client_command, redact_args, secret_values, spark_connect_url, url_secrets,
+)
+
+ERROR_MARKERS = (": error: ", ": failed: ", ": internal error")  # the CLI's one-line failure (ctcalc_spark.cli.main)
 
 
 class CtcalcSparkSubmitOperator(SparkSubmitOperator):
     """``SparkSubmitOperator`` that
 
-    * registers every secret-looking ``--conf`` / ``--set key=value`` value with Airflow's log masker right
-      after rendering, so neither the stored rendered fields nor the spark-submit command echoed in the log
-      show it (the provider itself masks only keys containing 'secret' or 'password');
+    * runs the job as a Spark Connect client when the connection ``conn_id`` has the type ``spark_connect``
+      (the Spark provider's Spark Connect connection): ``python -m ctcalc_spark.cli COMMAND ...`` in a process of
+      its own, the server's URL (token included) in its ``SPARK_REMOTE``, ``conf`` as ``spark.conf`` settings of
+      the session. spark-submit cannot do it: with a master set (the provider always sets one) it refuses a remote
+      ("Remote cannot be specified with master and/or deploy mode"). Any other connection: spark-submit, as ever;
+    * registers every secret-looking ``--conf`` / ``--set key=value`` value (and a Connect URL's token) with
+      Airflow's log masker right after rendering, so neither the stored rendered fields nor the command echoed in
+      the log show it (the provider itself masks only keys containing 'secret' or 'password');
     * attaches ``asset_extra[asset name]`` (templated) to the event of each outlet Asset, e.g. the ``ds``
       and the partition written, for DAGs scheduled on those Assets.
     """
@@ -23,6 +35,7 @@ class CtcalcSparkSubmitOperator(SparkSubmitOperator):
     def __init__(self, *, asset_extra: Mapping[str, Any] | None = None, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.asset_extra = dict(asset_extra or {})
+        self._client: subprocess.Popen[str] | None = None
 
     def render_template_fields(self, context: Any, jinja_env: Any = None) -> None:
         super().render_template_fields(context, jinja_env)
@@ -32,9 +45,51 @@ class CtcalcSparkSubmitOperator(SparkSubmitOperator):
             mask_secret(value)
 
     def execute(self, context: Any) -> None:
-        super().execute(context)
+        remote = spark_connect_url(self._conn_id)
+        if remote is None:
+            super().execute(context)
+        else:
+            self._run_connect_client(remote)
         events = context.get("outlet_events")
         for asset in self.outlets or []:
             extra = self.asset_extra.get(getattr(asset, "name", ""))
             if events is not None and extra:
                 events[asset].extra.update(extra)
+
+    def _run_connect_client(self, remote: str) -> None:
+        from airflow.sdk.exceptions import AirflowException
+        from airflow.sdk.log import mask_secret
+
+        for value in url_secrets(remote):
+            mask_secret(value)
+        cmd = connect_client_command(self.application, list(self.application_args or []), self.conf)
+        # Redacted here too: the masker covers task logs, not every place a line can go (dag.test() prints raw).
+        self.log.info("Spark Connect connection %r: running as a client of %s: %s", self._conn_id,
+                      remote.split(";")[0], " ".join(redact_args(cmd)))
+        env = {**os.environ, "SPARK_REMOTE": remote}
+        env.pop("SPARK_CONNECT_MODE_ENABLED", None)  # the client sets it for itself
+        errors: list[str] = []
+        self._client = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                        bufsize=1)
+        assert self._client.stdout is not None
+        for line in self._client.stdout:
+            line = line.rstrip("\n")
+            self.log.info("%s", line)
+            if any(m in line for m in ERROR_MARKERS):
+                errors.append(line)
+        code = self._client.wait()
+        self._client = None
+        if code != 0:
+            why = errors[-1] if errors else "see the lines above"
+            raise AirflowException(f"ctcalc {cmd[3]} on Spark Connect exited with code {code}: {why}")
+
+    def on_kill(self) -> None:
+        client = self._client
+        if client is None:
+            super().on_kill()
+            return
+        client.terminate()
+        try:
+            client.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            client.kill()

@@ -403,20 +403,74 @@ def table_partition_ready(spark: Any, table: str, column: str, ds: str) -> tuple
     return False, f"waiting for the partition {column}={ds} of {table}"
 
 
-def _local_session(spark_conf: Mapping[str, str] | None, app: str) -> Any:
-    """A small local Spark session that sees the deployment's metastore (for catalog tables only)."""
+# ---- Spark Connect ------------------------------------------------------------------------------------------
+
+SPARK_CONNECT_CONN_TYPE = "spark_connect"  # the Spark provider's SparkConnectHook
+# The job scripts the DAGs submit (jobs/<command>.py, or ctcalc_spark/submit.py with the command first) and the
+# CLI commands they stand for.
+CONNECT_COMMANDS = ("evaluate", "rolling", "compare", "stream")
+
+
+def spark_connect_url(conn_id: str | None) -> str | None:
+    """The ``sc://`` URL of the Airflow connection ``conn_id`` when it is a Spark Connect connection (type
+    ``spark_connect``: host, port, login as user id, password as token, extra ``use_ssl``), else None."""
+    if not conn_id:
+        return None
+    from airflow.sdk import BaseHook
+
+    conn = BaseHook.get_connection(conn_id)
+    if conn.conn_type != SPARK_CONNECT_CONN_TYPE:
+        return None
+    from airflow.providers.apache.spark.hooks.spark_connect import SparkConnectHook
+
+    return SparkConnectHook(conn_id).get_connection_url()
+
+
+def url_secrets(url: str) -> list[str]:
+    """The values of a Spark Connect URL that no log may show: its token, as written and unquoted."""
+    from urllib.parse import unquote
+
+    tokens = [v for k, v in (p.split("=", 1) for p in url.split(";")[1:] if "=" in p) if k == "token"]
+    return list(dict.fromkeys(x for v in tokens for x in (v, unquote(v))))
+
+
+def connect_client_command(application: str, args: Sequence[str], conf: Mapping[str, str] | None = None,
+                           python: str | None = None) -> list[str]:
+    """The ``ctcalc`` command that does what ``spark-submit [--conf K=V ...] application args`` does, as a Spark
+    Connect client: ``python -m ctcalc_spark.cli COMMAND args --set spark.conf.K="V"`` (the session comes from
+    ``SPARK_REMOTE``). spark-submit cannot start a Python job on Connect with a master set (and the provider always
+    sets one); a Connect client needs no JVM, so the job runs without spark-submit."""
+    import sys
+
+    args = list(args)
+    stem = Path(application).stem
+    command = args.pop(0) if stem == "submit" and args else stem
+    if command not in CONNECT_COMMANDS:
+        raise ValueError(f"Cannot run {application!r} as a Spark Connect client: expected jobs/<command>.py or "
+                         f"ctcalc_spark/submit.py <command> with a command in {list(CONNECT_COMMANDS)}.")
+    sets = [x for k, v in (conf or {}).items() for x in ("--set", f"spark.conf.{k}={json.dumps(str(v))}")]
+    return [python or sys.executable, "-m", "ctcalc_spark.cli", command, *args, *sets]
+
+
+def _local_session(spark_conf: Mapping[str, str] | None, app: str, remote: str | None = None) -> Any:
+    """A small Spark session that sees the deployment's metastore (for catalog tables only): a client of the Spark
+    Connect server ``remote`` when given (the catalog is the server's), else a local one with Hive support."""
     from ctcalc_spark.config import SparkConfig
     from ctcalc_spark.spark.session import build_session
 
+    if remote:
+        return build_session(SparkConfig(remote=remote, conf=dict(spark_conf or {})), app_name=app)
     conf = {"spark.ui.enabled": "false", "spark.sql.catalogImplementation": "hive", **(spark_conf or {})}
     return build_session(SparkConfig(master="local[1]", shuffle_partitions=1, conf=conf), app_name=app)
 
 
-def input_ready(ready: Mapping[str, Any], spark_conf: Mapping[str, str] | None = None) -> tuple[bool, str]:
-    """Check the readiness spec that :func:`run_settings` produced (``{"mode": "marker" | "partition", ...}``)."""
+def input_ready(ready: Mapping[str, Any], spark_conf: Mapping[str, str] | None = None,
+                conn_id: str | None = None) -> tuple[bool, str]:
+    """Check the readiness spec that :func:`run_settings` produced (``{"mode": "marker" | "partition", ...}``).
+    A partition is looked up on the Spark Connect server of ``conn_id`` when that is a Connect connection."""
     if ready["mode"] == "marker":
         return marker_ready(ready["marker"])
-    spark = _local_session(spark_conf, "ctcalc-readiness")
+    spark = _local_session(spark_conf, "ctcalc-readiness", spark_connect_url(conn_id))
     try:
         return table_partition_ready(spark, ready["table"], ready["column"], ready["ds"])
     finally:
@@ -517,10 +571,11 @@ def load_callable(spec: str) -> Callable[..., Any]:
 # ---- the drift check ----------------------------------------------------------------------------------
 
 def read_rolling(rolling: Mapping[str, Any], *, spark: Any = None,
-                 spark_conf: Mapping[str, str] | None = None) -> Any:
+                 spark_conf: Mapping[str, str] | None = None, conn_id: str | None = None) -> Any:
     """The rolling rows of one day and window spec (``rolling`` from :func:`output_locations`), as pandas.
 
-    Folder outputs are read with pandas; a catalog table through ``spark`` or a small local session.
+    Folder outputs are read with pandas; a catalog table through ``spark``, else a session of its own (on the
+    Spark Connect server of ``conn_id`` when that is a Connect connection, else local).
     """
     import pandas as pd
 
@@ -530,7 +585,7 @@ def read_rolling(rolling: Mapping[str, Any], *, spark: Any = None,
         if "://" not in path and not Path(path).is_dir():
             raise FileNotFoundError(f"Rolling partition {path} does not exist; did the rolling task run?")
         return pd.read_parquet(path)
-    session = spark or _local_session(spark_conf, "ctcalc-drift-check")
+    session = spark or _local_session(spark_conf, "ctcalc-drift-check", spark_connect_url(conn_id))
     try:
         from pyspark.sql import functions as F
 
@@ -551,7 +606,7 @@ def _drift_of(df: Any, threshold: float, column: str) -> tuple[Any, int, float |
 
 
 def drift_check(rolling: Mapping[str, Any], threshold: float, *, spark: Any = None,
-                spark_conf: Mapping[str, str] | None = None) -> tuple[dict[str, Any], Any]:
+                spark_conf: Mapping[str, str] | None = None, conn_id: str | None = None) -> tuple[dict[str, Any], Any]:
     """The day's drift verdict and the drifted rows.
 
     ``outcome`` tells the cases apart: ``drift`` (some |bias change| above the threshold), ``no_drift`` (rows
@@ -561,7 +616,7 @@ def drift_check(rolling: Mapping[str, Any], threshold: float, *, spark: Any = No
     ``statuses`` counts the rolling rows by ``status`` (``ok``, ``first_window``, ``missing_previous_window``,
     ``previous_window_empty``, ...; see ctcalc_spark.core.windows).
     """
-    df = read_rolling(rolling, spark=spark, spark_conf=spark_conf)
+    df = read_rolling(rolling, spark=spark, spark_conf=spark_conf, conn_id=conn_id)
     if BIAS_CHANGE_COLUMN not in df.columns:
         raise KeyError(f"Expected column {BIAS_CHANGE_COLUMN!r} in the rolling rows of ds={rolling['ds']}; present "
                        f"columns: {sorted(df.columns)}.")
