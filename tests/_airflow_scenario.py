@@ -11,7 +11,8 @@ starts once):
 3. a run param that chooses code (drift_callback) without CTCALC_TRUST_PARAMS: settings refuses it
 4. day 2 with day 1's summaries moved away: the previous-window check stops the run, saying why
 5. today, whose partition has data files but no _SUCCESS: the sensor times out, nothing runs after it
-6. compare_pipelines on tiny generated CTR data
+6. day 1 from rows with a missing logit: evaluate exits 4 and its task fails for good (no retries)
+7. compare_pipelines on tiny generated CTR data
 
 ``python tests/_airflow_scenario.py connect <dags folder> <result json> <day1> <day2>`` runs both days end to
 end on a Spark Connect connection instead (see :func:`connect_main`).
@@ -65,6 +66,12 @@ def main(dags_folder: str, scratch: str, result_path: str, day1: str, day2: str,
     finally:
         moved.rename(out / "summaries" / f"ds={day1}")
     run("partial_today", today, run_conf=defaults)
+    # Day 1 from rows with a missing logit (written by the test): evaluate exits 4, the task fails without retries.
+    overrides = os.environ["AIRFLOW_VAR_CTCALC_OVERRIDES"]
+    os.environ["AIRFLOW_VAR_CTCALC_OVERRIDES"] = json.dumps({**json.loads(overrides), "output.path": str(out) + "_bad",
+                                                             "input.path": str(Path(scratch) / "eval_bad")})
+    run("bad_input", day1, run_conf=defaults)
+    os.environ["AIRFLOW_VAR_CTCALC_OVERRIDES"] = overrides
 
     # compare_pipelines end to end on tiny generated CTR data: train 2 x 2 runs, score, evaluate, compare.
     cmp_dag = bag.dags["compare_pipelines"]
@@ -79,26 +86,32 @@ def main(dags_folder: str, scratch: str, result_path: str, day1: str, day2: str,
     Path(result_path).write_text(json.dumps(result, indent=1, default=str))
 
 
-def connect_main(dags_folder: str, result_path: str, day1: str, day2: str) -> None:
+def connect_main(dags_folder: str, result_path: str, day1: str, day2: str, bad_input: str, bad_output: str) -> None:
     """``connect`` mode: both days end to end with ``dag.test()``, the Spark connection being a Spark Connect one
-    (the environment sets it, and the output path, before Airflow is imported)."""
+    (the environment sets it, and the output path, before Airflow is imported); then day 1 again from
+    ``bad_input`` (a missing logit) into ``bad_output``: evaluate must fail for good, without retries."""
     from airflow.dag_processing.dagbag import DagBag
 
     bag = DagBag(dag_folder=dags_folder)
     assert not bag.import_errors, bag.import_errors
     dag = bag.dags["daily_calibrated_eval"]
     runs = []
-    for day in (day1, day2):
+    for day in (day1, day2, day1):
         t = time.perf_counter()
         dr = dag.test(logical_date=dt.datetime.fromisoformat(day).replace(tzinfo=dt.timezone.utc),
                       run_conf={"bias_threshold": None, "drift_callback": None})
         runs.append({"ds": day, "state": str(getattr(dr.state, "value", dr.state)), "seconds": time.perf_counter() - t,
+                     "run_id": dr.run_id,
                      "tasks": {ti.task_id: str(getattr(ti.state, "value", ti.state)) for ti in dr.get_task_instances()}})
+        if day == day2:  # then the bad day
+            overrides = {**json.loads(os.environ["AIRFLOW_VAR_CTCALC_OVERRIDES"]), "input.path": bad_input,
+                         "output.path": bad_output}
+            os.environ["AIRFLOW_VAR_CTCALC_OVERRIDES"] = json.dumps(overrides)
     Path(result_path).write_text(json.dumps({"runs": runs}, indent=1))
 
 
 if __name__ == "__main__":
     if sys.argv[1] == "connect":
-        connect_main(*sys.argv[2:6])
+        connect_main(*sys.argv[2:8])
     else:
         main(*sys.argv[1:7])

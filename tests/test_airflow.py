@@ -468,6 +468,18 @@ def test_spark_connect_client_command_and_url_secrets():
     assert url_secrets("sc://h:15002") == []
 
 
+def test_jobs_that_a_retry_cannot_mend_fail_for_good():
+    from ctcalc_spark.orchestration.tasks import final_failure
+
+    out = "INFO x\nctcalc evaluate: error: Invalid evaluation rows for ds=d: 1 rows: NaN\nmore\n"
+    assert final_failure("evaluate", 4, out) == (
+        "ctcalc evaluate stopped with exit code 4 (input data): ctcalc evaluate: error: Invalid evaluation rows for "
+        "ds=d: 1 rows: NaN Not retried: running it again cannot change that. Fix the cause, then clear the task.")
+    assert "(configuration): see the job's output above" in final_failure("rolling", 3, "")
+    for code in (None, 0, 1, 70, 137):  # Spark or the file system (maybe transient), a bug, a kill: retried
+        assert final_failure("evaluate", code, out) is None
+
+
 def test_compare_plan_needs_paths_and_respects_the_root(tmp_path):
     from ctcalc_spark.errors import ConfigError
     from ctcalc_spark.orchestration.tasks import compare_plan
@@ -689,6 +701,20 @@ def test_scheduler_run_shows_no_secret(scheduler):
 
 # ---- slow: dag.test() scenarios on the same home and data -------------------------------------------------
 
+def _bad_day(scratch: Path, day: str) -> Path:
+    """``scratch/eval_bad/ds=<day>``: the day's demo rows with one logit missing (null), marked complete."""
+    import pandas as pd
+
+    bad = scratch / "eval_bad" / f"ds={day}"
+    if not (bad / "_SUCCESS").exists():
+        bad.mkdir(parents=True, exist_ok=True)
+        rows = pd.read_parquet(scratch / "eval" / f"ds={day}")
+        rows.loc[rows.index[7], "logit"] = float("nan")
+        rows.to_parquet(bad / "part-0.parquet", index=False)
+        (bad / "_SUCCESS").touch()
+    return bad
+
+
 @pytest.fixture(scope="module")
 def scenario(scheduler):
     """tests/_airflow_scenario.py on the scheduler's home and outputs; tiny CTR data for compare_pipelines."""
@@ -696,6 +722,7 @@ def scenario(scheduler):
 
     scratch, env, sched = scheduler
     write_ctr_tables(scratch / "ctr", n_train=20_000, n_eval=4000, seed=0)  # eval day 2026-11-02
+    _bad_day(scratch, sched["days"][0])
     log = scratch / "scenario.log"
     with log.open("w") as f:
         proc = subprocess.run([sys.executable, str(REPO / "tests" / "_airflow_scenario.py"), str(REPO / "dags"),
@@ -775,6 +802,20 @@ def test_partial_day_is_not_evaluated(scenario):
 
 @needs_airflow
 @slow
+def test_bad_input_fails_the_spark_task_for_good(scenario):
+    """spark-submit exits with the job's code 4 (input data); a retry cannot change that, so the task fails without
+    its retries (AirflowFailException), saying why in the job's own words."""
+    run, reason = _failed(scenario, "bad_input", "evaluate")
+    day1 = scenario[3]["days"][0]
+    assert reason.startswith("AirflowFailException: ctcalc evaluate stopped with exit code 4 (input data): ctcalc "
+                             f"evaluate: error: Invalid evaluation rows for ds={day1}"), reason
+    assert reason.endswith("Not retried: running it again cannot change that. Fix the cause, then clear the task.")
+    assert all(run["tasks"][t] == "upstream_failed" for t in ("rolling", "report", "drift_check"))
+    assert not (scenario[0] / "out_bad" / "metrics").exists()
+
+
+@needs_airflow
+@slow
 def test_compare_dag_runs_end_to_end(scenario):
     scratch, result, _, _, tail = scenario
     run = _run(result, "compare")
@@ -837,25 +878,36 @@ def test_daily_dag_on_a_spark_connect_connection(scheduler, connect_server):
     token = connect_server.split("token=")[1]
     out = scratch / "out_connect"
     overrides = {**json.loads(env["AIRFLOW_VAR_CTCALC_OVERRIDES"]), "output.path": str(out)}
-    connect_env = {**env, "AIRFLOW_VAR_CTCALC_OVERRIDES": json.dumps(overrides),
+    failures = scratch / "connect_failures.jsonl"
+    connect_env = {**env, "AIRFLOW_VAR_CTCALC_OVERRIDES": json.dumps(overrides), "PROBE_FAILURE_OUT": str(failures),
                    "AIRFLOW_CONN_SPARK_DEFAULT": json.dumps({"conn_type": "spark_connect", "host": url.hostname,
                                                              "port": url.port, "password": token})}
+    day1 = sched["days"][0]
+    bad = _bad_day(scratch, day1)
     log = scratch / "connect_scenario.log"
     with log.open("w") as f:
         proc = subprocess.run([sys.executable, str(REPO / "tests" / "_airflow_scenario.py"), "connect",
-                               str(REPO / "dags"), str(scratch / "connect_result.json"), *sched["days"]],
+                               str(REPO / "dags"), str(scratch / "connect_result.json"), *sched["days"],
+                               str(bad.parent), str(scratch / "out_connect_bad")],
                               env=connect_env, stdout=f, stderr=subprocess.STDOUT, cwd=scratch, timeout=600)
     text = log.read_text(errors="replace")
     tail = "\n".join(text.splitlines()[-80:])
     assert proc.returncode == 0, f"connect scenario failed:\n{tail}"
-    runs = json.loads((scratch / "connect_result.json").read_text())["runs"]
+    *runs, bad_run = json.loads((scratch / "connect_result.json").read_text())["runs"]
     print(json.dumps({r["ds"]: round(r["seconds"], 1) for r in runs}))
+    # Bad input fails the task for good (AirflowFailException: no retry), with the job's own line; nothing written.
+    assert bad_run["state"] == "failed" and bad_run["tasks"]["evaluate"] == "failed", (bad_run, tail)
+    notified = [json.loads(line) for line in failures.read_text().splitlines()]
+    assert [(n["run_id"], n["task_id"]) for n in notified] == [(bad_run["run_id"], "evaluate")], notified
+    assert notified[0]["reason"].startswith("AirflowFailException: ctcalc evaluate stopped with exit code 4 (input "
+                                            f"data): ctcalc evaluate: error: Invalid evaluation rows for ds={day1}")
+    assert "Not retried" in notified[0]["reason"] and not (scratch / "out_connect_bad" / "metrics").exists()
     for run in runs:
         assert run["state"] == "success", (run, tail)
         assert run["tasks"] == {t: ("skipped" if t == "score" else "success") for t in DAILY_GRAPH}, (run, tail)
     # The jobs ran as clients of the server, not through spark-submit.
     server = f"sc://localhost:{url.port}/"
-    assert text.count(f"running as a client of {server}:") == 4, tail  # evaluate and rolling, two days
+    assert text.count(f"running as a client of {server}:") == 5, tail  # evaluate and rolling, two days; bad day
     assert text.count(f"Spark Connect session on {server}") >= 4 and "spark-submit --master" not in text
     # The token nowhere; the secret override not in the command lines this operator logs (dag.test() prints the
     # settings task's return value unmasked: the real-scheduler test checks the masked task logs).

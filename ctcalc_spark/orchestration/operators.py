@@ -9,10 +9,9 @@ from typing import Any, Mapping, Sequence
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 
 from ctcalc_spark.orchestration.tasks import (
-    connect_client_command, redact_args, secret_values, spark_connect_url, url_secrets,
+    ERROR_MARKERS, connect_client_command, final_failure, job_command, redact_args, secret_values, spark_connect_url,
+    url_secrets,
 )
-
-ERROR_MARKERS = (": error: ", ": failed: ", ": internal error")  # the CLI's one-line failure (ctcalc_spark.cli.main)
 
 
 class CtcalcSparkSubmitOperator(SparkSubmitOperator):
@@ -45,11 +44,26 @@ class CtcalcSparkSubmitOperator(SparkSubmitOperator):
             mask_secret(value)
 
     def execute(self, context: Any) -> None:
+        import re
+
+        from airflow.sdk.exceptions import AirflowException, AirflowFailException
+
         remote = spark_connect_url(self._conn_id)
-        if remote is None:
-            super().execute(context)
-        else:
-            self._run_connect_client(remote)
+        try:
+            if remote is None:
+                super().execute(context)
+            else:
+                self._run_connect_client(remote)
+        except AirflowException as e:
+            # spark-submit (client mode) exits with the job's exit code, which the provider puts in its message.
+            code = getattr(e, "exit_code", None)
+            if code is None and (found := re.search(r"Error code is: (\d+)", str(e))):
+                code = int(found.group(1))
+            output = getattr(e, "job_output", str(e))
+            final = final_failure(job_command(self.application, self.application_args or [])[0], code, output)
+            if final is None or isinstance(e, AirflowFailException):
+                raise
+            raise AirflowFailException(final) from e
         events = context.get("outlet_events")
         for asset in self.outlets or []:
             extra = self.asset_extra.get(getattr(asset, "name", ""))
@@ -81,7 +95,10 @@ class CtcalcSparkSubmitOperator(SparkSubmitOperator):
         self._client = None
         if code != 0:
             why = errors[-1] if errors else "see the lines above"
-            raise AirflowException(f"ctcalc {cmd[3]} on Spark Connect exited with code {code}: {why}")
+            error = AirflowException(f"ctcalc {cmd[3]} on Spark Connect exited with code {code}: {why}")
+            error.exit_code = code  # type: ignore[attr-defined]
+            error.job_output = "\n".join(errors)  # type: ignore[attr-defined]
+            raise error
 
     def on_kill(self) -> None:
         client = self._client

@@ -442,14 +442,36 @@ def connect_client_command(application: str, args: Sequence[str], conf: Mapping[
     sets one); a Connect client needs no JVM, so the job runs without spark-submit."""
     import sys
 
-    args = list(args)
-    stem = Path(application).stem
-    command = args.pop(0) if stem == "submit" and args else stem
+    command, args = job_command(application, args)
     if command not in CONNECT_COMMANDS:
         raise ValueError(f"Cannot run {application!r} as a Spark Connect client: expected jobs/<command>.py or "
                          f"ctcalc_spark/submit.py <command> with a command in {list(CONNECT_COMMANDS)}.")
     sets = [x for k, v in (conf or {}).items() for x in ("--set", f"spark.conf.{k}={json.dumps(str(v))}")]
     return [python or sys.executable, "-m", "ctcalc_spark.cli", command, *args, *sets]
+
+
+def job_command(application: str, args: Sequence[str]) -> tuple[str, list[str]]:
+    """(command, its arguments) of a submitted job script: jobs/<command>.py, or submit.py with the command first."""
+    args = list(args)
+    stem = Path(application).stem
+    return (args.pop(0) if stem == "submit" and args else stem), args
+
+
+# Exit codes of ctcalc (ctcalc_spark.errors) that a rerun of the same task cannot change: retrying them only delays
+# the alert (by the retry delays, 5 min and more by default) and spends the cluster's time again.
+NOT_RETRIED_EXIT_CODES = {2: "usage", 3: "configuration", 4: "input data", 5: "a missing optional package"}
+ERROR_MARKERS = (": error: ", ": failed: ", ": internal error")  # the CLI's one-line failure (ctcalc_spark.cli.main)
+
+
+def final_failure(command: str, code: int | None, output: str) -> str | None:
+    """The failure message of a job that exited with a code in :data:`NOT_RETRIED_EXIT_CODES` (with the job's own
+    one-line error from ``output``), else None: the task then fails for good, without its retries."""
+    if code not in NOT_RETRIED_EXIT_CODES:
+        return None
+    errors = [line.strip() for line in output.splitlines() if any(m in line for m in ERROR_MARKERS)]
+    why = errors[-1] if errors else "see the job's output above"
+    return (f"ctcalc {command} stopped with exit code {code} ({NOT_RETRIED_EXIT_CODES[code]}): {why} Not retried: "
+            "running it again cannot change that. Fix the cause, then clear the task.")
 
 
 def _local_session(spark_conf: Mapping[str, str] | None, app: str, remote: str | None = None) -> Any:
