@@ -184,8 +184,15 @@ def daily_calibrated_eval():  # type: ignore[no-untyped-def]
             mask_secret(value)
         exe = Path(sys.executable).with_name("ctcalc")
         cmd = [str(exe) if exe.exists() else (shutil.which("ctcalc") or "ctcalc"), *args]
-        print("running:", " ".join(orch.redact_args(cmd)), f"(Spark Connect: {remote.split(';')[0]})" if remote else "")
-        subprocess.run(cmd, check=True, cwd=project_dir, env={**os.environ, "SPARK_REMOTE": remote} if remote else None)
+        where = f" (Spark Connect: {remote.split(';')[0]})" if remote else ""
+        print("running:", " ".join(orch.redact_args(cmd)) + where)
+        done = subprocess.run(cmd, cwd=project_dir, env={**os.environ, "SPARK_REMOTE": remote} if remote else None)
+        final = orch.final_failure("report", done.returncode, "")  # config or input: a retry cannot mend it
+        if final:
+            from airflow.sdk.exceptions import AirflowFailException
+
+            raise AirflowFailException(final)
+        done.check_returncode()
         return str(args[args.index("--out") + 1])
 
     @task

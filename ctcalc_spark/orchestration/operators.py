@@ -84,7 +84,7 @@ class CtcalcSparkSubmitOperator(SparkSubmitOperator):
         env.pop("SPARK_CONNECT_MODE_ENABLED", None)  # the client sets it for itself
         errors: list[str] = []
         self._client = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                                        bufsize=1)
+                                        encoding="utf-8", errors="replace", bufsize=1)
         assert self._client.stdout is not None
         for line in self._client.stdout:
             line = line.rstrip("\n")
