@@ -283,3 +283,28 @@ def test_connect_probe_is_skipped_behind_a_proxy(free_port, monkeypatch):
         check_connect_server(url, timeout_s=5)
     monkeypatch.setenv("grpc_proxy", "http://proxy.internal:3128")  # gRPC would connect through it
     assert check_connect_server(url, timeout_s=5) is None
+
+
+def test_grpc_failures_of_a_connect_client_are_one_line(capsys):
+    """pyspark raises a Connect client's gRPC failures with the whole multi-line _InactiveRpcError text; its first
+    line ('<_InactiveRpcError of RPC that terminated with:') was all the CLI showed."""
+    import importlib
+
+    from pyspark.errors.exceptions.connect import SparkConnectGrpcException
+
+    cli = importlib.import_module("ctcalc_spark.cli.main")
+
+    def failing(status: str, details: str):  # type: ignore[no-untyped-def]
+        def work() -> int:
+            raise SparkConnectGrpcException(message=f"<_InactiveRpcError of RPC that terminated with:\n\tstatus = "
+                                                    f"StatusCode.{status}\n\tdetails = \"{details}\"\n>")
+        return work
+
+    assert cli.run_guarded(failing("UNAVAILABLE", "Socket closed"), "ctcalc evaluate") == EXIT_RUNTIME
+    assert capsys.readouterr().err.splitlines()[0] == (
+        "ctcalc evaluate: failed: SparkConnectGrpcException: Spark Connect call failed: UNAVAILABLE: Socket closed")
+    assert cli.run_guarded(failing("PERMISSION_DENIED", "no access"), "ctcalc rolling") == EXIT_CONFIG
+    assert capsys.readouterr().err.strip() == (
+        "ctcalc rolling: error: The Spark Connect server refused this client: Spark Connect call failed: "
+        "PERMISSION_DENIED: no access. Check the token in spark.remote or SPARK_REMOTE (sc://HOST:PORT/;token=...; "
+        "spark-submit jobs read SPARK_REMOTE only).")

@@ -8,8 +8,8 @@ from __future__ import annotations
 import argparse
 import importlib
 import logging
-import sys
 import re
+import sys
 import time
 import traceback
 from typing import Callable, Sequence
@@ -163,21 +163,27 @@ _RPC_STATUS = re.compile(r"status = StatusCode\.(\w+)")
 _RPC_DETAILS = re.compile(r'details = "(.*)"')
 
 
-def rpc_failure(error: BaseException) -> str | None:
-    """'STATUS: details' of a gRPC call of a Spark Connect client that failed below Spark (pyspark puts the whole
-    multi-line ``_InactiveRpcError`` text into its exception, whose first line says nothing), else None."""
+def _rpc_status(error: BaseException) -> tuple[str, str] | None:
+    """(status, details) of a gRPC call of a Spark Connect client that failed below Spark, else None. pyspark puts
+    the whole multi-line ``_InactiveRpcError`` text into its exception, whose first line says nothing."""
     text = str(error)
-    status, details = _RPC_STATUS.search(text), _RPC_DETAILS.search(text)
+    status = _RPC_STATUS.search(text)
     if "RpcError" not in text or status is None:
         return None
-    return f"Spark Connect call failed: {status.group(1)}: {details.group(1) if details else '(no details)'}"
+    details = _RPC_DETAILS.search(text)
+    return status.group(1), details.group(1) if details else "(no details)"
+
+
+def rpc_failure(error: BaseException) -> str | None:
+    """'Spark Connect call failed: STATUS: details' for such a failure, else None."""
+    rpc = _rpc_status(error)
+    return None if rpc is None else f"Spark Connect call failed: {rpc[0]}: {rpc[1]}"
 
 
 def connect_refusal(error: BaseException) -> str | None:
     """The one-line config error for a Spark Connect server that refused the client's credentials, else None."""
-    text = str(error)
-    status = _RPC_STATUS.search(text)
-    if "RpcError" not in text or status is None or status.group(1) not in ("UNAUTHENTICATED", "PERMISSION_DENIED"):
+    rpc = _rpc_status(error)
+    if rpc is None or rpc[0] not in ("UNAUTHENTICATED", "PERMISSION_DENIED"):
         return None
     return (f"The Spark Connect server refused this client: {rpc_failure(error)}. Check the token in spark.remote "
             "or SPARK_REMOTE (sc://HOST:PORT/;token=...; spark-submit jobs read SPARK_REMOTE only).")

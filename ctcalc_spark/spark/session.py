@@ -181,7 +181,7 @@ def _check_tls(sock: Any, url: str, host: str, port: int) -> None:
     context.set_alpn_protocols(["h2"])
     try:
         context.wrap_socket(sock, server_hostname=host).close()
-    except (ssl.SSLError, ConnectionResetError, EOFError) as e:
+    except (ssl.SSLError, ConnectionResetError, EOFError, TimeoutError) as e:  # no answer in time: no TLS either
         where = url.split(";")[0]
         raise ConnectionError(
             f"The Spark Connect server {where} ({host}:{port}) does not answer TLS ({e}), and pyspark connects to it "
