@@ -237,6 +237,14 @@ def test_run_settings_paths_precedence_and_previous_window():
     assert s["evaluate_app"] == str(REPO / "jobs" / "evaluate.py")
     assert s["previous"] == {"label": "2026-11-15", "days": ["2026-11-15"], "output": "/data/x", "catalog": False,
                              "policy": "require", "first_day": "2026-11-16"}
+    # The report (a session of its own for catalog tables) gets the Spark settings the submitted jobs get.
+    conf = {"spark.hadoop.hive.metastore.uris": "thrift://meta:9083", "spark.sql.shuffle.partitions": "8"}
+    with_conf = orch.run_settings("2026-11-16", variables={orch.VAR_CONFIG: "conf/demo.yaml",
+                                                           orch.VAR_SPARK_CONF: json.dumps(conf)},
+                                  parse=_parse(start_date="2026-11-16"))
+    assert with_conf["spark_conf"] == conf and with_conf["report_args"][-4:] == [
+        "--set", 'spark.conf.spark.hadoop.hive.metastore.uris="thrift://meta:9083"',
+        "--set", 'spark.conf.spark.sql.shuffle.partitions="8"']
     env_only = orch.run_settings("2026-11-16", variables={orch.VAR_CONFIG: "conf/demo.yaml"},
                                  parse=_parse(bias_threshold="0.9", ready_marker="/flags/{ds}.done"))
     assert env_only["bias_threshold"] == 0.9 and env_only["ready"]["marker"] == "/flags/2026-11-16.done"

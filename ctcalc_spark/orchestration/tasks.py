@@ -329,8 +329,9 @@ def run_settings(
         "job_args": ["--config", str(config), "--ds", ds, *set_args],
         **where,
         "report_dir": f"{output}/reports/ds={ds}",
+        # ctcalc_spark_conf too: a report on catalog tables starts a session that must see the same metastore.
         "report_args": ["report", "--config", str(config), "--start", start, "--end", ds,
-                        "--out", f"{output}/reports/ds={ds}", *set_args,
+                        "--out", f"{output}/reports/ds={ds}", *set_args, *spark_conf_args(spark_conf),
                         # an explicit threshold replaces the report's own rule (2 x the seed spread of c*)
                         *(["--threshold", repr(threshold)] if get("bias_threshold") is not None else [])],
         "spark_conf": {str(k): str(v) for k, v in spark_conf.items()},
@@ -446,8 +447,12 @@ def connect_client_command(application: str, args: Sequence[str], conf: Mapping[
     if command not in CONNECT_COMMANDS:
         raise ValueError(f"Cannot run {application!r} as a Spark Connect client: expected jobs/<command>.py or "
                          f"ctcalc_spark/submit.py <command> with a command in {list(CONNECT_COMMANDS)}.")
-    sets = [x for k, v in (conf or {}).items() for x in ("--set", f"spark.conf.{k}={json.dumps(str(v))}")]
-    return [python or sys.executable, "-m", "ctcalc_spark.cli", command, *args, *sets]
+    return [python or sys.executable, "-m", "ctcalc_spark.cli", command, *args, *spark_conf_args(conf)]
+
+
+def spark_conf_args(conf: Mapping[str, Any] | None) -> list[str]:
+    """``--set spark.conf.K="V"`` for each Spark setting (quoted: YAML would read "2" as a number, "a: b" as a map)."""
+    return [x for k, v in (conf or {}).items() for x in ("--set", f"spark.conf.{k}={json.dumps(str(v))}")]
 
 
 def job_command(application: str, args: Sequence[str]) -> tuple[str, list[str]]:
