@@ -14,8 +14,9 @@ starts once):
 6. day 1 from rows with a missing logit: evaluate exits 4 and its task fails for good (no retries)
 7. compare_pipelines on tiny generated CTR data
 
-``python tests/_airflow_scenario.py connect <dags folder> <result json> <day1> <day2>`` runs both days end to
-end on a Spark Connect connection instead (see :func:`connect_main`).
+``python tests/_airflow_scenario.py connect <dags folder> <result json> <day1> <day2> <bad input> <bad output>
+<ctr folder> <compare workdir>`` runs both days, a bad day and compare_pipelines on a Spark Connect connection
+instead (see :func:`connect_main`).
 """
 from __future__ import annotations
 
@@ -74,22 +75,26 @@ def main(dags_folder: str, scratch: str, result_path: str, day1: str, day2: str,
     os.environ["AIRFLOW_VAR_CTCALC_OVERRIDES"] = overrides
 
     # compare_pipelines end to end on tiny generated CTR data: train 2 x 2 runs, score, evaluate, compare.
-    cmp_dag = bag.dags["compare_pipelines"]
-    ctr = Path(scratch) / "ctr"
     t = time.perf_counter()
-    dr = cmp_dag.test(logical_date=None, run_conf={
-        "pipeline_a": "lr_a", "spec_a": {"arch": "lr"}, "pipeline_b": "fm_b", "spec_b": {"arch": "fm"}, "runs": 2,
-        "ds": "2026-11-02", "config": "conf/demo.yaml", "train_path": str(ctr / "train.parquet"),
-        "features_path": str(ctr / "eval.parquet"), "workdir": str(Path(scratch) / "compare")})
-    record("compare", dr, t)
+    record("compare", bag.dags["compare_pipelines"].test(logical_date=None, run_conf=compare_conf(
+        Path(scratch) / "ctr", Path(scratch) / "compare")), t)
     result["total_s"] = time.perf_counter() - t0
     Path(result_path).write_text(json.dumps(result, indent=1, default=str))
 
 
-def connect_main(dags_folder: str, result_path: str, day1: str, day2: str, bad_input: str, bad_output: str) -> None:
+def compare_conf(ctr: Path, workdir: Path) -> dict:
+    """The params of a compare_pipelines run on the CTR tables in ``ctr``, writing under ``workdir``."""
+    return {"pipeline_a": "lr_a", "spec_a": {"arch": "lr"}, "pipeline_b": "fm_b", "spec_b": {"arch": "fm"}, "runs": 2,
+            "ds": "2026-11-02", "config": "conf/demo.yaml", "train_path": str(ctr / "train.parquet"),
+            "features_path": str(ctr / "eval.parquet"), "workdir": str(workdir)}
+
+
+def connect_main(dags_folder: str, result_path: str, day1: str, day2: str, bad_input: str, bad_output: str,
+                 ctr: str, compare_workdir: str) -> None:
     """``connect`` mode: both days end to end with ``dag.test()``, the Spark connection being a Spark Connect one
     (the environment sets it, and the output path, before Airflow is imported); then day 1 again from
-    ``bad_input`` (a missing logit) into ``bad_output``: evaluate must fail for good, without retries."""
+    ``bad_input`` (a missing logit) into ``bad_output``: evaluate must fail for good, without retries; then
+    compare_pipelines on the CTR tables in ``ctr``, writing under ``compare_workdir``."""
     from airflow.dag_processing.dagbag import DagBag
 
     bag = DagBag(dag_folder=dags_folder)
@@ -107,11 +112,16 @@ def connect_main(dags_folder: str, result_path: str, day1: str, day2: str, bad_i
             overrides = {**json.loads(os.environ["AIRFLOW_VAR_CTCALC_OVERRIDES"]), "input.path": bad_input,
                          "output.path": bad_output}
             os.environ["AIRFLOW_VAR_CTCALC_OVERRIDES"] = json.dumps(overrides)
-    Path(result_path).write_text(json.dumps({"runs": runs}, indent=1))
+    t = time.perf_counter()
+    dr = bag.dags["compare_pipelines"].test(logical_date=None, run_conf=compare_conf(Path(ctr), Path(compare_workdir)))
+    compare = {"state": str(getattr(dr.state, "value", dr.state)), "seconds": time.perf_counter() - t,
+               "tasks": {f"{ti.task_id}[{ti.map_index}]" if ti.map_index >= 0 else ti.task_id:
+                         str(getattr(ti.state, "value", ti.state)) for ti in dr.get_task_instances()}}
+    Path(result_path).write_text(json.dumps({"runs": runs, "compare": compare}, indent=1))
 
 
 if __name__ == "__main__":
     if sys.argv[1] == "connect":
-        connect_main(*sys.argv[2:8])
+        connect_main(*sys.argv[2:10])
     else:
         main(*sys.argv[1:7])

@@ -872,16 +872,19 @@ def _sorted_rows(path: Path, keys: list[str]):  # type: ignore[no-untyped-def]
 
 @needs_airflow
 @slow
-def test_daily_dag_on_a_spark_connect_connection(scheduler, connect_server):
+def test_dags_on_a_spark_connect_connection(scheduler, scenario, connect_server):
     """The platform's Spark connection is a Spark Connect one (the provider's ``spark_connect`` type, token as its
     password): every task of both days runs, the Spark jobs as Connect clients of the server (spark-submit refuses
     a remote with the master the provider always passes), and the tables equal the spark-submit runs' to 1e-12.
-    No log shows the token or the secret override."""
+    No log shows the token or the secret override. A day of bad input fails for good. compare_pipelines gives the
+    comparison that the spark-submit scenario run gave."""
     from urllib.parse import urlparse
 
     import pandas as pd
 
-    scratch, env, sched = scheduler
+    from tests._json import json_differences
+
+    scratch, env, sched = scheduler  # after the spark-submit scenario (its compare_pipelines run is compared below)
     url = urlparse(connect_server)
     token = connect_server.split("token=")[1]
     out = scratch / "out_connect"
@@ -896,12 +899,14 @@ def test_daily_dag_on_a_spark_connect_connection(scheduler, connect_server):
     with log.open("w") as f:
         proc = subprocess.run([sys.executable, str(REPO / "tests" / "_airflow_scenario.py"), "connect",
                                str(REPO / "dags"), str(scratch / "connect_result.json"), *sched["days"],
-                               str(bad.parent), str(scratch / "out_connect_bad")],
+                               str(bad.parent), str(scratch / "out_connect_bad"), str(scratch / "ctr"),
+                               str(scratch / "compare_connect")],
                               env=connect_env, stdout=f, stderr=subprocess.STDOUT, cwd=scratch, timeout=600)
     text = log.read_text(errors="replace")
     tail = "\n".join(text.splitlines()[-80:])
     assert proc.returncode == 0, f"connect scenario failed:\n{tail}"
-    *runs, bad_run = json.loads((scratch / "connect_result.json").read_text())["runs"]
+    result = json.loads((scratch / "connect_result.json").read_text())
+    *runs, bad_run = result["runs"]
     print(json.dumps({r["ds"]: round(r["seconds"], 1) for r in runs}))
     # Bad input fails the task for good (AirflowFailException: no retry), with the job's own line; nothing written.
     assert bad_run["state"] == "failed" and bad_run["tasks"]["evaluate"] == "failed", (bad_run, tail)
@@ -915,13 +920,15 @@ def test_daily_dag_on_a_spark_connect_connection(scheduler, connect_server):
         assert run["tasks"] == {t: ("skipped" if t == "score" else "success") for t in DAILY_GRAPH}, (run, tail)
     # The jobs ran as clients of the server, not through spark-submit.
     server = f"sc://localhost:{url.port}/"
-    assert text.count(f"running as a client of {server}:") == 5, tail  # evaluate and rolling, two days; bad day
+    # evaluate and rolling on two days, evaluate of the bad day, compare_pipelines' evaluate and compare
+    assert text.count(f"running as a client of {server}:") == 7, tail
     assert text.count(f"Spark Connect session on {server}") >= 4 and "spark-submit --master" not in text
     # The token nowhere; the secret override not in the command lines this operator logs (dag.test() prints the
     # settings task's return value unmasked: the real-scheduler test checks the masked task logs).
     assert token not in text
     started = [line for line in text.splitlines() if "running as a client of" in line]
-    assert all("kafka.sasl.jaas.config" in line and "***" in line and SECRET not in line for line in started)
+    assert not [line for line in started if SECRET in line]
+    assert sum("kafka.sasl.jaas.config" in line and "***" in line for line in started) == 5  # the daily DAG's jobs
     keys = {"metrics": ["model", "run", "slice_name", "slice_value"],  # one partition folder: no ds column
             "summaries": ["model", "run", "split", "bin", "label"],
             "rolling/window_spec=day": ["model", "run", "slice_name", "slice_value"]}
@@ -932,3 +939,8 @@ def test_daily_dag_on_a_spark_connect_connection(scheduler, connect_server):
             assert list(got.columns) == list(want.columns) and len(got) == len(want) > 0, table
             pd.testing.assert_frame_equal(got, want, check_exact=False, rtol=1e-12, atol=1e-12)
     assert sorted(p.name for p in (out / "reports").glob("ds=*")) == [f"ds={d}" for d in sched["days"]]
+    # compare_pipelines: torch trains the same seeds on the workers, the jobs run on the server.
+    assert result["compare"]["state"] == "success", (result["compare"], tail)
+    comparisons = [json.loads((scratch / w / "out" / "compare" / "lr_a_vs_fm_b" / "comparison.json").read_text())
+                   for w in ("compare_connect", "compare")]
+    assert json_differences(*comparisons) == [], json_differences(*comparisons)[:5]
