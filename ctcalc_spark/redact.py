@@ -52,6 +52,19 @@ def redact_url(text: str) -> str:
                           else m.group(0), text)
 
 
+def url_secrets(text: str) -> list[str]:
+    """The secret parts :func:`redact_url` hides in ``text`` (user info, secret URL parameters such as a Spark
+    Connect ``;token=``), as written and percent-decoded: what a log masker must hide on its own."""
+    from urllib.parse import unquote
+
+    if "://" not in text:
+        return []
+    found = [m.group("userinfo") for m in _URL_USERINFO.finditer(text)]
+    found += [m.group("value") for m in _URL_PARAM.finditer(text)
+              if is_secret_key(m.group("name")) and m.group("value")]
+    return list(dict.fromkeys(x for v in found for x in (v, unquote(v))))
+
+
 def redact_assignment(text: str) -> str:
     """A ``KEY=VALUE`` override (``--set`` / ``--conf``) with a secret-looking key -> ``KEY=***``."""
     key, sep, value = text.partition("=")

@@ -173,6 +173,8 @@ def daily_calibrated_eval():  # type: ignore[no-untyped-def]
 
         from airflow.sdk.log import mask_secret
 
+        from ctcalc_spark.redact import redact_url, url_secrets
+
         # Pulled here, not passed as arguments: arguments are stored as rendered fields, unmasked.
         args = ti.xcom_pull(task_ids="settings", key="report_args")
         project_dir = ti.xcom_pull(task_ids="settings", key="project_dir")
@@ -180,11 +182,11 @@ def daily_calibrated_eval():  # type: ignore[no-untyped-def]
             mask_secret(value)
         # Catalog outputs are read through Spark: on the Connect server when the connection is a Connect one.
         remote = orch.spark_connect_url(S.conn_id)
-        for value in orch.url_secrets(remote or ""):
+        for value in url_secrets(remote or ""):
             mask_secret(value)
         exe = Path(sys.executable).with_name("ctcalc")
         cmd = [str(exe) if exe.exists() else (shutil.which("ctcalc") or "ctcalc"), *args]
-        where = f" (Spark Connect: {remote.split(';')[0]})" if remote else ""
+        where = f" (Spark Connect: {redact_url(remote)})" if remote else ""
         print("running:", " ".join(orch.redact_args(cmd)) + where)
         done = subprocess.run(cmd, cwd=project_dir, env={**os.environ, "SPARK_REMOTE": remote} if remote else None)
         final = orch.final_failure("report", done.returncode, "")  # config or input: a retry cannot mend it

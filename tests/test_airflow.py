@@ -445,7 +445,7 @@ def test_redaction():
     assert "output.path=/data/o" in shown and '"kafka.topic": "t"' in shown and "0.5" in shown
     assert "input.path=s3a://***@bucket/eval" in shown
     assert orch.secret_values(args, {"api_token": "TOK", "x": {"db_password": "DBPW"}}) == [
-        "AK", "DBPW", "JAAS", "PW", "TOK", "s3a://AKID:URLPW@bucket/eval"]
+        "AK", "AKID:URLPW", "DBPW", "JAAS", "PW", "TOK", "s3a://AKID:URLPW@bucket/eval"]
     settings = {"spark_conf": {"spark.authenticate.secret": "S", "spark.executor.memory": "4g"},
                 "job_args": ["--set", "token=T"]}
     assert orch.redact_settings(settings) == {"spark_conf": {"spark.authenticate.secret": "***",
@@ -453,8 +453,8 @@ def test_redaction():
                                               "job_args": ["--set", "token=***"]}
 
 
-def test_spark_connect_client_command_and_url_secrets():
-    from ctcalc_spark.orchestration.tasks import connect_client_command, url_secrets
+def test_spark_connect_client_command():
+    from ctcalc_spark.orchestration.tasks import connect_client_command
 
     args = ["--config", "/c.yaml", "--ds", "2026-11-21", "--set", "output.path=/o"]
     conf = {"spark.sql.shuffle.partitions": "2", "spark.driver.extraJavaOptions": "-Da=b -Dc"}
@@ -472,8 +472,6 @@ def test_spark_connect_client_command_and_url_secrets():
         "py", "-m", "ctcalc_spark.cli", "rolling", "--ds", "d"]
     with pytest.raises(ValueError, match="Cannot run '/p/jobs/train.py' as a Spark Connect client"):
         connect_client_command("/p/jobs/train.py", [])
-    assert url_secrets("sc://h:15002/;user_id=me;token=a%2Fb;use_ssl=true") == ["a%2Fb", "a/b"]
-    assert url_secrets("sc://h:15002") == []
 
 
 def test_jobs_that_a_retry_cannot_mend_fail_for_good():
@@ -919,7 +917,7 @@ def test_dags_on_a_spark_connect_connection(scheduler, scenario, connect_server)
         assert run["state"] == "success", (run, tail)
         assert run["tasks"] == {t: ("skipped" if t == "score" else "success") for t in DAILY_GRAPH}, (run, tail)
     # The jobs ran as clients of the server, not through spark-submit.
-    server = f"sc://localhost:{url.port}/"
+    server = f"sc://localhost:{url.port}/;token=***"
     # evaluate and rolling on two days, evaluate of the bad day, compare_pipelines' evaluate and compare
     assert text.count(f"running as a client of {server}:") == 7, tail
     assert text.count(f"Spark Connect session on {server}") >= 4 and "spark-submit --master" not in text

@@ -72,6 +72,14 @@ def test_redact_overrides_and_urls():
     assert redact_url("a;token=b") == "a;token=b"  # not a URL: left alone
 
 
+def test_url_secrets_are_what_redact_url_hides():
+    from ctcalc_spark.redact import url_secrets
+
+    assert url_secrets("sc://h:15002/;user_id=me;token=a%2Fb;use_ssl=true") == ["a%2Fb", "a/b"]
+    assert url_secrets("see https://user:pw@example.org?sig=XYZ&sp=r") == ["user:pw", "XYZ"]
+    assert url_secrets("sc://h:15002") == url_secrets("a;token=b") == []
+
+
 @pytest.mark.parametrize("name", ["../../ESCAPED", "a/b", "/etc/passwd", "..", ".", "", "-rf", "a\\..\\b",
                                   "$\\frac{a}{$", "x" * 300, "name with spaces", "ünïcode"])
 def test_safe_component_stays_one_plain_component(name, tmp_path):

@@ -8,10 +8,21 @@ from typing import Any, Mapping, Sequence
 
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 
+from airflow.sdk.exceptions import AirflowException, AirflowFailException
+
 from ctcalc_spark.orchestration.tasks import (
     ERROR_MARKERS, connect_client_command, final_failure, job_command, redact_args, secret_values, spark_connect_url,
-    url_secrets,
 )
+from ctcalc_spark.redact import redact_url, url_secrets
+
+
+class ConnectJobError(AirflowException):
+    """A job run as a Spark Connect client exited with ``exit_code``; ``errors`` are its one-line error lines."""
+
+    def __init__(self, message: str, exit_code: int, errors: str) -> None:
+        super().__init__(message)
+        self.exit_code = exit_code
+        self.errors = errors
 
 
 class CtcalcSparkSubmitOperator(SparkSubmitOperator):
@@ -46,32 +57,33 @@ class CtcalcSparkSubmitOperator(SparkSubmitOperator):
     def execute(self, context: Any) -> None:
         import re
 
-        from airflow.sdk.exceptions import AirflowException, AirflowFailException
-
         remote = spark_connect_url(self._conn_id)
         try:
             if remote is None:
                 super().execute(context)
             else:
                 self._run_connect_client(remote)
+        except ConnectJobError as e:
+            self._fail_for_good(e, e.exit_code, e.errors)
+            raise
         except AirflowException as e:
             # spark-submit (client mode) exits with the job's exit code, which the provider puts in its message.
-            code = getattr(e, "exit_code", None)
-            if code is None and (found := re.search(r"Error code is: (\d+)", str(e))):
-                code = int(found.group(1))
-            output = getattr(e, "job_output", str(e))
-            final = final_failure(job_command(self.application, self.application_args or [])[0], code, output)
-            if final is None or isinstance(e, AirflowFailException):
-                raise
-            raise AirflowFailException(final) from e
+            found = re.search(r"Error code is: (\d+)", str(e))
+            self._fail_for_good(e, int(found.group(1)) if found else None, str(e))
+            raise
         events = context.get("outlet_events")
         for asset in self.outlets or []:
             extra = self.asset_extra.get(getattr(asset, "name", ""))
             if events is not None and extra:
                 events[asset].extra.update(extra)
 
+    def _fail_for_good(self, error: AirflowException, code: int | None, output: str) -> None:
+        """Raise AirflowFailException (no retries) when the job's exit code says a rerun cannot mend it."""
+        final = final_failure(job_command(self.application, self.application_args or [])[0], code, output)
+        if final is not None and not isinstance(error, AirflowFailException):
+            raise AirflowFailException(final) from error
+
     def _run_connect_client(self, remote: str) -> None:
-        from airflow.sdk.exceptions import AirflowException
         from airflow.sdk.log import mask_secret
 
         for value in url_secrets(remote):
@@ -79,7 +91,7 @@ class CtcalcSparkSubmitOperator(SparkSubmitOperator):
         cmd = connect_client_command(self.application, list(self.application_args or []), self.conf)
         # Redacted here too: the masker covers task logs, not every place a line can go (dag.test() prints raw).
         self.log.info("Spark Connect connection %r: running as a client of %s: %s", self._conn_id,
-                      remote.split(";")[0], " ".join(redact_args(cmd)))
+                      redact_url(remote), " ".join(redact_args(cmd)))
         env = {**os.environ, "SPARK_REMOTE": remote}
         env.pop("SPARK_CONNECT_MODE_ENABLED", None)  # the client sets it for itself
         errors: list[str] = []
@@ -95,10 +107,8 @@ class CtcalcSparkSubmitOperator(SparkSubmitOperator):
         self._client = None
         if code != 0:
             why = errors[-1] if errors else "see the lines above"
-            error = AirflowException(f"ctcalc {cmd[3]} on Spark Connect exited with code {code}: {why}")
-            error.exit_code = code  # type: ignore[attr-defined]
-            error.job_output = "\n".join(errors)  # type: ignore[attr-defined]
-            raise error
+            raise ConnectJobError(f"ctcalc {cmd[3]} on Spark Connect exited with code {code}: {why}", code,
+                                  "\n".join(errors))
 
     def on_kill(self) -> None:
         client = self._client

@@ -427,14 +427,6 @@ def spark_connect_url(conn_id: str | None) -> str | None:
     return SparkConnectHook(conn_id).get_connection_url()
 
 
-def url_secrets(url: str) -> list[str]:
-    """The values of a Spark Connect URL that no log may show: its token, as written and unquoted."""
-    from urllib.parse import unquote
-
-    tokens = [v for k, v in (p.split("=", 1) for p in url.split(";")[1:] if "=" in p) if k == "token"]
-    return list(dict.fromkeys(x for v in tokens for x in (v, unquote(v))))
-
-
 def connect_client_command(application: str, args: Sequence[str], conf: Mapping[str, str] | None = None,
                            python: str | None = None) -> list[str]:
     """The ``ctcalc`` command that does what ``spark-submit [--conf K=V ...] application args`` does, as a Spark
@@ -736,7 +728,7 @@ def redact_text(text: str) -> str:
 def secret_values(*settings: Mapping[str, Any] | Sequence[str]) -> list[str]:
     """Every value under a secret-looking key (and every string holding URL credentials), for Airflow's log
     masker (``airflow.sdk.log.mask_secret``), which then hides them wherever they appear."""
-    from ctcalc_spark.redact import is_secret_key, redact_url
+    from ctcalc_spark.redact import is_secret_key, redact_url, url_secrets
 
     found: list[str] = []
 
@@ -754,7 +746,7 @@ def secret_values(*settings: Mapping[str, Any] | Sequence[str]) -> list[str]:
             if parsed is not None:
                 walk(key, parsed)
             elif redact_url(value) != value:
-                found.append(value)
+                found.extend([value, *url_secrets(value)])  # the credentials alone too, wherever they turn up
 
     for s in settings:
         if isinstance(s, Mapping):

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any, Mapping
 
 from ctcalc_spark.config import SparkConfig
 from ctcalc_spark.errors import ConfigError
+from ctcalc_spark.redact import redact_url
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -121,7 +122,7 @@ def build_session(
     _apply_runtime(spark, {**BASE_CONF, **{str(k): str(v) for k, v in cfg.conf.items()}})
     url = os.environ.get("SPARK_REMOTE") if submitted else remote  # spark-submit ignores the config's remote
     if url and is_connect(spark):  # say where the work goes (a classic session needs no line)
-        log.info("Spark Connect session on %s", url.split(";")[0])
+        log.info("Spark Connect session on %s", redact_url(url))
     return spark
 
 
@@ -154,7 +155,7 @@ def check_connect_server(url: str, timeout_s: float = CONNECT_PROBE_TIMEOUT_S) -
         sock = socket.create_connection((host, port), timeout=timeout_s)
     except OSError as e:
         raise ConnectionError(
-            f"Cannot reach the Spark Connect server {url.split(';')[0]} ({host}:{port}): {e.strerror or e}. Check "
+            f"Cannot reach the Spark Connect server {redact_url(url)} ({host}:{port}): {e.strerror or e}. Check "
             "spark.remote (or SPARK_REMOTE) and that the server is running (Spark's sbin/start-connect-server.sh)."
         ) from None
     with sock:
@@ -182,12 +183,11 @@ def _check_tls(sock: Any, url: str, host: str, port: int) -> None:
     try:
         context.wrap_socket(sock, server_hostname=host).close()
     except (ssl.SSLError, ConnectionResetError, EOFError, TimeoutError) as e:  # no answer in time: no TLS either
-        where = url.split(";")[0]
         raise ConnectionError(
-            f"The Spark Connect server {where} ({host}:{port}) does not answer TLS ({e}), and pyspark connects to it "
-            "with TLS: the URL has use_ssl=true, or a token (which implies TLS unless the host is 'localhost'). For "
-            "a server on this machine without TLS write its host as localhost (sc://localhost:PORT/;token=...); "
-            "otherwise enable TLS on the server."
+            f"The Spark Connect server {redact_url(url)} ({host}:{port}) does not answer TLS ({e}), and pyspark "
+            "connects to it with TLS: the URL has use_ssl=true, or a token (which implies TLS unless the host is "
+            "'localhost'). For a server on this machine without TLS write its host as localhost "
+            "(sc://localhost:PORT/;token=...); otherwise enable TLS on the server."
         ) from None
 
 
