@@ -859,15 +859,6 @@ def test_score_partition_replaces_only_its_day(scenario, tmp_path):
     assert not list((tmp_path / "eval" / "_staging").iterdir())
 
 
-def _sorted_rows(path: Path, keys: list[str]):  # type: ignore[no-untyped-def]
-    import pandas as pd
-
-    frame = pd.read_parquet(path).drop(columns=["run_id"], errors="ignore")
-    for key in keys:
-        frame[key] = frame[key].astype(str)
-    return frame.sort_values(keys).reset_index(drop=True)
-
-
 @needs_airflow
 @slow
 def test_dags_on_a_spark_connect_connection(scheduler, scenario, connect_server):
@@ -880,6 +871,7 @@ def test_dags_on_a_spark_connect_connection(scheduler, scenario, connect_server)
 
     import pandas as pd
 
+    from tests._frames import assert_same_rows
     from tests._json import json_differences
 
     scratch, env, sched = scheduler  # after the spark-submit scenario (its compare_pipelines run is compared below)
@@ -932,10 +924,8 @@ def test_dags_on_a_spark_connect_connection(scheduler, scenario, connect_server)
             "rolling/window_spec=day": ["model", "run", "slice_name", "slice_value"]}
     for table, cols in keys.items():
         for day in sched["days"]:
-            got = _sorted_rows(out / table / f"ds={day}", cols)
-            want = _sorted_rows(scratch / "out" / table / f"ds={day}", cols)
-            assert list(got.columns) == list(want.columns) and len(got) == len(want) > 0, table
-            pd.testing.assert_frame_equal(got, want, check_exact=False, rtol=1e-12, atol=1e-12)
+            assert_same_rows(pd.read_parquet(out / table / f"ds={day}"),
+                             pd.read_parquet(scratch / "out" / table / f"ds={day}"), cols)
     assert sorted(p.name for p in (out / "reports").glob("ds=*")) == [f"ds={d}" for d in sched["days"]]
     # compare_pipelines: torch trains the same seeds on the workers, the jobs run on the server.
     assert result["compare"]["state"] == "success", (result["compare"], tail)

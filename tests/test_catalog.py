@@ -24,6 +24,7 @@ import pytest
 import yaml
 
 from tests._cli import run_cli
+from tests._frames import assert_same_rows
 from tests._json import json_differences
 
 pytestmark = pytest.mark.slow
@@ -122,10 +123,9 @@ print(json.dumps(out))
                                  "input": {"path": str(tmp_path / "eval")}, "output": {"path": str(tmp_path / "p")}})
     want = evaluate(spark, path_cfg, DAYS).metrics
     assert len(metrics) == len(want) == len(DAYS) * 3 * 3 * 3  # days x models x runs x (all, US, DE)
-    _assert_same(metrics, want, KEYS)
+    assert_same_rows(metrics, want, KEYS)
     want_roll = run_rolling(spark, path_cfg, DAYS, write=False).table
-    _assert_same(pd.read_parquet(tmp_path / "rolling.parquet"), want_roll,
-                 ["ds", "model", "run", "slice_name", "slice_value"])
+    assert_same_rows(pd.read_parquet(tmp_path / "rolling.parquet"), want_roll, KEYS)
     # 5. compare and the drift report read catalog tables without being told (--engine auto takes Spark), and
     # give what they give on the folders
     path_conf = tmp_path / "folders.yaml"
@@ -148,16 +148,3 @@ print(json.dumps(out))
     leftovers = [p for pattern in (f"{STAGING_PREFIX}*", ".spark-staging-*", "_temporary")
                  for p in (tmp_path / "warehouse").rglob(pattern)]
     assert leftovers == []  # nothing a killed run would leave
-
-
-def _assert_same(got: pd.DataFrame, want: pd.DataFrame, keys: list[str]) -> None:
-    """Same rows (by ``keys``) and the same values: floats to 1e-12, everything else as text."""
-    want = want.sort_values(keys).reset_index(drop=True)
-    got = got.sort_values(keys).reset_index(drop=True)[list(want.columns)]
-    assert len(got) == len(want)
-    for col in want.columns:
-        if pd.api.types.is_float_dtype(want[col]) or pd.api.types.is_float_dtype(got[col]):  # null: NaN or None
-            a, b = (pd.to_numeric(f[col]).to_numpy(float) for f in (got, want))
-            np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-12, err_msg=col)
-        else:
-            assert got[col].astype(str).tolist() == want[col].astype(str).tolist(), col

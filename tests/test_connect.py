@@ -12,23 +12,13 @@ import pandas as pd
 import pytest
 
 from tests._cli import REPO, run_cli
+from tests._frames import assert_same_rows
 from tests._json import json_differences
 
 pytestmark = pytest.mark.slow
 
 DAYS = ["2026-11-15", "2026-11-16", "2026-11-17"]
-
-
-def _same(a: pd.DataFrame, b: pd.DataFrame, keys: list[str]) -> None:
-    a = a.drop(columns="run_id", errors="ignore").sort_values(keys).reset_index(drop=True)
-    b = b.drop(columns="run_id", errors="ignore").sort_values(keys).reset_index(drop=True)[list(a.columns)]
-    assert len(a) == len(b) > 0
-    for col in a.columns:
-        if pd.api.types.is_numeric_dtype(a[col]) and not pd.api.types.is_bool_dtype(a[col]):
-            np.testing.assert_allclose(a[col].to_numpy(float), b[col].to_numpy(float), rtol=1e-12, atol=1e-12,
-                                       err_msg=col)
-        else:
-            assert a[col].astype(str).tolist() == b[col].astype(str).tolist(), col
+METRIC_KEYS = ["ds", "model", "run", "slice_name", "slice_value"]
 
 
 @pytest.mark.parametrize("task", ["binary", "regression"])
@@ -63,10 +53,10 @@ def test_evaluate_and_rolling_on_spark_connect_equal_classic(spark, connect_spar
         run_rolling(spark, cfgs["classic"], DAYS)
 
     got, want = OutputStore(cfgs["connect"]), OutputStore(cfgs["classic"])
-    _same(got.read("metrics"), want.read("metrics"), ["ds", "model", "run", "slice_name", "slice_value"])
+    assert_same_rows(got.read("metrics"), want.read("metrics"), METRIC_KEYS)
     summary_keys = ["ds", "model", "run", "split"] + (["bin", "label", "parity"] if task == "binary" else [])
-    _same(got.read("summaries"), want.read("summaries"), summary_keys)
-    _same(got.read("rolling"), want.read("rolling"), ["ds", "window_spec", "model", "run", "slice_name", "slice_value"])
+    assert_same_rows(got.read("summaries"), want.read("summaries"), summary_keys)
+    assert_same_rows(got.read("rolling"), want.read("rolling"), ["window_spec", *METRIC_KEYS])
     assert got.check_days(DAYS) == [] and want.check_days(DAYS) == []
 
 
@@ -118,10 +108,9 @@ def test_cli_on_a_connect_server_equals_classic(spark, connect_server, tmp_path)
     evaluate(spark, cfgs["classic"], span)
     run_rolling(spark, cfgs["classic"], DAYS)
     got, want = OutputStore(cfgs["connect"]), OutputStore(cfgs["classic"])
-    _same(got.read("metrics"), want.read("metrics"), ["ds", "model", "run", "slice_name", "slice_value"])
-    _same(OutputStore(cfgs["submitted"]).read("metrics"), want.read("metrics"),
-          ["ds", "model", "run", "slice_name", "slice_value"])
-    _same(got.read("rolling"), want.read("rolling"), ["ds", "window_spec", "model", "run", "slice_name", "slice_value"])
+    assert_same_rows(got.read("metrics"), want.read("metrics"), METRIC_KEYS)
+    assert_same_rows(OutputStore(cfgs["submitted"]).read("metrics"), want.read("metrics"), METRIC_KEYS)
+    assert_same_rows(got.read("rolling"), want.read("rolling"), ["window_spec", *METRIC_KEYS])
 
     pair = ["--a", "baseline", "--b", "dcn", "--ds-from", DAYS[0], "--ds-to", DAYS[-1], "--bootstrap", "200"]
     for engine in ("spark", "local"):
