@@ -156,15 +156,21 @@ def test_a_write_leaves_one_file_per_partition_in_one_task_or_sized_by_spark(spa
 def test_a_missing_output_database_fails_before_any_work(spark, demo_config, tmp_path):
     """The jobs create missing tables, not databases: a database that does not exist is a config error raised
     before the scan (the input here does not exist either, and is never reached), not Spark's SCHEMA_NOT_FOUND
-    at the write."""
+    at the write; a stream's before it starts (not in its first batch), with no checkpoint or state written."""
     from ctcalc_spark.errors import ConfigError
     from ctcalc_spark.jobs.evaluate import evaluate
     from ctcalc_spark.jobs.rolling import run_rolling
+    from ctcalc_spark.jobs.stream import start_stream
 
-    missing = demo_config(output={"path": str(tmp_path / "out"), "database": "no_such_db"})
-    for job in (lambda: evaluate(spark, missing, "2026-11-15"), lambda: run_rolling(spark, missing, "2026-11-15")):
+    (tmp_path / "landing").mkdir()  # a stream source that exists: the stream would start
+    missing = demo_config(output={"path": str(tmp_path / "out"), "database": "no_such_db"},
+                          stream={"path": str(tmp_path / "landing"), "window": "1 day"})
+    jobs = (lambda: evaluate(spark, missing, "2026-11-15"), lambda: run_rolling(spark, missing, "2026-11-15"),
+            lambda: start_stream(spark, missing, trigger="availableNow"))
+    for job in jobs:
         with pytest.raises(ConfigError, match=r"\['no_such_db'\] do not exist .* CREATE DATABASE no_such_db"):
             job()
+    assert not (tmp_path / "out").exists()  # no checkpoint, state or staging folder
     named = demo_config(output={"path": str(tmp_path / "out"), "database": "default",
                                 "tables": {"metrics": "elsewhere.m"}})
     with pytest.raises(ConfigError, match=r"\['elsewhere'\] do not exist"):
