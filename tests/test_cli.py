@@ -308,3 +308,45 @@ def test_grpc_failures_of_a_connect_client_are_one_line(capsys):
         "ctcalc rolling: error: The Spark Connect server refused this client: Spark Connect call failed: "
         "PERMISSION_DENIED: no access. Check the token in spark.remote or SPARK_REMOTE (sc://HOST:PORT/;token=...; "
         "spark-submit jobs read SPARK_REMOTE only).")
+
+
+SESSION_SCRIPT = """
+import sys
+from ctcalc_spark.config import SparkConfig
+from ctcalc_spark.spark.session import build_session
+spark = build_session(SparkConfig(master="local[1]", conf={"spark.driver.extraJavaOptions": sys.argv[1]}))
+assert spark.range(3).count() == 3
+print(spark.conf.get("spark.driver.extraJavaOptions"))
+"""
+SPARK_START_NOISE = ("Using Spark's default log4j profile", 'Setting default log level to "WARN"',
+                     "To adjust logging level use sc.setLogLevel", "Setting Spark log level to",
+                     "WARN NativeCodeLoader: Unable to load native-hadoop library")
+
+
+def test_spark_start_is_quiet_unless_the_user_configures_spark_logging(tmp_path):
+    """A driver that ctcalc starts logs through ctcalc_spark/spark/log4j2.properties: none of the five lines
+    Spark's built-in configuration printed at every start, and the config's own driver options kept. A user's
+    log4j2 configuration wins, from $SPARK_CONF_DIR or from -Dlog4j2.configurationFile in spark.conf."""
+    from ctcalc_spark.spark.session import LOG_CONFIG
+
+    def start(options: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+        return run_cli([options], command=[sys.executable, "-c", SESSION_SCRIPT], env=env, cwd=tmp_path,
+                       drop=("SPARK_CONF_DIR", "SPARK_REMOTE", "PYSPARK_GATEWAY_PORT"), timeout=180)
+
+    ours = start("-Dctcalc.probe=1")
+    assert ours.stdout.strip() == f"-Dctcalc.probe=1 -Dlog4j2.configurationFile={LOG_CONFIG.as_uri()}"
+    assert [n for n in SPARK_START_NOISE if n in ours.stderr] == []
+    assert "was not applied" not in ours.stderr  # the driver options were applied at start, with ctcalc's added
+
+    user = tmp_path / "conf" / "log4j2.properties"
+    user.parent.mkdir()
+    user.write_text("rootLogger.level = warn\nrootLogger.appenderRef.console.ref = c\nappender.console.type = Console\n"
+                    "appender.console.name = c\nappender.console.target = SYSTEM_ERR\n"
+                    "appender.console.layout.type = PatternLayout\n"
+                    "appender.console.layout.pattern = USERLOG %p %c{1}: %m%n\n")
+    theirs = "USERLOG WARN NativeCodeLoader: Unable to load"  # their format, and a line ctcalc's file quiets
+    in_conf_dir = start("-Dctcalc.probe=1", env={"SPARK_CONF_DIR": str(user.parent)})
+    assert in_conf_dir.stdout.strip() == "-Dctcalc.probe=1" and theirs in in_conf_dir.stderr
+    in_options = start(f"-Dctcalc.probe=1 -Dlog4j2.configurationFile={user.as_uri()}")
+    assert in_options.stdout.strip() == f"-Dctcalc.probe=1 -Dlog4j2.configurationFile={user.as_uri()}"
+    assert theirs in in_options.stderr and "was not applied" not in in_options.stderr

@@ -95,6 +95,7 @@ def test_wheel_holds_every_module_the_example_configs_and_clean_metadata(wheel):
                if "__pycache__" not in p.parts}
     assert modules - names == set(), "modules missing from the wheel: add their package to pyproject.toml"
     assert "ctcalc_spark/submit.py" in names and f"{dist_info}/licenses/LICENSE" in names
+    assert "ctcalc_spark/spark/log4j2.properties" in names
     assert _jar_in_wheel(wheel) == (ROOT / "ctcalc_spark" / "localfs" / "ctcalc-localfs.jar").read_bytes()
     assert not [n for n in names if n.startswith(("tests/", "jobs/", "dags/"))]
     assert meta["Version"] == ctcalc_spark.__version__
@@ -122,7 +123,8 @@ def test_installed_wheel_runs_the_demo_and_spark_submit_in_an_empty_folder(venv,
     print(f"\nctcalc demo from the wheel: {time.perf_counter() - t0:.1f} s")
     assert demo.returncode == 0, demo.stdout[-2000:] + demo.stderr[-4000:]
     assert "Whole period 2026-11-15..2026-11-16" in demo.stdout
-    assert 'Setting Spark log level to "INFO"' in demo.stderr  # the flag after the subcommand reached Spark
+    assert "INFO SparkContext: Submitted application: ctcalc-demo" in demo.stderr  # the flag reached Spark
+    assert "Using Spark's default log4j profile" not in demo.stderr  # the wheel's log4j2.properties was used
     assert "INFO ctcalc_spark.progress: ctcalc demo: evaluate ds=2026-11-15..2026-11-16" in demo.stderr  # progress
     assert sorted(os.listdir(work)) == ["output"]  # the packaged config's relative paths: all under cwd
     assert {p.name for p in (work / "output" / "demo").iterdir()} >= {"eval", "metrics", "summaries"}

@@ -9,6 +9,7 @@ import logging
 import os
 import sys
 import warnings
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Mapping
 
 from ctcalc_spark.config import SparkConfig
@@ -91,6 +92,7 @@ def build_session(
     builder = SparkSession.builder.appName(app_name)
     remote = cfg.remote or os.environ.get("SPARK_REMOTE")
     fast: dict[str, str] = {}
+    started: Mapping[str, str] = {}  # the settings a JVM this call starts was launched with
     if remote and remote.startswith("sc://") and (not submitted or os.environ.get("SPARK_REMOTE") == remote):
         check_connect_server(remote)
     if submitted:
@@ -106,7 +108,9 @@ def build_session(
         builder = builder.remote(remote).config(map={**launch, **BASE_CONF})
     else:
         fast = _fast_local_files(cfg, launch)
-        builder = builder.master(cfg.master).config(map={**launch, **fast, **BASE_CONF})
+        if _starts_jvm():
+            started = launch
+        builder = builder.master(cfg.master).config(map={**launch, **fast, **_log_settings(launch), **BASE_CONF})
     with warnings.catch_warnings():
         # A local Connect server takes launch settings at start; the client then tries them again as runtime
         # settings and warns for each static one. Those warnings are noise: _apply_runtime reports real misses.
@@ -119,7 +123,8 @@ def build_session(
         spark.stop()
         spark = SparkSession.builder.appName(app_name).master(cfg.master).config(map={**launch, **BASE_CONF}) \
             .getOrCreate()
-    _apply_runtime(spark, {**BASE_CONF, **{str(k): str(v) for k, v in cfg.conf.items()}})
+        started = {}  # the JVM was not started with them
+    _apply_runtime(spark, {**BASE_CONF, **{str(k): str(v) for k, v in cfg.conf.items()}}, started)
     url = os.environ.get("SPARK_REMOTE") if submitted else remote  # spark-submit ignores the config's remote
     if url and is_connect(spark):  # say where the work goes (a classic session needs no line)
         log.info("Spark Connect session on %s", redact_url(url))
@@ -206,15 +211,50 @@ def _functions_for_connect() -> None:
         os.environ["SPARK_CONNECT_MODE_ENABLED"] = "1"
 
 
-def _fast_local_files(cfg: SparkConfig, launch: Mapping[str, str]) -> dict[str, str]:
-    """Launch settings for :mod:`ctcalc_spark.localfs` when this call starts a local JVM, else {}."""
+def _starts_jvm() -> bool:
+    """Whether a classic session built now starts Spark (so launch settings apply): no session is active and no
+    spark-submit launched this process."""
     from pyspark.sql import SparkSession
 
+    return SparkSession.getActiveSession() is None and "PYSPARK_GATEWAY_PORT" not in os.environ
+
+
+def _fast_local_files(cfg: SparkConfig, launch: Mapping[str, str]) -> dict[str, str]:
+    """Launch settings for :mod:`ctcalc_spark.localfs` when this call starts a local JVM, else {}."""
     from ctcalc_spark import localfs
 
-    if not cfg.fast_local_files or SparkSession.getActiveSession() is not None or "PYSPARK_GATEWAY_PORT" in os.environ:
+    if not cfg.fast_local_files or not _starts_jvm():
         return {}
     return localfs.launch_settings(cfg.master, launch)
+
+
+LOG_CONFIG = Path(__file__).with_name("log4j2.properties")
+"""ctcalc's log4j2 settings for a driver JVM it starts itself (see the file and :func:`_log_settings`)."""
+LOG_CONFIG_NAMES = ("log4j2.properties", "log4j2.xml", "log4j2.yaml", "log4j2.yml", "log4j2.json")
+DRIVER_JAVA_OPTIONS = "spark.driver.extraJavaOptions"
+
+
+def _log_settings(launch: Mapping[str, str]) -> dict[str, str]:
+    """Launch settings that give a driver JVM this call starts :data:`LOG_CONFIG`, else {}.
+
+    Without a log4j2 configuration Spark uses its built-in one, which prints four lines at every start (the
+    profile it chose, its default level, how to change it, the level set) and Hadoop's warning about its native
+    library. None applies when no JVM is started here, or when the user has a configuration of their own: a
+    ``log4j2.*`` file in ``$SPARK_CONF_DIR`` (or ``$SPARK_HOME/conf``, on the JVM's class path), or
+    ``-Dlog4j2.configurationFile`` in the config's ``spark.driver.extraJavaOptions``, which is kept and appended to.
+    """
+    options = launch.get(DRIVER_JAVA_OPTIONS, "")
+    if (not _starts_jvm() or "log4j2.configurationFile" in options or "log4j.configurationFile" in options
+            or not LOG_CONFIG.is_file()):
+        return {}
+    conf_dir = os.environ.get("SPARK_CONF_DIR")
+    if not conf_dir:
+        from pyspark.find_spark_home import _find_spark_home
+
+        conf_dir = os.path.join(_find_spark_home(), "conf")
+    if any(os.path.isfile(os.path.join(conf_dir, name)) for name in LOG_CONFIG_NAMES):
+        return {}
+    return {DRIVER_JAVA_OPTIONS: f"{options} -Dlog4j2.configurationFile={LOG_CONFIG.as_uri()}".strip()}
 
 
 def _loads_local_fs(spark: SparkSession) -> bool:
@@ -227,9 +267,16 @@ def _loads_local_fs(spark: SparkSession) -> bool:
     return True
 
 
-def _apply_runtime(spark: SparkSession, conf: Mapping[str, str]) -> None:
-    """Set each setting on the live session; a launch-only setting that differs is reported, not hidden."""
+def _apply_runtime(spark: SparkSession, conf: Mapping[str, str], started: Mapping[str, str] = {}) -> None:
+    """Set each setting on the live session; a launch-only setting that differs is reported, not hidden.
+
+    ``started``: the settings the session's JVM was launched with by this process. Those were applied at start,
+    even where the session reads back a different text (Spark makes ``spark.sql.warehouse.dir`` a ``file:``
+    URI; ctcalc adds its log configuration to ``spark.driver.extraJavaOptions``), so they are not set again.
+    """
     for key, value in conf.items():
+        if started.get(key) == value:
+            continue
         try:
             current = spark.conf.get(key, None)
         except Exception:  # noqa: BLE001 - some settings cannot be read back; setting them tells
