@@ -21,7 +21,8 @@ def add_config_arguments(parser: argparse.ArgumentParser, *, ds: bool = True) ->
                         help="YAML job config (examples: the folder `ctcalc where conf` prints)")
     if ds:
         parser.add_argument("--ds", required=True,
-                            help="logical date YYYY-MM-DD, or a range START..END (one job for every day of it)")
+                            help="logical date YYYY-MM-DD, a range START..END, or a comma list of both "
+                                 "(every day in one job)")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                         help="override a config key, e.g. --set output.path=/tmp/out (repeatable)")
 
