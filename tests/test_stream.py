@@ -421,3 +421,38 @@ def test_kafka_without_connector_names_the_package(spark, demo_config):
     with pytest.raises(ConfigError, match="spark-sql-kafka-0-10_2.13:4.2.0"):
         read_stream(spark, cfg)
     assert KAFKA_PACKAGE.endswith(":4.2.0")
+
+
+def test_stream_cli_logs_each_batch_as_it_ends_and_prints_what_it_wrote(tmp_path):
+    """``ctcalc stream`` as a user runs it (its own process, the packaged example config): one readable progress
+    line per batch on stderr as the batch ends (it was a dump of the report dict, and the readable lines came
+    only on stdout after the query ended: never, for a stream that runs until it is stopped); on stdout a line
+    for the run, the windows closed at the end and the table of closed windows, equal to what it wrote."""
+    from tests._cli import run_cli
+
+    out = tmp_path / "out"
+    args = ["stream", "--config", "conf/stream_demo.yaml", "--trigger", "availableNow",
+            "--set", f"output.path={out}", "--set", f"stream.path={tmp_path / 'landing'}"]
+    first = run_cli([*args, "--generate-demo", "2", "--close-at-end"], timeout=300)
+    progress = re.findall(r"INFO ctcalc_spark\.jobs\.stream: (batch \d+: .*)", first.stderr)
+    assert len(progress) == 4, first.stderr  # 8 files landed, 2 a batch
+    assert all(re.fullmatch(r"batch \d: 18,000 rows \(18,000 on time\), watermark 2026-11-1[56] \S+"
+                            r"(; closed 2026-11-15 00:00:00)?  \[\d+\.\d s\]", line) for line in progress), progress
+    assert "{'batch_id'" not in first.stderr and "is not supported in streaming" not in first.stderr
+    assert re.search(r"^4 batches \(0\.\.3\): 72,000 rows \(72,000 on time\), watermark 2026-11-16 \S+; "
+                     r"closed 2026-11-15 00:00:00  \[", first.stdout, re.M), first.stdout
+    assert "closed at end: 2026-11-16 00:00:00" in first.stdout
+
+    metrics = pd.read_parquet(out / "stream_metrics")
+    metrics = metrics[metrics["slice_name"] == "__all__"]
+    for (start, model), group in metrics.groupby(["window_start", "model"]):
+        row = re.search(rf"^{pd.Timestamp(start):%Y-%m-%d %H:%M:%S}\s+{model}\s+3\s+(\S+)\s+(\S+)\s", first.stdout,
+                        re.M)
+        assert row is not None, (start, model, first.stdout)
+        assert float(row.group(1)) == pytest.approx(group["log_loss"].mean(), abs=5e-6)  # printed to 5 decimals
+        assert float(row.group(2)) == pytest.approx(group["calibrated_log_loss"].mean(), abs=5e-6)
+    assert len(metrics.groupby(["window_start", "model"])) == 6
+
+    again = run_cli(args, timeout=300)  # nothing new landed
+    assert again.stdout.startswith("no new batches (nothing landed since the last committed batch)\n")
+    assert "INFO ctcalc_spark.jobs.stream: batch" not in again.stderr

@@ -25,7 +25,7 @@ def run(args: argparse.Namespace) -> int:
     from ctcalc_spark.core.finalize import ALL
     from ctcalc_spark.core.windows import METRIC_NAME
     from ctcalc_spark.jobs.stream import (
-        COUNT_KINDS, read_stream_metrics, read_stream_rolling, run_stream, write_stream_demo_files)
+        batches_line, read_stream_metrics, read_stream_rolling, run_stream, write_stream_demo_files)
 
     cfg = config_from_args(args)
     if args.generate_demo:
@@ -38,11 +38,8 @@ def run(args: argparse.Namespace) -> int:
         print(f"generated {len(rows):,} rows ({rows['ds'].nunique()} days) -> {cfg.stream.path}")
     spark = session_for(args, cfg, "ctcalc-stream")
     res = run_stream(spark, cfg, trigger=args.trigger, timeout_s=args.timeout, close_at_end=args.close_at_end)
+    print(batches_line(res.batches))  # each batch's own line is a progress line (stderr), as it ends
     for b in res.batches:
-        extra = "".join(f", {b[k]} {k}" for k in COUNT_KINDS if b.get(k))
-        closed = f"; closed {', '.join(b['closed'])}" if b["closed"] else ""
-        print(f"batch {b['batch_id']}: {b['rows']:,} rows ({b['on_time']:,} on time{extra}), watermark "
-              f"{b['watermark']}{closed}  [{b['seconds']:.1f} s]")
         for q in b["quarantined"]:
             print(f"  quarantined {q['file']}: {q['reason']}")
     if res.closed_at_end:

@@ -39,7 +39,7 @@ import time
 import traceback
 import uuid
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 from urllib.parse import unquote
 
 import numpy as np
@@ -83,6 +83,31 @@ NO_WINDOW = "none"
 """``window`` partition of the counts that belong to no window (no event time, quarantined files)."""
 COUNT_KINDS = ("late", "invalid", "no_event_time", "unreadable_file", "malformed_record")
 CORRUPT_RECORD = "_corrupt_record"
+
+
+def batch_line(report: Mapping[str, Any]) -> str:
+    """One line on a batch's report (the job's progress line): rows, on time and each non-zero count, the
+    watermark, the windows it closed."""
+    return f"batch {report['batch_id']}: {_rows_text([report])}  [{report['seconds']:.1f} s]"
+
+
+def batches_line(reports: Sequence[Mapping[str, Any]]) -> str:
+    """One line on the batches of a run: how many, their rows and counts, the last watermark, windows closed."""
+    if not reports:
+        return "no new batches (nothing landed since the last committed batch)"
+    ids = f"batch {reports[0]['batch_id']}" if len(reports) == 1 else \
+        f"{len(reports)} batches ({reports[0]['batch_id']}..{reports[-1]['batch_id']})"
+    return f"{ids}: {_rows_text(reports)}  [{sum(r['seconds'] for r in reports):.1f} s]"
+
+
+def _rows_text(reports: Sequence[Mapping[str, Any]]) -> str:
+    def total(key: str) -> int:
+        return sum(int(r.get(key) or 0) for r in reports)
+
+    extra = "".join(f", {total(k):,} {k}" for k in COUNT_KINDS if total(k))
+    closed = [w for r in reports for w in r.get("closed") or []]
+    return (f"{total('rows'):,} rows ({total('on_time'):,} on time{extra}), watermark {reports[-1]['watermark']}"
+            + (f"; closed {', '.join(closed)}" if closed else ""))
 FILE_COLUMN = "_file"
 FILE_LIST_SCHEMA = "path STRING, modificationTime TIMESTAMP, length LONG, content BINARY"
 """Spark's binaryFile source: the stream of landed files (``content`` is never selected, so never read)."""
@@ -539,7 +564,8 @@ class BatchHandler:
         report["phase_seconds"] = phase
         report["run_id"] = tx.run_id
         files.write_report(report)
-        log.info("batch %d: %s", batch_id, report)
+        log.info("%s", batch_line(report))
+        log.debug("batch %d: %s", batch_id, report)
 
     def _window_columns(self, frame: pd.DataFrame) -> pd.DataFrame:
         """window, ds, window_start, window_end from the ``_window_us`` column (None: no window)."""
