@@ -103,3 +103,22 @@ def test_quick_reproduction_prints_ours_next_to_the_paper() -> None:
     assert "ours (measured)" in text and "paper (published" in text and "Setup reading" in text
     assert f"{100 * PAPER['logistic']['acc']:.2f}%" in text  # the published figure, labelled as such
     assert res.to_dict()["setting"]["task"] == "logistic"
+
+
+def test_reproduce_synthetic_cli_prints_and_saves_the_same_measured_figures(tmp_path, capsys) -> None:
+    """``ctcalc reproduce-synthetic`` (in process: no Spark): the table on stdout, the JSON file, the same runs."""
+    import json
+    import re
+
+    from ctcalc_spark.cli.main import main
+
+    out = tmp_path / "synthetic.json"
+    assert main(["reproduce-synthetic", "--task", "linear", "--runs", "10", "--rounds", "3", "--seed", "4",
+                 "--json", str(out), "-q"]) == 0
+    text = capsys.readouterr().out
+    [saved] = json.loads(out.read_text())
+    assert saved["setting"]["task"] == "linear" and (saved["runs"], saved["rounds"], saved["seed"]) == (10, 3, 4)
+    assert re.search(rf"^QL Acc\s+{100 * saved['acc']:.2f}% ± {100 * saved['acc_se']:.2f}%\s+"
+                     rf"{100 * PAPER['linear']['acc']:.2f}%", text, re.M), text
+    assert re.search(rf"^CQL Acc\s+{100 * saved['cacc']:.2f}% ± {100 * saved['cacc_se']:.2f}%", text, re.M), text
+    assert "Differences from the paper beyond 3 combined standard errors:" in text and "logistic" not in text
