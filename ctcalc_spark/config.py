@@ -88,10 +88,13 @@ class SanityConfig:
     """Checks on the scores: logits outside [-max_abs_logit, max_abs_logit) are counted per group (``n_extreme``,
     from the histogram bins, so exact when the limit is a multiple of the bin width); ``on_extreme``: ``warn``
     (print and report them) or ``error`` (stop before writing, naming the groups; saturated probabilities, the
-    ``n_clipped`` rows, count too)."""
+    ``n_clipped`` rows, count too). ``max_slice_values``: a slice column with more values than this on a day is
+    named in a warning (a slice is a segment such as a country; an id column makes a metrics row per value);
+    null: no warning."""
 
     max_abs_logit: float = 50.0
     on_extreme: str = "warn"
+    max_slice_values: int | None = 1000
 
 
 @dataclass(frozen=True)
@@ -277,6 +280,9 @@ def _validate_sanity(s: SanityConfig) -> None:
                           "beyond ±50 (probabilities within 2e-22 of 0 or 1).")
     if s.on_extreme not in ("warn", "error"):
         raise ConfigError(f"'sanity.on_extreme' must be 'warn' or 'error', got {s.on_extreme!r}.")
+    if s.max_slice_values is not None and s.max_slice_values < 1:
+        raise ConfigError(f"'sanity.max_slice_values' must be an integer >= 1, or null for no warning, got "
+                          f"{s.max_slice_values!r}.")
 
 
 def _validate_output(o: OutputConfig) -> None:

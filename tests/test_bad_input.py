@@ -12,6 +12,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+import yaml
 
 from ctcalc_spark import InputError
 from ctcalc_spark.config import ConfigError, config_from_dict, read_yaml
@@ -317,3 +318,27 @@ def test_unreadable_files_name_the_file_or_are_skipped_and_listed(spark, demo_co
     assert result.skipped_files == [bad]
     assert result.metrics.loc[0, "n_rows"] == N // 2
     assert os.path.exists(bad)
+
+
+def test_a_scan_result_larger_than_the_driver_accepts_is_one_line_naming_the_slice(tmp_path):
+    """A slice column of ids makes the scan's result as large as its input; past spark.driver.maxResultSize
+    (1g by default) the job ended in Spark's and Arrow's stack traces and 'failed: Py4JJavaError: An error
+    occurred while calling o136.getResult.' (exit 1). Here in a process of its own with a 1 MiB limit."""
+    from ctcalc_spark.errors import EXIT_CONFIG
+    from tests._cli import run_cli
+
+    rows = _binary_rows(n=20_000, runs=(0,))
+    rows["user"] = rows["example_id"].astype(str)  # a value per row: ids, not segments
+    _write(rows, tmp_path / "eval")
+    conf = tmp_path / "c.yaml"
+    conf.write_text(yaml.safe_dump({
+        "input": {"path": str(tmp_path / "eval")}, "output": {"path": str(tmp_path / "out")},
+        "columns": {"model": "model", "run": "run", "ds": "ds", "label": "label", "logit": "logit",
+                    "example_id": "example_id", "slices": ["user"]},
+        "spark": {"master": "local[1]", "conf": {"spark.driver.maxResultSize": "1m"}}}))
+    done = run_cli(["evaluate", "--config", str(conf), "--ds", DS], expect=EXIT_CONFIG, timeout=300)
+    last = done.stderr.strip().splitlines()[-1]
+    assert last.startswith("ctcalc evaluate: error: The scan's result (") and "than spark.driver.maxResultSize (1024.0 KiB)" in last
+    assert "a slice column with very many values (columns.slices: ['user'])" in last
+    assert "Py4JJavaError" not in done.stderr and "toPandas attempted Arrow optimization" not in done.stderr
+    assert not (tmp_path / "out" / "metrics").exists()

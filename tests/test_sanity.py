@@ -126,6 +126,8 @@ def test_extreme_warning_and_error_name_groups_and_counts():
     ("sanity", {"max_abs_logit": "fifty"}, "max_abs_logit"),  # numeric text such as "50" or "1e-9" is read as a number
     ("split", {"min_bias_rows": -3}, "min_bias_rows"),
     ("split", {"min_bias_rows": 2.5}, "min_bias_rows"),
+    ("sanity", {"max_slice_values": 0}, "max_slice_values"),
+    ("sanity", {"max_slice_values": "many"}, "max_slice_values"),
 ])
 def test_new_config_keys_are_validated(key, value, match):
     with pytest.raises(ConfigError, match=match):
@@ -196,3 +198,20 @@ def test_extreme_logits_are_counted_and_reported_by_evaluate_compare_and_the_dri
     err = capsys.readouterr().err
     assert "ds=2026-03-02 model=broken run=0" in err and "Nothing was written" in err
     assert not (tmp_path / "strict" / "metrics").exists()
+
+
+def test_a_slice_column_with_very_many_values_is_named_with_its_cost():
+    from ctcalc_spark.core.finalize import ALL
+    from ctcalc_spark.core.sanity import many_slice_values_lines
+
+    def rows(ds, name, n, ok):
+        return pd.DataFrame({"ds": ds, "slice_name": name, "slice_value": [str(i) for i in range(n)],
+                             "status": ["ok"] * ok + ["no_bias_rows"] * (n - ok)})
+
+    metrics = pd.concat([rows("d1", ALL, 1, 1).assign(slice_value=ALL), rows("d1", "user", 40, 4),
+                         rows("d2", "user", 50, 5), rows("d1", "country", 30, 30)], ignore_index=True)
+    [line] = many_slice_values_lines(metrics, 30)  # country has 30 values: not more than the limit
+    assert line.startswith("warning: slice column 'user' has 50 values on d2 (more than sanity.max_slice_values "
+                           "= 30): 90 metrics rows, 90.0 % of them without a calibrated value.")
+    assert many_slice_values_lines(metrics, 50) == [] and many_slice_values_lines(metrics, None) == []
+    assert len(many_slice_values_lines(metrics, 29)) == 2

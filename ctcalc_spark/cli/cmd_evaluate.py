@@ -28,6 +28,7 @@ def data_notes(result: EvaluateResult, cfg: JobConfig) -> list[str]:
     from ctcalc_spark.core.sanity import (
         effective_limit,
         extreme_lines,
+        many_slice_values_lines,
         median_information,
         small_bias_hint,
         status_line,
@@ -56,7 +57,7 @@ def data_notes(result: EvaluateResult, cfg: JobConfig) -> list[str]:
             metric = per_run.merge(whole[["model", "run", "log_loss"]], on=["model", "run"], how="left")["log_loss"]
         out += extreme_lines(per_run, ["model", "run"], metric=metric,
                              limit=effective_limit(cfg.sanity.max_abs_logit, cfg.histogram.bin_width))
-    return out
+    return out + many_slice_values_lines(m, cfg.sanity.max_slice_values)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -69,14 +70,15 @@ def run(args: argparse.Namespace) -> int:
     not_ok = m[m["status"] != "ok"]
     days = result.days
     span = days[0] if len(days) == 1 else f"{days[0]}..{days[-1]} ({len(days)} days)"
-    print(f"ds={span}: {len(m)} metrics rows ({len(not_ok)} without a calibrated value) -> {result.paths['metrics']}")
+    print(f"ds={span}: {len(m):,} metrics rows ({len(not_ok):,} without a calibrated value) -> "
+          f"{result.paths['metrics']}")
     if "summaries" in result.paths:
         print(f"summaries -> {result.paths['summaries']}")
     for _, r in not_ok.head(LISTED).iterrows():
         print(f"  ds={r['ds']} model={r['model']} run={r['run']} slice={r['slice_name']}={r['slice_value']}: "
               f"status={r['status']}")
     if len(not_ok) > LISTED:
-        print(f"  ... and {len(not_ok) - LISTED} more (column 'status' of the metrics table)")
+        print(f"  ... and {len(not_ok) - LISTED:,} more (column 'status' of the metrics table)")
     for r in result.uncounted.itertuples(index=False):
         where = "no date" if r.ds is None else f"ds={r.ds}"
         print(f"  {r.n_rows} rows in no metrics row ({where}): {r.reason}")

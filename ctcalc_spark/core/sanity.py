@@ -41,6 +41,36 @@ SHOWN = 5
 """Groups named in a warning line."""
 
 
+# ---- slice columns with very many values ----------------------------------------------------------
+
+def many_slice_values_lines(metrics: pd.DataFrame, limit: int | None) -> list[str]:
+    """A line per slice column with more than ``limit`` values on some day of the metrics rows (columns ds,
+    slice_name, slice_value, status): how many, how many rows they made, the share without a calibrated value."""
+    if limit is None or metrics.empty:
+        return []
+    from ctcalc_spark.core.finalize import ALL
+
+    sliced = metrics[metrics["slice_name"] != ALL]
+    if sliced.empty:
+        return []
+    per_day = sliced.groupby(["slice_name", "ds"])["slice_value"].nunique()
+    out = []
+    for name, counts in per_day.groupby(level="slice_name"):
+        top = int(counts.max())
+        if top <= limit:
+            continue
+        day = counts.droplevel("slice_name").idxmax()
+        rows = sliced[sliced["slice_name"] == name]
+        share = 100.0 * float((rows["status"] != "ok").mean())
+        out.append(
+            f"warning: slice column {name!r} has {top:,} values on {day} (more than sanity.max_slice_values = "
+            f"{limit:,}): {len(rows):,} metrics rows, {share:.1f} % of them without a calibrated value. A slice is "
+            "a segment to compare models in (a country, a device); a column of ids makes a metrics row and summary "
+            "rows per value, and the scan's result grows toward the size of the input. Slice by a coarser column, "
+            "or raise sanity.max_slice_values (null: no warning).")
+    return out
+
+
 # ---- extreme scores ------------------------------------------------------------------------------
 
 def effective_limit(max_abs_logit: float, bin_width: float) -> float:

@@ -34,6 +34,7 @@ import socket
 import threading
 import time
 import uuid
+import warnings
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Iterable, Iterator, Mapping, Sequence
@@ -293,15 +294,38 @@ def _plain_path(path: str) -> str:
     return "/" + unquote(path[5:]).lstrip("/") if path.startswith("file:") else unquote(path)
 
 
+_RESULT_TOO_LARGE = re.compile(r"Total size of serialized results of \d+ tasks \(([^)]+)\) is bigger than "
+                               r"(?:spark\.driver\.)?maxResultSize \(([^)]+)\)")
+
+
+def result_too_large_error(error: BaseException, cfg: JobConfig) -> ConfigError | None:
+    """One line for a scan whose aggregated result exceeds ``spark.driver.maxResultSize`` (its usual cause and
+    the fixes), or None when ``error`` is about something else."""
+    m = _RESULT_TOO_LARGE.search(str(error))
+    if m is None:
+        return None
+    slices = list(cfg.columns.slices)
+    cause = (f"a slice column with very many values (columns.slices: {slices}) makes summary rows per value"
+             if slices else "very many models and runs, or a very small histogram.bin_width, make many summary rows")
+    return ConfigError(
+        f"The scan's result ({m.group(1)} and more) is larger than spark.driver.maxResultSize ({m.group(2)}): the "
+        f"summaries have a row per (day, model, run, slice value, split, label, histogram bin), and {cause}. "
+        "Slice by a coarser column (a segment such as a country), evaluate fewer days at once, or raise "
+        "spark.driver.maxResultSize (spark.conf, or spark-submit --conf) with the driver's memory.")
+
+
 @contextmanager
 def input_read_errors(cfg: JobConfig) -> Iterator[None]:
-    """Around a query over the input: Spark's failure to read one file becomes a one-line InputError."""
+    """Around a query over the input: Spark's failure to read one file, or an aggregated result larger than
+    the driver accepts, becomes a one-line error (pyspark's warning that repeats the failure is not shown)."""
     try:
-        yield
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message="toPandas attempted Arrow optimization", category=UserWarning)
+            yield
     except CtcalcError:
         raise
     except Exception as e:  # noqa: BLE001 - classified below; anything else propagates unchanged
-        error = unreadable_file_error(e, cfg)
+        error = unreadable_file_error(e, cfg) or result_too_large_error(e, cfg)
         if error is None:
             raise
         raise error from None
