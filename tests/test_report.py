@@ -15,7 +15,7 @@ import yaml
 from ctcalc_spark.cli.main import main
 from ctcalc_spark.config import config_from_dict
 from ctcalc_spark.core.finalize import ALL
-from ctcalc_spark.errors import ConfigError
+from ctcalc_spark.errors import EXIT_INPUT, ConfigError
 from ctcalc_spark.reports.drift import (
     SECTIONS,
     FlagRule,
@@ -223,3 +223,8 @@ def test_cli_report_with_threshold_and_top(tmp_path, capsys):
         main(["report", "--config", str(conf), "--start", days[1], "--end", days[-1], "--threshold", "0",
               "--spread-k", "2"])
     assert "not allowed with argument" in capsys.readouterr().err
+    # a period without summaries: the job's own error (pyarrow's reader used to fail on an empty day list: an
+    # ArrowTypeError reported as an internal error, exit 70)
+    assert main(["report", "--config", str(conf), "--start", "2030-01-01", "--end", "2030-01-31"]) == EXIT_INPUT
+    assert (f"error: No summaries between 2030-01-01 and 2030-01-31 under '{tmp_path / 'out' / 'summaries'}' "
+            f"(available: {days[0]}..{days[-1]})") in capsys.readouterr().err

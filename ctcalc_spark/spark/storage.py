@@ -650,6 +650,8 @@ class OutputStore:
         conds = dict(where or {})
         if days is not None:
             conds["ds"] = list(days)
+        if any(len(values) == 0 for values in conds.values()):  # nothing can match (pyarrow rejects isin([]))
+            return schema.empty_table().to_pandas()
         for col, values in conds.items():
             term = pads.field(col).isin([str(v) for v in values])
             flt = term if flt is None else flt & term
