@@ -15,7 +15,7 @@ from ctcalc_spark.core.solvers import solve_logit_shift
 from ctcalc_spark.core.summary import BinarySummary
 from ctcalc_spark.core.windows import WindowSpec
 from ctcalc_spark.demo import generate_scored_rows
-from ctcalc_spark.errors import InputError
+from ctcalc_spark.errors import EXIT_CONFIG, EXIT_INPUT, InputError
 
 
 def _brute_acc(a, b) -> float:
@@ -198,6 +198,21 @@ def test_cli_from_a_csv_with_a_header_to_a_rolling_comparison(spark, tmp_path, c
     acc = payload["comparisons"][0]["calibrated"]["acc"]
     cand, base = period[period["model"] == "candidate"], period[period["model"] == "baseline"]
     assert acc == _brute_acc(cand["calibrated"], base["calibrated"])
+
+    # A model name that is not there is named with the models that are (the message listed only the other model of
+    # the pair, the one the read had kept); a model compared with itself is a config error, not a report.
+    common = ["--config", str(conf), "--engine", "local", "--bootstrap", "100"]
+    for days, table in ((["--ds", "2026-01-05"], "metrics"), (["--ds-from", "2026-01-05", "--ds-to", "2026-01-07"],
+                                                             "summaries"),
+                        (["--ds-from", "2026-01-05", "--ds-to", "2026-01-07", "--rolling", "--window", "day"],
+                         "summaries")):
+        assert main(["compare", *common, "--a", "candidate", "--b", "basline", *days]) == EXIT_INPUT
+        err = capsys.readouterr().err
+        assert f"error: No rows of model(s) ['basline'] in the {table} table on 2026-01-0" in err
+        assert err.rstrip().endswith("the models there: ['baseline', 'candidate'].")
+        assert main(["compare", *common, "--a", "baseline", "--b", "baseline", *days]) == EXIT_CONFIG
+        assert "error: --a and --b both name 'baseline': a comparison needs two different pipelines" in \
+            capsys.readouterr().err
 
 
 def test_regression_rolling_comparison_is_exact():

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import TYPE_CHECKING, Any, Iterable, Sequence
 
 import pandas as pd
 
@@ -63,6 +63,25 @@ def _read_table(cfg: JobConfig, table: str, days: Sequence[str], models: Sequenc
     return store.read(table, days=days, where={"model": list(models)})
 
 
+def _check_models(found: Iterable[Any], models: Sequence[str], cfg: JobConfig, table: str, days: Sequence[str],
+                  spark: SparkSession | None) -> None:
+    """InputError naming each model of ``models`` with no rows in ``found`` (the models column read for
+    ``models`` only) and the models the table has on those days."""
+    have = {str(m) for m in found}
+    missing = [m for m in models if m not in have]
+    if not missing:
+        return
+    column = cfg.columns.model if table == "summaries" else "model"
+    present = sorted({str(m) for m in OutputStore(cfg, spark).read(table, days=days)[column].dropna().unique()})
+    span = days[0] if len(days) == 1 else f"{days[0]}..{days[-1]}"
+    raise InputError(f"No rows of model(s) {missing} in the {table} table on {span}; the models there: {present}.")
+
+
+def _distinct_pair(model_a: str, model_b: str) -> None:
+    if model_a == model_b:
+        raise ConfigError(f"--a and --b both name {model_a!r}: a comparison needs two different pipelines (models).")
+
+
 def run_metrics(cfg: JobConfig, models: Sequence[str], days: Sequence[str], *,
                 spark: SparkSession | None = None) -> pd.DataFrame:
     """Per (model, run): the vanilla and calibrated metric over ``days`` (columns model, run, <metrics>, status,
@@ -72,12 +91,14 @@ def run_metrics(cfg: JobConfig, models: Sequence[str], days: Sequence[str], *,
         raise ConfigError("Expected at least one ds to compare.")
     if len(days) == 1:
         m = _read_table(cfg, "metrics", days, models, spark)
+        _check_models(m["model"] if "model" in m else [], models, cfg, "metrics", days, spark)
         m = m[(m["slice_name"] == ALL) & (m["slice_value"] == ALL)]
     else:
         if cfg.task == "multiclass":
             raise ConfigError("Several days can only be merged from summaries, which the multiclass task has not; "
                               "compare one ds at a time.")
         s = _read_table(cfg, "summaries", days, models, spark)
+        _check_models(s[cfg.columns.model] if cfg.columns.model in s else [], models, cfg, "summaries", days, spark)
         for col in ("model", "run"):
             s[col] = s[col].astype(str)
         m = metrics_from_summaries(s, cfg.task, keys=["model", "run"], bin_width=cfg.histogram.bin_width,
@@ -126,6 +147,7 @@ def compare_pipelines(
     of A and that run of B is noise, given the other runs of ``baseline``
     (default: A) as the seed-noise reference.
     """
+    _distinct_pair(model_a, model_b)
     van, cal = metric_names(task)
     excluded: dict[str, list[str]] = {}
     values: dict[str, pd.DataFrame] = {}
@@ -203,6 +225,7 @@ def rolling_comparison(cfg: JobConfig, model_a: str, model_b: str, ds_from: str,
 
     if cfg.task not in ("binary", "regression"):
         raise ConfigError(f"Rolling comparison supports the binary and regression tasks, got {cfg.task!r}.")
+    _distinct_pair(model_a, model_b)
     lo, hi = validate_ds(ds_from), validate_ds(ds_to)
     spec = spec or WindowSpec.from_config(cfg.rolling)
     windows = comparison_windows(lo, hi, spec)
@@ -216,6 +239,7 @@ def rolling_comparison(cfg: JobConfig, model_a: str, model_b: str, ds_from: str,
     days = [d for d in days_needed(windows, spec, hi) if d in present]
     c = cfg.columns
     rows = store.read("summaries", days=days, where={c.model: [model_a, model_b]})
+    _check_models(rows[c.model] if c.model in rows else [], [model_a, model_b], cfg, "summaries", days, spark)
     rows = rows.assign(ds=rows["ds"].astype(str),
                        **{c.model: rows[c.model].astype(str), c.run: rows[c.run].astype(str)})
     table = run_table(rows, cfg.task, windows, spec, model=c.model, run=c.run, bin_width=cfg.histogram.bin_width,
