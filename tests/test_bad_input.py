@@ -185,6 +185,24 @@ def test_text_that_is_not_a_number_is_counted_not_a_traceback(spark, demo_config
     assert (m.loc[0, "n_invalid"], m.loc[0, "n_rows"], m.loc[0, "status"]) == (3, N - 3, "ok")
 
 
+def test_binary_labels_written_as_boolean_text_are_labels(spark, demo_config, tmp_path):
+    """A CSV or JSON read without types gives 'true'/'false' labels as text; they used to be invalid rows
+    ('text that is not a number'). Any case, and Spark's other boolean spellings, count as 1/0; other text does
+    not. The metrics equal those of the same rows with 0/1 labels, exactly."""
+    df = _rows()
+    _write(df, tmp_path / "numbers")
+    spellings = np.array(["false", "true", "FALSE", "True", "0", "1", "no", "yes", "f", "t"])
+    text = df.assign(label=spellings[2 * np.arange(len(df)) % 10 + df["label"].to_numpy()])
+    _write(text, tmp_path / "text")
+    numbers = evaluate(spark, demo_config(input__path=str(tmp_path / "numbers")), DS, write=False).metrics
+    words = evaluate(spark, demo_config(input__path=str(tmp_path / "text")), DS, write=False).metrics
+    pd.testing.assert_frame_equal(words, numbers)
+    text.loc[7, "label"] = "maybe"
+    _write(text, tmp_path / "maybe")
+    with pytest.raises(InputError, match="1 rows: text that is not a number in the label, score or weight column"):
+        evaluate(spark, demo_config(input__path=str(tmp_path / "maybe")), DS, write=False)
+
+
 def test_a_column_without_numbers_is_rejected_before_the_scan(spark, demo_config, tmp_path):
     df = _rows().assign(label=pd.Timestamp("2026-01-01"))
     _write(df, tmp_path / "eval")

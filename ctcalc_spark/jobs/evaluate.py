@@ -37,6 +37,7 @@ from ctcalc_spark.spark.scan import (
     group_columns,
     invalid_code,
     not_finite,
+    label_column,
     number_column,
     split_expr,
     summary_aggregation,
@@ -156,7 +157,7 @@ def _duplicate_ids(df: DataFrame, cfg: JobConfig) -> pd.DataFrame:
     from pyspark.sql import functions as F
 
     c = cfg.columns
-    y = F.expr(number_column(df, c.label)[0])
+    y = F.expr(label_column(df, cfg)[0])
     per_id = (
         df.where(F.col(DS).isNotNull() & col(str(c.example_id)).isNotNull())
         .groupBy(F.col(DS).alias("ds"), col(c.model).alias("model"), col(c.run).alias("run"), col(str(c.example_id)))

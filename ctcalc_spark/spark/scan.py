@@ -109,6 +109,18 @@ def number_column(df: DataFrame, name: str) -> tuple[str, str | None]:
     return value, f"({raw} IS NOT NULL AND {value} IS NULL)"
 
 
+def label_column(df: DataFrame, cfg: JobConfig) -> tuple[str, str | None]:
+    """:func:`number_column` of the label; a binary task's text labels may also be booleans written as text
+    ('true'/'false', 't'/'f', 'yes'/'no', any case: Spark's boolean cast), as a CSV or JSON read without
+    types gives them."""
+    y, text = number_column(df, cfg.columns.label)
+    if text is None or cfg.task != "binary":
+        return y, text
+    raw = quoted(cfg.columns.label)
+    value = f"coalesce({y}, CAST(try_cast({raw} AS BOOLEAN) AS DOUBLE))"
+    return value, f"({raw} IS NOT NULL AND {value} IS NULL)"
+
+
 def prepared_rows(df: DataFrame, cfg: JobConfig, extra_keys: Sequence[str] = ()) -> DataFrame:
     """Project the rows to keys, y, z (binary: logit; regression: prediction), w, is_bias, clipped, invalid.
 
@@ -116,7 +128,7 @@ def prepared_rows(df: DataFrame, cfg: JobConfig, extra_keys: Sequence[str] = ())
     """
     c = cfg.columns
     types = dict(df.dtypes)
-    y, y_text = number_column(df, c.label)
+    y, y_text = label_column(df, cfg)
     w, w_text = number_column(df, c.weight) if c.weight else ("1.0D", None)
     score, s_text = number_column(df, c.logit if cfg.task == "binary" and c.logit is not None else c.prediction)
     clipped = "0"
