@@ -25,6 +25,27 @@ MIN_BIN_WIDTH = 1e-4
 """Finest histogram bin: one group per bin, and the scan packs the bin index into a 64-bit key."""
 
 
+DS_FORMAT_FIELDS = ("yyyy", "MM", "dd")
+_DS_FORMAT = re.compile(r"^(?:yyyy|MM|dd|[-/._ :])+$")
+
+
+def validate_ds_format(fmt: Any) -> None:
+    """``columns.ds_format``: None, or yyyy, MM and dd once each with separators (- / . _ space :)."""
+    if fmt is None:
+        return
+    if not isinstance(fmt, str) or not _DS_FORMAT.match(fmt) or any(fmt.count(f) != 1 for f in DS_FORMAT_FIELDS):
+        raise ConfigError(f"'columns.ds_format' must be a pattern of yyyy, MM and dd (once each) and separators "
+                          f"(- / . _ space :), e.g. 'yyyyMMdd' or 'dd.MM.yyyy', got {fmt!r}.")
+
+
+def input_day(fmt: str | None, day: str) -> str:
+    """A YYYY-MM-DD day as the input's date column writes it (``columns.ds_format``; None: unchanged)."""
+    if fmt is None:
+        return day
+    d = dt.date.fromisoformat(day)
+    return fmt.replace("yyyy", f"{d.year:04d}").replace("MM", f"{d.month:02d}").replace("dd", f"{d.day:02d}")
+
+
 def validate_ds(ds: str) -> str:
     """Check a YYYY-MM-DD logical date (the one form a day takes in ctcalc: --ds, partition values, SQL text).
 
@@ -63,6 +84,10 @@ class ColumnsConfig:
     run: str = "run"
     ds: str | None = "ds"
     """The date column; null for a fixed evaluation set without dates (every row is the ``--ds`` given)."""
+    ds_format: str | None = None
+    """How a text or number date column writes a day when not as YYYY-MM-DD: a pattern of ``yyyy``, ``MM`` and
+    ``dd`` with separators, e.g. ``yyyyMMdd`` for Hive-style ``dt=20261121`` (a date or timestamp column needs
+    none). Outputs and ``--ds`` keep YYYY-MM-DD."""
     label: str = "label"
     logit: str | None = "logit"
     prediction: str | None = None
@@ -271,6 +296,7 @@ def _validate(cfg: JobConfig) -> None:
             "Set 'columns.example_id' (rows are split by a hash of it) or 'columns.split' (a 'bias'/'remain' column)."
         )
     _validate_stream(cfg.stream)
+    validate_ds_format(cfg.columns.ds_format)
 
 
 def _validate_sanity(s: SanityConfig) -> None:

@@ -248,6 +248,11 @@ def test_run_settings_paths_precedence_and_previous_window():
     env_only = orch.run_settings("2026-11-16", variables={orch.VAR_CONFIG: "conf/demo.yaml"},
                                  parse=_parse(bias_threshold="0.9", ready_marker="/flags/{ds}.done"))
     assert env_only["bias_threshold"] == 0.9 and env_only["ready"]["marker"] == "/flags/2026-11-16.done"
+    # An input whose date column writes days as yyyyMMdd (Hive's dt=20261116): the sensor waits for that folder.
+    hive = orch.run_settings("2026-11-16", variables={orch.VAR_CONFIG: "conf/demo.yaml", orch.VAR_OVERRIDES: json.dumps(
+        {"input.path": "/data/eval", "columns.ds": "dt", "columns.ds_format": "yyyyMMdd"})}, parse=_parse())
+    assert hive["eval_partition"] == "/data/eval/dt=20261116" and hive["job_args"][3] == "2026-11-16"
+    assert hive["ready"] == {"mode": "marker", "marker": "/data/eval/dt=20261116/_SUCCESS"}
 
 
 def test_trust_model_refuses_code_choosing_params_and_untrusted_variables():

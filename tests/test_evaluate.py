@@ -6,6 +6,8 @@ import os
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 from scipy.special import expit
 
@@ -447,3 +449,38 @@ def test_sessions_skip_pysparks_per_column_call_site_capture(spark, monkeypatch)
     monkeypatch.setattr(pyspark.errors.utils, "_enable_debugging_cache", None)
     assert pyspark.sql.SparkSession.getActiveSession() is spark
     assert pyspark.errors.utils.is_debugging_enabled() is False
+
+
+def test_a_date_column_written_as_yyyymmdd_gives_the_same_rows(spark, demo_config, tmp_path):
+    """Hive-style dt=20261121 folders, or an int column 20261121: columns.ds_format names how a day is written;
+    the outputs are those of the same rows with YYYY-MM-DD dates, exactly, for a range and for one day. Without
+    the format the job says what the column holds."""
+    from ctcalc_spark.config import input_day
+
+    days = ["2026-11-20", DS]
+    rows = pd.concat([_binary_rows(n=3000, seed=i, ds=d) for i, d in enumerate(days)], ignore_index=True)
+    _write(rows, tmp_path / "iso")
+    compact = rows.assign(dt=rows["ds"].str.replace("-", "")).drop(columns="ds")
+    pq.write_to_dataset(pa.Table.from_pandas(compact, preserve_index=False), str(tmp_path / "hive"),
+                        partition_cols=["dt"])
+    assert sorted(p.name for p in (tmp_path / "hive").iterdir()) == ["dt=20261120", "dt=20261121"]
+    flat = compact.assign(dt=compact["dt"].astype(np.int64))
+    flat.to_parquet(tmp_path / "flat.parquet", index=False)
+
+    def run(path, days, **columns):
+        cfg = demo_config(input__path=str(path), columns={"ds": "ds", **columns})
+        return evaluate(spark, cfg, days, write=False).metrics.reset_index(drop=True), cfg
+
+    for span in (f"{days[0]}..{days[1]}", DS):
+        want, _ = run(tmp_path / "iso", span)
+        assert sorted(want["ds"].unique()) == (days if ".." in span else [DS])
+        for path in (tmp_path / "hive", tmp_path / "flat.parquet"):
+            got, cfg = run(path, span, ds="dt", ds_format="yyyyMMdd")
+            pd.testing.assert_frame_equal(got, want)
+    assert input_day("yyyyMMdd", DS) == "20261121" and input_day("dd.MM.yyyy", DS) == "21.11.2026"
+    with pytest.raises(InputError, match=r"The date column 'dt' holds values like '2026112\d', not YYYY-MM-DD: set "
+                                         r"columns.ds_format to how it writes a day \(e.g. 'yyyyMMdd'\)"):
+        run(tmp_path / "hive", DS, ds="dt")
+    for bad in ("yyyyMM", "yyyy-MM-dd-dd", "yyyyMMdd'; DROP", "YYYYMMDD", 20261121):
+        with pytest.raises(ConfigError, match="'columns.ds_format' must be a pattern of yyyy, MM and dd"):
+            demo_config(columns={"ds_format": bad})

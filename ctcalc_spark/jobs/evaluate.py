@@ -6,6 +6,7 @@ are written by one transaction of the storage layer (:mod:`ctcalc_spark.spark.st
 from __future__ import annotations
 
 import datetime as dt
+import re
 import logging
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Sequence
@@ -42,7 +43,7 @@ from ctcalc_spark.spark.scan import (
     split_expr,
     summary_aggregation,
 )
-from ctcalc_spark.spark.storage import DS, OutputStore, input_read_errors, read_input, unread_files
+from ctcalc_spark.spark.storage import DS, OutputStore, input_read_errors, load_input, read_input, unread_files
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -142,7 +143,9 @@ def _invalid_counts(tally: pd.DataFrame, cfg: JobConfig) -> tuple[pd.DataFrame, 
         _raise_invalid(stops, cfg)
     stray = no_date | tally["invalid"].isin(UNATTRIBUTED_CODES)
     owned = tally[~stray].groupby(keys, dropna=False)["count"].sum().rename("n_invalid").reset_index()
-    other = tally[stray].assign(reason=[NO_DATE if pd.isna(d) and code != 8 else INVALID_REASONS[int(code)]
+    no_date = NO_DATE if cfg.columns.ds_format is None else NO_DATE.replace(
+        "null date", f"null date, or a date not written as columns.ds_format {cfg.columns.ds_format!r}")
+    other = tally[stray].assign(reason=[no_date if pd.isna(d) and code != 8 else INVALID_REASONS[int(code)]
                                         for d, code in zip(tally.loc[stray, "ds"], tally.loc[stray, "invalid"])])
     uncounted = other.groupby(["ds", "reason"], dropna=False)["count"].sum().rename("n_rows").reset_index()
     uncounted["ds"] = uncounted["ds"].astype(object).where(uncounted["ds"].notna(), None)
@@ -210,6 +213,34 @@ def _check_days(days: Sequence[str], present: Sequence[str], cfg: JobConfig, all
     return missing
 
 
+ISO_DAY = re.compile(r"^\d{4}-\d{2}-\d{2}")
+
+
+def _date_format_hint(spark: SparkSession, cfg: JobConfig) -> str | None:
+    """When a job found no rows for its days: a sentence on how the input's date column writes its days, if that
+    is not what the config expects (one value read from the whole input; only on this error path)."""
+    name, fmt = cfg.columns.ds, cfg.columns.ds_format
+    if name is None:
+        return None
+    try:
+        df = load_input(spark, cfg)
+        kind = dict(df.dtypes).get(name)
+        if kind is None or kind in ("date", "timestamp", "timestamp_ntz"):
+            return None
+        rows = df.where(col(name).isNotNull()).select(col(name).cast("string")).limit(1).collect()
+    except Exception:  # noqa: BLE001 - a hint only: the error it adds to stands without it
+        return None
+    if not rows:
+        return None
+    value = str(rows[0][0])
+    if fmt is None and not ISO_DAY.match(value):
+        return (f"The date column {name!r} holds values like {value!r}, not YYYY-MM-DD: set columns.ds_format to "
+                "how it writes a day (e.g. 'yyyyMMdd').")
+    if fmt is not None:
+        return f"The date column {name!r} holds values like {value!r}; columns.ds_format is {fmt!r}."
+    return None
+
+
 def _metric_types(task: str) -> dict[str, str]:
     return {**KEY_TYPES, **METRIC_TYPES[task]}
 
@@ -254,7 +285,10 @@ def evaluate(
         agg = summary_aggregation(df, cfg, extra_keys=[DS], known_bias=kb, single=one_day).toPandas()
     agg = agg.rename(columns={DS: "ds"})
     dated = agg[agg["ds"].notna()]
-    missing = _check_days(days, sorted(dated["ds"].astype(str).unique()), cfg, allow_missing_days)
+    try:
+        missing = _check_days(days, sorted(dated["ds"].astype(str).unique()), cfg, allow_missing_days)
+    except InputError as e:
+        raise InputError(" ".join(filter(None, [str(e), _date_format_hint(spark, cfg)]))) from None
     exact = None if known_bias is None else _exact_sums(dated, cfg, known_bias)
     summaries, tally = decode_aggregate(dated, cfg, extra=["ds"])
     no_date = agg[agg["ds"].isna()].groupby("invalid", as_index=False)["count"].sum().assign(ds=None)

@@ -256,7 +256,7 @@ def run_settings(
     ``ds`` is the run's logical date, the day evaluated. Every path is the partition of ``ds`` only.
     Raises ConfigError on a missing or bad setting, saying which one and where to set it.
     """
-    from ctcalc_spark.config import load_config
+    from ctcalc_spark.config import input_day, load_config
     from ctcalc_spark.errors import ConfigError
 
     raise_problems(parse)
@@ -297,7 +297,8 @@ def run_settings(
     set_args = [a for s in sets for a in ("--set", s)]
 
     output = absolute(cfg.output.path).rstrip("/")
-    eval_partition = f"{absolute(cfg.input.path).rstrip('/')}/{cfg.columns.ds}={ds}" if cfg.input.path else None
+    input_ds = input_day(cfg.columns.ds_format, ds)  # the day as the input's date column writes it
+    eval_partition = f"{absolute(cfg.input.path).rstrip('/')}/{cfg.columns.ds}={input_ds}" if cfg.input.path else None
     sensor_template = get("sensor_path")
     sensor_path = absolute(str(sensor_template).replace("{ds}", ds)) if sensor_template else eval_partition
     ready = _readiness(get("readiness"), get("ready_marker"), sensor_path, cfg, ds, absolute)
@@ -345,6 +346,7 @@ def run_settings(
 def _readiness(mode: Any, marker: Any, sensor_path: str | None, cfg: Any, ds: str,
                absolute: Callable[[str], str]) -> dict[str, Any]:
     """How the sensor tells that the day's input is complete: a marker file, or a metastore partition."""
+    from ctcalc_spark.config import input_day
     from ctcalc_spark.errors import ConfigError
 
     mode = str(_first(mode, "marker"))
@@ -354,7 +356,8 @@ def _readiness(mode: Any, marker: Any, sensor_path: str | None, cfg: Any, ds: st
         if not cfg.input.table:
             raise ConfigError(f"{VAR_READINESS}=partition waits for a metastore table partition, but the config "
                               f"reads the path {cfg.input.path!r}; use {VAR_READINESS}=marker (a _SUCCESS file).")
-        return {"mode": mode, "table": cfg.input.table, "column": cfg.columns.ds, "ds": ds}
+        return {"mode": mode, "table": cfg.input.table, "column": cfg.columns.ds,
+                "ds": input_day(cfg.columns.ds_format, ds)}
     if marker:
         return {"mode": mode, "marker": absolute(str(marker).replace("{ds}", ds))}
     if not sensor_path:

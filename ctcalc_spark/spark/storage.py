@@ -39,7 +39,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Iterable, Iterator, Mapping, Sequence
 
-from ctcalc_spark.config import JobConfig, OutputConfig, validate_ds
+from ctcalc_spark.config import JobConfig, OutputConfig, input_day, validate_ds
 from ctcalc_spark.errors import ConfigError, CtcalcError, InputError
 from ctcalc_spark.spark.files import FileStore, absolute, is_local, supports_exchange
 from ctcalc_spark.spark.names import col, quoted
@@ -136,7 +136,7 @@ def check_column_types(dtypes: Mapping[str, str], cfg: JobConfig) -> None:
                              f"upstream or point 'columns.{key}' at another column.")
 
 
-def _load(spark: SparkSession, cfg: JobConfig, days: Sequence[str] | None = None) -> DataFrame:
+def load_input(spark: SparkSession, cfg: JobConfig, days: Sequence[str] | None = None) -> DataFrame:
     """The input table or folder as the reader sees it (only the folders of ``days`` in a ``<ds>=<day>``
     layout); one-line InputError if it cannot be opened."""
     try:
@@ -149,7 +149,7 @@ def _load(spark: SparkSession, cfg: JobConfig, days: Sequence[str] | None = None
             if cfg.input.skip_unreadable_files:
                 reader = reader.option("ignoreCorruptFiles", "true")
             root = absolute(str(cfg.input.path))
-            day_paths = _day_folders(root, cfg.columns.ds, days)
+            day_paths = _day_folders(root, cfg.columns.ds, days, cfg.columns.ds_format)
             with _listing_on_driver(spark, is_local(root)):
                 df = reader.option("basePath", root).load(day_paths) if day_paths else reader.load(root)
                 df.columns  # resolves the schema (and lists the files) here
@@ -196,6 +196,8 @@ def _day_sql(df: DataFrame, cfg: JobConfig) -> str:
         return quoted(name)
     if kind in ("timestamp", "timestamp_ntz"):
         return f"CAST({quoted(name)} AS DATE)"
+    if cfg.columns.ds_format is not None:  # validated: yyyy, MM, dd and separators, nothing SQL could misread
+        return f"date_format(try_to_date(CAST({quoted(name)} AS STRING), '{cfg.columns.ds_format}'), 'yyyy-MM-dd')"
     return f"CAST({quoted(name)} AS STRING)"
 
 
@@ -228,7 +230,7 @@ def read_input(spark: SparkSession, cfg: JobConfig, days: Sequence[str] | None =
     """
     from pyspark.sql import functions as F
 
-    df = _load(spark, cfg, days)
+    df = load_input(spark, cfg, days)
     check_columns(df.columns, required_columns(cfg))
     check_column_types(dict(df.dtypes), cfg)
     if cfg.columns.ds is None:
@@ -240,9 +242,11 @@ def read_input(spark: SparkSession, cfg: JobConfig, days: Sequence[str] | None =
     return out if days is None else out.where(_in_days(quoted(DS), df, cfg, days))
 
 
-def _day_folders(root: str, ds_column: str | None, days: Sequence[str] | None) -> list[str] | None:
-    """The ``<root>/<ds>=<day>`` folders of ``days`` when the input is partitioned by its date column, so a job
-    lists only the days it reads (a year-long table costs a single day's job nothing); None to read the root."""
+def _day_folders(root: str, ds_column: str | None, days: Sequence[str] | None,
+                 ds_format: str | None = None) -> list[str] | None:
+    """The ``<root>/<ds>=<day>`` folders of ``days`` (written in ``ds_format``) when the input is partitioned by
+    its date column, so a job lists only the days it reads (a year-long table costs a single day's job
+    nothing); None to read the root."""
     if not days or ds_column is None or not is_local(root):
         return None
     try:
@@ -251,7 +255,8 @@ def _day_folders(root: str, ds_column: str | None, days: Sequence[str] | None) -
         return None
     if not any(n.startswith(f"{ds_column}=") for n in names):
         return None
-    found = [f"{root}/{ds_column}={d}" for d in [*days, NULL_PARTITION] if f"{ds_column}={d}" in names]
+    values = [input_day(ds_format, d) for d in days]
+    found = [f"{root}/{ds_column}={d}" for d in [*values, NULL_PARTITION] if f"{ds_column}={d}" in names]
     return found or None
 
 
@@ -339,11 +344,11 @@ def unread_files(spark: SparkSession, cfg: JobConfig, days: Sequence[str] | None
     """
     from pyspark.sql import functions as F
 
-    df = _load(spark, cfg, days)
+    df = load_input(spark, cfg, days)
     listed = sorted({_plain_path(f) for f in df.inputFiles()})
     part = f"/{cfg.columns.ds}=" if cfg.columns.ds else ""
     if part and days is not None and listed and all(part in f for f in listed):
-        wanted = {*days, NULL_PARTITION}
+        wanted = {*(input_day(cfg.columns.ds_format, d) for d in days), NULL_PARTITION}
         listed = [f for f in listed if f.split(part, 1)[1].split("/", 1)[0] in wanted]
         df = df.where(_in_days(_day_sql(df, cfg), df, cfg, days))
     values = F.hash(*[col(n) for n in required_columns(cfg)])  # makes the pass read what the scan reads
