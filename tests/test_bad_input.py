@@ -360,3 +360,19 @@ def test_a_scan_result_larger_than_the_driver_accepts_is_one_line_naming_the_sli
     assert "a slice column with very many values (columns.slices: ['user'])" in last
     assert "Py4JJavaError" not in done.stderr and "toPandas attempted Arrow optimization" not in done.stderr
     assert not (tmp_path / "out" / "metrics").exists()
+
+
+def test_nanosecond_timestamps_from_pandas_get_the_way_to_write_them(spark, demo_config, tmp_path):
+    """pandas writes timestamps in nanoseconds, which Spark 4 cannot read: the error says so and how to write the
+    file instead; the advice works."""
+    rows = _rows()
+    rows["event_time"] = pd.Series(pd.Timestamp("2026-11-21 10:00:00.123456789", tz="UTC"), index=rows.index)
+    assert str(rows["event_time"].dtype) == "datetime64[ns, UTC]"
+    (tmp_path / "eval" / f"ds={DS}").mkdir(parents=True)
+    rows.drop(columns="ds").to_parquet(tmp_path / "eval" / f"ds={DS}" / "part-0.parquet", index=False)
+    with pytest.raises(InputError, match=r"TIMESTAMP\(NANOS.*A column holds timestamps in nanoseconds, which Spark "
+                                         r"does not read .* coerce_timestamps='us'"):
+        evaluate(spark, demo_config(), DS, write=False)
+    rows.drop(columns="ds").to_parquet(tmp_path / "eval" / f"ds={DS}" / "part-0.parquet", index=False,
+                                       coerce_timestamps="us", allow_truncated_timestamps=True)
+    assert evaluate(spark, demo_config(), DS, write=False).metrics.loc[0, "n_rows"] == len(rows)

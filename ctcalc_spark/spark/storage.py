@@ -156,9 +156,18 @@ def load_input(spark: SparkSession, cfg: JobConfig, days: Sequence[str] | None =
         df.columns  # resolves the schema: a missing path or table fails here
     except Exception as e:  # noqa: BLE001 - AnalysisException and friends: one line, no Java stack
         where = cfg.input.table or cfg.input.path
+        hint = NANOS_HINT if "TIMESTAMP(NANOS" in str(e) else ""
         raise (unreadable_file_error(e, cfg)
-               or InputError(f"Cannot read the evaluation table {where!r}: {_first_line(e)}")) from None
+               or InputError(f"Cannot read the evaluation table {where!r}: {_first_line(e).rstrip('.')}.{hint}")) from None
     return df
+
+
+NANOS_HINT = (
+    " A column holds timestamps in nanoseconds, which Spark does not read (pandas and pyarrow write them so by "
+    "default): write microseconds (pandas: df.to_parquet(path, coerce_timestamps='us', "
+    "allow_truncated_timestamps=True); pyarrow: pq.write_table(table, path, coerce_timestamps='us')), or, when "
+    "that column is not the date column, set spark.conf: {spark.sql.legacy.parquet.nanosAsLong: true} to read "
+    "it as a number.")
 
 
 PARALLEL_LISTING = "spark.sql.sources.parallelPartitionDiscovery.threshold"
