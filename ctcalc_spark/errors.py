@@ -48,6 +48,13 @@ class DegenerateBiasError(CtcalcError, ValueError):
         self.status = status
 
 
+class ConcurrentRunError(CtcalcError):
+    """Another live run of the same job is writing the same days of the same output. Exit 1: once it has
+    ended, running again succeeds (a scheduler's retry does)."""
+
+    exit_code = EXIT_RUNTIME
+
+
 # Optional imports -> the extra of ctcalc-spark that installs them.
 OPTIONAL_DEPENDENCIES = {
     "pyspark": "spark",

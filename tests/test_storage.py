@@ -177,3 +177,60 @@ def test_a_missing_output_database_fails_before_any_work(spark, demo_config, tmp
         OutputStore(named, spark).check_databases()
     OutputStore(demo_config(output={"path": str(tmp_path / "out"), "database": "default"}), spark).check_databases()
     OutputStore(demo_config(), spark).check_databases()  # folders: nothing to check
+
+
+def test_a_second_live_run_of_the_same_job_and_day_stops_before_writing(spark, demo_config, tmp_path):
+    """Two runs of one day would swap their partitions in turn (metrics of one run, summaries of the other, and
+    a commit record claiming both). A live lease of the same job on a shared day stops a run before it writes;
+    another day, another job, another rolling window spec or a dead holder does not."""
+    from ctcalc_spark.errors import EXIT_RUNTIME, ConcurrentRunError
+    from ctcalc_spark.jobs.evaluate import evaluate
+    from ctcalc_spark.jobs.rolling import run_rolling
+
+    from ctcalc_spark.demo import generate_demo_eval
+
+    generate_demo_eval(n_examples_per_day=400, n_runs=2, n_days=3, start_ds="2026-11-14").to_parquet(
+        tmp_path / "eval", partition_cols=["ds"], index=False)
+    out = tmp_path / "out"
+    cfg = demo_config(output={"path": str(out)})
+    runs = out / "_runs"
+    dead = int(subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True,
+                              text=True).stdout)
+
+    def holder(name: str, job: str, days: list[str], pid: int = os.getpid(), scope: str | None = None) -> Path:
+        path = runs / f"{name}.json"
+        _touch(path, json.dumps({"run_id": name, "job": job, "host": socket.gethostname(), "pid": pid,
+                                 "started_at": "2026-11-24T00:00:00Z", "heartbeat_at": time.time(), "days": days,
+                                 "scope": scope}))
+        return path
+
+    other = holder("20261124T000000Z-0ther000", "evaluate", ["2026-11-14", "2026-11-15"])
+    with pytest.raises(ConcurrentRunError, match=r"Another evaluate run is writing ds=2026-11-15 of .*: run "
+                                                 r"20261124T000000Z-0ther000 \(pid \d+ on .*\); its process is running"):
+        evaluate(spark, cfg, "2026-11-15..2026-11-16")
+    assert ConcurrentRunError.exit_code == EXIT_RUNTIME  # a scheduler's retry runs it again later
+    assert not (out / "metrics").exists() and [p.name for p in runs.iterdir()] == [other.name]  # its lease went
+    assert evaluate(spark, cfg, "2026-11-16").days == ["2026-11-16"]  # another day: not shared
+    other.unlink()
+    holder("20261124T000001Z-0ther001", "rolling", ["2026-11-16"], scope="window_spec=week")  # another spec
+    assert run_rolling(spark, cfg, "2026-11-16").spec == "day"
+    holder("20261124T000002Z-0ther002", "rolling", ["2026-11-16"], scope="window_spec=day")
+    with pytest.raises(ConcurrentRunError, match=r"Another rolling run \(window_spec=day\) is writing ds=2026-11-16"):
+        run_rolling(spark, cfg, "2026-11-16")
+    holder("20261124T000003Z-0ther003", "evaluate", ["2026-11-15"], pid=dead)  # its process has ended
+    assert evaluate(spark, cfg, "2026-11-15").days == ["2026-11-15"]
+
+
+def test_a_concurrent_run_on_another_host_is_judged_by_its_heartbeat(tmp_path):
+    from ctcalc_spark.errors import ConcurrentRunError
+
+    store = _store(tmp_path)
+    lease = tmp_path / "out" / "_runs" / "20261124T000000Z-remote00.json"
+    record = {"run_id": "r", "job": "evaluate", "host": "worker-7", "pid": 1, "started_at": "t", "days": None,
+              "scope": None, "heartbeat_at": time.time() - 42}
+    _touch(lease, json.dumps(record))  # days unknown (None): every day counts as shared
+    with pytest.raises(ConcurrentRunError, match=r"on worker-7, started t\); its lease was renewed 4\d s ago \(a "
+                                                 r"lease counts for output.lease_timeout_s = 600 s"):
+        store.check_no_concurrent_run("mine", "evaluate", ["2026-11-15"])
+    _touch(lease, json.dumps({**record, "heartbeat_at": time.time() - 601}))  # stale: a killed run's
+    store.check_no_concurrent_run("mine", "evaluate", ["2026-11-15"])

@@ -317,7 +317,7 @@ def evaluate(
         result.exact = exact
     if write:
         s_types = {"ds": "string", **{k: "string" for k in group_columns(cfg)}, **SUMMARY_TYPES[cfg.task]}
-        with OutputStore(cfg, spark).transaction("evaluate") as tx:
+        with OutputStore(cfg, spark).transaction("evaluate", done) as tx:
             result.paths["summaries"] = tx.write("summaries", summaries, s_types)
             if exact is not None:
                 from ctcalc_spark.core.windows import WindowSpec
@@ -535,7 +535,7 @@ def _evaluate_multiclass(spark: SparkSession, cfg: JobConfig, days: list[str], d
     result = EvaluateResult(done[0], metrics, pd.DataFrame(), days=done, uncounted=uncounted)
     _input_checks(spark, cfg, df, days, result)
     if write:
-        with OutputStore(cfg, spark).transaction("evaluate") as tx:
+        with OutputStore(cfg, spark).transaction("evaluate", done) as tx:
             result.paths["metrics"] = tx.write("metrics", metrics, _metric_types("multiclass"))
         result.run_id = tx.run_id
     return result

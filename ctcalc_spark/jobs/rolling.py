@@ -152,7 +152,7 @@ def run_rolling(spark: SparkSession, cfg: JobConfig, ds: str | Sequence[str], *,
         OutputStore(cfg, spark).check_databases()
     result = compute_rolling(cfg, ds, spark, allow_missing_days=allow_missing_days)
     if write:
-        with OutputStore(cfg, spark).transaction("rolling") as tx:
+        with OutputStore(cfg, spark).transaction("rolling", result.days, scope=f"window_spec={result.spec}") as tx:
             result.path = tx.write("rolling", result.table.assign(window_spec=result.spec), ROLLING_TABLE_TYPES)
         result.run_id = tx.run_id
     return result

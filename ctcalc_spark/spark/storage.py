@@ -8,7 +8,11 @@ tables; a partitioned ``save`` for folders). No JVM handle is used, so every job
 
 One run = one :class:`Transaction`:
 
-1. it takes a **lease** (``<output.path>/_runs/<run_id>.json``, heartbeat while it runs);
+1. it takes a **lease** (``<output.path>/_runs/<run_id>.json``, heartbeat while it runs, naming its job and
+   days); if another live run of the same job holds a lease on any of those days, it gives its lease back
+   and stops (:class:`ConcurrentRunError`): two runs of one day would swap their partitions in turn, and
+   the day's metrics and summaries could come from different runs. Of two runs that start together at least
+   one stops (each writes its lease before it looks), never neither;
 2. when no other live run holds the same output, it clears what killed runs left (see :func:`recover_root`);
 3. it writes its tables, each row carrying the run's ``run_id``;
 4. it writes its **commit record** last: ``<output.path>/_commits/<run_id>.json`` lists every partition it
@@ -40,7 +44,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Iterable, Iterator, Mapping, Sequence
 
 from ctcalc_spark.config import JobConfig, OutputConfig, input_day, validate_ds
-from ctcalc_spark.errors import ConfigError, CtcalcError, InputError
+from ctcalc_spark.errors import ConcurrentRunError, ConfigError, CtcalcError, InputError
 from ctcalc_spark.spark.files import FileStore, absolute, is_local, supports_exchange
 from ctcalc_spark.spark.names import col, quoted
 
@@ -729,9 +733,12 @@ class OutputStore:
         return problems
 
     # ---- writing ---------------------------------------------------------------------------------
-    def transaction(self, job: str) -> Transaction:
-        """A write transaction (use as a context manager): lease, recovery, writes, commit records last."""
-        return Transaction(self, job)
+    def transaction(self, job: str, days: Sequence[str] | None = None, scope: str | None = None) -> Transaction:
+        """A write transaction (use as a context manager): lease, recovery, writes, commit records last.
+
+        ``days``: the days it writes; another live run of ``job`` with the same ``scope`` (e.g. rolling's window
+        spec) on one of them stops it before it writes."""
+        return Transaction(self, job, days, scope)
 
     def swap_mode(self, root: str) -> str:
         """'exchange' (stage, then swap each partition atomically) or 'spark' (Spark's dynamic partition
@@ -746,9 +753,10 @@ class OutputStore:
                               "atomic exchange (renameat2); use 'auto' or 'spark' there.")
         return "exchange" if self._exchange[root] else "spark"
 
-    def _live_runs(self, exclude_run: str | None) -> tuple[set[str], list[str]]:
-        """(run ids holding a live lease, stale lease file names)."""
-        live, stale = set(), []
+    def _live_runs(self, exclude_run: str | None) -> tuple[dict[str, dict[str, Any]], list[str]]:
+        """({run id: lease record} of the runs holding a live lease, stale lease file names)."""
+        live: dict[str, dict[str, Any]] = {}
+        stale: list[str] = []
         for e in self.files.list(f"{self.root}/_runs"):
             if not e.name.endswith(".json") or e.name[:-5] == exclude_run:
                 continue
@@ -757,10 +765,33 @@ class OutputStore:
             except (OSError, ValueError):
                 record = {"heartbeat_at": e.mtime}
             if lease_is_live(record, self.output.lease_timeout_s):
-                live.add(e.name[:-5])
+                live[e.name[:-5]] = record
             else:
                 stale.append(e.name)
         return live, stale
+
+    def check_no_concurrent_run(self, run_id: str, job: str, days: Sequence[str], scope: str | None = None) -> None:
+        """ConcurrentRunError when another live run of ``job`` (and ``scope``) holds a lease on any of ``days``."""
+        live, _ = self._live_runs(run_id)
+        for other, record in sorted(live.items()):
+            if record.get("job") != job or record.get("scope") != scope:
+                continue
+            theirs = record.get("days")
+            shared = sorted(set(days) & set(theirs)) if isinstance(theirs, list) else list(days)
+            if not shared:
+                continue
+            shown = ", ".join(shared[:5]) + (f" and {len(shared) - 5} more" if len(shared) > 5 else "")
+            if record.get("host") == socket.gethostname():
+                alive = "its process is running"
+            else:  # another host: only the heartbeat tells
+                age = time.time() - float(record.get("heartbeat_at", 0.0))
+                alive = (f"its lease was renewed {age:.0f} s ago (a lease counts for output.lease_timeout_s = "
+                         f"{self.output.lease_timeout_s} s without renewal, so a killed run's holds that long)")
+            raise ConcurrentRunError(
+                f"Another {job} run{f' ({scope})' if scope else ''} is writing ds={shown} of {self.root!r}: run "
+                f"{other} (pid {record.get('pid')} on {record.get('host')}, started {record.get('started_at')}); "
+                f"{alive}. Two runs of one day would replace its partitions in turn; this one stopped before "
+                "writing. Run it again once that one has ended (a rerun of a day replaces it), or stop that one.")
 
     def recover(self, exclude_run: str | None = None) -> list[str]:
         """Clear what killed runs left: their staging folders always; Spark's own leftovers (``.spark-staging-*``,
@@ -829,9 +860,12 @@ def _one_per_dir(files: Sequence[str]) -> list[str]:
 class Transaction:
     """One run's writes to an output: see the module docstring for the protocol."""
 
-    def __init__(self, store: OutputStore, job: str) -> None:
+    def __init__(self, store: OutputStore, job: str, days: Sequence[str] | None = None,
+                 scope: str | None = None) -> None:
         self.store = store
         self.job = job
+        self.scope = scope
+        self.days = None if days is None else sorted({str(d) for d in days})
         self.run_id = new_run_id()
         self.written: list[tuple[str, dict[str, str], int]] = []
         self.staged: list[tuple[str, str, list[str]]] = []  # (staging root, table root, partition paths)
@@ -842,11 +876,17 @@ class Transaction:
     def __enter__(self) -> Transaction:
         store = self.store
         record = {"run_id": self.run_id, "job": self.job, "host": socket.gethostname(), "pid": os.getpid(),
-                  "started_at": _utc_now()}
+                  "started_at": _utc_now(), "days": self.days, "scope": self.scope}
         try:
             self.lease = Lease(store.files, f"{store.root}/_runs/{self.run_id}.json", record,
                                interval_s=max(5.0, store.output.lease_timeout_s / 4))
             self.lease.start()
+            if self.days is not None:
+                try:
+                    store.check_no_concurrent_run(self.run_id, self.job, self.days, self.scope)
+                except ConcurrentRunError:
+                    self.lease.release()
+                    raise
             self.recovered = store.recover(exclude_run=self.run_id)
         except ConfigError as e:  # output on a file system pyarrow cannot reach: no lease, no recovery
             log.warning("%s", e)
