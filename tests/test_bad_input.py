@@ -66,6 +66,16 @@ def test_config_values_of_the_wrong_type_name_the_key_the_value_and_the_type(tmp
     assert message in str(err.value)
 
 
+def test_outputs_inside_the_input_folder_are_refused(tmp_path):
+    """A job reading the input folder whole would read its own metrics and summaries as evaluation rows."""
+    for output in (tmp_path / "eval" / "out", f"{tmp_path}/eval/", f"file:{tmp_path}/eval/x"):
+        with pytest.raises(ConfigError, match=r"'output.path' .* is inside 'input.path' .*: a job reading that "
+                                              r"folder would read its own metrics"):
+            config_from_dict({"input": {"path": str(tmp_path / "eval")}, "output": {"path": str(output)}})
+    for output in (tmp_path / "evaluation", tmp_path, "s3://bucket/out"):  # beside it, or above it
+        config_from_dict({"input": {"path": str(tmp_path / "eval")}, "output": {"path": str(output)}})
+
+
 def test_numbers_written_with_an_exponent_are_numbers(tmp_path):
     config = tmp_path / "c.yaml"
     # YAML 1.1 reads 1e-9 (no dot) as a string: each of these used to end in "'<' not supported between ..."
