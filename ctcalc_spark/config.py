@@ -297,7 +297,6 @@ def _validate(cfg: JobConfig) -> None:
         )
     _validate_stream(cfg.stream)
     validate_ds_format(cfg.columns.ds_format)
-    _validate_output_not_in_input(cfg)
 
 
 def _validate_sanity(s: SanityConfig) -> None:
@@ -310,27 +309,6 @@ def _validate_sanity(s: SanityConfig) -> None:
     if s.max_slice_values is not None and s.max_slice_values < 1:
         raise ConfigError(f"'sanity.max_slice_values' must be an integer >= 1, or null for no warning, got "
                           f"{s.max_slice_values!r}.")
-
-
-def _folder(path: str) -> str:
-    """A path for comparing folders: local paths absolute, URIs as written; no trailing slash."""
-    text = str(path).rstrip("/")
-    if "://" in text:
-        return text
-    import os
-
-    return os.path.abspath(text[5:] if text.startswith("file:") else text)
-
-
-def _validate_output_not_in_input(cfg: JobConfig) -> None:
-    """Outputs inside the input folder would be read back as evaluation rows by the next run reading the folder."""
-    if not cfg.input.path or not cfg.output.path:
-        return
-    src, out = _folder(cfg.input.path), _folder(cfg.output.path)
-    if out == src or out.startswith(src + "/"):
-        raise ConfigError(f"'output.path' {cfg.output.path!r} is inside 'input.path' {cfg.input.path!r}: a job "
-                          "reading that folder would read its own metrics and summaries as evaluation rows. Write "
-                          "the outputs beside the input (e.g. output.path: a sibling folder).")
 
 
 def _validate_output(o: OutputConfig) -> None:

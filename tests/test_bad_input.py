@@ -66,14 +66,21 @@ def test_config_values_of_the_wrong_type_name_the_key_the_value_and_the_type(tmp
     assert message in str(err.value)
 
 
-def test_outputs_inside_the_input_folder_are_refused(tmp_path):
-    """A job reading the input folder whole would read its own metrics and summaries as evaluation rows."""
-    for output in (tmp_path / "eval" / "out", f"{tmp_path}/eval/", f"file:{tmp_path}/eval/x"):
-        with pytest.raises(ConfigError, match=r"'output.path' .* is inside 'input.path' .*: a job reading that "
-                                              r"folder would read its own metrics"):
-            config_from_dict({"input": {"path": str(tmp_path / "eval")}, "output": {"path": str(output)}})
-    for output in (tmp_path / "evaluation", tmp_path, "s3://bucket/out"):  # beside it, or above it
-        config_from_dict({"input": {"path": str(tmp_path / "eval")}, "output": {"path": str(output)}})
+def test_outputs_inside_an_input_folder_read_whole_are_refused(spark, demo_config, tmp_path):
+    """An input folder without <ds>=<day> folders is read whole: outputs inside it would be read back as
+    evaluation rows. Inside a folder of day folders they are not read, and stay allowed."""
+    flat = tmp_path / "flat"
+    flat.mkdir()
+    _rows().to_parquet(flat / "rows.parquet", index=False)
+    for output in (flat / "out", flat):
+        with pytest.raises(ConfigError, match=r"'output.path' .* is inside 'input.path' .*, which is read whole "
+                                              r"\(it has no <ds>=<day> folders\): the job would read its own"):
+            evaluate(spark, demo_config(input__path=str(flat), output__path=str(output)), DS)
+    assert not (flat / "out").exists()
+    _write(_rows(), tmp_path / "days")
+    done = evaluate(spark, demo_config(input__path=str(tmp_path / "days"), output__path=str(tmp_path / "days" / "o")),
+                    DS)
+    assert done.days == [DS] and (tmp_path / "days" / "o" / "metrics" / f"ds={DS}").is_dir()
 
 
 def test_numbers_written_with_an_exponent_are_numbers(tmp_path):

@@ -154,16 +154,30 @@ def load_input(spark: SparkSession, cfg: JobConfig, days: Sequence[str] | None =
                 reader = reader.option("ignoreCorruptFiles", "true")
             root = absolute(str(cfg.input.path))
             day_paths = _day_folders(root, cfg.columns.ds, days, cfg.columns.ds_format)
+            if day_paths is None:
+                _check_output_outside(root, cfg)
             with _listing_on_driver(spark, is_local(root)):
                 df = reader.option("basePath", root).load(day_paths) if day_paths else reader.load(root)
                 df.columns  # resolves the schema (and lists the files) here
         df.columns  # resolves the schema: a missing path or table fails here
+    except CtcalcError:
+        raise
     except Exception as e:  # noqa: BLE001 - AnalysisException and friends: one line, no Java stack
         where = cfg.input.table or cfg.input.path
         hint = NANOS_HINT if "TIMESTAMP(NANOS" in str(e) else ""
         raise (unreadable_file_error(e, cfg)
                or InputError(f"Cannot read the evaluation table {where!r}: {_first_line(e).rstrip('.')}.{hint}")) from None
     return df
+
+
+def _check_output_outside(root: str, cfg: JobConfig) -> None:
+    """ConfigError when the outputs are inside an input folder that is read whole: the read would take the
+    metrics and summaries for evaluation rows. (An input of ``<ds>=<day>`` folders reads only those.)"""
+    out = absolute(str(cfg.output.path)).rstrip("/")
+    if out == root.rstrip("/") or out.startswith(root.rstrip("/") + "/"):
+        raise ConfigError(f"'output.path' {cfg.output.path!r} is inside 'input.path' {cfg.input.path!r}, which is read "
+                          "whole (it has no <ds>=<day> folders): the job would read its own metrics and summaries as "
+                          "evaluation rows. Write the outputs beside the input (e.g. output.path: a sibling folder).")
 
 
 NANOS_HINT = (
