@@ -373,7 +373,8 @@ def test_a_scan_result_larger_than_the_driver_accepts_is_one_line_naming_the_sli
         "spark": {"master": "local[1]", "conf": {"spark.driver.maxResultSize": "1m"}}}))
     done = run_cli(["evaluate", "--config", str(conf), "--ds", DS], expect=EXIT_CONFIG, timeout=300)
     last = done.stderr.strip().splitlines()[-1]
-    assert last.startswith("ctcalc evaluate: error: The scan's result (") and "than spark.driver.maxResultSize (1024.0 KiB)" in last
+    assert last.startswith("ctcalc evaluate: error: The scan's result (")
+    assert "is larger than spark.driver.maxResultSize (1024.0 KiB)" in last
     assert "a slice column with very many values (columns.slices: ['user'])" in last
     assert "Py4JJavaError" not in done.stderr and "toPandas attempted Arrow optimization" not in done.stderr
     assert not (tmp_path / "out" / "metrics").exists()

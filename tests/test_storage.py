@@ -205,8 +205,8 @@ def test_a_second_live_run_of_the_same_job_and_day_stops_before_writing(spark, d
         return path
 
     other = holder("20261124T000000Z-0ther000", "evaluate", ["2026-11-14", "2026-11-15"])
-    with pytest.raises(ConcurrentRunError, match=r"Another evaluate run is writing ds=2026-11-15 of .*: run "
-                                                 r"20261124T000000Z-0ther000 \(pid \d+ on .*\); its process is running"):
+    with pytest.raises(ConcurrentRunError, match=r"Another evaluate run is writing ds=2026-11-15 of .*: run 2026"
+                                                 r"1124T000000Z-0ther000 \(pid \d+ on .*\); its process is running"):
         evaluate(spark, cfg, "2026-11-15..2026-11-16")
     assert ConcurrentRunError.exit_code == EXIT_RUNTIME  # a scheduler's retry runs it again later
     assert not (out / "metrics").exists() and [p.name for p in runs.iterdir()] == [other.name]  # its lease went

@@ -23,7 +23,8 @@ from ctcalc_spark.errors import (
 log = logging.getLogger("ctcalc_spark.cli")
 
 COMMANDS = {
-    "evaluate": ("ctcalc_spark.cli.cmd_evaluate", "Scan a day or a range of days of the evaluation table in one pass; write metrics and summaries."),
+    "evaluate": ("ctcalc_spark.cli.cmd_evaluate",
+                 "Scan a day or a range of days of the evaluation table in one pass; write metrics and summaries."),
     "rolling": ("ctcalc_spark.cli.cmd_rolling",
                 "Previous-window (rolling) calibrated metrics from stored daily summaries."),
     "report": ("ctcalc_spark.cli.cmd_report",

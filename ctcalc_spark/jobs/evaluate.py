@@ -6,8 +6,8 @@ are written by one transaction of the storage layer (:mod:`ctcalc_spark.spark.st
 from __future__ import annotations
 
 import datetime as dt
-import re
 import logging
+import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Sequence
 
@@ -37,8 +37,8 @@ from ctcalc_spark.spark.scan import (
     first_checks,
     group_columns,
     invalid_code,
-    not_finite,
     label_column,
+    not_finite,
     number_column,
     split_expr,
     summary_aggregation,

@@ -248,10 +248,10 @@ def _log_settings(launch: Mapping[str, str]) -> dict[str, str]:
             or not LOG_CONFIG.is_file()):
         return {}
     conf_dir = os.environ.get("SPARK_CONF_DIR")
-    if not conf_dir:
-        from pyspark.find_spark_home import _find_spark_home
+    if not conf_dir:  # where Spark's launcher looks then: $SPARK_HOME/conf, SPARK_HOME being pip's pyspark folder
+        import pyspark
 
-        conf_dir = os.path.join(_find_spark_home(), "conf")
+        conf_dir = os.path.join(os.environ.get("SPARK_HOME") or os.path.dirname(pyspark.__file__), "conf")
     if any(os.path.isfile(os.path.join(conf_dir, name)) for name in LOG_CONFIG_NAMES):
         return {}
     return {DRIVER_JAVA_OPTIONS: f"{options} -Dlog4j2.configurationFile={LOG_CONFIG.as_uri()}".strip()}
@@ -267,13 +267,14 @@ def _loads_local_fs(spark: SparkSession) -> bool:
     return True
 
 
-def _apply_runtime(spark: SparkSession, conf: Mapping[str, str], started: Mapping[str, str] = {}) -> None:
+def _apply_runtime(spark: SparkSession, conf: Mapping[str, str], started: Mapping[str, str] | None = None) -> None:
     """Set each setting on the live session; a launch-only setting that differs is reported, not hidden.
 
     ``started``: the settings the session's JVM was launched with by this process. Those were applied at start,
     even where the session reads back a different text (Spark makes ``spark.sql.warehouse.dir`` a ``file:``
     URI; ctcalc adds its log configuration to ``spark.driver.extraJavaOptions``), so they are not set again.
     """
+    started = started or {}
     for key, value in conf.items():
         if started.get(key) == value:
             continue

@@ -165,8 +165,8 @@ def load_input(spark: SparkSession, cfg: JobConfig, days: Sequence[str] | None =
     except Exception as e:  # noqa: BLE001 - AnalysisException and friends: one line, no Java stack
         where = cfg.input.table or cfg.input.path
         hint = NANOS_HINT if "TIMESTAMP(NANOS" in str(e) else ""
-        raise (unreadable_file_error(e, cfg)
-               or InputError(f"Cannot read the evaluation table {where!r}: {_first_line(e).rstrip('.')}.{hint}")) from None
+        line = f"Cannot read the evaluation table {where!r}: {_first_line(e).rstrip('.')}.{hint}"
+        raise (unreadable_file_error(e, cfg) or InputError(line)) from None
     return df
 
 
@@ -175,9 +175,10 @@ def _check_output_outside(root: str, cfg: JobConfig) -> None:
     metrics and summaries for evaluation rows. (An input of ``<ds>=<day>`` folders reads only those.)"""
     out = absolute(str(cfg.output.path)).rstrip("/")
     if out == root.rstrip("/") or out.startswith(root.rstrip("/") + "/"):
-        raise ConfigError(f"'output.path' {cfg.output.path!r} is inside 'input.path' {cfg.input.path!r}, which is read "
-                          "whole (it has no <ds>=<day> folders): the job would read its own metrics and summaries as "
-                          "evaluation rows. Write the outputs beside the input (e.g. output.path: a sibling folder).")
+        raise ConfigError(f"'output.path' {cfg.output.path!r} is inside 'input.path' {cfg.input.path!r}, which is "
+                          "read whole (it has no <ds>=<day> folders): the job would read its own metrics and "
+                          "summaries as evaluation rows. Write the outputs beside the input (e.g. output.path: a "
+                          "sibling folder).")
 
 
 NANOS_HINT = (
