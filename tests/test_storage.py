@@ -209,14 +209,19 @@ def test_a_second_live_run_of_the_same_job_and_day_stops_before_writing(spark, d
                                                  r"1124T000000Z-0ther000 \(pid \d+ on .*\); its process is running"):
         evaluate(spark, cfg, "2026-11-15..2026-11-16")
     assert ConcurrentRunError.exit_code == EXIT_RUNTIME  # a scheduler's retry runs it again later
+    with pytest.raises(ConcurrentRunError):  # checked before the scan too: its input is never opened
+        evaluate(spark, demo_config(input__path=str(tmp_path / "no_such_input"), output={"path": str(out)}),
+                 "2026-11-15")
     assert not (out / "metrics").exists() and [p.name for p in runs.iterdir()] == [other.name]  # its lease went
     assert evaluate(spark, cfg, "2026-11-16").days == ["2026-11-16"]  # another day: not shared
     other.unlink()
     holder("20261124T000001Z-0ther001", "rolling", ["2026-11-16"], scope="window_spec=week")  # another spec
     assert run_rolling(spark, cfg, "2026-11-16").spec == "day"
-    holder("20261124T000002Z-0ther002", "rolling", ["2026-11-16"], scope="window_spec=day")
+    holder("20261124T000002Z-0ther002", "rolling", ["2026-11-16", "2026-11-20"], scope="window_spec=day")
     with pytest.raises(ConcurrentRunError, match=r"Another rolling run \(window_spec=day\) is writing ds=2026-11-16"):
         run_rolling(spark, cfg, "2026-11-16")
+    with pytest.raises(ConcurrentRunError):  # before reading the summaries, which that day does not have
+        run_rolling(spark, cfg, "2026-11-20")
     holder("20261124T000003Z-0ther003", "evaluate", ["2026-11-15"], pid=dead)  # its process has ended
     assert evaluate(spark, cfg, "2026-11-15").days == ["2026-11-15"]
 

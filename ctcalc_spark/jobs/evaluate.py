@@ -273,7 +273,7 @@ def evaluate(
         raise ConfigError("A known bias (in-scan exact sums) is for one day at a time; evaluate the range first, "
                           "then run `ctcalc rolling --scan` day by day.")
     if write:
-        OutputStore(cfg, spark).check_databases()
+        OutputStore(cfg, spark).check_before_work("evaluate", days)
     df = read_input(spark, cfg, days)
     if cfg.task == "multiclass":
         if known_bias is not None:

@@ -149,7 +149,8 @@ def run_rolling(spark: SparkSession, cfg: JobConfig, ds: str | Sequence[str], *,
                 allow_missing_days: bool = False) -> RollingResult:
     """Compute the rolling rows for each day of ``ds`` and replace their ``(window_spec, ds)`` partitions."""
     if write:
-        OutputStore(cfg, spark).check_databases()
+        spec = WindowSpec.from_config(cfg.rolling).label
+        OutputStore(cfg, spark).check_before_work("rolling", parse_days(ds), scope=f"window_spec={spec}")
     result = compute_rolling(cfg, ds, spark, allow_missing_days=allow_missing_days)
     if write:
         with OutputStore(cfg, spark).transaction("rolling", result.days, scope=f"window_spec={result.spec}") as tx:

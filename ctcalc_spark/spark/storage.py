@@ -785,6 +785,15 @@ class OutputStore:
                 stale.append(e.name)
         return live, stale
 
+    def check_before_work(self, job: str, days: Sequence[str], scope: str | None = None) -> None:
+        """Before a job's scan: its output databases exist, and no live run of ``job`` (and ``scope``) is writing one
+        of ``days`` (the same check its transaction makes, made early so that a long scan is not wasted)."""
+        self.check_databases()
+        try:
+            self.check_no_concurrent_run("", job, days, scope)
+        except ConfigError:  # leases unreachable from here: the transaction says so
+            pass
+
     def check_no_concurrent_run(self, run_id: str, job: str, days: Sequence[str], scope: str | None = None) -> None:
         """ConcurrentRunError when another live run of ``job`` (and ``scope``) holds a lease on any of ``days``."""
         live, _ = self._live_runs(run_id)
