@@ -253,6 +253,10 @@ def test_run_settings_paths_precedence_and_previous_window():
         {"input.path": "/data/eval", "columns.ds": "dt", "columns.ds_format": "yyyyMMdd"})}, parse=_parse())
     assert hive["eval_partition"] == "/data/eval/dt=20261116" and hive["job_args"][3] == "2026-11-16"
     assert hive["ready"] == {"mode": "marker", "marker": "/data/eval/dt=20261116/_SUCCESS"}
+    marked = orch.run_settings("2026-11-16", variables={orch.VAR_CONFIG: "conf/demo.yaml", orch.VAR_OVERRIDES: json.dumps(
+        {"columns.ds": "dt", "columns.ds_format": "dd.MM.yyyy"}),
+        orch.VAR_READY_MARKER: "/flags/{ds_nodash}/{input_ds}/{ds}.done"}, parse=_parse())
+    assert marked["ready"]["marker"] == "/flags/20261116/16.11.2026/2026-11-16.done"
 
 
 def test_trust_model_refuses_code_choosing_params_and_untrusted_variables():

@@ -45,8 +45,8 @@ VAR_PROJECT_DIR = "ctcalc_project_dir"  # folder holding jobs/ and conf/
 VAR_OVERRIDES = "ctcalc_overrides"  # JSON object of config overrides, e.g. {"output.path": "/data/ctcalc"}
 VAR_BIAS_THRESHOLD = "ctcalc_bias_threshold"  # |bias change| above which the drift check fires
 VAR_SCORE = "ctcalc_score"  # "true": score the day's feature rows before evaluating
-VAR_SENSOR_PATH = "ctcalc_sensor_path"  # the day's input folder; "{ds}" is replaced by the logical date
-VAR_READY_MARKER = "ctcalc_ready_marker"  # file whose presence says the day is complete ("{ds}" replaced)
+VAR_SENSOR_PATH = "ctcalc_sensor_path"  # the day's input folder; day placeholders replaced (day_placeholders)
+VAR_READY_MARKER = "ctcalc_ready_marker"  # file whose presence says the day is complete (placeholders replaced)
 VAR_READINESS = "ctcalc_readiness"  # "marker" (default) or "partition" (metastore table partition)
 VAR_DRIFT_CALLBACK = "ctcalc_drift_callback"  # "package.module:function" called instead of failing
 VAR_REPORT_DAYS = "ctcalc_report_days"  # days covered by the daily report (default: rolling.days)
@@ -300,7 +300,7 @@ def run_settings(
     input_ds = input_day(cfg.columns.ds_format, ds)  # the day as the input's date column writes it
     eval_partition = f"{absolute(cfg.input.path).rstrip('/')}/{cfg.columns.ds}={input_ds}" if cfg.input.path else None
     sensor_template = get("sensor_path")
-    sensor_path = absolute(str(sensor_template).replace("{ds}", ds)) if sensor_template else eval_partition
+    sensor_path = absolute(day_placeholders(str(sensor_template), ds, input_ds)) if sensor_template else eval_partition
     ready = _readiness(get("readiness"), get("ready_marker"), sensor_path, cfg, ds, absolute)
 
     threshold = float(_first(get("bias_threshold"), cfg.rolling.bias_threshold))
@@ -343,6 +343,12 @@ def run_settings(
     }
 
 
+def day_placeholders(template: str, ds: str, input_ds: str) -> str:
+    """A path template with its day filled in: ``{ds}`` YYYY-MM-DD, ``{ds_nodash}`` YYYYMMDD (Airflow's macros of
+    those names), ``{input_ds}`` the day as the input's date column writes it (``columns.ds_format``)."""
+    return template.replace("{ds_nodash}", ds.replace("-", "")).replace("{input_ds}", input_ds).replace("{ds}", ds)
+
+
 def _readiness(mode: Any, marker: Any, sensor_path: str | None, cfg: Any, ds: str,
                absolute: Callable[[str], str]) -> dict[str, Any]:
     """How the sensor tells that the day's input is complete: a marker file, or a metastore partition."""
@@ -359,12 +365,14 @@ def _readiness(mode: Any, marker: Any, sensor_path: str | None, cfg: Any, ds: st
         return {"mode": mode, "table": cfg.input.table, "column": cfg.columns.ds,
                 "ds": input_day(cfg.columns.ds_format, ds)}
     if marker:
-        return {"mode": mode, "marker": absolute(str(marker).replace("{ds}", ds))}
+        filled = day_placeholders(str(marker), ds, input_day(cfg.columns.ds_format, ds))
+        return {"mode": mode, "marker": absolute(filled)}
     if not sensor_path:
         raise ConfigError(
             f"The config reads the metastore table {cfg.input.table!r}: set {VAR_READINESS}=partition to wait for "
             f"its ds={ds} partition, or the Variable {VAR_READY_MARKER} to the marker file the writer creates when "
-            "a day is complete ('{ds}' is replaced by the date).")
+            "a day is complete ('{ds}' is replaced by the date, '{ds_nodash}' by YYYYMMDD, '{input_ds}' by the day as "
+            "the input's date column writes it).")
     return {"mode": mode, "marker": f"{sensor_path.rstrip('/')}/{SUCCESS_MARKER}"}
 
 
