@@ -23,7 +23,7 @@ from ctcalc_spark import (
     solve_temperature,
 )
 from ctcalc_spark.config import ConfigError, config_from_dict
-from ctcalc_spark.jobs.evaluate import evaluate, parse_days
+from ctcalc_spark.jobs.evaluate import NO_DATE_IN_FORMAT, evaluate, parse_days
 from ctcalc_spark.spark.storage import OutputStore
 from ctcalc_spark.core.split import bias_mask
 from ctcalc_spark.core.summary import finalize_binary
@@ -478,6 +478,13 @@ def test_a_date_column_written_as_yyyymmdd_gives_the_same_rows(spark, demo_confi
             got, cfg = run(path, span, ds="dt", ds_format="yyyyMMdd")
             pd.testing.assert_frame_equal(got, want)
     assert input_day("yyyyMMdd", DS) == "20261121" and input_day("dd.MM.yyyy", DS) == "21.11.2026"
+    # a date that does not parse in the format belongs to no day: counted and reported, never evaluated
+    bad = compact.assign(dt=compact["dt"].where(compact.index % 1000 != 0, "2026-11-21"))
+    bad.to_parquet(tmp_path / "bad.parquet", index=False)
+    done = evaluate(spark, demo_config(input__path=str(tmp_path / "bad.parquet"),
+                                       columns={"ds": "dt", "ds_format": "yyyyMMdd"}), DS, write=False)
+    assert done.uncounted.to_dict("records") == [{"ds": None, "n_rows": int((bad["dt"] == "2026-11-21").sum()),
+                                                  "reason": NO_DATE_IN_FORMAT.format("yyyyMMdd")}]
     with pytest.raises(InputError, match=r"The date column 'dt' holds values like '2026112\d', not YYYY-MM-DD: set "
                                          r"columns.ds_format to how it writes a day \(e.g. 'yyyyMMdd'\)"):
         run(tmp_path / "hive", DS, ds="dt")

@@ -75,6 +75,8 @@ class EvaluateResult:
 UNCOUNTED_COLUMNS = ["ds", "reason", "n_rows"]
 DUPLICATE_COLUMNS = ["ds", "model", "run", "n_duplicate_rows", "n_repeated_ids", "n_conflicting_ids"]
 NO_DATE = "null date: the row belongs to no day and is never evaluated"
+NO_DATE_IN_FORMAT = ("null date, or a date not written as columns.ds_format {!r}: the row belongs to no day and is "
+                     "never evaluated")
 
 
 def table_path(cfg: JobConfig, table: str) -> str:
@@ -143,9 +145,8 @@ def _invalid_counts(tally: pd.DataFrame, cfg: JobConfig) -> tuple[pd.DataFrame, 
         _raise_invalid(stops, cfg)
     stray = no_date | tally["invalid"].isin(UNATTRIBUTED_CODES)
     owned = tally[~stray].groupby(keys, dropna=False)["count"].sum().rename("n_invalid").reset_index()
-    no_date = NO_DATE if cfg.columns.ds_format is None else NO_DATE.replace(
-        "null date", f"null date, or a date not written as columns.ds_format {cfg.columns.ds_format!r}")
-    other = tally[stray].assign(reason=[no_date if pd.isna(d) and code != 8 else INVALID_REASONS[int(code)]
+    dateless = NO_DATE if cfg.columns.ds_format is None else NO_DATE_IN_FORMAT.format(cfg.columns.ds_format)
+    other = tally[stray].assign(reason=[dateless if pd.isna(d) and code != 8 else INVALID_REASONS[int(code)]
                                         for d, code in zip(tally.loc[stray, "ds"], tally.loc[stray, "invalid"])])
     uncounted = other.groupby(["ds", "reason"], dropna=False)["count"].sum().rename("n_rows").reset_index()
     uncounted["ds"] = uncounted["ds"].astype(object).where(uncounted["ds"].notna(), None)
