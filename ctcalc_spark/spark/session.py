@@ -107,10 +107,12 @@ def build_session(
     elif remote:
         builder = builder.remote(remote).config(map={**launch, **BASE_CONF})
     else:
-        fast = _fast_local_files(cfg, launch)
-        if _starts_jvm():
+        own: dict[str, str] = {}
+        if _starts_jvm():  # launch settings apply, and ctcalc adds its own
             started = launch
-        builder = builder.master(cfg.master).config(map={**launch, **fast, **_log_settings(launch), **BASE_CONF})
+            fast = _fast_local_files(cfg, launch)
+            own = {**fast, **_log_settings(launch)}
+        builder = builder.master(cfg.master).config(map={**launch, **own, **BASE_CONF})
     with warnings.catch_warnings():
         # A local Connect server takes launch settings at start; the client then tries them again as runtime
         # settings and warns for each static one. Those warnings are noise: _apply_runtime reports real misses.
@@ -220,10 +222,10 @@ def _starts_jvm() -> bool:
 
 
 def _fast_local_files(cfg: SparkConfig, launch: Mapping[str, str]) -> dict[str, str]:
-    """Launch settings for :mod:`ctcalc_spark.localfs` when this call starts a local JVM, else {}."""
+    """Launch settings for :mod:`ctcalc_spark.localfs` for a JVM this call starts (local masters), else {}."""
     from ctcalc_spark import localfs
 
-    if not cfg.fast_local_files or not _starts_jvm():
+    if not cfg.fast_local_files:
         return {}
     return localfs.launch_settings(cfg.master, launch)
 
@@ -235,17 +237,16 @@ DRIVER_JAVA_OPTIONS = "spark.driver.extraJavaOptions"
 
 
 def _log_settings(launch: Mapping[str, str]) -> dict[str, str]:
-    """Launch settings that give a driver JVM this call starts :data:`LOG_CONFIG`, else {}.
+    """Launch settings that give the driver JVM this call starts :data:`LOG_CONFIG`, else {}.
 
     Without a log4j2 configuration Spark uses its built-in one, which prints four lines at every start (the
     profile it chose, its default level, how to change it, the level set) and Hadoop's warning about its native
-    library. None applies when no JVM is started here, or when the user has a configuration of their own: a
+    library. None applies when the user has a configuration of their own: a
     ``log4j2.*`` file in ``$SPARK_CONF_DIR`` (or ``$SPARK_HOME/conf``, on the JVM's class path), or
     ``-Dlog4j2.configurationFile`` in the config's ``spark.driver.extraJavaOptions``, which is kept and appended to.
     """
     options = launch.get(DRIVER_JAVA_OPTIONS, "")
-    if (not _starts_jvm() or "log4j2.configurationFile" in options or "log4j.configurationFile" in options
-            or not LOG_CONFIG.is_file()):
+    if "log4j2.configurationFile" in options or "log4j.configurationFile" in options or not LOG_CONFIG.is_file():
         return {}
     conf_dir = os.environ.get("SPARK_CONF_DIR")
     if not conf_dir:  # where Spark's launcher looks then: $SPARK_HOME/conf, SPARK_HOME being pip's pyspark folder
