@@ -301,7 +301,7 @@ def run_settings(
     eval_partition = f"{absolute(cfg.input.path).rstrip('/')}/{cfg.columns.ds}={input_ds}" if cfg.input.path else None
     sensor_template = get("sensor_path")
     sensor_path = absolute(day_placeholders(str(sensor_template), ds, input_ds)) if sensor_template else eval_partition
-    ready = _readiness(get("readiness"), get("ready_marker"), sensor_path, cfg, ds, absolute)
+    ready = _readiness(get("readiness"), get("ready_marker"), sensor_path, cfg, ds, input_ds, absolute)
 
     threshold = float(_first(get("bias_threshold"), cfg.rolling.bias_threshold))
     report_days = int(_first(get("report_days"), cfg.rolling.days))
@@ -349,10 +349,9 @@ def day_placeholders(template: str, ds: str, input_ds: str) -> str:
     return template.replace("{ds_nodash}", ds.replace("-", "")).replace("{input_ds}", input_ds).replace("{ds}", ds)
 
 
-def _readiness(mode: Any, marker: Any, sensor_path: str | None, cfg: Any, ds: str,
+def _readiness(mode: Any, marker: Any, sensor_path: str | None, cfg: Any, ds: str, input_ds: str,
                absolute: Callable[[str], str]) -> dict[str, Any]:
     """How the sensor tells that the day's input is complete: a marker file, or a metastore partition."""
-    from ctcalc_spark.config import input_day
     from ctcalc_spark.errors import ConfigError
 
     mode = str(_first(mode, "marker"))
@@ -362,11 +361,9 @@ def _readiness(mode: Any, marker: Any, sensor_path: str | None, cfg: Any, ds: st
         if not cfg.input.table:
             raise ConfigError(f"{VAR_READINESS}=partition waits for a metastore table partition, but the config "
                               f"reads the path {cfg.input.path!r}; use {VAR_READINESS}=marker (a _SUCCESS file).")
-        return {"mode": mode, "table": cfg.input.table, "column": cfg.columns.ds,
-                "ds": input_day(cfg.columns.ds_format, ds)}
+        return {"mode": mode, "table": cfg.input.table, "column": cfg.columns.ds, "ds": input_ds}
     if marker:
-        filled = day_placeholders(str(marker), ds, input_day(cfg.columns.ds_format, ds))
-        return {"mode": mode, "marker": absolute(filled)}
+        return {"mode": mode, "marker": absolute(day_placeholders(str(marker), ds, input_ds))}
     if not sensor_path:
         raise ConfigError(
             f"The config reads the metastore table {cfg.input.table!r}: set {VAR_READINESS}=partition to wait for "
