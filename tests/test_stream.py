@@ -453,6 +453,11 @@ def test_stream_cli_logs_each_batch_as_it_ends_and_prints_what_it_wrote(tmp_path
         assert float(row.group(2)) == pytest.approx(group["calibrated_log_loss"].mean(), abs=5e-6)
     assert len(metrics.groupby(["window_start", "model"])) == 6
 
+    from ctcalc_spark.jobs.stream import batches_line
+
+    empty = {"batch_id": 0, "rows": 2, "on_time": 0, "no_event_time": 2, "watermark": None, "closed": [], "seconds": 0.5}
+    assert batches_line([empty]) == ("batch 0: 2 rows (0 on time, 2 no_event_time), watermark none yet (no row with "
+                                     "an event time)  [0.5 s]")  # printed 'watermark None'
     again = run_cli(args, timeout=300)  # nothing new landed
     assert again.stdout.startswith("no new batches (nothing landed since the last committed batch)\n")
     assert "INFO ctcalc_spark.jobs.stream: batch" not in again.stderr

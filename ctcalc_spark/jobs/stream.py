@@ -106,7 +106,8 @@ def _rows_text(reports: Sequence[Mapping[str, Any]]) -> str:
 
     extra = "".join(f", {total(k):,} {k}" for k in COUNT_KINDS if total(k))
     closed = [w for r in reports for w in r.get("closed") or []]
-    return (f"{total('rows'):,} rows ({total('on_time'):,} on time{extra}), watermark {reports[-1]['watermark']}"
+    watermark = reports[-1]["watermark"] or "none yet (no row with an event time)"
+    return (f"{total('rows'):,} rows ({total('on_time'):,} on time{extra}), watermark {watermark}"
             + (f"; closed {', '.join(closed)}" if closed else ""))
 FILE_COLUMN = "_file"
 FILE_LIST_SCHEMA = "path STRING, modificationTime TIMESTAMP, length LONG, content BINARY"
