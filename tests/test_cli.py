@@ -145,9 +145,12 @@ def test_demo_progress_on_stderr_results_on_stdout_then_quiet_and_bad_input(spar
     assert "Whole period 2026-11-15..2026-11-16" in out and "std reduction" in out.lower()
     assert "evaluate ds=" not in out
     progress = [line for line in err.splitlines() if "INFO ctcalc_spark.progress: ctcalc demo: " in line]
-    assert [line.split("ctcalc demo: ")[1].split(":")[0].split("  [")[0] for line in progress] == [
-        "generating 2 days x 500 examples x 3 models x 2 runs", "starting Spark",
-        "evaluate ds=2026-11-15..2026-11-16 in one scan", "evaluated"]
+    steps = [line.split("ctcalc demo: ")[1].split("  [")[0] for line in progress]
+    assert steps[:3] == ["generating 2 days x 500 examples x 3 models x 2 runs", "starting Spark",
+                         f"scanning ds=2026-11-15..2026-11-16 (2 days) of {tmp_path}/eval"]
+    assert re.fullmatch(r"writing 12 metrics rows and [\d,]+ summary rows of ds=2026-11-15..2026-11-16 \(2 days\)",
+                        steps[3]), steps[3]
+    assert steps[4].startswith("evaluated: 12 metrics rows") and len(steps) == 5
     assert all(re.search(r"\[\d+\.\d s\]$", line) for line in progress)
     assert sorted(p.name for p in (tmp_path / "out" / "metrics").glob("ds=*")) == ["ds=2026-11-15", "ds=2026-11-16"]
 
@@ -159,7 +162,9 @@ def test_demo_progress_on_stderr_results_on_stdout_then_quiet_and_bad_input(spar
 
     assert main(["evaluate", "--config", config, "--ds", "2030-01-01", *paths]) == EXIT_INPUT  # no rows that day
     err = capsys.readouterr().err
-    assert err.startswith("ctcalc evaluate: error: ") and "2030-01-01" in err and "Traceback" not in err
+    assert f"ctcalc evaluate: scanning ds=2030-01-01 of {tmp_path}/eval  [" in err.splitlines()[0]
+    assert err.splitlines()[1].startswith("ctcalc evaluate: error: ") and "2030-01-01" in err
+    assert "Traceback" not in err
 
 
 def test_spark_failure_exits_1_without_traceback_unless_verbose(spark, tmp_path, capsys):

@@ -5,7 +5,7 @@ import argparse
 import sys
 from typing import TYPE_CHECKING
 
-from ctcalc_spark.cli.common import add_config_arguments, config_from_args, session_for
+from ctcalc_spark.cli.common import Progress, add_config_arguments, config_from_args, session_for
 
 if TYPE_CHECKING:
     from ctcalc_spark.config import JobConfig
@@ -65,7 +65,8 @@ def run(args: argparse.Namespace) -> int:
 
     cfg = config_from_args(args)
     spark = session_for(args, cfg, "ctcalc-evaluate")
-    result = evaluate(spark, cfg, args.ds, allow_missing_days=args.allow_missing_days)
+    result = evaluate(spark, cfg, args.ds, allow_missing_days=args.allow_missing_days,
+                      progress=Progress("ctcalc evaluate"))
     m = result.metrics
     not_ok = m[m["status"] != "ok"]
     days = result.days

@@ -4,7 +4,7 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING
 
-from ctcalc_spark.cli.common import add_config_arguments, config_from_args, session_for
+from ctcalc_spark.cli.common import Progress, add_config_arguments, config_from_args, session_for
 from ctcalc_spark.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -35,7 +35,7 @@ def run(args: argparse.Namespace) -> int:
         if len(days) != 1:
             raise ConfigError("--scan runs one day's evaluate scan with the previous window's bias; give one --ds.")
         known = previous_window_bias(cfg, days[0], spark)
-        res = evaluate(spark, cfg, days[0], known_bias=known)
+        res = evaluate(spark, cfg, days[0], known_bias=known, progress=Progress("ctcalc rolling"))
         print(f"evaluate ds={days[0]} with {len(known)} known biases: {len(res.exact)} exact calibrated sums "
               f"-> {res.paths.get('calibrated_exact', '-')}")
     if args.affected:

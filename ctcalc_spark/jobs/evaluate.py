@@ -9,7 +9,7 @@ import datetime as dt
 import logging
 import re
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 import numpy as np
 import pandas as pd
@@ -90,6 +90,10 @@ def day_range(start: str, end: str) -> list[str]:
     if d1 < d0:
         raise ConfigError(f"The range {start}..{end} ends before it starts.")
     return [(d0 + dt.timedelta(days=i)).isoformat() for i in range((d1 - d0).days + 1)]
+
+
+def _span(days: Sequence[str]) -> str:
+    return f"ds={days[0]}" if len(days) == 1 else f"ds={days[0]}..{days[-1]} ({len(days)} days)"
 
 
 def parse_days(spec: str | Sequence[str]) -> list[str]:
@@ -254,6 +258,7 @@ def evaluate(
     write: bool = True,
     known_bias: pd.DataFrame | None = None,
     allow_missing_days: bool = False,
+    progress: Callable[[str], None] | None = None,
 ) -> EvaluateResult:
     """Scan the evaluation rows of one day or several (``ds``: a day, 'START..END', or a list) once and
     write each day's summaries and metrics partitions.
@@ -268,7 +273,10 @@ def evaluate(
     window's bias, known before today's scan). The same scan then also accumulates the exact calibrated
     sums per (model, run), returned as ``result.exact`` and written to the ``calibrated_exact`` table
     (``window_spec`` from ``rolling``); the summaries and metrics are the same as without it.
+
+    ``progress`` (optional) is called with a line as the scan starts and one as the writes start.
     """
+    step = progress or (lambda _: None)
     days = parse_days(ds)
     if known_bias is not None and len(days) != 1:
         raise ConfigError("A known bias (in-scan exact sums) is for one day at a time; evaluate the range first, "
@@ -276,10 +284,11 @@ def evaluate(
     if write:
         OutputStore(cfg, spark).check_before_work("evaluate", days)
     df = read_input(spark, cfg, days)
+    step(f"scanning {_span(days)} of {cfg.input.table or cfg.input.path}")
     if cfg.task == "multiclass":
         if known_bias is not None:
             raise ConfigError("A known bias is supported for binary and regression tasks, not multiclass.")
-        return _evaluate_multiclass(spark, cfg, days, df, write, allow_missing_days)
+        return _evaluate_multiclass(spark, cfg, days, df, write, allow_missing_days, step)
     kb = _known_bias_frame(spark, cfg, known_bias)
     with input_read_errors(cfg):
         one_day = {DS: days[0]} if len(days) == 1 else None  # the rows' day is that one or null
@@ -317,6 +326,7 @@ def evaluate(
     if exact is not None:
         result.exact = exact
     if write:
+        step(f"writing {len(metrics):,} metrics rows and {len(summaries):,} summary rows of {_span(done)}")
         s_types = {"ds": "string", **{k: "string" for k in group_columns(cfg)}, **SUMMARY_TYPES[cfg.task]}
         with OutputStore(cfg, spark).transaction("evaluate", done) as tx:
             result.paths["summaries"] = tx.write("summaries", summaries, s_types)
@@ -423,7 +433,7 @@ def _multiclass_ce(z, y, t):  # type: ignore[no-untyped-def]
 
 
 def _evaluate_multiclass(spark: SparkSession, cfg: JobConfig, days: list[str], df: DataFrame, write: bool,
-                         allow_missing: bool) -> EvaluateResult:
+                         allow_missing: bool, step: Callable[[str], None]) -> EvaluateResult:
     from pyspark.sql import functions as F
 
     c = cfg.columns
@@ -536,6 +546,7 @@ def _evaluate_multiclass(spark: SparkSession, cfg: JobConfig, days: list[str], d
     result = EvaluateResult(done[0], metrics, pd.DataFrame(), days=done, uncounted=uncounted)
     _input_checks(spark, cfg, df, days, result)
     if write:
+        step(f"writing {len(metrics):,} metrics rows of {_span(done)}")
         with OutputStore(cfg, spark).transaction("evaluate", done) as tx:
             result.paths["metrics"] = tx.write("metrics", metrics, _metric_types("multiclass"))
         result.run_id = tx.run_id
