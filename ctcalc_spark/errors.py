@@ -14,6 +14,7 @@ EXIT_INPUT = 4  # InputError, DegenerateBiasError
 EXIT_MISSING_DEPENDENCY = 5  # MissingDependencyError
 EXIT_INTERNAL = 70  # an unexpected exception: a bug in ctcalc (sysexits' EX_SOFTWARE)
 EXIT_INTERRUPTED = 130  # Ctrl-C (128 + SIGINT)
+EXIT_TERMINATED = 143  # SIGTERM (128 + 15): a scheduler stopped the task
 
 
 class CtcalcError(Exception):

@@ -26,6 +26,7 @@ def run(args: argparse.Namespace) -> int:
     from ctcalc_spark.core.windows import METRIC_NAME
     from ctcalc_spark.jobs.stream import (
         batches_line, read_stream_metrics, read_stream_rolling, run_stream, write_stream_demo_files)
+    from ctcalc_spark.spark import interrupt
 
     cfg = config_from_args(args)
     if args.generate_demo:
@@ -36,8 +37,11 @@ def run(args: argparse.Namespace) -> int:
         rows = write_stream_demo_files(cfg.stream.path, n_days=args.generate_demo, n_examples_per_day=4000,
                                        n_runs=3, files_per_day=4)
         print(f"generated {len(rows):,} rows ({rows['ds'].nunique()} days) -> {cfg.stream.path}")
-    spark = session_for(args, cfg, "ctcalc-stream")
-    res = run_stream(spark, cfg, trigger=args.trigger, timeout_s=args.timeout, close_at_end=args.close_at_end)
+    spark = session_for(args, cfg, "ctcalc-stream", stop_spark_on_signal=False)
+    res = run_stream(spark, cfg, trigger=args.trigger, timeout_s=args.timeout, close_at_end=args.close_at_end,
+                     stop_requested=lambda: interrupt.received() is not None)
+    if interrupt.received() is not None:
+        print(f"stopped by {interrupt.signal_name(interrupt.received())}")
     print(batches_line(res.batches))  # each batch's own line is a progress line (stderr), as it ends
     for b in res.batches:
         for q in b["quarantined"]:

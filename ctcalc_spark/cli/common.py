@@ -128,12 +128,20 @@ def reads_through_spark(args: argparse.Namespace, cfg: JobConfig) -> bool:
     return cfg.output.catalog or not is_local(cfg.output.path) or bool(getattr(args, "_submitted", False))
 
 
-def session_for(args: argparse.Namespace, cfg: JobConfig, app_name: str):  # type: ignore[no-untyped-def]
-    """The SparkSession: spark-submit's when launched by it, else a local one from the config."""
+def session_for(args: argparse.Namespace, cfg: JobConfig, app_name: str,  # type: ignore[no-untyped-def]
+                stop_spark_on_signal: bool = True):
+    """The SparkSession: spark-submit's when launched by it, else a local one from the config.
+
+    Ctrl-C and SIGTERM then interrupt the session's Spark work and end the command with one line
+    (``stop_spark_on_signal=False``: only recorded, for a command that stops its work itself; spark/interrupt.py).
+    """
+    from ctcalc_spark.spark import interrupt
     from ctcalc_spark.spark.session import build_session
 
-    return build_session(cfg.spark, app_name=app_name, submitted=getattr(args, "_submitted", False),
-                         log_level=getattr(args, "_spark_log_level", None))
+    spark = build_session(cfg.spark, app_name=app_name, submitted=getattr(args, "_submitted", False),
+                          log_level=getattr(args, "_spark_log_level", None))
+    interrupt.install(spark, stop_spark=stop_spark_on_signal)
+    return spark
 
 
 class Progress:

@@ -9,6 +9,7 @@ import argparse
 import importlib
 import logging
 import re
+import signal
 import sys
 import time
 import traceback
@@ -17,8 +18,10 @@ from typing import Callable, Sequence
 from ctcalc_spark import __version__
 from ctcalc_spark.errors import (
     EXIT_CONFIG, EXIT_INPUT, EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_MISSING_DEPENDENCY, EXIT_OK, EXIT_RUNTIME,
-    EXIT_USAGE, CtcalcError, MissingDependencyError,
+    EXIT_TERMINATED, EXIT_USAGE, CtcalcError, MissingDependencyError,
 )
+from ctcalc_spark.spark import interrupt
+from ctcalc_spark.spark.interrupt import received, signal_name
 
 log = logging.getLogger("ctcalc_spark.cli")
 
@@ -52,7 +55,8 @@ EXIT_CODES = (
     (EXIT_INPUT, "the input data violates the contract (columns, labels, values, empty day)"),
     (EXIT_MISSING_DEPENDENCY, "an optional dependency is missing; the message names the extra to install"),
     (EXIT_INTERNAL, "internal error: a bug in ctcalc; the traceback is printed, please report it"),
-    (EXIT_INTERRUPTED, "interrupted (Ctrl-C)"),
+    (EXIT_INTERRUPTED, "interrupted (Ctrl-C); the run's staged files are removed, its partitions not exchanged"),
+    (EXIT_TERMINATED, "stopped by SIGTERM (a scheduler stopping the task), as for Ctrl-C"),
 )
 
 # Flag -> (level of ctcalc's own log lines, Spark's log level). Without a flag, progress lines are shown and
@@ -195,6 +199,8 @@ def run_guarded(work: Callable[[], int | None], label: str) -> int:
     try:
         return int(work() or 0)
     except CtcalcError as e:
+        if received() is not None:  # e.g. an input error made of Spark's cancellation
+            return _interrupted(label)
         print(f"{label}: error: {e}", file=sys.stderr)
         return e.exit_code
     except ImportError as e:
@@ -204,22 +210,39 @@ def run_guarded(work: Callable[[], int | None], label: str) -> int:
         print(f"{label}: error: {missing}", file=sys.stderr)
         return missing.exit_code
     except KeyboardInterrupt:
+        return _interrupted(label)
+    except Exception as e:  # noqa: BLE001 - the last line of defence: classify, report, exit with a code
+        if received() is not None:  # Spark's cancellation error after Ctrl-C or SIGTERM, or what a job made of it
+            log.debug("%s ended after the signal with %s: %s", label, type(e).__name__, e)
+            return _interrupted(label)
+        return _failure(e, label)
+
+
+def _interrupted(label: str) -> int:
+    """One line and 130 (Ctrl-C) or 143 (SIGTERM, as a scheduler stops a task): see spark/interrupt.py."""
+    signum = received()
+    if signum is None or signum == signal.SIGINT:
         print(f"{label}: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
-    except Exception as e:  # noqa: BLE001 - the last line of defence: classify, report, exit with a code
-        if not _is_runtime_failure(e):
-            return _internal_error(e, label)
-        if log.isEnabledFor(logging.DEBUG):
-            traceback.print_exc()
-        refused = connect_refusal(e)
-        if refused is not None:
-            print(f"{label}: error: {refused}", file=sys.stderr)
-            return EXIT_CONFIG
-        rpc = rpc_failure(e)
-        first = rpc or (str(e).strip().splitlines()[0] if str(e).strip() else "")
-        print(f"{label}: failed: {type(e).__name__}: {first}\n(a Spark or file-system failure: check the path, "
-              f"the cluster and the disk, then rerun; -v prints the Python traceback)", file=sys.stderr)
-        return EXIT_RUNTIME
+    print(f"{label}: stopped by {signal_name(signum)}", file=sys.stderr)
+    return 128 + signum
+
+
+def _failure(e: Exception, label: str) -> int:
+    """What an exception that is not ctcalc's own error gets: a bug (traceback, 70) or a runtime failure (1)."""
+    if not _is_runtime_failure(e):
+        return _internal_error(e, label)
+    if log.isEnabledFor(logging.DEBUG):
+        traceback.print_exc()
+    refused = connect_refusal(e)
+    if refused is not None:
+        print(f"{label}: error: {refused}", file=sys.stderr)
+        return EXIT_CONFIG
+    rpc = rpc_failure(e)
+    first = rpc or (str(e).strip().splitlines()[0] if str(e).strip() else "")
+    print(f"{label}: failed: {type(e).__name__}: {first}\n(a Spark or file-system failure: check the path, "
+          f"the cluster and the disk, then rerun; -v prints the Python traceback)", file=sys.stderr)
+    return EXIT_RUNTIME
 
 
 def _internal_error(error: BaseException, label: str) -> int:
@@ -237,7 +260,10 @@ def main(argv: Sequence[str] | None = None, *, submitted: bool = False) -> int:
     args._spark_log_level = spark_level
     label = f"ctcalc {args.command}"
     t0 = time.perf_counter()
-    code = run_guarded(lambda: importlib.import_module(args._module).run(args), label)
+    try:
+        code = run_guarded(lambda: importlib.import_module(args._module).run(args), label)
+    finally:
+        interrupt.uninstall()  # session_for installed the command's Ctrl-C and SIGTERM handling
     elapsed = time.perf_counter() - t0
     if code == EXIT_OK and elapsed >= 1.0:
         log.info("%s done in %.1f s", label, elapsed)

@@ -812,18 +812,26 @@ class StreamResult:
     paths: StreamPaths
 
 
+STOP_POLL_S = 0.5
+
+
 def run_stream(
     spark: SparkSession, cfg: JobConfig, *, trigger: str | None = None, timeout_s: float | None = None,
-    close_at_end: bool = False,
+    close_at_end: bool = False, stop_requested: Callable[[], bool] | None = None,
 ) -> StreamResult:
     """Run the query until it ends (availableNow/once) or ``timeout_s`` passes; optionally close open windows.
 
+    ``stop_requested`` (asked every half second, e.g. whether Ctrl-C came): when it says so, the batch in flight
+    ends first, then the query stops, and the run returns as at a timeout.
     A failed batch fails the query: its own error is raised (read from the error files). A batch that the stop
     after ``timeout_s`` interrupts is not an error: Spark replays it on the next start.
     """
     query, run = start_stream(spark, cfg, trigger=trigger)
     try:
-        query.awaitTermination(timeout_s) if timeout_s else query.awaitTermination()
+        if stop_requested is None:
+            query.awaitTermination(timeout_s) if timeout_s else query.awaitTermination()
+        else:
+            _await_or_stop(query, timeout_s, stop_requested)
     except Exception as e:
         error = run.error
         if error is not None:
@@ -834,6 +842,27 @@ def run_stream(
             query.stop()
     closed = run.close_open_windows() if close_at_end else []
     return StreamResult(run.reports, closed, run.paths)
+
+
+def _await_or_stop(query: Any, timeout_s: float | None, stop_requested: Callable[[], bool]) -> None:
+    """Wait as ``awaitTermination(timeout_s)`` does; once ``stop_requested()``, wait for the batch in flight."""
+    deadline = None if timeout_s is None else time.monotonic() + timeout_s
+    while True:
+        left = STOP_POLL_S if deadline is None else min(STOP_POLL_S, deadline - time.monotonic())
+        if left <= 0 or query.awaitTermination(left):
+            return
+        if stop_requested():
+            break
+    log.info("stopping the stream after the batch in flight (again to stop at once; Spark replays a batch "
+             "stopped midway at the next start)")
+    last = _progress_batch(query)
+    while query.isActive and query.status.get("isTriggerActive") and _progress_batch(query) == last:
+        time.sleep(0.1)  # Spark reports a batch's progress once its offsets are committed
+
+
+def _progress_batch(query: Any) -> int | None:
+    progress = query.lastProgress
+    return None if progress is None else progress.get("batchId")
 
 
 def read_stream_table(spark: SparkSession | None, cfg: JobConfig, table: str) -> pd.DataFrame:

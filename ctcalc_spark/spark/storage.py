@@ -45,6 +45,7 @@ from typing import TYPE_CHECKING, Any, Iterable, Iterator, Mapping, Sequence
 
 from ctcalc_spark.config import JobConfig, OutputConfig, input_day, validate_ds
 from ctcalc_spark.errors import ConcurrentRunError, ConfigError, CtcalcError, InputError
+from ctcalc_spark.spark import interrupt
 from ctcalc_spark.spark.files import FileStore, absolute, is_local, supports_exchange
 from ctcalc_spark.spark.names import col, quoted
 
@@ -920,9 +921,10 @@ class Transaction:
     def __exit__(self, kind: Any, value: Any, tb: Any) -> None:
         try:
             if kind is None:
-                self._swap_in()
-                if self.written:
-                    self._commit()
+                with interrupt.deferred():  # a signal now lets the exchange and the commit record finish
+                    self._swap_in()
+                    if self.written:
+                        self._commit()
         finally:
             for staging, _, _ in self.staged:
                 try:
@@ -967,16 +969,20 @@ class Transaction:
         root = _prepare_catalog_table(spark, loc, sdf, parts, store.output.format) if store.catalog else loc
         if root is not None and store.swap_mode(root) == "exchange":
             staging = f"{root}/{STAGING_PREFIX}{self.run_id}-{table}"
-            _one_file_per_partition(sdf, parts, len(written), n_rows).write.mode("overwrite").partitionBy(*parts) \
-                .format(store.output.format).save(staging)
-            self.staged.append((staging, root, [_partition_path(v) for v, _ in written]))
+            self.staged.append((staging, root, [_partition_path(v) for v, _ in written]))  # removed if this fails
+            with interrupt.deferred():
+                _one_file_per_partition(sdf, parts, len(written), n_rows).write.mode("overwrite") \
+                    .partitionBy(*parts).format(store.output.format).save(staging)
             if store.catalog:
                 self.new_catalog_partitions += [(loc, v) for v, _ in written]
         elif store.catalog:
-            _overwrite_catalog_partitions(spark, loc, sdf)
+            with interrupt.deferred():
+                _overwrite_catalog_partitions(spark, loc, sdf)
         else:
-            (_one_file_per_partition(sdf, parts, len(written), n_rows).write.mode("overwrite")
-             .option("partitionOverwriteMode", "dynamic").partitionBy(*parts).format(store.output.format).save(loc))
+            with interrupt.deferred():
+                (_one_file_per_partition(sdf, parts, len(written), n_rows).write.mode("overwrite")
+                 .option("partitionOverwriteMode", "dynamic").partitionBy(*parts).format(store.output.format)
+                 .save(loc))
         for values, n in written:
             self.written.append((table, values, n))
         return loc

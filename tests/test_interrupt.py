@@ -1,0 +1,155 @@
+"""Ctrl-C and SIGTERM (ctcalc_spark/spark/interrupt.py), sent to the CLI in its own process as a user or a
+scheduler sends them: one line and the documented exit code, no stack trace, the previous run's partitions
+untouched and nothing left behind; the stream stops after its batch in flight and exits 0."""
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pyarrow.dataset as pads
+import pytest
+
+from tests._cli import REPO, run_cli
+
+pytestmark = pytest.mark.slow
+
+DAYS = ("2026-11-15", "2026-11-16", "2026-11-17")
+
+
+class Lines(threading.Thread):
+    """Reads a pipe line by line; ``wait_for(text)`` waits until a line holds ``text``."""
+
+    def __init__(self, pipe) -> None:  # type: ignore[no-untyped-def]
+        super().__init__(daemon=True)
+        self.pipe, self.lines, self.changed = pipe, [], threading.Condition()
+
+    def run(self) -> None:
+        for line in self.pipe:
+            with self.changed:
+                self.lines.append(line.rstrip("\n"))
+                self.changed.notify_all()
+
+    def wait_for(self, text: str, timeout: float = 120) -> None:
+        with self.changed:
+            assert self.changed.wait_for(lambda: any(text in line for line in self.lines), timeout), (
+                f"no line with {text!r} in {timeout} s:\n" + "\n".join(self.lines[-30:]))
+
+    @property
+    def text(self) -> str:
+        return "\n".join(self.lines)
+
+
+def _start(args: list[str], cwd: Path) -> tuple[subprocess.Popen, Lines, Lines]:
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))}
+    proc = subprocess.Popen([sys.executable, "-m", "ctcalc_spark.cli", *args], cwd=cwd, env=env, text=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    out, err = Lines(proc.stdout), Lines(proc.stderr)
+    out.start()
+    err.start()
+    return proc, out, err
+
+
+def _finish(proc: subprocess.Popen, *readers: Lines) -> int:
+    code = proc.wait(timeout=180)
+    for reader in readers:
+        reader.join(timeout=30)
+    return code
+
+
+@pytest.fixture(scope="module")
+def evaluated(tmp_path_factory):
+    """900,000 rows over three days, evaluated once to the end: (config path, output folder, its run id)."""
+    from ctcalc_spark.demo import write_demo_eval
+
+    tmp = tmp_path_factory.mktemp("interrupt")
+    write_demo_eval(str(tmp / "eval"), n_examples_per_day=20_000, n_runs=5, n_days=3)
+    config = tmp / "c.yaml"
+    config.write_text(f"input: {{path: {tmp / 'eval'}}}\noutput: {{path: {tmp / 'out'}}}\n"
+                      "split: {bias_fraction: 0.1, salt: s}\nspark: {master: 'local[2]', shuffle_partitions: 4}\n")
+    run_cli(["evaluate", "--config", str(config), "--ds", f"{DAYS[0]}..{DAYS[-1]}"])
+    return config, tmp / "out", _run_ids(tmp / "out")
+
+
+def _run_ids(out: Path) -> dict[str, set[str]]:
+    return {t: set(pads.dataset(str(out / t), partitioning="hive").to_table(columns=["run_id"])["run_id"].to_pylist())
+            for t in ("metrics", "summaries")}
+
+
+@pytest.mark.parametrize(("signum", "after", "code", "line", "connect"), [
+    (signal.SIGINT, "scanning", 130, "ctcalc evaluate: interrupted", False),  # while Spark scans
+    (signal.SIGTERM, "writing", 143, "ctcalc evaluate: stopped by SIGTERM", False),  # as the writes start
+    (signal.SIGTERM, "scanning", 143, "ctcalc evaluate: stopped by SIGTERM", True),  # a client of a shared server
+])
+def test_a_signal_stops_evaluate_with_one_line_and_leaves_the_previous_run(evaluated, request, signum, after, code,
+                                                                             line, connect):
+    config, out, before = evaluated
+    remote = ["--set", f"spark.remote={request.getfixturevalue('connect_server')}"] if connect else []
+    proc, stdout, stderr = _start(["evaluate", "--config", str(config), "--ds", f"{DAYS[0]}..{DAYS[-1]}", *remote],
+                                  config.parent)
+    stderr.wait_for(f"ctcalc evaluate: {after} ")
+    time.sleep(0.5 if after == "scanning" else 0.0)
+    proc.send_signal(signum)
+    assert _finish(proc, stdout, stderr) == code, stderr.text
+    assert stderr.lines[-1] == line, stderr.text
+    for noise in ("Traceback", "Py4J", "Exception", " ERROR ", "\tat "):
+        assert noise not in stderr.text, stderr.text
+    assert stdout.text == ""  # no result line: the run did not finish
+    for table in ("metrics", "summaries"):  # the previous run's partitions, nothing staged beside them
+        assert sorted(os.listdir(out / table)) == [f"ds={d}" for d in DAYS]
+    assert os.listdir(out / "_runs") == []  # the lease was given back
+    assert _run_ids(out) == before
+
+
+def test_ctrl_c_stops_the_stream_after_its_batch_and_a_rerun_goes_on(tmp_path):
+    config = tmp_path / "stream.yaml"
+    config.write_text((REPO / "conf" / "stream_demo.yaml").read_text().replace("max_files_per_trigger: 2",
+                                                                                 "max_files_per_trigger: 1"))
+    args = ["stream", "--config", str(config), "--set", "spark.shuffle_partitions=2"]
+    # Batches take about a second here: with a 3-second trigger the query is idle between them, as a stream
+    # that keeps up is (one busy back to back has no gap to stop in: docs/streaming.md).
+    proc, stdout, stderr = _start([*args, "--generate-demo", "3", "--trigger", "3 seconds"], tmp_path)
+    stderr.wait_for("batch 1: ")
+    proc.send_signal(signal.SIGINT)
+    assert _finish(proc, stdout, stderr) == 0, stderr.text
+    assert "stopping the stream after the batch in flight" in stderr.text
+    assert "Traceback" not in stderr.text and "ERROR" not in stderr.text, stderr.text
+    assert stdout.lines[0].startswith("generated 108,000 rows") and stdout.lines[1] == "stopped by Ctrl-C"
+    first = re.match(r"(\d+) batches \(0\.\.(\d+)\): ([\d,]+) rows", stdout.lines[2])
+    assert first is not None, stdout.text
+    n_first = int(first.group(3).replace(",", ""))
+    assert 0 < n_first < 108_000
+
+    rest = run_cli([*args, "--trigger", "availableNow"], cwd=tmp_path).stdout
+    again = re.search(r"(\d+) batches \((\d+)\.\.\d+\): ([\d,]+) rows", rest)
+    assert again is not None, rest
+    assert int(again.group(2)) == int(first.group(2)) + 1  # the next batch: the stopped one had ended
+    assert n_first + int(again.group(3).replace(",", "")) == 108_000  # every row once
+
+
+def test_a_signal_during_a_deferred_write_lets_it_finish_then_stops(spark, tmp_path):
+    """In this process: the write inside deferred() runs to its end, then KeyboardInterrupt; none starts after."""
+    from ctcalc_spark.spark import interrupt
+
+    assert interrupt.install(spark)
+    try:
+        finished = False
+        with pytest.raises(KeyboardInterrupt):
+            with interrupt.deferred():
+                os.kill(os.getpid(), signal.SIGTERM)  # the handler runs at once, in this thread
+                spark.range(100_000).write.parquet(str(tmp_path / "written"))
+                finished = True
+        assert finished and (tmp_path / "written" / "_SUCCESS").exists()
+        assert interrupt.received() == signal.SIGTERM
+        with pytest.raises(KeyboardInterrupt):
+            with interrupt.deferred():
+                raise AssertionError("a block after the signal started")
+    finally:
+        interrupt.uninstall()
+    assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
+    assert spark.range(10).count() == 10  # the session works on: the interrupting thread has ended
