@@ -46,16 +46,17 @@ def input_day(fmt: str | None, day: str) -> str:
     return fmt.replace("yyyy", f"{d.year:04d}").replace("MM", f"{d.month:02d}").replace("dd", f"{d.day:02d}")
 
 
-def validate_ds(ds: str) -> str:
+def validate_ds(ds: str, what: str = "--ds") -> str:
     """Check a YYYY-MM-DD logical date (the one form a day takes in ctcalc: --ds, partition values, SQL text).
 
-    Python also parses forms such as 20261121 and 2026-W47-1; they are refused, not read as that day."""
+    Python also parses forms such as 20261121 and 2026-W47-1; they are refused, not read as that day.
+    ``what``: the option the error names."""
     try:
         ok = dt.date.fromisoformat(ds).isoformat() == ds
     except (TypeError, ValueError):
         ok = False
     if not ok:
-        raise ConfigError(f"--ds must be a date like 2026-11-21, got {ds!r}.")
+        raise ConfigError(f"{what} must be a date like 2026-11-21, got {ds!r}.")
     return ds
 
 

@@ -167,6 +167,18 @@ def test_demo_progress_on_stderr_results_on_stdout_then_quiet_and_bad_input(spar
     assert "Traceback" not in err
 
 
+@pytest.mark.parametrize(("args", "flag", "value"), [
+    (["evaluate", "--ds", "2026-11-32"], "--ds", "2026-11-32"),
+    (["report", "--start", "2026-11-15", "--end", "2026-11-40"], "--end", "2026-11-40"),
+    (["compare", "--a", "x", "--b", "y", "--ds-from", "2026-11-15", "--ds-to", "20261120", "--engine", "spark"],
+     "--ds-to", "20261120"),
+])
+def test_a_malformed_date_is_refused_naming_its_option_before_spark_starts(tmp_path, args, flag, value):
+    proc = run_cli([*args, "--config", str(example_config("demo.yaml"))], cwd=tmp_path, expect=EXIT_CONFIG)
+    assert proc.stderr == f"ctcalc {args[0]}: error: {flag} must be a date like 2026-11-21, got '{value}'.\n"
+    # (a started JVM prints its own line first: 'WARNING: Using incubator modules')
+
+
 def test_spark_failure_exits_1_without_traceback_unless_verbose(spark, tmp_path, capsys):
     missing = str(tmp_path / "no_such_table")
     assert run_guarded(lambda: spark.read.parquet(missing).count(), "ctcalc x") == EXIT_RUNTIME

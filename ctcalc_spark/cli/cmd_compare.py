@@ -71,8 +71,12 @@ def _bias_hint(cfg: JobConfig, per_run: pd.DataFrame, n_days: int) -> str | None
 
 
 def run(args: argparse.Namespace) -> int:
+    from ctcalc_spark.config import validate_ds
     from ctcalc_spark.errors import ConfigError
 
+    for flag, value in (("--ds", args.ds), ("--ds-from", args.ds_from), ("--ds-to", args.ds_to)):
+        if value is not None:  # before Spark starts
+            validate_ds(value, flag)
     if args.rolling:
         return _run_rolling(args)
     if args.window or args.days:

@@ -61,9 +61,10 @@ def data_notes(result: EvaluateResult, cfg: JobConfig) -> list[str]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ctcalc_spark.jobs.evaluate import evaluate
+    from ctcalc_spark.jobs.evaluate import evaluate, parse_days
 
     cfg = config_from_args(args)
+    parse_days(args.ds)  # a malformed --ds fails before Spark starts
     spark = session_for(args, cfg, "ctcalc-evaluate")
     result = evaluate(spark, cfg, args.ds, allow_missing_days=args.allow_missing_days,
                       progress=Progress("ctcalc evaluate"))

@@ -43,8 +43,8 @@ def run(args: argparse.Namespace) -> int:
     from ctcalc_spark.reports.drift import write_report
 
     cfg = config_from_args(args)
-    validate_ds(args.start)
-    validate_ds(args.end)
+    validate_ds(args.start, "--start")
+    validate_ds(args.end, "--end")
     spec = WindowSpec(args.window or cfg.rolling.window, args.days or cfg.rolling.days)
     spark = session_for(args, cfg, "ctcalc-report") if reads_through_spark(args, cfg) else None
     rep = write_report(cfg, args.start, args.end, out_dir=args.out, spec=spec, threshold=args.threshold,

@@ -198,7 +198,7 @@ def resolve_days(cfg: JobConfig, ds: str | None, ds_from: str | None, ds_to: str
         return [validate_ds(ds)]
     if not (ds_from and ds_to):
         raise ConfigError("Give --ds DATE, or --ds-from DATE and --ds-to DATE (inclusive).")
-    lo, hi = validate_ds(ds_from), validate_ds(ds_to)
+    lo, hi = validate_ds(ds_from, "--ds-from"), validate_ds(ds_to, "--ds-to")
     days = [d for d in available_days(cfg, "metrics", spark) if lo <= d <= hi]
     if not days:
         raise InputError(f"No metrics partitions between {lo} and {hi} under "
@@ -226,7 +226,7 @@ def rolling_comparison(cfg: JobConfig, model_a: str, model_b: str, ds_from: str,
     if cfg.task not in ("binary", "regression"):
         raise ConfigError(f"Rolling comparison supports the binary and regression tasks, got {cfg.task!r}.")
     _distinct_pair(model_a, model_b)
-    lo, hi = validate_ds(ds_from), validate_ds(ds_to)
+    lo, hi = validate_ds(ds_from, "--ds-from"), validate_ds(ds_to, "--ds-to")
     spec = spec or WindowSpec.from_config(cfg.rolling)
     windows = comparison_windows(lo, hi, spec)
     store = OutputStore(cfg, spark)
