@@ -83,6 +83,15 @@ def test_outputs_inside_an_input_folder_read_whole_are_refused(spark, demo_confi
     assert done.days == [DS] and (tmp_path / "days" / "o" / "metrics" / f"ds={DS}").is_dir()
 
 
+def test_an_output_path_that_cannot_be_a_folder_is_refused_before_the_scan(spark, demo_config, tmp_path):
+    _write(_rows(), tmp_path / "eval")
+    (tmp_path / "file.txt").write_text("not a folder")
+    cfg = demo_config(output__path=str(tmp_path / "file.txt" / "out"))
+    with pytest.raises(ConfigError, match=r"^output.path '.*/file.txt/out' cannot hold the outputs: .*Not a directory.* "
+                                          r"Set output.path to a folder this job can create and write to.$"):
+        evaluate(spark, cfg, DS, progress=lambda line: pytest.fail(f"went on to {line!r}"))
+
+
 def test_numbers_written_with_an_exponent_are_numbers(tmp_path):
     config = tmp_path / "c.yaml"
     # YAML 1.1 reads 1e-9 (no dot) as a string: each of these used to end in "'<' not supported between ..."

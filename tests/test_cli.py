@@ -179,6 +179,15 @@ def test_a_malformed_date_is_refused_naming_its_option_before_spark_starts(tmp_p
     # (a started JVM prints its own line first: 'WARNING: Using incubator modules')
 
 
+def test_a_java_failure_is_reported_by_its_innermost_cause(spark, tmp_path, capsys):
+    """pyspark passes some Java exceptions on as py4j's Py4JJavaError, whose first line only names the call."""
+    (tmp_path / "file.txt").write_text("not a folder")
+    assert run_guarded(lambda: spark.range(3).write.parquet(str(tmp_path / "file.txt" / "sub")), "ctcalc x") == 1
+    assert capsys.readouterr().err.splitlines()[0] == (
+        "ctcalc x: failed: org.apache.hadoop.fs.ParentNotDirectoryException: Parent path is not a directory: "
+        f"file:{tmp_path}/file.txt (in Spark's parquet)")
+
+
 def test_spark_failure_exits_1_without_traceback_unless_verbose(spark, tmp_path, capsys):
     missing = str(tmp_path / "no_such_table")
     assert run_guarded(lambda: spark.read.parquet(missing).count(), "ctcalc x") == EXIT_RUNTIME

@@ -239,10 +239,29 @@ def _failure(e: Exception, label: str) -> int:
         print(f"{label}: error: {refused}", file=sys.stderr)
         return EXIT_CONFIG
     rpc = rpc_failure(e)
-    first = rpc or (str(e).strip().splitlines()[0] if str(e).strip() else "")
-    print(f"{label}: failed: {type(e).__name__}: {first}\n(a Spark or file-system failure: check the path, "
-          f"the cluster and the disk, then rerun; -v prints the Python traceback)", file=sys.stderr)
+    java = java_failure(e)
+    first = rpc or java or (str(e).strip().splitlines()[0] if str(e).strip() else "")
+    print(f"{label}: failed: {'' if java else type(e).__name__ + ': '}{first}\n(a Spark or file-system failure: "
+          "check the path, the cluster and the disk, then rerun; -v prints the Python traceback)", file=sys.stderr)
     return EXIT_RUNTIME
+
+
+_PY4J_CALL = re.compile(r"An error occurred while calling [\w$]+\.(\w+)\.")
+
+
+def java_failure(error: BaseException) -> str | None:
+    """For a Java exception that pyspark passed on as it came (py4j's ``Py4JJavaError``, whose first line only
+    says 'An error occurred while calling o164.save.'): its innermost cause and the call, e.g.
+    ``java.io.IOException: No space left on device (in Spark's save)``; else None."""
+    text = str(error)
+    call = _PY4J_CALL.match(text.strip())
+    if call is None:
+        return None
+    lines = text.splitlines()
+    causes = [line[len("Caused by: "):] for line in lines if line.startswith("Caused by: ")]
+    top = [line[2:] for line in lines if line.startswith(": ")]
+    root = (causes or top or [""])[-1].strip()
+    return f"{root} (in Spark's {call.group(1)})" if root else None
 
 
 def _internal_error(error: BaseException, label: str) -> int:

@@ -791,9 +791,13 @@ class OutputStore:
         of ``days`` (the same check its transaction makes, made early so that a long scan is not wasted)."""
         self.check_databases()
         try:
-            self.check_no_concurrent_run("", job, days, scope)
-        except ConfigError:  # leases unreachable from here: the transaction says so
-            pass
+            self.files.mkdirs(f"{self.root}/_runs")  # where the leases go: a folder this run can create
+        except ConfigError:  # a file system pyarrow cannot reach from here: the transaction says so
+            return
+        except OSError as e:
+            raise ConfigError(f"output.path {self.output.path!r} cannot hold the outputs: {e}. Set output.path to a "
+                              "folder this job can create and write to.") from None
+        self.check_no_concurrent_run("", job, days, scope)
 
     def check_no_concurrent_run(self, run_id: str, job: str, days: Sequence[str], scope: str | None = None) -> None:
         """ConcurrentRunError when another live run of ``job`` (and ``scope``) holds a lease on any of ``days``."""
