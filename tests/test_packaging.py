@@ -125,7 +125,7 @@ def test_installed_wheel_runs_the_demo_and_spark_submit_in_an_empty_folder(venv,
     assert "Whole period 2026-11-15..2026-11-16" in demo.stdout
     assert "INFO SparkContext: Submitted application: ctcalc-demo" in demo.stderr  # the flag reached Spark
     assert "Using Spark's default log4j profile" not in demo.stderr  # the wheel's log4j2.properties was used
-    assert "INFO ctcalc_spark.progress: ctcalc demo: evaluate ds=2026-11-15..2026-11-16" in demo.stderr  # progress
+    assert "INFO ctcalc_spark.progress: ctcalc demo: scanning ds=2026-11-15..2026-11-16 (2 days)" in demo.stderr
     assert sorted(os.listdir(work)) == ["output"]  # the packaged config's relative paths: all under cwd
     assert {p.name for p in (work / "output" / "demo").iterdir()} >= {"eval", "metrics", "summaries"}
 

@@ -145,11 +145,15 @@ class FileStore:
         parent, name = path.rstrip("/").rsplit("/", 1)
         self.mkdirs(parent)
         tmp = f"{parent}/.{name}.{uuid.uuid4().hex[:8]}.tmp"
-        with self._fs.open_output_stream(self._p(tmp)) as f:
-            f.write(text.encode("utf-8"))
-        if self.exists(path) and not is_local(path):
-            self.delete(path)  # object stores: move does not replace
-        self._fs.move(self._p(tmp), self._p(path))
+        try:
+            with self._fs.open_output_stream(self._p(tmp)) as f:
+                f.write(text.encode("utf-8"))
+            if self.exists(path) and not is_local(path):
+                self.delete(path)  # object stores: move does not replace
+            self._fs.move(self._p(tmp), self._p(path))
+        except BaseException:  # a failed or interrupted write leaves no temporary file
+            self.delete(tmp)
+            raise
 
 
 def _filesystem(root: str) -> pafs.FileSystem:

@@ -54,7 +54,7 @@ _STATE = _State()
 
 
 def received() -> int | None:
-    """The first SIGINT or SIGTERM this process received since :func:`install` (None if none)."""
+    """The first SIGINT or SIGTERM this process received since :func:`install` (None if none, or uninstalled)."""
     return _STATE.signum
 
 
@@ -84,7 +84,7 @@ def uninstall() -> None:
     _STATE.stop.set()
     if _STATE.interrupter is not None:
         _STATE.interrupter.join(timeout=5.0)  # it waits on the event: returns at once, or after its one call
-    _STATE.spark, _STATE.interrupter = None, None
+    _STATE.spark, _STATE.interrupter, _STATE.signum = None, None, None
 
 
 @contextmanager

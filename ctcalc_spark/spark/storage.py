@@ -46,7 +46,7 @@ from typing import TYPE_CHECKING, Any, Iterable, Iterator, Mapping, Sequence
 from ctcalc_spark.config import JobConfig, OutputConfig, input_day, validate_ds
 from ctcalc_spark.errors import ConcurrentRunError, ConfigError, CtcalcError, InputError
 from ctcalc_spark.spark import interrupt
-from ctcalc_spark.spark.files import FileStore, absolute, is_local, supports_exchange
+from ctcalc_spark.spark.files import FileStore, absolute, is_local, local_path, supports_exchange
 from ctcalc_spark.spark.names import col, quoted
 
 if TYPE_CHECKING:
@@ -436,8 +436,9 @@ class Lease:
 
     def start(self) -> None:
         self._beat()
-        self._thread = threading.Thread(target=self._run, name="ctcalc-lease", daemon=True)
-        self._thread.start()
+        thread = threading.Thread(target=self._run, name="ctcalc-lease", daemon=True)
+        thread.start()
+        self._thread = thread  # only once started: release() joins it (a Ctrl-C can land inside start())
 
     def _beat(self) -> None:
         self.record["heartbeat_at"] = time.time()
@@ -790,14 +791,25 @@ class OutputStore:
         """Before a job's scan: its output databases exist, and no live run of ``job`` (and ``scope``) is writing one
         of ``days`` (the same check its transaction makes, made early so that a long scan is not wasted)."""
         self.check_databases()
+        self._check_output_folder()
         try:
-            self.files.mkdirs(f"{self.root}/_runs")  # where the leases go: a folder this run can create
-        except ConfigError:  # a file system pyarrow cannot reach from here: the transaction says so
+            self.check_no_concurrent_run("", job, days, scope)
+        except ConfigError:  # leases unreachable from here: the transaction says so
+            pass
+
+    def _check_output_folder(self) -> None:
+        """A local output path below a file cannot become a folder: say so before the scan (nothing is created)."""
+        if not is_local(self.root):
             return
-        except OSError as e:
-            raise ConfigError(f"output.path {self.output.path!r} cannot hold the outputs: {e}. Set output.path to a "
-                              "folder this job can create and write to.") from None
-        self.check_no_concurrent_run("", job, days, scope)
+        path = local_path(self.root)
+        while not os.path.isdir(path):
+            if os.path.lexists(path):
+                raise ConfigError(f"output.path {self.output.path!r} cannot hold the outputs: {path!r} is a file, not "
+                                  "a folder. Set output.path to a folder this job can create and write to.")
+            parent = os.path.dirname(path)
+            if parent == path:
+                return
+            path = parent
 
     def check_no_concurrent_run(self, run_id: str, job: str, days: Sequence[str], scope: str | None = None) -> None:
         """ConcurrentRunError when another live run of ``job`` (and ``scope``) holds a lease on any of ``days``."""
@@ -911,15 +923,15 @@ class Transaction:
                                interval_s=max(5.0, store.output.lease_timeout_s / 4))
             self.lease.start()
             if self.days is not None:
-                try:
-                    store.check_no_concurrent_run(self.run_id, self.job, self.days, self.scope)
-                except ConcurrentRunError:
-                    self.lease.release()
-                    raise
+                store.check_no_concurrent_run(self.run_id, self.job, self.days, self.scope)
             self.recovered = store.recover(exclude_run=self.run_id)
         except ConfigError as e:  # output on a file system pyarrow cannot reach: no lease, no recovery
             log.warning("%s", e)
             self.lease = None
+        except BaseException:  # another live run, or Ctrl-C: __exit__ will not run, so the lease goes back here
+            if self.lease is not None:
+                self.lease.release()
+            raise
         return self
 
     def __exit__(self, kind: Any, value: Any, tb: Any) -> None:
