@@ -10,7 +10,9 @@ never share a folder (``a/b`` and ``a_b`` stay apart).
 from __future__ import annotations
 
 import hashlib
+import os
 import re
+import uuid
 from pathlib import Path
 
 from ctcalc_spark.errors import ConfigError
@@ -41,3 +43,18 @@ def child_path(root: str | Path, *names: str) -> Path:
     if not out.resolve().is_relative_to(base.resolve()):  # cannot happen with safe components; kept as a guard
         raise ConfigError(f"Expected a path inside {str(base)!r}, got {str(out)!r} from names {list(names)}.")
     return out
+
+
+def write_atomic(path: str | Path, text: str) -> Path:
+    """Write a report file so that a reader (a browser, a dashboard, a rerun's reader) sees the old file or the
+    whole new one, never a torn one: a hidden temporary file in the same folder, then one rename. A failed or
+    interrupted write removes its temporary file."""
+    path = Path(path)
+    tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex[:8]}.tmp")
+    try:
+        tmp.write_text(text, encoding="utf-8")
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    return path

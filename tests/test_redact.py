@@ -7,7 +7,7 @@ import pytest
 
 from ctcalc_spark.config import config_from_dict, config_to_dict
 from ctcalc_spark.errors import ConfigError
-from ctcalc_spark.pathsafe import child_path, safe_component
+from ctcalc_spark.pathsafe import child_path, safe_component, write_atomic
 from ctcalc_spark.redact import MASK, is_secret_key, key_words, redact, redact_assignment, redact_url
 
 
@@ -103,3 +103,14 @@ def test_child_path_guard_catches_a_sanitiser_that_lets_dots_through(monkeypatch
     monkeypatch.setattr(ps, "safe_component", lambda n: n)  # the guard must hold even if the sanitiser regresses
     with pytest.raises(ConfigError, match="inside"):
         ps.child_path("/out", "..", "..", "etc")
+
+
+def test_report_files_are_replaced_whole_or_not_at_all(tmp_path):
+    """write_atomic (every report file): a write that fails midway leaves the previous file and no temporary."""
+    report = write_atomic(tmp_path / "report.html", "<p>old</p>")
+    with pytest.raises(UnicodeEncodeError):
+        write_atomic(report, "<p>new " + "x" * 100_000 + "\ud800</p>")  # fails while writing (a lone surrogate)
+    assert report.read_text() == "<p>old</p>"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["report.html"]
+    write_atomic(report, "<p>new</p>")
+    assert report.read_text() == "<p>new</p>" and sorted(p.name for p in tmp_path.iterdir()) == ["report.html"]

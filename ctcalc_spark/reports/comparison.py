@@ -10,7 +10,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from ctcalc_spark.core.accuracy import Comparison, NoiseCheck, describe_noise_check
-from ctcalc_spark.pathsafe import child_path
+from ctcalc_spark.pathsafe import child_path, write_atomic
 from ctcalc_spark.reports.plotting import figure_png, img_tag, plain, pyplot
 
 COLORS = ("#1f77b4", "#d62728")
@@ -253,8 +253,8 @@ def write_report(
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     html_path, json_path = out / "report.html", out / "comparison.json"
-    html_path.write_text(render_html(comparisons, title=title, notes=notes, noise_checks=noise_checks,
-                                     warnings=warnings, sections=sections))
+    write_atomic(html_path, render_html(comparisons, title=title, notes=notes, noise_checks=noise_checks,
+                                        warnings=warnings, sections=sections))
     payload = {
         "comparisons": [c.to_dict() for c in comparisons],
         "single_run": [
@@ -263,5 +263,5 @@ def write_report(
         "warnings": list(warnings),
         **(extra or {}),
     }
-    json_path.write_text(json.dumps(_json_safe(payload), indent=2, allow_nan=False, default=str))
+    write_atomic(json_path, json.dumps(_json_safe(payload), indent=2, allow_nan=False, default=str))
     return {"html": html_path, "json": json_path}

@@ -22,7 +22,6 @@ import datetime as dt
 import html
 import json
 import math
-import os
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -43,6 +42,7 @@ from ctcalc_spark.core.windows import (
     windows_between,
 )
 from ctcalc_spark.errors import ConfigError, InputError
+from ctcalc_spark.pathsafe import write_atomic
 from ctcalc_spark.redact import redact, redact_url
 from ctcalc_spark.reports.plotting import figure_png, img_tag, plain, pyplot
 
@@ -595,12 +595,6 @@ def render_html(report: DriftReport, cfg: JobConfig, overview: str, plots: dict[
     return "\n".join(parts)
 
 
-def _write_atomic(path: Path, text: str) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)
-
-
 def _records(frame: pd.DataFrame) -> list[dict[str, Any]]:
     return json.loads(frame.to_json(orient="records", double_precision=15))
 
@@ -613,16 +607,16 @@ def write_report_files(report: DriftReport, cfg: JobConfig, out_dir: str | Path)
     paths = {"html": out / f"{stem}.html", "csv": out / f"{stem}.csv", "flags_csv": out / f"{stem}_flags.csv",
              "json": out / f"{stem}.json"}
     plots = {str(m): model_plots(report, str(m)) for m in sorted(report.whole["model"].unique())}
-    _write_atomic(paths["csv"], report.table.to_csv(index=False))
-    _write_atomic(paths["flags_csv"], report.flags.to_csv(index=False))
+    write_atomic(paths["csv"], report.table.to_csv(index=False))
+    write_atomic(paths["flags_csv"], report.flags.to_csv(index=False))
     meta = {"start": report.start, "end": report.end, "task": report.task, "window": report.spec.kind,
             "days": report.spec.days, "rule": {**asdict(report.rule), "description": report.rule.describe()},
             "config": redact(config_to_dict(cfg)), "warnings": report.warnings, "summary": _records(report.summary),
             "spread": _records(spread_table(report.table)), "flags": _records(report.flags),
             "moves": _records(report.moves), "rows": _records(report.table)}
-    _write_atomic(paths["json"], json.dumps(meta, indent=1, default=str, allow_nan=False))
+    write_atomic(paths["json"], json.dumps(meta, indent=1, default=str, allow_nan=False))
     str_paths = {k: str(v) for k, v in paths.items()}
-    _write_atomic(paths["html"], render_html(report, cfg, overview_png(report), plots, str_paths))
+    write_atomic(paths["html"], render_html(report, cfg, overview_png(report), plots, str_paths))
     report.paths = str_paths
     return report
 
