@@ -491,3 +491,24 @@ def test_a_date_column_written_as_yyyymmdd_gives_the_same_rows(spark, demo_confi
     for bad in ("yyyyMM", "yyyy-MM-dd-dd", "yyyyMMdd'; DROP", "YYYYMMDD", 20261121):
         with pytest.raises(ConfigError, match="'columns.ds_format' must be a pattern of yyyy, MM and dd"):
             demo_config(columns={"ds_format": bad})
+
+
+def test_allow_missing_days_skips_days_without_rows_and_says_which(spark, demo_config, tmp_path, caplog):
+    from ctcalc_spark.demo import write_demo_eval
+
+    write_demo_eval(str(tmp_path / "eval"), n_examples_per_day=500, n_runs=2, n_days=3)  # 2026-11-15..17
+    cfg = demo_config()
+    span = "2026-11-14..2026-12-03"  # 20 days, 17 of them without rows
+    with pytest.raises(InputError, match=r"^No evaluation rows for ds=2026-11-14, 2026-11-18, .*, 2026-11-26 and 7 "
+                                         r"more in .*; check the dates .*, or pass --allow-missing-days"):
+        evaluate(spark, cfg, span)
+    with caplog.at_level("WARNING", logger="ctcalc_spark.jobs.evaluate"):
+        done = evaluate(spark, cfg, span, allow_missing_days=True)
+    assert done.days == ["2026-11-15", "2026-11-16", "2026-11-17"]
+    assert sorted(done.metrics["ds"].unique()) == done.days
+    assert [r.getMessage() for r in caplog.records] == [
+        "no evaluation rows for 17 of 20 days (skipped): 2026-11-14, 2026-11-18, 2026-11-19, 2026-11-20, "
+        "2026-11-21, 2026-11-22, 2026-11-23, 2026-11-24, 2026-11-25, 2026-11-26 and 7 more"]
+    assert sorted(p.name for p in (tmp_path / "out" / "metrics").iterdir()) == [f"ds={d}" for d in done.days]
+    with pytest.raises(InputError, match="^No evaluation rows for ds=2026-12-01, 2026-12-02 in"):
+        evaluate(spark, cfg, "2026-12-01..2026-12-02", allow_missing_days=True)  # none at all: still an error

@@ -153,3 +153,13 @@ def test_a_signal_during_a_deferred_write_lets_it_finish_then_stops(spark, tmp_p
         interrupt.uninstall()
     assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
     assert spark.range(10).count() == 10  # the session works on: the interrupting thread has ended
+
+
+def test_sigterm_before_spark_starts_ends_the_command_with_its_line(tmp_path):
+    """Every command, not only those with a session: here the demo while it generates its table."""
+    proc, stdout, stderr = _start(["demo", "--examples-per-day", "200000", "--days", "7"], tmp_path)
+    stderr.wait_for("ctcalc demo: generating ")
+    time.sleep(0.3)
+    proc.send_signal(signal.SIGTERM)
+    assert _finish(proc, stdout, stderr) == 143, stderr.text
+    assert stderr.lines[-1] == "ctcalc demo: stopped by SIGTERM" and "Traceback" not in stderr.text

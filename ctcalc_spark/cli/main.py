@@ -279,10 +279,11 @@ def main(argv: Sequence[str] | None = None, *, submitted: bool = False) -> int:
     args._spark_log_level = spark_level
     label = f"ctcalc {args.command}"
     t0 = time.perf_counter()
+    interrupt.install(None)  # SIGTERM ends a command as Ctrl-C does; session_for adds stopping Spark's work
     try:
         code = run_guarded(lambda: importlib.import_module(args._module).run(args), label)
     finally:
-        interrupt.uninstall()  # session_for installed the command's Ctrl-C and SIGTERM handling
+        interrupt.uninstall()
     elapsed = time.perf_counter() - t0
     if code == EXIT_OK and elapsed >= 1.0:
         log.info("%s done in %.1f s", label, elapsed)

@@ -209,12 +209,12 @@ def _input_checks(spark: SparkSession, cfg: JobConfig, df: DataFrame, days: list
 def _check_days(days: Sequence[str], present: Sequence[str], cfg: JobConfig, allow_missing: bool) -> list[str]:
     missing = sorted(set(days) - set(present))
     where = cfg.input.table or cfg.input.path
+    shown = ", ".join(missing[:10]) + (f" and {len(missing) - 10} more" if len(missing) > 10 else "")
     if missing and (not allow_missing or len(missing) == len(days)):
-        shown = ", ".join(missing[:10]) + (f" and {len(missing) - 10} more" if len(missing) > 10 else "")
         raise InputError(f"No evaluation rows for ds={shown} in {where!r}; check the dates and the 'columns.ds' "
                          "name" + ("" if len(days) == 1 else ", or pass --allow-missing-days to skip such days") + ".")
     if missing:
-        log.warning("no evaluation rows for %d of %d days (skipped): %s", len(missing), len(days), missing)
+        log.warning("no evaluation rows for %d of %d days (skipped): %s", len(missing), len(days), shown)
     return missing
 
 

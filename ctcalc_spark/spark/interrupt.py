@@ -65,6 +65,7 @@ def signal_name(signum: int) -> str:
 def install(spark: Any, *, stop_spark: bool = True) -> bool:
     """Handle SIGINT and SIGTERM as described above; False (nothing done) outside the main thread.
 
+    ``spark=None`` (a command before or without a session): a signal raises ``KeyboardInterrupt`` at once.
     ``stop_spark=False``: only record the signal (the caller stops its work itself, as the stream job does).
     """
     if threading.current_thread() is not threading.main_thread():
