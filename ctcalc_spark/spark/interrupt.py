@@ -6,7 +6,8 @@ then logs a broken pipe with its stack, and the cancelled job's error replaces t
 "a Spark or file-system failure", exit 1). SIGTERM, which schedulers send to stop a task, ended the process at
 once: no message, the run's staged files and lease left for the next run.
 
-:func:`install` puts one handler on both signals, in the CLI's main thread once its session exists:
+:func:`install` puts one handler on both signals, in the CLI's main thread: for every command as it starts (a
+signal then raises ``KeyboardInterrupt`` at once), and again by ``session_for`` once the session exists:
 
 * The first signal is recorded (:func:`received`), and a helper thread calls ``spark.interruptAll()`` (classic
   and Connect) over a connection of its own, again every half second, so that a Spark action started after it
@@ -30,6 +31,7 @@ import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass, field
 from types import FrameType
 from typing import Any
 
@@ -40,14 +42,15 @@ INTERRUPT_FOR_S = 60.0
 _SPARK_MODULES = ("py4j", "pyspark", "grpc")
 
 
+@dataclass
 class _State:
     signum: int | None = None  # the first signal since install()
     spark: Any = None
     stop_spark: bool = True  # False: only record the signal
     deferring: int = 0  # depth of deferred() blocks
-    previous: dict[int, Any] = {}  # the handlers install() replaced (empty: not installed)
+    previous: dict[int, Any] = field(default_factory=dict)  # the handlers install() replaced (empty: not installed)
     interrupter: threading.Thread | None = None
-    stop: threading.Event = threading.Event()  # set: the interrupter ends
+    stop: threading.Event = field(default_factory=threading.Event)  # set: the interrupter ends
 
 
 _STATE = _State()
@@ -120,7 +123,9 @@ def _handle(signum: int, frame: FrameType | None) -> None:
 
 
 def _stop(frame: FrameType | None) -> None:
-    if _STATE.interrupter is None and _STATE.spark is not None:
+    if _STATE.spark is None:  # no session yet (or none at all): nothing to cancel, so nothing to wait for
+        raise KeyboardInterrupt
+    if _STATE.interrupter is None:
         _STATE.interrupter = threading.Thread(target=_interrupt_spark, args=(_STATE.spark, _STATE.stop),
                                               name="ctcalc-interrupt", daemon=True)
         _STATE.interrupter.start()
