@@ -484,15 +484,17 @@ def test_spark_connect_client_command():
 
 
 def test_jobs_that_a_retry_cannot_mend_fail_for_good():
-    from ctcalc_spark.orchestration.tasks import final_failure
+    from ctcalc_spark.orchestration.tasks import ERROR_MARKERS, final_failure
 
     out = "INFO x\nctcalc evaluate: error: Invalid evaluation rows for ds=d: 1 rows: NaN\nmore\n"
     assert final_failure("evaluate", 4, out) == (
         "ctcalc evaluate stopped with exit code 4 (input data): ctcalc evaluate: error: Invalid evaluation rows for "
         "ds=d: 1 rows: NaN Not retried: running it again cannot change that. Fix the cause, then clear the task.")
     assert "(configuration): see the job's output above" in final_failure("rolling", 3, "")
-    for code in (None, 0, 1, 70, 137):  # Spark or the file system (maybe transient), a bug, a kill: retried
+    for code in (None, 0, 1, 70, 130, 137, 143):  # Spark or the file system (maybe transient), a bug, a stop: retried
         assert final_failure("evaluate", code, out) is None
+    # the stop line is what a failed task quotes
+    assert [m for m in ERROR_MARKERS if m in "ctcalc evaluate: stopped by SIGTERM"] == [": stopped by SIG"]
 
 
 def test_compare_plan_needs_paths_and_respects_the_root(tmp_path):

@@ -465,7 +465,8 @@ def job_command(application: str, args: Sequence[str]) -> tuple[str, list[str]]:
 # Exit codes of ctcalc (ctcalc_spark.errors) that a rerun of the same task cannot change: retrying them only delays
 # the alert (by the retry delays, 5 min and more by default) and spends the cluster's time again.
 NOT_RETRIED_EXIT_CODES = {2: "usage", 3: "configuration", 4: "input data", 5: "a missing optional package"}
-ERROR_MARKERS = (": error: ", ": failed: ", ": internal error")  # the CLI's one-line failure (ctcalc_spark.cli.main)
+# The CLI's one-line failure or stop (ctcalc_spark.cli.main), quoted in a failed task's message.
+ERROR_MARKERS = (": error: ", ": failed: ", ": internal error", ": interrupted", ": stopped by SIG")
 
 
 def final_failure(command: str, code: int | None, output: str) -> str | None:
