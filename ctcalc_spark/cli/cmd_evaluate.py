@@ -61,18 +61,16 @@ def data_notes(result: EvaluateResult, cfg: JobConfig) -> list[str]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ctcalc_spark.jobs.evaluate import evaluate, parse_days
+    from ctcalc_spark.jobs.evaluate import day_span, evaluate, parse_days
 
     cfg = config_from_args(args)
-    parse_days(args.ds)  # a malformed --ds fails before Spark starts
+    days = parse_days(args.ds)  # a malformed --ds fails before Spark starts
     spark = session_for(args, cfg, "ctcalc-evaluate")
-    result = evaluate(spark, cfg, args.ds, allow_missing_days=args.allow_missing_days,
+    result = evaluate(spark, cfg, days, allow_missing_days=args.allow_missing_days,
                       progress=Progress("ctcalc evaluate"))
     m = result.metrics
     not_ok = m[m["status"] != "ok"]
-    days = result.days
-    span = days[0] if len(days) == 1 else f"{days[0]}..{days[-1]} ({len(days)} days)"
-    print(f"ds={span}: {len(m):,} metrics rows ({len(not_ok):,} without a calibrated value) -> "
+    print(f"{day_span(result.days)}: {len(m):,} metrics rows ({len(not_ok):,} without a calibrated value) -> "
           f"{result.paths['metrics']}")
     if "summaries" in result.paths:
         print(f"summaries -> {result.paths['summaries']}")

@@ -24,7 +24,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from ctcalc_spark.core.windows import WindowSpec
-    from ctcalc_spark.jobs.evaluate import evaluate, parse_days
+    from ctcalc_spark.jobs.evaluate import day_span, evaluate, parse_days
     from ctcalc_spark.jobs.rolling import affected_days, previous_window_bias, run_rolling
     from ctcalc_spark.spark.storage import OutputStore
 
@@ -43,8 +43,8 @@ def run(args: argparse.Namespace) -> int:
         days = affected_days(days[0], spec, OutputStore(cfg, spark).days("summaries"))
     result = run_rolling(spark, cfg, days, allow_missing_days=args.allow_missing_days)
     t = result.table
-    span = result.days[0] if len(result.days) == 1 else f"{result.days[0]}..{result.days[-1]} ({len(result.days)} days)"
-    print(f"ds={span}: {result.spec} windows, last {result.window.label} (previous {result.previous.label}), "
+    print(f"{day_span(result.days)}: {result.spec} windows, last {result.window.label} "
+          f"(previous {result.previous.label}), "
           f"{len(t)} rows, statuses {t['status'].value_counts().to_dict()}, from {len(result.days_read)} daily "
           f"summaries in {result.seconds:.2f} s -> {result.path} (window_spec={result.spec})")
     for line in window_notes(t, cfg.task):

@@ -40,8 +40,9 @@ def run(args: argparse.Namespace) -> int:
     spark = session_for(args, cfg, "ctcalc-stream", stop_spark_on_signal=False)
     res = run_stream(spark, cfg, trigger=args.trigger, timeout_s=args.timeout, close_at_end=args.close_at_end,
                      stop_requested=lambda: interrupt.received() is not None)
-    if interrupt.received() is not None:
-        print(f"stopped by {interrupt.signal_name(interrupt.received())}")
+    signum = interrupt.received()
+    if signum is not None:
+        print(f"stopped by {interrupt.signal_name(signum)}")
     print(batches_line(res.batches))  # each batch's own line is a progress line (stderr), as it ends
     for b in res.batches:
         for q in b["quarantined"]:

@@ -225,7 +225,7 @@ def _interrupted(label: str) -> int:
         print(f"{label}: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
     print(f"{label}: stopped by {signal_name(signum)}", file=sys.stderr)
-    return 128 + signum
+    return EXIT_TERMINATED  # the only other signal interrupt.install() handles
 
 
 def _failure(e: Exception, label: str) -> int:

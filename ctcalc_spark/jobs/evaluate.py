@@ -92,7 +92,8 @@ def day_range(start: str, end: str) -> list[str]:
     return [(d0 + dt.timedelta(days=i)).isoformat() for i in range((d1 - d0).days + 1)]
 
 
-def _span(days: Sequence[str]) -> str:
+def day_span(days: Sequence[str]) -> str:
+    """'ds=D' for one day, 'ds=A..B (N days)' for several: how progress and result lines name a run's days."""
     return f"ds={days[0]}" if len(days) == 1 else f"ds={days[0]}..{days[-1]} ({len(days)} days)"
 
 
@@ -284,7 +285,7 @@ def evaluate(
     if write:
         OutputStore(cfg, spark).check_before_work("evaluate", days)
     df = read_input(spark, cfg, days)
-    step(f"scanning {_span(days)} of {cfg.input.table or cfg.input.path}")
+    step(f"scanning {day_span(days)} of {cfg.input.table or cfg.input.path}")
     if cfg.task == "multiclass":
         if known_bias is not None:
             raise ConfigError("A known bias is supported for binary and regression tasks, not multiclass.")
@@ -326,7 +327,7 @@ def evaluate(
     if exact is not None:
         result.exact = exact
     if write:
-        step(f"writing {len(metrics):,} metrics rows and {len(summaries):,} summary rows of {_span(done)}")
+        step(f"writing {len(metrics):,} metrics rows and {len(summaries):,} summary rows of {day_span(done)}")
         s_types = {"ds": "string", **{k: "string" for k in group_columns(cfg)}, **SUMMARY_TYPES[cfg.task]}
         with OutputStore(cfg, spark).transaction("evaluate", done) as tx:
             result.paths["summaries"] = tx.write("summaries", summaries, s_types)
@@ -546,7 +547,7 @@ def _evaluate_multiclass(spark: SparkSession, cfg: JobConfig, days: list[str], d
     result = EvaluateResult(done[0], metrics, pd.DataFrame(), days=done, uncounted=uncounted)
     _input_checks(spark, cfg, df, days, result)
     if write:
-        step(f"writing {len(metrics):,} metrics rows of {_span(done)}")
+        step(f"writing {len(metrics):,} metrics rows of {day_span(done)}")
         with OutputStore(cfg, spark).transaction("evaluate", done) as tx:
             result.paths["metrics"] = tx.write("metrics", metrics, _metric_types("multiclass"))
         result.run_id = tx.run_id
