@@ -386,6 +386,47 @@ def test_csv_with_a_header_row_via_reader_options(spark, demo_config, tmp_path):
         evaluate(spark, demo_config(input={"path": str(csv), "format": "csv"}), DS, write=False)
 
 
+def test_csv_files_with_their_columns_in_another_order_stop_the_run(spark, demo_config, tmp_path):
+    """Spark reads CSV columns by position under one file's header: a second export with 'run' and 'example_id'
+    swapped was read into the wrong columns (800 runs, no calibrated value) with only a log warning."""
+    df = _binary_rows(models=("a",), runs=(0, 1), n=500)
+    folder = tmp_path / "scored"
+    folder.mkdir()
+    cols = list(df.columns)
+    swapped = [{"run": "example_id", "example_id": "run"}.get(c, c) for c in cols]
+    df[df["run"] == 0].to_csv(folder / "a.csv", index=False)
+    df[df["run"] == 1][swapped].to_csv(folder / "b.csv", index=False)
+    options = {"header": "true", "inferSchema": "true"}
+    cfg = demo_config(input={"path": str(folder), "format": "csv", "options": options},
+                      output={"path": str(tmp_path / "out")})
+    with pytest.raises(InputError, match=r"CSV file .*/scored/[ab]\.csv of the evaluation table does not match the "
+                                         r"other files: its header has column '(run|example_id)' where the table "
+                                         r"has '(example_id|run)'.*Write every file with the same columns"):
+        evaluate(spark, cfg, DS)
+    assert not (tmp_path / "out").exists()
+    # the same columns in the same order pass; a user's enforceSchema: 'true' reads by position as Spark does
+    df[df["run"] == 1].to_csv(folder / "b.csv", index=False)
+    assert evaluate(spark, cfg, DS, write=False).metrics["n_rows"].tolist() == [500, 500]
+    df[df["run"] == 1][swapped].to_csv(folder / "b.csv", index=False)
+    forced = demo_config(input={"path": str(folder), "format": "csv",
+                                "options": {**options, "enforceSchema": "true"}})
+    assert len(evaluate(spark, forced, DS, write=False).metrics) > 2  # the ids read as runs
+
+
+def test_a_csv_delimited_by_semicolons_names_the_sep_option():
+    from ctcalc_spark.spark.storage import check_columns, csv_header_checked
+
+    with pytest.raises(InputError, match=r"delimited by ';', not by commas: set input.options: \{sep: ';'\}"):
+        check_columns(["model;run;ds;label;logit"], ["model", "run", "ds", "label", "logit"])
+    with pytest.raises(InputError, match=r"delimited by '\\t'"):
+        check_columns(["model\trun\tds"], ["model", "run", "ds"])
+    with pytest.raises(InputError, match="map them under 'columns:'"):
+        check_columns(["model", "run"], ["model", "run", "ds"])
+    assert csv_header_checked("csv", {"header": "true"}) and csv_header_checked("csv", {"HEADER": "True"})
+    assert not csv_header_checked("csv", {"header": "true", "enforceSchema": "true"})
+    assert not csv_header_checked("csv", {}) and not csv_header_checked("parquet", {"header": "true"})
+
+
 def test_scan_groups_by_model_run_and_slices_before_the_day(spark, demo_config, capsys):
     """Spark's first-level aggregate map hashes the keys in order and gives up after two probes: with the
     (constant) day first, a fifth of the benchmark's histogram keys fell out of it (see scan.py)."""

@@ -139,6 +139,23 @@ def test_tables_are_read_with_the_types_spark_gives_them(tmp_path: Path) -> None
     assert pa.types.is_integer(js.schema.field("n").type)
 
 
+def test_csv_files_with_their_columns_in_another_order_are_read_alike_or_refused(spark: Any, tmp_path: Path) -> None:
+    """Locally each CSV file's columns are matched by name; Spark reads them by position, so a file whose columns
+    come in another order fails there instead of landing in the wrong columns."""
+    folder = tmp_path / "t"
+    folder.mkdir()
+    (folder / "a.csv").write_text("id,y\n1,0\n2,1\n")
+    (folder / "b.csv").write_text("y,id\n1,3\n")
+    local = read_table(TableSource(path=str(folder), format="csv"))
+    assert sorted(zip(local.column("id").to_pylist(), local.column("y").to_pylist())) == [
+        ("1", "0"), ("2", "1"), ("3", "1")]
+    with pytest.raises(Exception, match="CSV header does not conform to the schema"):
+        read_spark_table(spark, TableSource(path=str(folder), format="csv")).collect()
+    (folder / "b.csv").write_text("id,y\n3,1\n")
+    assert sorted(map(tuple, read_spark_table(spark, TableSource(path=str(folder), format="csv")).collect())) == [
+        ("1", "0"), ("2", "1"), ("3", "1")]
+
+
 def test_config_file_and_declarations_are_validated(tmp_path: Path) -> None:
     cfg = load_upstream_config("conf/train_example.yaml")
     assert cfg.columns.label == "income" and "native country" in cfg.columns.categorical

@@ -108,12 +108,16 @@ def check_columns(present: Iterable[str], required: Iterable[str]) -> None:
     missing = [r for r in required if r not in have]
     if missing:
         headerless = bool(have) and all(re.fullmatch(r"_c\d+", c) for c in have)
-        raise InputError(
-            f"The evaluation table lacks column(s) {missing}; present columns: {sorted(have)}. "
-            + ("Columns named _c0, _c1, ... come from a CSV read without its header row: set input.options: "
-               "{header: 'true'} (and inferSchema: 'true' for numeric ids)." if headerless else
-               "Rename them in the data or map them under 'columns:' in the config.")
-        )
+        sep = next((s for s in (";", "\t", "|") if len(have) == 1 and s in have[0]), None)
+        if headerless:
+            fix = ("Columns named _c0, _c1, ... come from a CSV read without its header row: set input.options: "
+                   "{header: 'true'} (and inferSchema: 'true' for numeric ids).")
+        elif sep is not None:
+            fix = (f"The one column's name holds {sep!r} between the names: the file is delimited by {sep!r}, "
+                   f"not by commas: set input.options: {{sep: {sep!r}}}.")
+        else:
+            fix = "Rename them in the data or map them under 'columns:' in the config."
+        raise InputError(f"The evaluation table lacks column(s) {missing}; present columns: {sorted(have)}. {fix}")
 
 
 NUMERIC_TYPES = ("tinyint", "smallint", "int", "bigint", "float", "double", "boolean", "string")
@@ -151,6 +155,8 @@ def load_input(spark: SparkSession, cfg: JobConfig, days: Sequence[str] | None =
             reader = spark.read.format(cfg.input.format)
             if cfg.input.options:
                 reader = reader.options(**dict(cfg.input.options))
+            if csv_header_checked(cfg.input.format, cfg.input.options):
+                reader = reader.option("enforceSchema", "false")
             if cfg.input.skip_unreadable_files:
                 reader = reader.option("ignoreCorruptFiles", "true")
             root = absolute(str(cfg.input.path))
@@ -298,7 +304,24 @@ def _first_line(e: BaseException) -> str:
     return text[0][:400] if text else type(e).__name__
 
 
+def csv_header_checked(fmt: str, options: Mapping[str, Any]) -> bool:
+    """Whether the reader is to check each CSV file's header against the table's columns: a CSV read with its
+    header row and without an ``enforceSchema`` of the user's.
+
+    Spark reads CSV columns by position and takes their names from one file's header; with its default
+    ``enforceSchema: true`` a file whose columns come in another order (two exports, one with ``run`` and
+    ``row_id`` swapped) is read into the wrong columns with only a log warning. ``enforceSchema: false`` makes
+    that file a read failure, which :func:`unreadable_file_error` reports with its header and the fix."""
+    if fmt != "csv":
+        return False
+    keys = {str(k).lower(): str(v).strip().lower() for k, v in options.items()}
+    return keys.get("header") == "true" and "enforceschema" not in keys
+
+
 _READ_FAILURE = re.compile(r"while reading file (\S+?)\.?(?:\s|$)(.*)")
+_CSV_HEADER = re.compile(r"Expected: (.+?) but found: (.+?)\s*$")
+_CSV_HEADER_COUNT = re.compile(r"Number of column in CSV header is not equal to number of fields in the schema:?"
+                               r"\s*(.*)$")
 
 
 def unreadable_file_error(error: BaseException, cfg: JobConfig) -> InputError | None:
@@ -317,8 +340,25 @@ def unreadable_file_error(error: BaseException, cfg: JobConfig) -> InputError | 
         cause = " ".join("the file" if _plain_path(w) == path else w for w in cause.split()) or "no reason given"
     fix = "fix or replace the file" if cfg.input.skip_unreadable_files else (
         "fix or remove the file, or set input.skip_unreadable_files: true to skip unreadable files (they are listed)")
+    if "CSV header does not conform to the schema" in str(error) or _CSV_HEADER_COUNT.search(cause):
+        return InputError(csv_header_message(path, lines))
     return InputError(f"Cannot read file {path} of the evaluation table: {cause.rstrip('.')[:300]}. "
                       f"{fix[0].upper()}{fix[1:]}.")
+
+
+def csv_header_message(path: str, lines: Sequence[str]) -> str:
+    """The error for a CSV file whose header differs from the table's columns (Spark's header check)."""
+    m = next((m for m in map(_CSV_HEADER.search, lines) if m), None)
+    if m is not None:
+        what = f"its header has column {m.group(2)!r} where the table has {m.group(1)!r}"
+    else:
+        count = next((m for m in map(_CSV_HEADER_COUNT.search, lines) if m), None)
+        what = "its header has another number of columns than the table" + (
+            f" ({count.group(1).strip().rstrip('.')[:200]})" if count is not None and count.group(1).strip() else "")
+    return (f"CSV file {path} of the evaluation table does not match the other files: {what} (the table's "
+            "column names and order come from one file's header). Spark reads CSV columns by position, so this "
+            "file would be read into the wrong columns. Write every file with the same columns in the same order "
+            "(or set input.options: {enforceSchema: 'true'} to read by position regardless, at your own risk).")
 
 
 def _plain_path(path: str) -> str:

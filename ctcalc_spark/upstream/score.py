@@ -501,13 +501,15 @@ def score_spark(
 
 def read_spark_table(spark: SparkSession, source: TableSource) -> SparkDataFrame:
     """The table of ``source`` read by Spark as :func:`~ctcalc_spark.upstream.table.read_table` reads it locally
-    (CSV: every column a string, an unquoted empty field null, ``_c0, _c1, ...`` without a header)."""
+    (CSV: every column a string, an unquoted empty field null, ``_c0, _c1, ...`` without a header; with a header,
+    each file's header is checked against the table's columns: Spark reads CSV columns by position, and a file
+    with its columns in another order fails instead of being read into the wrong columns)."""
     if source.path is None:
         raise InputError("Expected a table path, got none; set the table's 'path' in the config or pass it as a flag.")
     reader = spark.read.format(source.format)
     if source.format == "csv":
         reader = reader.option("header", source.csv_header).option("sep", source.csv_delimiter).option(
-            "inferSchema", False)
+            "inferSchema", False).option("enforceSchema", not source.csv_header)
     try:
         return reader.load(absolute(str(source.path)))
     except Exception as e:  # AnalysisException: path missing or unreadable
