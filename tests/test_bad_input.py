@@ -182,7 +182,7 @@ def test_null_split_value_names_its_reason_and_count(spark, demo_config, tmp_pat
     df.loc[7, "split"] = None
     _write(df, tmp_path / "eval")
     # used to say "Invalid evaluation rows for ds=...:  (e.g. ...)": the null split value nulled the group key
-    with pytest.raises(InputError, match=r"ds=2026-11-21: 1 rows: null in a required column \(e\.g\."):
+    with pytest.raises(InputError, match=r"ds=2026-11-21: 1 rows: null split value or example id \(e\.g\."):
         evaluate(spark, demo_config(columns={"split": "split"}), DS, write=False)
 
 

@@ -204,7 +204,11 @@ def _bad(df_mutator, tmp_path, **cfg_over):
     [
         (lambda d: d.assign(logit=np.where(d.index == 3, np.nan, d["logit"])), {}, "NaN or infinite"),
         (lambda d: d.assign(logit=np.where(d.index == 3, np.inf, d["logit"])), {}, "NaN or infinite"),
-        (lambda d: d.assign(label=np.where(d.index == 3, None, d["label"])), {}, "null in a required column"),
+        (lambda d: d.assign(label=np.where(d.index == 3, None, d["label"])), {}, "1 rows: null label"),
+        (lambda d: d.assign(logit=np.where(d.index == 3, None, d["logit"])), {},
+         r"1 rows: null score \(logit or prediction\)"),
+        (lambda d: d.assign(weight=np.where(d.index == 3, None, 1.0)), {"columns": {"weight": "weight"}},
+         "1 rows: null weight"),
         (lambda d: d.assign(label=np.where(d.index == 3, 2, d["label"])), {}, "label not allowed"),
         (lambda d: d.assign(weight=np.where(d.index == 3, -1.0, 1.0)), {"columns": {"weight": "weight"}}, "negative"),
         (lambda d: d.assign(prediction=np.where(d.index == 3, 1.5, 0.5)).drop(columns="logit"),

@@ -39,6 +39,7 @@ from ctcalc_spark.spark.scan import (
     invalid_code,
     label_column,
     not_finite,
+    null_checks,
     number_column,
     split_expr,
     summary_aggregation,
@@ -397,7 +398,7 @@ def _multiclass_rows(df: DataFrame, cfg: JobConfig) -> DataFrame:
     w, w_text = number_column(df, c.weight) if c.weight else ("1.0D", None)
     split_key = quoted(c.split) if c.split else quoted(str(c.example_id))
     checks = first_checks(df, cfg, [y_text, w_text]) + [
-        (f"({z} IS NULL OR {y} IS NULL OR {w} IS NULL OR {split_key} IS NULL)", 1),
+        *null_checks(y, z, w if c.weight else None, split_key),
         (f"exists({z}, x -> {not_finite('x')} OR x IS NULL)", 2),
         (f"(rint({y}) != {y} OR {y} < 0.0D OR {y} >= size({z}))", 4),  # rint: no cast of a huge label to long
         (bad_weight(w), 5),

@@ -18,7 +18,7 @@ if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame
 
 INVALID_REASONS = {
-    1: "null in a required column",
+    1: "null split value or example id",
     2: "NaN or infinite logit/prediction",
     3: "probability outside [0, 1]",
     4: "label not allowed for the task",
@@ -28,6 +28,9 @@ INVALID_REASONS = {
     8: "malformed record (the reader could not parse it)",
     9: "null in the model or run column",
     10: "logit array length differs from the other rows of its model and run",
+    11: "null label",
+    12: "null score (logit or prediction)",
+    13: "null weight",
 }
 """Codes of the per-row ``invalid`` column (0 = valid). The scan packs the code into 4 bits of its group key."""
 UNATTRIBUTED_CODES = (8, 9)
@@ -143,9 +146,8 @@ def prepared_rows(df: DataFrame, cfg: JobConfig, extra_keys: Sequence[str] = ())
         z = score
     label_bad = f"NOT ({y} IN (0.0D, 1.0D))" if cfg.task == "binary" else not_finite(y)
     split_key = quoted(c.split) if c.split else quoted(str(c.example_id))
-    any_null = f"({y} IS NULL OR {score} IS NULL OR {w} IS NULL OR {split_key} IS NULL)"
     checks = first_checks(df, cfg, [y_text, s_text, w_text])
-    checks += [(any_null, 1), (not_finite(score), 2)]
+    checks += [*null_checks(y, score, w if c.weight else None, split_key), (not_finite(score), 2)]
     if prob_out is not None:
         checks.append((prob_out, 3))
     checks += [(label_bad, 4)]
@@ -177,6 +179,16 @@ def first_checks(df: DataFrame, cfg: JobConfig, text: Sequence[str | None]) -> l
     if flags:
         checks.append(("(" + " OR ".join(flags) + ")", 7))
     return checks
+
+
+def null_checks(y: str, score: str, w: str | None, split_key: str) -> list[tuple[str, int]]:
+    """The checks for a null label (11), score (12), weight (13; ``w`` None: no weight column) and split value
+    or example id (1), SQL conditions in that order: the error and the counts name the column that was null
+    (a Parquet file without the weight column gives null weights, not "a null in some column")."""
+    checks = [(f"{y} IS NULL", 11), (f"{score} IS NULL", 12)]
+    if w is not None:
+        checks.append((f"{w} IS NULL", 13))
+    return [*checks, (f"{split_key} IS NULL", 1)]
 
 
 def invalid_code(checks: Sequence[tuple[str, int]], cfg: JobConfig) -> str:
