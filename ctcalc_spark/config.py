@@ -14,6 +14,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping, get_type_hints
 
+import yaml
+
 from ctcalc_spark.errors import ConfigError
 
 TASKS = ("binary", "regression", "multiclass")
@@ -519,16 +521,63 @@ def config_from_dict(data: Mapping[str, Any]) -> JobConfig:
 
 def read_yaml(path: str | Path, overrides: Mapping[str, Any] | None = None, *, example: str = "conf/") -> dict[str, Any]:
     """A YAML config file as a dict, with ``overrides`` (dotted keys like 'output.path') applied."""
-    import yaml
-
     p = Path(path)
     if not p.exists():
         raise ConfigError(f"Config file {str(p)!r} does not exist; see {example} for examples.")
+    if p.is_dir():
+        raise ConfigError(f"Config file {str(p)!r} is a folder; give the YAML file in it (see {example}).")
+    data = parse_yaml(p.read_text(), f"Config file {str(p)!r}")
+    return apply_overrides({} if data is None else data, overrides)
+
+
+def parse_yaml(text: str, what: str) -> Any:
+    """``text`` as YAML (an empty document: None), a mapping with a key given twice refused; a syntax error is
+    one ConfigError line that starts with ``what`` and gives the line and column."""
     try:
-        data = yaml.safe_load(p.read_text()) or {}
+        data = yaml.load(text, Loader=_UniqueKeyLoader)  # noqa: S506 - a SafeLoader subclass
+    except ConfigError as e:
+        raise ConfigError(f"{what}: {e}") from None
     except yaml.YAMLError as e:
-        raise ConfigError(f"Config file {str(p)!r} is not valid YAML: {e}") from e
-    return apply_overrides(data, overrides)
+        raise ConfigError(f"{what} is not valid YAML: {yaml_error_line(e)}") from None
+    return data
+
+
+def yaml_error_line(e: Exception) -> str:
+    """PyYAML's multi-line error as one line: the problem, where (line, column), and a hint for tabs."""
+    problem = getattr(e, "problem", None)
+    mark = getattr(e, "problem_mark", None)
+    if problem is None:
+        return " ".join(str(e).split())
+    context = getattr(e, "context", None)
+    text = f"{context}: {problem}" if context else problem
+    if mark is not None:
+        text += f" at line {mark.line + 1}, column {mark.column + 1}"
+    if "'\\t'" in problem:
+        text += " (YAML indents with spaces, not tabs)"
+    return text
+
+
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """SafeLoader that refuses a key given twice in one mapping: PyYAML keeps the last one, so a second
+    ``columns:`` section would silently replace the first."""
+
+    def construct_mapping(self, node: Any, deep: bool = False) -> dict[Any, Any]:
+        lines: dict[Any, int] = {}
+        for key_node, _ in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":  # '<<: *defaults': keys given after it override those
+                continue
+            key = self.construct_object(key_node, deep=deep)
+            line = key_node.start_mark.line + 1
+            try:
+                first = lines.get(key)
+            except TypeError:  # an unhashable key: SafeLoader's own error follows
+                continue
+            if first is not None:
+                where = f"line {line}" if first == line else f"lines {first} and {line}"
+                raise ConfigError(f"key {key!r} is given twice ({where}); YAML would keep only the last one. Merge "
+                                  "the two into one.")
+            lines[key] = line
+        return super().construct_mapping(node, deep=deep)
 
 
 # Mappings whose own keys are free text that may hold dots (Spark settings, reader options, Kafka options): in an

@@ -129,6 +129,58 @@ def test_config_errors_exit_3_with_one_line(tmp_path, capsys):
     assert "--runs must be >= 2" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize(("text", "sets", "message"), [
+    # a key given twice: PyYAML kept the last one, so the first section was dropped without a word
+    ("task: binary\ntask: regression\n", [], r"Config file '.*c\.yaml': key 'task' is given twice \(lines 1 and 2\); "
+                                              r"YAML would keep only the last one"),
+    ("columns: {model: a, model: b}\n", [], r"key 'model' is given twice \(line 1\)"),
+    # one line with the line and column (PyYAML's message spans five lines and names '<unicode string>')
+    ("task: binary\ninput:\n\tpath: x\n", [], r"is not valid YAML: while scanning for the next token: found "
+                                              r"character '\\t' that cannot start any token at line 3, column 1 "
+                                              r"\(YAML indents with spaces, not tabs\)$"),
+    ("input: {path: x\n", [], r"is not valid YAML: while parsing a flow mapping: expected ',' or '}', but got "
+                              r"'<stream end>' at line 2, column 1$"),
+    # used to end in "internal error ... ParserError ... This is a bug"
+    ("task: binary\n", ["columns.slices=[a, b"], r"--set columns.slices=\[a, b: the value is not valid YAML: while "
+                                                 r"parsing a flow sequence: expected ',' or '\]'"),
+])
+def test_config_file_and_set_values_that_are_not_valid_yaml_exit_3_with_one_line(tmp_path, capsys, text, sets,
+                                                                                   message):
+    (tmp_path / "c.yaml").write_text(text)
+    args = ["evaluate", "--config", str(tmp_path / "c.yaml"), "--ds", "2026-11-21"]
+    assert main([*args, *(a for s in sets for a in ("--set", s))]) == EXIT_CONFIG
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and re.search(message, err), err
+
+
+def test_a_config_folder_is_named_as_a_folder(tmp_path, capsys):
+    assert main(["evaluate", "--config", str(tmp_path), "--ds", "2026-11-21"]) == EXIT_CONFIG
+    assert capsys.readouterr().err.strip() == (f"ctcalc evaluate: error: Config file '{tmp_path}' is a folder; give "
+                                               "the YAML file in it.")
+
+
+
+def test_set_values_are_yaml_scalars_and_lists():
+    from ctcalc_spark.cli.common import set_overrides
+
+    assert set_overrides(["columns.weight=", "columns.logit=null", "columns.slices=[a, b]", "split.salt=x=y"]) == {
+        "columns.weight": None, "columns.logit": None, "columns.slices": ["a", "b"], "split.salt": "x=y"}
+
+
+def test_yaml_merge_keys_and_every_shipped_yaml_file_read_as_pyyaml_reads_them():
+    """Keys given after '<<: *anchor' override the merged ones: that is not a key given twice."""
+    import yaml
+
+    from ctcalc_spark.config import parse_yaml
+
+    assert parse_yaml("base: &b {x: 1, y: 2}\nother:\n  <<: *b\n  y: 3\n", "t") == {
+        "base": {"x": 1, "y": 2}, "other": {"x": 1, "y": 3}}
+    files = [p for p in ROOT.rglob("*.y*ml") if not {".venv", "output", "node_modules"} & set(p.parts)]
+    assert len(files) >= 7 and any(p.name == "compose.yaml" for p in files)
+    for path in files:
+        assert parse_yaml(path.read_text(), str(path)) == yaml.safe_load(path.read_text()), path
+
+
 def test_missing_required_argument_exits_2(capsys):
     with pytest.raises(SystemExit) as exc:
         main(["evaluate", "--config", "x.yaml"])

@@ -7,9 +7,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-import yaml
 
-from ctcalc_spark.config import JobConfig, load_config
+from ctcalc_spark.config import JobConfig, load_config, parse_yaml
 from ctcalc_spark.errors import ConfigError
 
 progress_log = logging.getLogger("ctcalc_spark.progress")
@@ -34,13 +33,15 @@ def set_overrides(items: list[str]) -> dict[str, Any]:
         if "=" not in item:
             raise ConfigError(f"--set expects KEY=VALUE, got {item!r}.")
         key, value = item.split("=", 1)
-        overrides[key.strip()] = yaml.safe_load(value)
+        overrides[key.strip()] = parse_yaml(value, f"--set {item}: the value")
     return overrides
 
 
 def config_from_args(args: argparse.Namespace) -> JobConfig:
     """Load --config with the --set overrides applied (values parsed as YAML scalars)."""
     overrides = set_overrides(args.set)
+    if Path(args.config).is_dir():
+        raise ConfigError(f"Config file {args.config!r} is a folder; give the YAML file in it.")
     if not Path(args.config).is_file():
         from ctcalc_spark.where import conf_dir
 
