@@ -333,6 +333,24 @@ def test_a_fixed_evaluation_set_without_a_date_column(spark, demo_config, tmp_pa
         evaluate(spark, cfg, "2026-01-01..2026-01-02")
 
 
+def test_text_days_with_a_time_after_them_are_the_day_as_written(spark, demo_config, tmp_path):
+    """'2026-11-21 13:45:00' and '2026-11-21T23:30:00-08:00' are rows of 2026-11-21 (the day as written; the
+    docs promised 'YYYY-MM-DD...' text, but the job compared the whole text and found no rows)."""
+    days = ["2026-11-20", "2026-11-21"]
+    df = pd.concat([_binary_rows(n=1500, seed=i, ds=d) for i, d in enumerate(days)], ignore_index=True)
+    plain = tmp_path / "plain"
+    timed = tmp_path / "timed"
+    for folder, ds in ((plain, df["ds"]),
+                       (timed, np.where(df.index % 2 == 0, df["ds"] + " 13:45:00", df["ds"] + "T23:30:00-08:00"))):
+        folder.mkdir()
+        df.assign(ds=ds).to_parquet(folder / "part-0.parquet", index=False)
+    want = evaluate(spark, demo_config(input={"path": str(plain)}), "2026-11-20..2026-11-21", write=False).metrics
+    got = evaluate(spark, demo_config(input={"path": str(timed)}), "2026-11-20..2026-11-21", write=False).metrics
+    assert got["n_rows"].sum() == len(df)
+    pd.testing.assert_frame_equal(got.drop(columns=["run_id"], errors="ignore"),
+                                  want.drop(columns=["run_id"], errors="ignore"), check_exact=True)
+
+
 @pytest.mark.parametrize("kind", ["date", "timestamp"])
 def test_a_date_or_timestamp_date_column_selects_the_same_days_as_text(spark, demo_config, tmp_path, kind):
     """A date column that is a DATE or TIMESTAMP in the files (not a partition folder): a two-day range of a

@@ -223,7 +223,10 @@ def _day_sql(df: DataFrame, cfg: JobConfig) -> str:
     Spark SQL text.
 
     A date stays a date in the scan: it is grouped as an int and made 'YYYY-MM-DD' text on the small
-    aggregated result instead of being formatted row by row.
+    aggregated result instead of being formatted row by row. A timestamp's day is its day in the session's time
+    zone (UTC unless spark.conf sets spark.sql.session.timeZone). Text is the day as written: its first ten
+    characters, so '2026-11-21 13:45:00' and '2026-11-21T23:30:00-08:00' are rows of 2026-11-21 (an exact
+    comparison found no rows in such a column).
     """
     name = str(cfg.columns.ds)
     kind = dict(df.dtypes)[name]
@@ -233,7 +236,7 @@ def _day_sql(df: DataFrame, cfg: JobConfig) -> str:
         return f"CAST({quoted(name)} AS DATE)"
     if cfg.columns.ds_format is not None:  # validated: yyyy, MM, dd and separators, nothing SQL could misread
         return f"date_format(try_to_date(CAST({quoted(name)} AS STRING), '{cfg.columns.ds_format}'), 'yyyy-MM-dd')"
-    return f"CAST({quoted(name)} AS STRING)"
+    return f"left(CAST({quoted(name)} AS STRING), 10)"
 
 
 def _in_days(day_sql: str, df: DataFrame, cfg: JobConfig, days: Sequence[str]) -> Column:
