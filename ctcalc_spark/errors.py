@@ -6,6 +6,8 @@ package (5), a Spark or file-system failure (1, maybe transient) and a bug (70).
 """
 from __future__ import annotations
 
+import re
+
 EXIT_OK = 0
 EXIT_RUNTIME = 1  # Spark or the file system reported a failure (lost executor, missing path, full disk)
 EXIT_USAGE = 2  # argparse: unknown option, missing argument
@@ -15,6 +17,24 @@ EXIT_MISSING_DEPENDENCY = 5  # MissingDependencyError
 EXIT_INTERNAL = 70  # an unexpected exception: a bug in ctcalc (sysexits' EX_SOFTWARE)
 EXIT_INTERRUPTED = 130  # Ctrl-C (128 + SIGINT)
 EXIT_TERMINATED = 143  # SIGTERM (128 + 15): a scheduler stopped the task
+
+
+_PY4J_CALL = re.compile(r"An error occurred while calling [\w$]+\.(\w+)\.")
+
+
+def java_root_cause(error: BaseException) -> tuple[str, str] | None:
+    """(innermost cause, the call) of a Java exception that pyspark passed on as it came (py4j's
+    ``Py4JJavaError``, whose first line only says 'An error occurred while calling o164.save.'), e.g.
+    ``('java.io.IOException: No space left on device', 'save')``; else None."""
+    text = str(error)
+    call = _PY4J_CALL.match(text.strip())
+    if call is None:
+        return None
+    lines = text.splitlines()
+    causes = [line[len("Caused by: "):] for line in lines if line.startswith("Caused by: ")]
+    top = [line[2:] for line in lines if line.startswith(": ")]
+    root = (causes or top or [""])[-1].strip()
+    return (root, call.group(1)) if root else None
 
 
 class CtcalcError(Exception):

@@ -92,6 +92,37 @@ def test_an_output_path_that_cannot_be_a_folder_is_refused_before_the_scan(spark
         evaluate(spark, cfg, DS, progress=lambda line: pytest.fail(f"went on to {line!r}"))
 
 
+@pytest.mark.parametrize(("where", "uri", "message"), [
+    # used to be "Cannot read the evaluation table 's3a://…': An error occurred while calling o62.load." after a
+    # logged Java stack
+    ("input", "s3a://bucket/eval", r"^Spark has no file system for s3a:// here \(class org\.apache\.hadoop\.fs\.s3a\."
+                                   r"S3AFileSystem not found\), so it cannot open 's3a://bucket/eval'\. Put hadoop-aws "
+                                   r"on Spark's class path: set spark\.conf: \{spark\.jars\.packages: 'org\.apache\."
+                                   r"hadoop:hadoop-aws:\d+\.\d+\.\d+'\}"),
+    ("input", "s3://bucket/eval", r"no FileSystem for scheme \"s3\".*Open-source Spark reads S3 as s3a://: write "
+                                  r"s3a://bucket/eval"),
+    # used to fail in the first write, after the whole scan
+    ("output", "gs://bucket/out", r"^Spark has no file system for gs:// here .*hadoop-gcp"),
+])
+def test_a_path_spark_has_no_file_system_for_names_the_connector_before_the_scan(spark, demo_config, tmp_path, where,
+                                                                                  uri, message):
+    _write(_rows(), tmp_path / "eval")
+    cfg = demo_config(**{f"{where}__path": uri})
+    with pytest.raises(ConfigError, match=message):
+        evaluate(spark, cfg, DS, progress=lambda line: pytest.fail(f"went on to {line!r}"))
+
+
+def test_connector_errors_are_told_from_other_failures():
+    from ctcalc_spark.spark.files import connector_error
+
+    assert connector_error('java.io.IOException: No space left on device') is None
+    assert "abfss://" in connector_error("Caused by: java.lang.ClassNotFoundException: Class "
+                                         "org.apache.hadoop.fs.azurebfs.SecureAzureBlobFileSystem not found")
+    line = connector_error('org.apache.hadoop.fs.UnsupportedFileSystemException: No FileSystem for scheme "hdfs2"',
+                           "hdfs2://nn/x")
+    assert line.startswith("Spark has no file system for hdfs2:// here") and "spark.jars" in line
+
+
 def test_numbers_written_with_an_exponent_are_numbers(tmp_path):
     config = tmp_path / "c.yaml"
     # YAML 1.1 reads 1e-9 (no dot) as a string: each of these used to end in "'<' not supported between ..."

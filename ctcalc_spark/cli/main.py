@@ -18,9 +18,10 @@ from typing import Callable, Sequence
 from ctcalc_spark import __version__
 from ctcalc_spark.errors import (
     EXIT_CONFIG, EXIT_INPUT, EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_MISSING_DEPENDENCY, EXIT_OK, EXIT_RUNTIME,
-    EXIT_TERMINATED, EXIT_USAGE, CtcalcError, MissingDependencyError,
+    EXIT_TERMINATED, EXIT_USAGE, CtcalcError, MissingDependencyError, java_root_cause,
 )
 from ctcalc_spark.spark import interrupt
+from ctcalc_spark.spark.files import connector_error
 from ctcalc_spark.spark.interrupt import received, signal_name
 
 log = logging.getLogger("ctcalc_spark.cli")
@@ -234,7 +235,7 @@ def _failure(e: Exception, label: str) -> int:
         return _internal_error(e, label)
     if log.isEnabledFor(logging.DEBUG):
         traceback.print_exc()
-    refused = connect_refusal(e)
+    refused = connect_refusal(e) or connector_error(e)
     if refused is not None:
         print(f"{label}: error: {refused}", file=sys.stderr)
         return EXIT_CONFIG
@@ -246,22 +247,12 @@ def _failure(e: Exception, label: str) -> int:
     return EXIT_RUNTIME
 
 
-_PY4J_CALL = re.compile(r"An error occurred while calling [\w$]+\.(\w+)\.")
-
-
 def java_failure(error: BaseException) -> str | None:
     """For a Java exception that pyspark passed on as it came (py4j's ``Py4JJavaError``, whose first line only
     says 'An error occurred while calling o164.save.'): its innermost cause and the call, e.g.
     ``java.io.IOException: No space left on device (in Spark's save)``; else None."""
-    text = str(error)
-    call = _PY4J_CALL.match(text.strip())
-    if call is None:
-        return None
-    lines = text.splitlines()
-    causes = [line[len("Caused by: "):] for line in lines if line.startswith("Caused by: ")]
-    top = [line[2:] for line in lines if line.startswith(": ")]
-    root = (causes or top or [""])[-1].strip()
-    return f"{root} (in Spark's {call.group(1)})" if root else None
+    found = java_root_cause(error)
+    return None if found is None else f"{found[0]} (in Spark's {found[1]})"
 
 
 def _internal_error(error: BaseException, label: str) -> int:

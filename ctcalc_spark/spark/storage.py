@@ -44,9 +44,9 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Iterable, Iterator, Mapping, Sequence
 
 from ctcalc_spark.config import JobConfig, OutputConfig, input_day, validate_ds
-from ctcalc_spark.errors import ConcurrentRunError, ConfigError, CtcalcError, InputError
+from ctcalc_spark.errors import ConcurrentRunError, ConfigError, CtcalcError, InputError, java_root_cause
 from ctcalc_spark.spark import interrupt
-from ctcalc_spark.spark.files import FileStore, absolute, is_local, local_path, supports_exchange
+from ctcalc_spark.spark.files import FileStore, absolute, connector_error, is_local, local_path, supports_exchange
 from ctcalc_spark.spark.names import col, quoted
 
 if TYPE_CHECKING:
@@ -171,8 +171,13 @@ def load_input(spark: SparkSession, cfg: JobConfig, days: Sequence[str] | None =
         raise
     except Exception as e:  # noqa: BLE001 - AnalysisException and friends: one line, no Java stack
         where = cfg.input.table or cfg.input.path
+        connector = None if cfg.input.table else connector_error(e, str(cfg.input.path))
+        if connector is not None:
+            raise ConfigError(connector) from None
         hint = NANOS_HINT if "TIMESTAMP(NANOS" in str(e) else ""
-        line = f"Cannot read the evaluation table {where!r}: {_first_line(e).rstrip('.')}.{hint}"
+        java = java_root_cause(e)
+        cause = java[0] if java is not None else _first_line(e)
+        line = f"Cannot read the evaluation table {where!r}: {cause.rstrip('.')}.{hint}"
         raise (unreadable_file_error(e, cfg) or InputError(line)) from None
     return df
 
@@ -835,6 +840,7 @@ class OutputStore:
         of ``days`` (the same check its transaction makes, made early so that a long scan is not wasted)."""
         self.check_databases()
         self._check_output_folder()
+        self._check_output_filesystem()
         try:
             self.check_no_concurrent_run("", job, days, scope)
         except ConfigError:  # leases unreachable from here: the transaction says so
@@ -853,6 +859,19 @@ class OutputStore:
             if parent == path:
                 return
             path = parent
+
+    def _check_output_filesystem(self) -> None:
+        """A remote output path (s3a://, gs://, abfss://, ...) whose file system Spark has no connector for: say
+        so before the scan (it used to fail in the first write, after the whole scan). One listing of the output
+        folder; any other outcome (it does not exist yet, it is empty) is left to the writes."""
+        if self.catalog or is_local(self.root) or self.spark is None:
+            return
+        try:
+            self.spark.read.format("text").load(self.root).columns  # noqa: B018 - resolves the path's file system
+        except Exception as e:  # noqa: BLE001 - PATH_NOT_FOUND and friends are fine here
+            connector = connector_error(e, self.output.path)
+            if connector is not None:
+                raise ConfigError(connector) from None
 
     def check_no_concurrent_run(self, run_id: str, job: str, days: Sequence[str], scope: str | None = None) -> None:
         """ConcurrentRunError when another live run of ``job`` (and ``scope``) holds a lease on any of ``days``."""
