@@ -228,3 +228,25 @@ def test_cli_report_with_threshold_and_top(tmp_path, capsys):
     assert main(["report", "--config", str(conf), "--start", "2030-01-01", "--end", "2030-01-31"]) == EXIT_INPUT
     assert (f"error: No summaries between 2030-01-01 and 2030-01-31 under '{tmp_path / 'out' / 'summaries'}' "
             f"(available: {days[0]}..{days[-1]})") in capsys.readouterr().err
+
+
+def test_many_models_get_distinct_lines_and_a_legend_beside_the_plot():
+    """Twelve models: matplotlib's 10-colour cycle gave two pairs of models one colour, and the legend inside
+    the overview covered the lines."""
+    from ctcalc_spark.reports.drift import LEGEND_INSIDE, _finish_ax, series_styles
+    from ctcalc_spark.reports.plotting import pyplot
+
+    for n in (3, 12, 20, 45):
+        styles = [(tuple(s["color"]), s["linestyle"]) for s in series_styles(n)]
+        assert len(set(styles)) == n
+    plt = pyplot()
+    for n, beside in ((LEGEND_INSIDE, False), (12, True)):
+        fig, ax = plt.subplots(figsize=(9.0, 3.0))
+        for i, style in enumerate(series_styles(n)):
+            ax.plot([0, 1], [i, i + 1], label=f"model {i}", **style)
+        _finish_ax(ax, "t", "c*")
+        fig.canvas.draw()
+        legend = ax.get_legend().get_window_extent()
+        axes = ax.get_window_extent()
+        assert bool(legend.x0 >= axes.x1) is beside, n
+        plt.close(fig)

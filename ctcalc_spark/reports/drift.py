@@ -356,10 +356,10 @@ def _band(ax: Any, grp: pd.DataFrame, col: str, label: str, color: str) -> None:
 
 
 def _per_run(ax: Any, grp: pd.DataFrame, col: str) -> None:
-    for run, r in _numeric(grp, [col]).groupby("run", sort=True):
-        r = r.dropna(subset=[col])
-        if not r.empty:
-            ax.plot(_dates(r["window_end"]), r[col], marker=".", ms=2, lw=0.8, label=plain(f"run {run}"))
+    runs = [(run, r.dropna(subset=[col])) for run, r in _numeric(grp, [col]).groupby("run", sort=True)]
+    runs = [(run, r) for run, r in runs if not r.empty]
+    for (run, r), style in zip(runs, series_styles(len(runs))):
+        ax.plot(_dates(r["window_end"]), r[col], marker=".", ms=2, lw=0.8, label=plain(f"run {run}"), **style)
 
 
 def _finish_ax(ax: Any, title: str, ylabel: str) -> None:
@@ -368,8 +368,29 @@ def _finish_ax(ax: Any, title: str, ylabel: str) -> None:
     ax.grid(alpha=0.3)
     ax.tick_params(axis="x", labelrotation=30, labelsize=8)
     handles, _ = ax.get_legend_handles_labels()
-    if handles:
-        ax.legend(fontsize=7, ncol=2 if len(handles) > 6 else 1)
+    if len(handles) > LEGEND_INSIDE:  # beside the axes: inside, a dozen entries covered the lines
+        ax.legend(fontsize=7, ncol=1 if len(handles) <= 16 else 2, loc="upper left", bbox_to_anchor=(1.01, 1.0),
+                  borderaxespad=0.0)
+    elif handles:
+        ax.legend(fontsize=7)
+
+
+LEGEND_INSIDE = 6
+"""At most this many legend entries go inside a plot; more go beside it."""
+
+
+def series_styles(n: int) -> list[dict[str, Any]]:
+    """Colour and line style of ``n`` lines, all different: matplotlib's 10-colour cycle repeats from the
+    11th line on (two of twelve models shared a colour), so 11 to 20 lines take tab20 and more add dashes."""
+    import matplotlib
+
+    if n <= 10:
+        colors = [matplotlib.colormaps["tab10"](i) for i in range(10)]
+    else:
+        colors = [matplotlib.colormaps["tab20"](i) for i in range(20)]
+    dashes = ["-", "--", ":", "-."]
+    return [{"color": colors[i % len(colors)], "linestyle": dashes[(i // len(colors)) % len(dashes)]}
+            for i in range(n)]
 
 
 def _bias_label(task: str) -> str:
@@ -387,9 +408,10 @@ def overview_png(report: DriftReport) -> str:
     plt = pyplot()
     whole = _numeric(report.whole, ["bias"])
     fig, ax = plt.subplots(figsize=(9.0, 3.0))
-    for model, grp in whole.dropna(subset=["bias"]).groupby("model", sort=True):
+    groups = list(whole.dropna(subset=["bias"]).groupby("model", sort=True))
+    for (model, grp), style in zip(groups, series_styles(len(groups))):
         g = grp.groupby("window_end")["bias"].mean()
-        ax.plot(_dates(g.index.to_series()), g.to_numpy(), lw=1, label=plain(model))
+        ax.plot(_dates(g.index.to_series()), g.to_numpy(), lw=1, label=plain(model), **style)
     _mark_flags(ax, report.flags)
     _finish_ax(ax, f"Mean c* across runs per window; rule {report.rule.describe()}", _bias_label(report.task))
     return figure_png(fig, dpi=80, tight=True)
