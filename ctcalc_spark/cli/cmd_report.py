@@ -40,7 +40,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from ctcalc_spark.core.windows import WindowSpec
     from ctcalc_spark.config import validate_ds
-    from ctcalc_spark.reports.drift import write_report
+    from ctcalc_spark.reports.drift import noise_line, write_report
 
     cfg = config_from_args(args)
     validate_ds(args.start, "--start")
@@ -55,6 +55,9 @@ def run(args: argparse.Namespace) -> int:
           f"{len(rep.flags)} of {len(rep.moves)} model-windows flagged by the rule {rep.rule.describe()}")
     for kind, path in rep.paths.items():
         print(f"  {kind}: {path}")
+    noisy = noise_line(rep.flags, rep.moves)
+    if noisy:
+        print(f"note: {noisy}")
     for line in rep.warnings:
         print(line, file=sys.stderr)
     return 0

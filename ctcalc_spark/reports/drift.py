@@ -24,13 +24,14 @@ import json
 import math
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Mapping
 
 import numpy as np
 import pandas as pd
 
 from ctcalc_spark.config import JobConfig, config_to_dict
 from ctcalc_spark.core.finalize import ALL
+from ctcalc_spark.core.sanity import Z_95
 from ctcalc_spark.core.summary import BinarySummary, RegressionSummary
 from ctcalc_spark.core.windows import (
     METRIC_NAME,
@@ -196,14 +197,48 @@ def seed_spread(whole: pd.DataFrame) -> pd.Series:
 
 
 MOVE_COLUMNS = ["window", "window_start", "window_end", "model", "runs", "prev_bias", "bias", "move",
-                "run_move_min", "run_move_max", "seed_spread", "in_seed_spreads", "limit", "basis", "flagged"]
+                "run_move_min", "run_move_max", "seed_spread", "in_seed_spreads", "limit", "basis", "flagged",
+                "label_noise"]
 
 
-def bias_moves(whole: pd.DataFrame, rule: FlagRule) -> pd.DataFrame:
+def model_information(rows: pd.DataFrame, cfg: JobConfig) -> dict[str, float]:
+    """Per model (binary): the median over its (run, day) summaries of the mean q(1-q) per unit weight at the
+    day's own c* — the Fisher information of c per row. {} for other tasks."""
+    from ctcalc_spark.core.sanity import median_information
+
+    if cfg.task != "binary" or rows.empty:
+        return {}
+    c = cfg.columns
+    out = {}
+    for model, grp in rows.groupby(c.model, sort=True):
+        info = median_information(grp, [c.model, c.run, "ds"], cfg.histogram.bin_width)
+        if info is not None and info > 0:
+            out[str(model)] = info
+    return out
+
+
+def label_noise(whole: pd.DataFrame, information: Mapping[str, float]) -> pd.DataFrame:
+    """Per (model, window): the 95 % half-width of the move of c* that the labels' sampling alone gives between
+    two windows with no drift, ``1.96 · sqrt(1/(W_t·ī) + 1/(W_{t-1}·ī))`` (W: the windows' weight, median over
+    runs; ī: :func:`model_information`). Runs share the rows, so averaging runs does not shrink it."""
+    w = _numeric(whole, ["weight", "prev_weight", "bias_change"]).dropna(subset=["bias_change"])
+    if w.empty or not information:
+        return pd.DataFrame(columns=["model", "window", "label_noise"])
+    per = w.groupby(["model", "window"], sort=False).agg(weight=("weight", "median"),
+                                                         prev_weight=("prev_weight", "median")).reset_index()
+    info = per["model"].astype(str).map(information).astype(float)
+    var = 1.0 / (per["weight"] * info) + 1.0 / (per["prev_weight"] * info)
+    per["label_noise"] = Z_95 * np.sqrt(var.where((per["weight"] > 0) & (per["prev_weight"] > 0)))
+    return per[["model", "window", "label_noise"]]
+
+
+def bias_moves(whole: pd.DataFrame, rule: FlagRule, information: Mapping[str, float] | None = None) -> pd.DataFrame:
     """One row per (model, window) with a bias change: the across-run mean move Δc̄, its limit, flagged or not.
 
     ``prev_bias``/``bias``: mean c* of t-1 and t over the runs that have both;
-    ``run_move_min/max``: the range of the per-run moves; ``in_seed_spreads``: |Δc̄| / s.
+    ``run_move_min/max``: the range of the per-run moves; ``in_seed_spreads``: |Δc̄| / s; ``label_noise``:
+    :func:`label_noise` (NaN without ``information``). The rule does not use it: it says which moves the
+    windows are too small to tell from noise.
     """
     w = _numeric(whole, ["bias", "prev_bias", "bias_change"]).dropna(subset=["bias_change"])
     if w.empty:
@@ -222,6 +257,9 @@ def bias_moves(whole: pd.DataFrame, rule: FlagRule) -> pd.DataFrame:
     moves["limit"] = np.where(relative, k * s, rule.threshold)
     moves["basis"] = np.where(relative, f"{k:g} x seed spread", "absolute")
     moves["flagged"] = moves["move"].abs() > moves["limit"]
+    noise = label_noise(whole, information or {})
+    moves = moves.merge(noise, on=["model", "window"], how="left")
+    moves["label_noise"] = moves["label_noise"].astype(float)
     return moves[MOVE_COLUMNS].sort_values(["window_start", "model"], kind="stable").reset_index(drop=True)
 
 
@@ -279,7 +317,7 @@ def build_report(inp: ReportInput, cfg: JobConfig, start: str, end: str, *, spec
                             bin_width=cfg.histogram.bin_width, first_ds=inp.first_ds, until=end)
     table = attach_exact(table, inp.exact)
     whole = table[(table["slice_name"] == ALL) & (table["n_rows"] > 0)]
-    moves = bias_moves(whole, rule)
+    moves = bias_moves(whole, rule, model_information(rows[rows["ds"].astype(str).between(start, end)], cfg))
     flags = moves.loc[moves["flagged"].astype(bool)]
     flags = flags.loc[flags["move"].abs().sort_values(ascending=False, kind="stable").index].reset_index(drop=True)
     latest = windows[-1]
@@ -324,6 +362,9 @@ def headline(report: DriftReport, *, most: int = 5) -> list[str]:
             items.append(f"{r.model}: {times} {r.largest_move:+.3g} in {r.largest_move_window}{ratio}")
         more = f"; and {len(moved) - most} more models" if len(moved) > most else ""
         out = [f"Bias moved beyond its limit in {n}. " + "; ".join(items) + more + "."]
+        noisy = noise_line(report.flags, report.moves)
+        if noisy:
+            out.append(noisy)
     red = s.dropna(subset=["std_reduction_pct"]) if "std_reduction_pct" in s else s.iloc[0:0]
     if not red.empty:
         lower = int((red["std_reduction_pct"] > 0).sum())
@@ -336,6 +377,22 @@ def headline(report: DriftReport, *, most: int = 5) -> list[str]:
     else:
         out.append("No window has calibrated values from two or more runs: no across-run spread to compare.")
     return out
+
+
+def noise_line(flags: pd.DataFrame, moves: pd.DataFrame) -> str | None:
+    """A sentence when flagged moves are within the labels' sampling noise of c* (see :func:`label_noise`)."""
+    noise = pd.to_numeric(flags["label_noise"], errors="coerce")
+    within = flags[noise.notna() & (flags["move"].abs() <= noise)]
+    if within.empty:
+        return None
+    typical = float(pd.to_numeric(moves["label_noise"], errors="coerce").median())
+    digits = 1 - math.floor(math.log10(typical))  # the median noise rounded up to two significant digits
+    limit = math.ceil(typical * 10.0**digits) / 10.0**digits
+    return (f"{len(within):,} of the {len(flags):,} flagged moves are within the labels' own sampling noise "
+            f"(median ±{typical:.2g} at 95 %): refitted on a new window's labels, c* moves that much with no "
+            "drift at all, so these windows are too small to tell drift from noise. Longer windows shrink the "
+            f"noise (--window week or month, or rolling --days N); --threshold {limit:g} flags only moves beyond "
+            "it. The noise of each move is in the flags table and the files (label_noise).")
 
 
 # ---- plots -----------------------------------------------------------------------------------------
@@ -526,10 +583,11 @@ def summary_table_html(report: DriftReport) -> str:
 def flags_table_html(report: DriftReport) -> str:
     f = report.flags.head(report.top)
     head = ["window", "model", "runs", "mean c* before", "mean c* after", "Δc̄", "per-run Δc* range",
-            "× seed spread", "limit"]
+            "× seed spread", "limit", "label noise (95 %)"]
     rows = [[_fmt(r.window), _fmt(r.model), _fmt(r.runs), _fmt(r.prev_bias), _fmt(r.bias), _signed(r.move),
              f"{_signed(r.run_move_min)} .. {_signed(r.run_move_max)}", _fmt(r.in_seed_spreads, 2),
-             f"{_fmt(r.limit, 3)} ({_fmt(r.basis)})"] for r in f.itertuples()]
+             f"{_fmt(r.limit, 3)} ({_fmt(r.basis)})",
+             "" if pd.isna(r.label_noise) else f"±{_fmt(r.label_noise, 3)}"] for r in f.itertuples()]
     return _html_table(head, rows, f"No model's bias moved beyond its limit ({report.rule.describe()}).")
 
 
