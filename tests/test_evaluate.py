@@ -435,7 +435,7 @@ def test_csv_files_with_their_columns_in_another_order_stop_the_run(spark, demo_
     assert len(evaluate(spark, forced, DS, write=False).metrics) > 2  # the ids read as runs
 
 
-def test_a_csv_delimited_by_semicolons_names_the_sep_option():
+def test_a_missing_column_error_names_the_csv_delimiter_or_the_letter_case():
     from ctcalc_spark.spark.storage import check_columns, csv_header_checked
 
     with pytest.raises(InputError, match=r"delimited by ';', not by commas: set input.options: \{sep: ';'\}"):
@@ -444,6 +444,9 @@ def test_a_csv_delimited_by_semicolons_names_the_sep_option():
         check_columns(["model\trun\tds"], ["model", "run", "ds"])
     with pytest.raises(InputError, match="map them under 'columns:'"):
         check_columns(["model", "run"], ["model", "run", "ds"])
+    with pytest.raises(InputError, match=r"matched exactly, letter case included, and 'model' is 'Model', 'ds' is "
+                                         r"'DS' in the data: set those names under 'columns:'"):
+        check_columns(["Model", "run", "DS"], ["model", "run", "ds"])
     assert csv_header_checked("csv", {"header": "true"}) and csv_header_checked("csv", {"HEADER": "True"})
     assert not csv_header_checked("csv", {"header": "true", "enforceSchema": "true"})
     assert not csv_header_checked("csv", {}) and not csv_header_checked("parquet", {"header": "true"})

@@ -109,12 +109,18 @@ def check_columns(present: Iterable[str], required: Iterable[str]) -> None:
     if missing:
         headerless = bool(have) and all(re.fullmatch(r"_c\d+", c) for c in have)
         sep = next((s for s in (";", "\t", "|") if len(have) == 1 and s in have[0]), None)
+        folded = {h.casefold(): h for h in have}
+        cased = {m: folded[m.casefold()] for m in missing if m.casefold() in folded}
         if headerless:
             fix = ("Columns named _c0, _c1, ... come from a CSV read without its header row: set input.options: "
                    "{header: 'true'} (and inferSchema: 'true' for numeric ids).")
         elif sep is not None:
             fix = (f"The one column's name holds {sep!r} between the names: the file is delimited by {sep!r}, "
                    f"not by commas: set input.options: {{sep: {sep!r}}}.")
+        elif cased:
+            pairs = ", ".join(f"{m!r} is {h!r}" for m, h in cased.items())
+            fix = (f"Column names are matched exactly, letter case included, and {pairs} in the data: set those "
+                   "names under 'columns:' in the config, or rename them in the data.")
         else:
             fix = "Rename them in the data or map them under 'columns:' in the config."
         raise InputError(f"The evaluation table lacks column(s) {missing}; present columns: {sorted(have)}. {fix}")
