@@ -7,7 +7,6 @@ import time
 from pathlib import Path
 from typing import Any
 
-
 from ctcalc_spark.config import JobConfig, load_config, parse_yaml
 from ctcalc_spark.errors import ConfigError
 
