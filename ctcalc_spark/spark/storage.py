@@ -871,12 +871,14 @@ class OutputStore:
 
     def _check_output_filesystem(self) -> None:
         """A remote output path (s3a://, gs://, abfss://, ...) whose file system Spark has no connector for: say
-        so before the scan (it used to fail in the first write, after the whole scan). One listing of the output
-        folder; any other outcome (it does not exist yet, it is empty) is left to the writes."""
+        so before the scan (it used to fail in the first write, after the whole scan). Spark is asked for a
+        name that does not exist below the output folder: that loads the file system and costs one lookup (the
+        folder itself would be listed whole, every partition of every table). Any other outcome is left to the
+        writes."""
         if self.catalog or is_local(self.root) or self.spark is None:
             return
         try:
-            self.spark.read.format("text").load(self.root).columns  # noqa: B018 - resolves the path's file system
+            self.spark.read.format("text").load(f"{self.root}/_ctcalc_probe_{uuid.uuid4().hex[:8]}").columns  # noqa: B018
         except Exception as e:  # noqa: BLE001 - PATH_NOT_FOUND and friends are fine here
             connector = connector_error(e, self.output.path)
             if connector is not None:
