@@ -362,7 +362,7 @@ def headline(report: DriftReport, *, most: int = 5) -> list[str]:
             items.append(f"{r.model}: {times} {r.largest_move:+.3g} in {r.largest_move_window}{ratio}")
         more = f"; and {len(moved) - most} more models" if len(moved) > most else ""
         out = [f"Bias moved beyond its limit in {n}. " + "; ".join(items) + more + "."]
-        noisy = noise_line(report.flags, report.moves)
+        noisy = noise_line(report.flags, report.moves, report.spec)
         if noisy:
             out.append(noisy)
     red = s.dropna(subset=["std_reduction_pct"]) if "std_reduction_pct" in s else s.iloc[0:0]
@@ -379,7 +379,18 @@ def headline(report: DriftReport, *, most: int = 5) -> list[str]:
     return out
 
 
-def noise_line(flags: pd.DataFrame, moves: pd.DataFrame) -> str | None:
+def _longer_windows(spec: WindowSpec | None) -> str:
+    """Options for windows longer than ``spec``'s."""
+    if spec is None or spec.kind == "day":
+        return "--window week or month, or --window rolling --days N"
+    if spec.kind == "week":
+        return "--window month, or --window rolling --days N with N > 7"
+    if spec.kind == "month":
+        return "--window rolling --days N with N > 31"
+    return f"--window rolling --days N with N > {spec.days}"
+
+
+def noise_line(flags: pd.DataFrame, moves: pd.DataFrame, spec: WindowSpec | None = None) -> str | None:
     """A sentence when flagged moves are within the labels' sampling noise of c* (see :func:`label_noise`)."""
     noise = pd.to_numeric(flags["label_noise"], errors="coerce")
     within = flags[noise.notna() & (flags["move"].abs() <= noise)]
@@ -391,8 +402,8 @@ def noise_line(flags: pd.DataFrame, moves: pd.DataFrame) -> str | None:
     return (f"{len(within):,} of the {len(flags):,} flagged moves are within the labels' own sampling noise "
             f"(median ±{typical:.2g} at 95 %): refitted on a new window's labels, c* moves that much with no "
             "drift at all, so these windows are too small to tell drift from noise. Longer windows shrink the "
-            f"noise (--window week or month, or rolling --days N); --threshold {limit:g} flags only moves beyond "
-            "it. The noise of each move is in the flags table and the files (label_noise).")
+            f"noise ({_longer_windows(spec)}); --threshold {limit:g} flags only moves beyond it. The noise of each "
+            "move is in the flags table and the files (label_noise).")
 
 
 # ---- plots -----------------------------------------------------------------------------------------
