@@ -242,6 +242,23 @@ def test_text_that_is_not_a_number_is_counted_not_a_traceback(spark, demo_config
     assert (m.loc[0, "n_invalid"], m.loc[0, "n_rows"], m.loc[0, "status"]) == (3, N - 3, "ok")
 
 
+def test_text_that_is_not_a_number_is_shown_and_a_decimal_comma_named(spark, demo_config, tmp_path):
+    """A CSV written with decimal commas (0,673585) made every row invalid with no value shown."""
+    df = _rows()
+    df["logit"] = df["logit"].map(lambda v: f"{v:.6f}".replace(".", ","))
+    _write(df, tmp_path / "eval")
+    with pytest.raises(InputError, match=rf"{N} rows: text that is not a number .* The score column 'logit' holds "
+                                         r"text such as '-?\d+,\d{6}': a number written with a decimal comma, which "
+                                         r"Spark does not read as a number\. Write the numbers with a decimal point"):
+        evaluate(spark, demo_config(), DS, write=False)
+    df = _rows(weights=True).astype({"weight": str})
+    df.loc[5, "weight"] = "heavy"
+    _write(df, tmp_path / "eval2")
+    with pytest.raises(InputError, match=r"1 rows: text .* The weight column 'weight' holds text such as 'heavy'\.$"):
+        evaluate(spark, demo_config(input={"path": str(tmp_path / "eval2")}, columns={"weight": "weight"}), DS,
+                 write=False)
+
+
 def test_binary_labels_written_as_boolean_text_are_labels(spark, demo_config, tmp_path):
     """A CSV or JSON read without types gives 'true'/'false' labels as text; they used to be invalid rows
     ('text that is not a number'). Any case, and Spark's other boolean spellings, count as 1/0; other text does

@@ -223,6 +223,36 @@ def _check_days(days: Sequence[str], present: Sequence[str], cfg: JobConfig, all
 ISO_DAY = re.compile(r"^\d{4}-\d{2}-\d{2}")
 
 
+TEXT_NOT_NUMBER = 7
+"""The invalid code of text that is not a number (:data:`ctcalc_spark.spark.scan.INVALID_REASONS`)."""
+_DECIMAL_COMMA = re.compile(r"\s*[-+]?\d*,\d+(?:[eE][-+]?\d+)?\s*")
+
+
+def _text_number_hint(df: DataFrame, cfg: JobConfig) -> str | None:
+    """When a run stopped on text that is not a number: one such value and its column, and the fix for numbers
+    written with a decimal comma (a query for one row per column, on this error path only)."""
+    c = cfg.columns
+    score = c.logit if cfg.task == "binary" and c.logit is not None else c.prediction
+    types = dict(df.dtypes)
+    for key, name in (("label", c.label), ("score", score), ("weight", c.weight)):
+        if name is None or types.get(name) != "string":
+            continue
+        bad = (label_column(df, cfg) if key == "label" else number_column(df, name))[1]
+        try:
+            rows = df.where(bad).select(col(name)).limit(1).collect()
+        except Exception:  # noqa: BLE001 - a hint only: the error it adds to stands without it
+            return None
+        if not rows:
+            continue
+        value = str(rows[0][0])
+        line = f"The {key} column {name!r} holds text such as {value[:40]!r}"
+        if _DECIMAL_COMMA.fullmatch(value):
+            return (f"{line}: a number written with a decimal comma, which Spark does not read as a number. Write "
+                    "the numbers with a decimal point (pandas: to_csv(..., decimal='.')).")
+        return f"{line}."
+    return None
+
+
 def _date_format_hint(spark: SparkSession, cfg: JobConfig) -> str | None:
     """When a job found no rows for its days: a sentence on how the input's date column writes its days, if that
     is not what the config expects (one value read from the whole input; only on this error path)."""
@@ -304,7 +334,11 @@ def evaluate(
     exact = None if known_bias is None else _exact_sums(dated, cfg, known_bias)
     summaries, tally = decode_aggregate(dated, cfg, extra=["ds"])
     no_date = agg[agg["ds"].isna()].groupby("invalid", as_index=False)["count"].sum().assign(ds=None)
-    invalid, uncounted = _invalid_counts(pd.concat([tally, no_date], ignore_index=True), cfg)
+    try:
+        invalid, uncounted = _invalid_counts(pd.concat([tally, no_date], ignore_index=True), cfg)
+    except InputError as e:
+        text = _text_number_hint(df, cfg) if (tally["invalid"] == TEXT_NOT_NUMBER).any() else None
+        raise InputError(" ".join(filter(None, [str(e), text]))) from None
     empty = sorted(set(dated["ds"]) - set(summaries["ds"]))
     if empty:
         raise InputError(f"Every evaluation row for ds={', '.join(empty)} is invalid "
