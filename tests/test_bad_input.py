@@ -251,6 +251,10 @@ def test_text_that_is_not_a_number_is_shown_and_a_decimal_comma_named(spark, dem
                                          r"text such as '-?\d+,\d{6}': a number written with a decimal comma, which "
                                          r"Spark does not read as a number\. Write the numbers with a decimal point"):
         evaluate(spark, demo_config(), DS, write=False)
+    with pytest.raises(InputError, match=rf"Every evaluation row for ds={DS} is invalid \({N} rows in all: {N} rows: "
+                                         r"text that is not a number .*\)\. The score column 'logit' holds text such "
+                                         r"as '-?\d+,\d{6}': a number written with a decimal comma"):
+        evaluate(spark, demo_config(on_invalid="drop"), DS, write=False)
     df = _rows(weights=True).astype({"weight": str})
     df.loc[5, "weight"] = "heavy"
     _write(df, tmp_path / "eval2")

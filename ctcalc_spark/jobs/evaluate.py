@@ -341,8 +341,12 @@ def evaluate(
         raise InputError(" ".join(filter(None, [str(e), text]))) from None
     empty = sorted(set(dated["ds"]) - set(summaries["ds"]))
     if empty:
-        raise InputError(f"Every evaluation row for ds={', '.join(empty)} is invalid "
-                         f"({int(tally['count'].sum())} rows in all).")
+        reasons = tally.groupby("invalid")["count"].sum().sort_index()
+        why = "; ".join(f"{int(n)} rows: {INVALID_REASONS[int(code)]}" for code, n in reasons.items() if code)
+        text = _text_number_hint(df, cfg) if TEXT_NOT_NUMBER in reasons.index else None
+        raise InputError(" ".join(filter(None, [
+            f"Every evaluation row for ds={', '.join(empty)} is invalid ({int(tally['count'].sum())} rows in all"
+            + (f": {why}" if why else "") + ").", text])))
     metrics = metrics_from_summaries(
         summaries,
         cfg.task,
