@@ -231,23 +231,24 @@ def connector_error(error: BaseException | str, uri: str | None = None) -> str |
                 f"version of this Spark; spark-submit --packages works too)")
 
     if scheme == "s3":
-        fix = (f"Open-source Spark reads S3 as s3a://: write s3a://{uri.split('://', 1)[1]} and {package('hadoop-aws')}, "
-               "with credentials in spark.hadoop.fs.s3a.* or the AWS environment. EMR and Databricks clusters "
-               "have their own s3:// connector.")
+        fix = (f"Open-source Spark reads S3 as s3a://: write s3a://{uri.split('://', 1)[1]} and "
+               f"{package('hadoop-aws')}, with credentials in spark.hadoop.fs.s3a.* or the AWS environment. EMR and "
+               "Databricks clusters have their own s3:// connector.")
     elif scheme in ("s3a", "s3n"):
         fix = (f"Put hadoop-aws on Spark's class path: {package('hadoop-aws')}, with credentials in "
                "spark.hadoop.fs.s3a.* or the AWS environment.")
     elif scheme == "gs" and "org.apache.hadoop.fs.gs." in text:  # Hadoop 3.5's own connector, module hadoop-gcp
-        fix = (f"Put hadoop-gcp on Spark's class path: {package('hadoop-gcp')}; or Google's gcs-connector jar (spark.jars) "
-               "with spark.hadoop.fs.gs.impl: com.google.cloud.hadoop.fs.gcs.GoogleHadoopFileSystem. Dataproc "
-               "clusters have a connector.")
+        fix = (f"Put hadoop-gcp on Spark's class path: {package('hadoop-gcp')}; or Google's gcs-connector jar "
+               "(spark.jars) with spark.hadoop.fs.gs.impl: com.google.cloud.hadoop.fs.gcs.GoogleHadoopFileSystem. "
+               "Dataproc clusters have a connector.")
     elif scheme == "gs":
         fix = ("Put Google's Cloud Storage connector for Hadoop (the shaded gcs-connector jar) on Spark's class path "
                "(spark.conf: {spark.jars: <its path or URL>}); Dataproc clusters have it.")
     elif scheme in ("abfs", "abfss", "wasb", "wasbs"):
         fix = f"Put hadoop-azure on Spark's class path: {package('hadoop-azure')}."
     else:
-        fix = f"Put the Hadoop file system for {scheme}:// on Spark's class path (spark.conf: spark.jars or spark.jars.packages)."
+        fix = (f"Put the Hadoop file system for {scheme}:// on Spark's class path (spark.conf: spark.jars or "
+               "spark.jars.packages).")
     return f"Spark has no file system for {scheme}:// here ({cause}), so it cannot open {uri!r}. {fix}"
 
 

@@ -878,7 +878,8 @@ class OutputStore:
         if self.catalog or is_local(self.root) or self.spark is None:
             return
         try:
-            self.spark.read.format("text").load(f"{self.root}/_ctcalc_probe_{uuid.uuid4().hex[:8]}").columns  # noqa: B018
+            probe = f"{self.root}/_ctcalc_probe_{uuid.uuid4().hex[:8]}"
+            self.spark.read.format("text").load(probe).columns  # noqa: B018 - resolves the file system
         except Exception as e:  # noqa: BLE001 - PATH_NOT_FOUND and friends are fine here
             connector = connector_error(e, self.output.path)
             if connector is not None:
