@@ -282,3 +282,24 @@ def test_label_noise_is_the_spread_of_moves_without_drift_and_is_named_when_flag
     assert f"{within:,} of the {len(rep.flags):,} flagged moves are within the labels' own sampling noise" in page
     assert "--threshold" in page and "label noise (95 %)" in page
     assert "label_noise" in json.loads(open(rep.paths["json"], encoding="utf-8").read())["flags"][0]
+
+
+def test_regression_label_noise_is_the_standard_error_of_the_mean_residual_moves(tmp_path):
+    """A regression report's moves (c* is the mean residual) with no drift: label_noise, from the residual's
+    variance per day, matches the spread of the moves (a regression report had no noise figure)."""
+    rng = np.random.default_rng(5)
+    days = _days("2026-01-01", 81)
+    n = 400
+    p = rng.normal(10.0, 2.0, n)
+    frames = []
+    for ds in days:
+        y = p + rng.normal(0.0, 1.5, n)
+        for r in range(2):
+            frames.append(pd.DataFrame({"ds": ds, "model": "m", "run": str(r), "label": y,
+                                        "prediction": p + 0.01 * rng.normal(size=n), "split": "remain"}))
+    _store(tmp_path / "out", _regression_rows(pd.concat(frames, ignore_index=True)))
+    rep = write_report(_cfg(tmp_path, "regression", window="day"), days[1], days[-1])
+    moves = rep.moves
+    assert len(moves) == 80 and moves["label_noise"].notna().all()
+    assert abs(float(moves["label_noise"].median()) - 1.959963984540054 * 1.5 * np.sqrt(2 / n)) < 0.02
+    assert 0.8 < float(moves["move"].std()) / (float(moves["label_noise"].median()) / 1.959963984540054) < 1.25

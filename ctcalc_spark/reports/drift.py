@@ -202,14 +202,22 @@ MOVE_COLUMNS = ["window", "window_start", "window_end", "model", "runs", "prev_b
 
 
 def model_information(rows: pd.DataFrame, cfg: JobConfig) -> dict[str, float]:
-    """Per model (binary): the median over its (run, day) summaries of the mean q(1-q) per unit weight at the
-    day's own c* — the Fisher information of c per row. {} for other tasks."""
+    """Per model, the information about c per unit weight, median over its (run, day) summaries: binary, the
+    mean q(1-q) at the day's own c* (Fisher information); regression, 1 / the variance of the residual y - p
+    (c* is the mean residual). {} for multiclass."""
     from ctcalc_spark.core.sanity import median_information
 
-    if cfg.task != "binary" or rows.empty:
+    if rows.empty or cfg.task not in ("binary", "regression"):
         return {}
     c = cfg.columns
     out = {}
+    if cfg.task == "regression":
+        sums = rows.groupby([c.model, c.run, "ds"], sort=True)[["weight", "wr", "wr2"]].sum()
+        sums = sums[sums["weight"] > 0]
+        var = sums["wr2"] / sums["weight"] - (sums["wr"] / sums["weight"]) ** 2
+        for model, v in var[var > 0].groupby(level=0, sort=True):
+            out[str(model)] = 1.0 / float(v.median())
+        return out
     for model, grp in rows.groupby(c.model, sort=True):
         info = median_information(grp, [c.model, c.run, "ds"], cfg.histogram.bin_width)
         if info is not None and info > 0:
@@ -220,7 +228,8 @@ def model_information(rows: pd.DataFrame, cfg: JobConfig) -> dict[str, float]:
 def label_noise(whole: pd.DataFrame, information: Mapping[str, float]) -> pd.DataFrame:
     """Per (model, window): the 95 % half-width of the move of c* that the labels' sampling alone gives between
     two windows with no drift, ``1.96 · sqrt(1/(W_t·ī) + 1/(W_{t-1}·ī))`` (W: the windows' weight, median over
-    runs; ī: :func:`model_information`). Runs share the rows, so averaging runs does not shrink it."""
+    runs; ī: :func:`model_information`; for regression 1/ī is the residual's variance, so this is the standard
+    error of a difference of two means). Runs share the rows, so averaging runs does not shrink it."""
     w = _numeric(whole, ["weight", "prev_weight", "bias_change"]).dropna(subset=["bias_change"])
     if w.empty or not information:
         return pd.DataFrame(columns=["model", "window", "label_noise"])
