@@ -252,31 +252,41 @@ def test_many_models_get_distinct_lines_and_a_legend_beside_the_plot():
         plt.close(fig)
 
 
-def test_label_noise_is_the_spread_of_moves_without_drift_and_is_named_when_flags_are_within_it(tmp_path):
-    """No drift at all (a calibrated model, fixed logits, fresh labels each day): c* moves only by the labels'
-    sampling. The report's label_noise (1.96 · sqrt(1/(W_t ī) + 1/(W_t-1 ī))) must match the moves' spread, and
-    the summary must say that the flags it raises are within it (306 of 348 such flags on 12 models used to be
-    reported as bias moves with no word on noise)."""
-    rng = np.random.default_rng(11)
+def _no_drift_report(tmp_path, task: str, *, seed: int, n: int, runs: int):
+    """A day-window report over 81 days of rows without drift: fixed scores, fresh labels each day (binary: a
+    calibrated model's; regression: the prediction plus noise of std 1.5); the runs' scores differ a little, so
+    the seed spread is small. Returns the report and its moves, checked to match their label noise."""
+    rng = np.random.default_rng(seed)
     days = _days("2026-01-01", 81)
-    n = 1500
-    z = rng.normal(-1.0, 1.0, n)
+    score = rng.normal(-1.0, 1.0, n) if task == "binary" else rng.normal(10.0, 2.0, n)
+    name = "logit" if task == "binary" else "prediction"
     frames = []
     for ds in days:
-        y = (rng.random(n) < 1.0 / (1.0 + np.exp(-z))).astype(float)
-        for r in range(3):  # seeds differ a little in their logits: a small seed spread, so most moves flag
+        y = ((rng.random(n) < 1.0 / (1.0 + np.exp(-score))).astype(float) if task == "binary"
+             else score + rng.normal(0.0, 1.5, n))
+        for r in range(runs):
             frames.append(pd.DataFrame({"ds": ds, "model": "m", "run": str(r), "label": y,
-                                        "logit": z + 0.02 * rng.normal(size=n), "split": "remain"}))
-    _store(tmp_path / "out", _binary_rows(pd.concat(frames, ignore_index=True)))
-    rep = write_report(_cfg(tmp_path, "binary", window="day"), days[1], days[-1])
+                                        name: score + 0.02 * rng.normal(size=n), "split": "remain"}))
+    rows = pd.concat(frames, ignore_index=True)
+    _store(tmp_path / "out", _binary_rows(rows) if task == "binary" else _regression_rows(rows))
+    rep = write_report(_cfg(tmp_path, task, window="day"), days[1], days[-1])
     moves = rep.moves
     assert len(moves) == 80 and moves["label_noise"].notna().all()
     predicted_sd = float(moves["label_noise"].median()) / 1.959963984540054
     assert 0.8 < float(moves["move"].std()) / predicted_sd < 1.25
     assert (moves["move"].abs() > moves["label_noise"]).mean() < 0.15
-    assert len(rep.flags) > 40
+    return rep, moves
+
+
+def test_label_noise_is_the_spread_of_moves_without_drift_and_is_named_when_flags_are_within_it(tmp_path):
+    """No drift at all (a calibrated model, fixed logits, fresh labels each day): c* moves only by the labels'
+    sampling. The report's label_noise (1.96 · sqrt(1/(W_t ī) + 1/(W_t-1 ī))) must match the moves' spread, and
+    the summary must say that the flags it raises are within it (306 of 348 such flags on 12 models used to be
+    reported as bias moves with no word on noise)."""
     import html
 
+    rep, _ = _no_drift_report(tmp_path, "binary", seed=11, n=1500, runs=3)
+    assert len(rep.flags) > 40
     page = html.unescape(open(rep.paths["html"], encoding="utf-8").read())
     within = int((rep.flags["move"].abs() <= rep.flags["label_noise"]).sum())
     assert f"{within:,} of the {len(rep.flags):,} flagged moves are within the labels' own sampling noise" in page
@@ -286,20 +296,6 @@ def test_label_noise_is_the_spread_of_moves_without_drift_and_is_named_when_flag
 
 def test_regression_label_noise_is_the_standard_error_of_the_mean_residual_moves(tmp_path):
     """A regression report's moves (c* is the mean residual) with no drift: label_noise, from the residual's
-    variance per day, matches the spread of the moves (a regression report had no noise figure)."""
-    rng = np.random.default_rng(5)
-    days = _days("2026-01-01", 81)
-    n = 400
-    p = rng.normal(10.0, 2.0, n)
-    frames = []
-    for ds in days:
-        y = p + rng.normal(0.0, 1.5, n)
-        for r in range(2):
-            frames.append(pd.DataFrame({"ds": ds, "model": "m", "run": str(r), "label": y,
-                                        "prediction": p + 0.01 * rng.normal(size=n), "split": "remain"}))
-    _store(tmp_path / "out", _regression_rows(pd.concat(frames, ignore_index=True)))
-    rep = write_report(_cfg(tmp_path, "regression", window="day"), days[1], days[-1])
-    moves = rep.moves
-    assert len(moves) == 80 and moves["label_noise"].notna().all()
-    assert abs(float(moves["label_noise"].median()) - 1.959963984540054 * 1.5 * np.sqrt(2 / n)) < 0.02
-    assert 0.8 < float(moves["move"].std()) / (float(moves["label_noise"].median()) / 1.959963984540054) < 1.25
+    variance per day, is the standard error of a difference of two means (a regression report had no noise)."""
+    _, moves = _no_drift_report(tmp_path, "regression", seed=5, n=400, runs=2)
+    assert abs(float(moves["label_noise"].median()) - 1.959963984540054 * 1.5 * np.sqrt(2 / 400)) < 0.02
