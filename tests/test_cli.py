@@ -156,7 +156,7 @@ def test_config_file_and_set_values_that_are_not_valid_yaml_exit_3_with_one_line
 def test_a_config_folder_is_named_as_a_folder(tmp_path, capsys):
     assert main(["evaluate", "--config", str(tmp_path), "--ds", "2026-11-21"]) == EXIT_CONFIG
     assert capsys.readouterr().err.strip() == (f"ctcalc evaluate: error: Config file '{tmp_path}' is a folder; give "
-                                               "the YAML file in it.")
+                                               "the YAML file in it (see conf/).")
 
 
 

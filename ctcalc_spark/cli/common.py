@@ -39,9 +39,7 @@ def set_overrides(items: list[str]) -> dict[str, Any]:
 def config_from_args(args: argparse.Namespace) -> JobConfig:
     """Load --config with the --set overrides applied (values parsed as YAML scalars)."""
     overrides = set_overrides(args.set)
-    if Path(args.config).is_dir():
-        raise ConfigError(f"Config file {args.config!r} is a folder; give the YAML file in it.")
-    if not Path(args.config).is_file():
+    if not Path(args.config).exists():  # a folder: read_yaml says so
         from ctcalc_spark.where import conf_dir
 
         raise ConfigError(f"Config file {args.config!r} does not exist (relative paths start at {Path.cwd()}). "
