@@ -31,6 +31,7 @@ from ctcalc_spark.spark.scan import (
     EXACT_COLUMNS,
     INVALID_REASONS,
     KNOWN_BIAS_COLUMN,
+    TEXT_NOT_NUMBER,
     UNATTRIBUTED_CODES,
     bad_weight,
     decode_aggregate,
@@ -41,6 +42,7 @@ from ctcalc_spark.spark.scan import (
     not_finite,
     null_checks,
     number_column,
+    reason_counts,
     split_expr,
     summary_aggregation,
 )
@@ -122,8 +124,6 @@ def check_finite(frame: pd.DataFrame) -> None:
 
 
 def _raise_invalid(invalid: pd.DataFrame, cfg: JobConfig) -> None:
-    by_reason = invalid.groupby("invalid")["count"].sum().sort_index()
-    parts = [f"{int(n)} rows: {INVALID_REASONS[int(code)]}" for code, n in by_reason.items()]
     c = cfg.columns
     dated = invalid[invalid["ds"].notna()]
     first = (dated if not dated.empty else invalid).iloc[0]
@@ -131,7 +131,7 @@ def _raise_invalid(invalid: pd.DataFrame, cfg: JobConfig) -> None:
     where = "unknown (rows without a date)" if not days else days[0] if len(days) == 1 else \
         f"{len(days)} days ({days[0]}..{days[-1]})"
     raise InputError(
-        f"Invalid evaluation rows for ds={where}: " + "; ".join(parts) + f" (e.g. ds={first['ds']}, "
+        f"Invalid evaluation rows for ds={where}: {reason_counts(invalid)} (e.g. ds={first['ds']}, "
         f"model={first[c.model]!r}, run={first[c.run]!r}). Binary labels must be 0/1 in '{c.label}', scores "
         f"finite numbers, probabilities in [0, 1], weights >= 0, model and run set, records well formed. Fix the "
         "upstream table, or set on_invalid: drop to exclude and count them."
@@ -223,8 +223,6 @@ def _check_days(days: Sequence[str], present: Sequence[str], cfg: JobConfig, all
 ISO_DAY = re.compile(r"^\d{4}-\d{2}-\d{2}")
 
 
-TEXT_NOT_NUMBER = 7
-"""The invalid code of text that is not a number (:data:`ctcalc_spark.spark.scan.INVALID_REASONS`)."""
 _DECIMAL_COMMA = re.compile(r"\s*[-+]?\d*,\d+(?:[eE][-+]?\d+)?\s*")
 
 
@@ -341,9 +339,8 @@ def evaluate(
         raise InputError(" ".join(filter(None, [str(e), text]))) from None
     empty = sorted(set(dated["ds"]) - set(summaries["ds"]))
     if empty:
-        reasons = tally.groupby("invalid")["count"].sum().sort_index()
-        why = "; ".join(f"{int(n)} rows: {INVALID_REASONS[int(code)]}" for code, n in reasons.items() if code)
-        text = _text_number_hint(df, cfg) if TEXT_NOT_NUMBER in reasons.index else None
+        why = reason_counts(tally)
+        text = _text_number_hint(df, cfg) if (tally["invalid"] == TEXT_NOT_NUMBER).any() else None
         raise InputError(" ".join(filter(None, [
             f"Every evaluation row for ds={', '.join(empty)} is invalid ({int(tally['count'].sum())} rows in all"
             + (f": {why}" if why else "") + ").", text])))

@@ -33,10 +33,20 @@ INVALID_REASONS = {
     13: "null weight",
 }
 """Codes of the per-row ``invalid`` column (0 = valid). The scan packs the code into 4 bits of its group key."""
+TEXT_NOT_NUMBER = 7
+"""The code of text that is not a number (the evaluate job then shows one such value)."""
 UNATTRIBUTED_CODES = (8, 9)
 """Codes of rows that no (model, run) owns: counted per day, outside the metrics rows."""
 NULL_SLICE = "__null__"
 """slice_value of the rows whose slice column is null (a slice of its own, like any other value)."""
+
+
+def reason_counts(tally: pd.DataFrame) -> str:
+    """'<n> rows: <reason>; ...' per invalid code of a tally with columns ``invalid`` and ``count``."""
+    by_reason = tally[tally["invalid"] != 0].groupby("invalid")["count"].sum().sort_index()
+    return "; ".join(f"{int(n)} rows: {INVALID_REASONS[int(code)]}" for code, n in by_reason.items())
+
+
 INTERNAL_COLUMNS = ("_ds", "_y", "_z", "_w", "_clipped", "_known_c", "_k", "invalid", "is_bias")
 """Column names the scan gives its own intermediates; input columns it groups by must be named otherwise."""
 
