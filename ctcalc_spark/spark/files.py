@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from ctcalc_spark.errors import ConfigError
+from ctcalc_spark.pathsafe import write_atomic
 
 if TYPE_CHECKING:
     import pyarrow.fs as pafs
@@ -146,11 +147,14 @@ class FileStore:
         """Write a file so that readers see the old content or the whole new one (temporary file, then move)."""
         parent, name = path.rstrip("/").rsplit("/", 1)
         self.mkdirs(parent)
+        if is_local(path):
+            write_atomic(self._p(path), text)
+            return
         tmp = f"{parent}/.{name}.{uuid.uuid4().hex[:8]}.tmp"
         try:
             with self._fs.open_output_stream(self._p(tmp)) as f:
                 f.write(text.encode("utf-8"))
-            if self.exists(path) and not is_local(path):
+            if self.exists(path):
                 self.delete(path)  # object stores: move does not replace
             self._fs.move(self._p(tmp), self._p(path))
         except BaseException:  # a failed or interrupted write leaves no temporary file
@@ -170,8 +174,8 @@ def _filesystem(root: str) -> pafs.FileSystem:
         uri = "s3://" + root.split("://", 1)[1]
     try:
         if scheme == "gs" and "?" not in root:
-            # pyarrow's default retries a failing GCS call for 15 minutes (no network, no credentials: a silent
-            # hang of every file operation); a lease or commit record gives up after GCS_RETRY_S
+            # pyarrow leaves the retry period to the GCS client, which was still retrying one call after 100 s
+            # here (no network, no credentials: a silent hang); a lease or commit record gives up after GCS_RETRY_S
             return pafs.GcsFileSystem(retry_time_limit=dt.timedelta(seconds=GCS_RETRY_S))
         fs, _ = pafs.FileSystem.from_uri(uri)
     except Exception as e:  # noqa: BLE001 - pyarrow raises several kinds for unsupported schemes/missing libs
@@ -183,7 +187,7 @@ def _filesystem(root: str) -> pafs.FileSystem:
 
 
 GCS_RETRY_S = 60.0
-"""How long a file operation on gs:// retries before it fails (pyarrow's default: 15 minutes)."""
+"""How long a file operation on gs:// retries before it fails (pyarrow's default leaves it to the GCS client)."""
 
 _NO_FILESYSTEM = re.compile(r'No FileSystem for scheme "?([\w+.-]+)"?')
 _MISSING_CLASS = re.compile(r"Class ((?:org\.apache\.hadoop\.fs|com\.google\.cloud\.hadoop\.fs)\.[\w.$]+) not found")

@@ -1001,6 +1001,8 @@ class Transaction:
             self.recovered = store.recover(exclude_run=self.run_id)
         except ConfigError as e:  # output on a file system pyarrow cannot reach: no lease, no recovery
             log.warning("%s", e)
+            if self.lease is not None:  # started before the check that failed: its thread and file go too
+                self.lease.release()
             self.lease = None
         except BaseException:  # another live run, or Ctrl-C: __exit__ will not run, so the lease goes back here
             if self.lease is not None:
