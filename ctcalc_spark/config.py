@@ -27,17 +27,33 @@ MIN_BIN_WIDTH = 1e-4
 """Finest histogram bin: one group per bin, and the scan packs the bin index into a 64-bit key."""
 
 
-DS_FORMAT_FIELDS = ("yyyy", "MM", "dd")
-_DS_FORMAT = re.compile(r"^(?:yyyy|MM|dd|[-/._ :])+$")
+_DS_FIELD = re.compile(r"yyyy|MM|M|dd|d")
+_DS_SEPARATORS = "-/._ :"
+_DS_FORMAT = re.compile(r"^(?:yyyy|MM|M|dd|d|[-/._ :])+$")
+
+
+def _ds_tokens(fmt: str) -> list[str]:
+    """A ds_format cut into its fields and separators: 'M/d/yyyy' -> ['M', '/', 'd', '/', 'yyyy']."""
+    return re.findall(r"yyyy|MM|M|dd|d|.", fmt)
 
 
 def validate_ds_format(fmt: Any) -> None:
-    """``columns.ds_format``: None, or yyyy, MM and dd once each with separators (- / . _ space :)."""
+    """``columns.ds_format``: None, or a year ``yyyy``, a month ``MM`` (or ``M``: one or two digits) and a day
+    ``dd`` (or ``d``) once each, with separators (- / . _ space :); a one-letter field needs a separator next to
+    it (``yyyyMd`` cannot be read back)."""
     if fmt is None:
         return
-    if not isinstance(fmt, str) or not _DS_FORMAT.match(fmt) or any(fmt.count(f) != 1 for f in DS_FORMAT_FIELDS):
-        raise ConfigError(f"'columns.ds_format' must be a pattern of yyyy, MM and dd (once each) and separators "
-                          f"(- / . _ space :), e.g. 'yyyyMMdd' or 'dd.MM.yyyy', got {fmt!r}.")
+    ok = isinstance(fmt, str) and bool(_DS_FORMAT.match(fmt))
+    if ok:
+        tokens = _ds_tokens(fmt)
+        fields = [t for t in tokens if t not in _DS_SEPARATORS]
+        ok = sorted(f[0] for f in fields) == ["M", "d", "y"] and not any(
+            a in ("M", "d") or b in ("M", "d")
+            for a, b in zip(tokens, tokens[1:]) if a not in _DS_SEPARATORS and b not in _DS_SEPARATORS)
+    if not ok:
+        raise ConfigError(f"'columns.ds_format' must be a pattern of yyyy, MM (or M) and dd (or d), once each, "
+                          f"and separators (- / . _ space :), e.g. 'yyyyMMdd', 'dd.MM.yyyy' or 'M/d/yyyy' "
+                          f"(M and d: one or two digits, each next to a separator), got {fmt!r}.")
 
 
 def input_day(fmt: str | None, day: str) -> str:
@@ -45,7 +61,56 @@ def input_day(fmt: str | None, day: str) -> str:
     if fmt is None:
         return day
     d = dt.date.fromisoformat(day)
-    return fmt.replace("yyyy", f"{d.year:04d}").replace("MM", f"{d.month:02d}").replace("dd", f"{d.day:02d}")
+    values = {"yyyy": f"{d.year:04d}", "MM": f"{d.month:02d}", "M": str(d.month), "dd": f"{d.day:02d}",
+              "d": str(d.day)}
+    return _DS_FIELD.sub(lambda m: values[m.group(0)], fmt)
+
+
+def date_part(text: str, fmt: str | None) -> str:
+    """The part of a date column's text a day is read from: YYYY-MM-DD text its first ten characters, text in
+    ``fmt`` (without a space) what comes before the first space, so a time after the date is ignored. The
+    scan's SQL does the same (``spark.storage``)."""
+    if fmt is None:
+        return text[:10]
+    return text if " " in fmt else text.split(" ", 1)[0]
+
+
+def _ds_regex(fmt: str) -> re.Pattern[str]:
+    widths = {"yyyy": r"(?P<y>\d{4})", "MM": r"(?P<m>\d{2})", "M": r"(?P<m>\d{1,2})", "dd": r"(?P<d>\d{2})",
+              "d": r"(?P<d>\d{1,2})"}
+    return re.compile("".join(widths.get(t, re.escape(t)) for t in _ds_tokens(fmt)) + "$")
+
+
+def fits_ds_format(text: str, fmt: str) -> bool:
+    """Whether a date column's text is a real day written in ``fmt`` (a time after it allowed, as in the scan)."""
+    m = _ds_regex(fmt).match(date_part(text.strip(), fmt))
+    if m is None:
+        return False
+    try:
+        dt.date(int(m["y"]), int(m["m"]), int(m["d"]))
+    except ValueError:
+        return False
+    return True
+
+
+def guess_ds_formats(values: typing.Iterable[str]) -> list[str]:
+    """The usual day layouts (year first, day first, month first; - / . _ separators, or yyyyMMdd) that every
+    value fits, two-digit fields when every value has them. Several when the values cannot tell day from month
+    (every day a value shows is 12 or less)."""
+    texts = [str(v).strip() for v in values if v is not None and str(v).strip()]
+    if not texts:
+        return []
+    layouts = ["yyyyMMdd"] + [sep.join(order) for sep in "-/._" for order in
+                              (("yyyy", "MM", "dd"), ("dd", "MM", "yyyy"), ("MM", "dd", "yyyy"))]
+    found = []
+    for layout in layouts:
+        if all(fits_ds_format(t, layout) for t in texts):
+            found.append(layout)
+            continue
+        short = layout.replace("MM", "M").replace("dd", "d")
+        if short != layout and all(fits_ds_format(t, short) for t in texts):
+            found.append(short)
+    return [f for f in found if f != "yyyy-MM-dd"]
 
 
 def validate_ds(ds: str, what: str = "--ds") -> str:

@@ -552,10 +552,59 @@ def test_a_date_column_written_as_yyyymmdd_gives_the_same_rows(spark, demo_confi
     assert done.uncounted.to_dict("records") == [{"ds": None, "n_rows": int((bad["dt"] == "2026-11-21").sum()),
                                                   "reason": NO_DATE_IN_FORMAT.format("yyyyMMdd")}]
     with pytest.raises(InputError, match=r"The date column 'dt' holds values like '2026112\d', not YYYY-MM-DD: set "
-                                         r"columns.ds_format to how it writes a day \(e.g. 'yyyyMMdd'\)"):
+                                         r"columns.ds_format: 'yyyyMMdd'"):
         run(tmp_path / "hive", DS, ds="dt")
     for bad in ("yyyyMM", "yyyy-MM-dd-dd", "yyyyMMdd'; DROP", "YYYYMMDD", 20261121):
-        with pytest.raises(ConfigError, match="'columns.ds_format' must be a pattern of yyyy, MM and dd"):
+        with pytest.raises(ConfigError, match="'columns.ds_format' must be a pattern of yyyy, MM"):
+            demo_config(columns={"ds_format": bad})
+
+
+def test_a_date_column_as_spreadsheets_write_it_gives_the_same_rows(spark, demo_config, tmp_path):
+    """Text days as spreadsheets export them: month first, one-digit fields, a time after the date
+    ('1/5/2026 08:30', '01/05/2026'), columns.ds_format 'M/d/yyyy'; the rows equal those with YYYY-MM-DD days, exactly.
+    Without a format, or with one the values do not fit, the job says which formats they do fit."""
+    from ctcalc_spark.config import fits_ds_format, guess_ds_formats, input_day
+
+    days = ["2026-01-05", "2026-01-06"]
+    rows = pd.concat([_binary_rows(n=2000, seed=i, ds=d) for i, d in enumerate(days)], ignore_index=True)
+    rows.to_parquet(tmp_path / "iso.parquet", index=False)
+    when = pd.to_datetime(rows["ds"])
+    short = when.dt.month.astype(str) + "/" + when.dt.day.astype(str) + "/" + when.dt.year.astype(str)
+    us = rows.assign(ds=np.where(rows.index % 2 == 0, short + " 08:30", when.dt.strftime("%m/%d/%Y")))
+    us.to_parquet(tmp_path / "us.parquet", index=False)
+    assert us["ds"].iloc[0] == "1/5/2026 08:30" and us["ds"].iloc[1] == "01/05/2026"
+
+    def run(path, span, **columns):
+        cfg = demo_config(input__path=str(path), columns=columns)
+        return evaluate(spark, cfg, span, write=False).metrics.reset_index(drop=True)
+
+    for span in (f"{days[0]}..{days[1]}", days[1]):
+        want = run(tmp_path / "iso.parquet", span)
+        assert len(want) == (8 if ".." in span else 4)
+        # M and d read one digit or two
+        pd.testing.assert_frame_equal(run(tmp_path / "us.parquet", span, ds_format="M/d/yyyy"), want)
+    with pytest.raises(InputError, match=r"holds values like '1/5/2026 08:30', not YYYY-MM-DD: set columns."
+                                         r"ds_format to 'd/M/yyyy' or 'M/d/yyyy' \(the \d+ values read do not "
+                                         r"tell the day from the month\)"):
+        run(tmp_path / "us.parquet", days[0])
+    # a format only some rows fit: the others belong to no day, counted (they are never guessed into one)
+    done = evaluate(spark, demo_config(input__path=str(tmp_path / "us.parquet"),
+                                       columns={"ds_format": "MM/dd/yyyy"}), days[0], write=False)
+    assert done.uncounted.to_dict("records") == [{"ds": None, "n_rows": len(us) // 2,
+                                                  "reason": NO_DATE_IN_FORMAT.format("MM/dd/yyyy")}]
+    us.iloc[::2].to_parquet(tmp_path / "short.parquet", index=False)
+    with pytest.raises(InputError, match=r"holds values like '1/5/2026 08:30', not columns.ds_format "
+                                         r"'MM/dd/yyyy': set columns.ds_format to 'd/M/yyyy' or 'M/d/yyyy'"):
+        run(tmp_path / "short.parquet", days[0], ds_format="MM/dd/yyyy")
+
+    assert guess_ds_formats(["1/5/2026", "12/31/2026 23:59"]) == ["M/d/yyyy"]
+    assert guess_ds_formats(["31.01.2026", "01.02.2026"]) == ["dd.MM.yyyy"]
+    assert guess_ds_formats(["2026/01/31"]) == ["yyyy/MM/dd"] and guess_ds_formats(["20260131"]) == ["yyyyMMdd"]
+    assert guess_ds_formats(["2026-01-31"]) == [] and guess_ds_formats(["13.13.2026"]) == []
+    assert fits_ds_format("2/29/2028", "M/d/yyyy") and not fits_ds_format("2/29/2026", "M/d/yyyy")
+    assert input_day("M/d/yyyy", "2026-01-05") == "1/5/2026" and input_day("d.M.yyyy", "2026-11-21") == "21.11.2026"
+    for bad in ("yyyyMd", "Md/yyyy", "M/M/yyyy", "yyyy/m/d"):
+        with pytest.raises(ConfigError, match="'columns.ds_format' must be a pattern of yyyy, MM \\(or M\\)"):
             demo_config(columns={"ds_format": bad})
 
 

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, Callable, Sequence
 import numpy as np
 import pandas as pd
 
-from ctcalc_spark.config import JobConfig, validate_ds
+from ctcalc_spark.config import JobConfig, fits_ds_format, guess_ds_formats, validate_ds
 from ctcalc_spark.core.finalize import (
     ALL,
     KEY_TYPES,
@@ -262,18 +262,27 @@ def _date_format_hint(spark: SparkSession, cfg: JobConfig) -> str | None:
         kind = dict(df.dtypes).get(name)
         if kind is None or kind in ("date", "timestamp", "timestamp_ntz"):
             return None
-        rows = df.where(col(name).isNotNull()).select(col(name).cast("string")).limit(1).collect()
+        rows = df.where(col(name).isNotNull()).select(col(name).cast("string")).limit(200).collect()
     except Exception:  # noqa: BLE001 - a hint only: the error it adds to stands without it
         return None
     if not rows:
         return None
-    value = str(rows[0][0])
-    if fmt is None and not ISO_DAY.match(value):
-        return (f"The date column {name!r} holds values like {value!r}, not YYYY-MM-DD: set columns.ds_format to "
-                "how it writes a day (e.g. 'yyyyMMdd').")
-    if fmt is not None:
+    values = [str(r[0]) for r in rows]
+    value = values[0]
+    if fmt is None and ISO_DAY.match(value):
+        return None
+    if fmt is not None and all(fits_ds_format(v, fmt) for v in values):
         return f"The date column {name!r} holds values like {value!r}; columns.ds_format is {fmt!r}."
-    return None
+    guesses = guess_ds_formats(values)
+    now = "not YYYY-MM-DD" if fmt is None else f"not columns.ds_format {fmt!r}"
+    if len(guesses) == 1:
+        return f"The date column {name!r} holds values like {value!r}, {now}: set columns.ds_format: {guesses[0]!r}."
+    if guesses:
+        listed = " or ".join(repr(g) for g in guesses)
+        return (f"The date column {name!r} holds values like {value!r}, {now}: set columns.ds_format to {listed} "
+                f"(the {len(values)} values read do not tell the day from the month).")
+    return (f"The date column {name!r} holds values like {value!r}, {now}: set columns.ds_format to how it "
+            "writes a day (e.g. 'yyyyMMdd', 'dd.MM.yyyy' or 'M/d/yyyy').")
 
 
 def _metric_types(task: str) -> dict[str, str]:

@@ -245,8 +245,12 @@ def _day_sql(df: DataFrame, cfg: JobConfig) -> str:
         return quoted(name)
     if kind in ("timestamp", "timestamp_ntz"):
         return f"CAST({quoted(name)} AS DATE)"
-    if cfg.columns.ds_format is not None:  # validated: yyyy, MM, dd and separators, nothing SQL could misread
-        return f"date_format(try_to_date(CAST({quoted(name)} AS STRING), '{cfg.columns.ds_format}'), 'yyyy-MM-dd')"
+    fmt = cfg.columns.ds_format
+    if fmt is not None:  # validated: yyyy, MM/M, dd/d and separators, nothing SQL could misread
+        text = f"CAST({quoted(name)} AS STRING)"
+        if " " not in fmt:  # a time after the date ('1/5/2026 13:45') is ignored, as config.date_part does
+            text = f"substring_index({text}, ' ', 1)"
+        return f"date_format(try_to_date({text}, '{fmt}'), 'yyyy-MM-dd')"
     # left() copies the text of every row: 1.18x -> 1.45x the plain aggregation's executor CPU on the
     # benchmark, whose day is a text partition column; the length test keeps 'YYYY-MM-DD' rows uncopied.
     text = f"CAST({quoted(name)} AS STRING)"
