@@ -281,6 +281,29 @@ def test_binary_labels_written_as_boolean_text_are_labels(spark, demo_config, tm
         evaluate(spark, demo_config(input__path=str(tmp_path / "maybe")), DS, write=False)
 
 
+@pytest.mark.parametrize("labels, hint", [
+    (lambda y: 0.1 + 0.8 * y, r"The label column 'label' holds fractions \(0\.1 to 0\.9\): soft labels or rates, "
+                              r"which the binary metrics do not take\. A row that stands for several events"),
+    (lambda y: 2 * y - 1, r"The label column 'label' holds -1 for negatives: map it to 0 upstream"),
+    (lambda y: y + (np.arange(len(y)) % 3 == 0), r"The label column 'label' holds whole numbers up to 2: classes "
+                                                 r"need task: multiclass"),
+    (lambda y: np.where(np.arange(len(y)) % 5 == 0, 7.5, y), r"The label column 'label' holds values from 7\.5 to "
+                                                             r"7\.5 besides 0 and 1\.$"),
+])
+def test_labels_other_than_0_and_1_are_named_with_what_to_do(spark, demo_config, tmp_path, labels, hint):
+    """Binary labels of 0.1/0.9 (soft labels, rates), -1/1 or 0/1/2 stopped the run with 'label not allowed for
+    the task' and the 0/1 rule only: the message now says what the labels are and the way on, in both modes."""
+    df = _rows()
+    df["label"] = labels(df["label"].to_numpy()).astype(np.float64)
+    _write(df, tmp_path / "eval")
+    with pytest.raises(InputError, match=r"rows: label not allowed for the task .*" + hint):
+        evaluate(spark, demo_config(), DS, write=False)
+    if (df["label"].isin([0.0, 1.0])).any():
+        return
+    with pytest.raises(InputError, match=rf"Every evaluation row for ds={DS} is invalid .*\)\. " + hint):
+        evaluate(spark, demo_config(on_invalid="drop"), DS, write=False)
+
+
 def test_a_column_without_numbers_is_rejected_before_the_scan(spark, demo_config, tmp_path):
     df = _rows().assign(label=pd.Timestamp("2026-01-01"))
     _write(df, tmp_path / "eval")

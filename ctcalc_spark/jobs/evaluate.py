@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
+import math
 import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Sequence
@@ -31,6 +32,7 @@ from ctcalc_spark.spark.scan import (
     EXACT_COLUMNS,
     INVALID_REASONS,
     KNOWN_BIAS_COLUMN,
+    LABEL_NOT_ALLOWED,
     TEXT_NOT_NUMBER,
     UNATTRIBUTED_CODES,
     bad_weight,
@@ -251,9 +253,38 @@ def _text_number_hint(df: DataFrame, cfg: JobConfig) -> str | None:
     return None
 
 
+def _label_hint(df: DataFrame, cfg: JobConfig) -> str | None:
+    """When a binary run stopped on labels other than 0/1: what they are, and what to do with them (one
+    aggregation of those rows, on this error path only)."""
+    from pyspark.sql import functions as F
+
+    if cfg.task != "binary":
+        return None
+    y = F.expr(label_column(df, cfg)[0])
+    try:
+        low, high, whole = df.where(~y.isin(0.0, 1.0)).agg(
+            F.min(y), F.max(y), F.min((y == F.floor(y)).cast("int"))).first()
+    except Exception:  # noqa: BLE001 - a hint only: the error it adds to stands without it
+        return None
+    if low is None or math.isnan(high) or math.isinf(low) or math.isinf(high):
+        return None
+    name = cfg.columns.label
+    if 0.0 < low and high < 1.0:
+        return (f"The label column {name!r} holds fractions ({low:g} to {high:g}): soft labels or rates, which the "
+                "binary metrics do not take. A row that stands for several events (clicks out of impressions) "
+                "is two rows, label 1 weighted by the clicks and label 0 by the rest (columns.weight), which gives "
+                "the same log loss.")
+    if low == high == -1.0:
+        return f"The label column {name!r} holds -1 for negatives: map it to 0 upstream ((label + 1) / 2)."
+    if whole and low >= 0.0:
+        return (f"The label column {name!r} holds whole numbers up to {high:g}: classes need task: multiclass "
+                "(with columns.logits), counts task: regression.")
+    return f"The label column {name!r} holds values from {low:g} to {high:g} besides 0 and 1."
+
+
 def _date_format_hint(spark: SparkSession, cfg: JobConfig) -> str | None:
     """When a job found no rows for its days: a sentence on how the input's date column writes its days, if that
-    is not what the config expects (one value read from the whole input; only on this error path)."""
+    is not what the config expects (200 values read from the whole input; only on this error path)."""
     name, fmt = cfg.columns.ds, cfg.columns.ds_format
     if name is None:
         return None
@@ -344,15 +375,18 @@ def evaluate(
     try:
         invalid, uncounted = _invalid_counts(pd.concat([tally, no_date], ignore_index=True), cfg)
     except InputError as e:
-        text = _text_number_hint(df, cfg) if (tally["invalid"] == TEXT_NOT_NUMBER).any() else None
-        raise InputError(" ".join(filter(None, [str(e), text]))) from None
+        codes = set(tally["invalid"])
+        hints = [_text_number_hint(df, cfg) if TEXT_NOT_NUMBER in codes else None,
+                 _label_hint(df, cfg) if LABEL_NOT_ALLOWED in codes else None]
+        raise InputError(" ".join(filter(None, [str(e), *hints]))) from None
     empty = sorted(set(dated["ds"]) - set(summaries["ds"]))
     if empty:
-        why = reason_counts(tally)
-        text = _text_number_hint(df, cfg) if (tally["invalid"] == TEXT_NOT_NUMBER).any() else None
+        why, codes = reason_counts(tally), set(tally["invalid"])
+        hints = [_text_number_hint(df, cfg) if TEXT_NOT_NUMBER in codes else None,
+                 _label_hint(df, cfg) if LABEL_NOT_ALLOWED in codes else None]
         raise InputError(" ".join(filter(None, [
             f"Every evaluation row for ds={', '.join(empty)} is invalid ({int(tally['count'].sum())} rows in all"
-            + (f": {why}" if why else "") + ").", text])))
+            + (f": {why}" if why else "") + ").", *hints])))
     metrics = metrics_from_summaries(
         summaries,
         cfg.task,

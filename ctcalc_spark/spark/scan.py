@@ -33,6 +33,8 @@ INVALID_REASONS = {
     13: "null weight",
 }
 """Codes of the per-row ``invalid`` column (0 = valid). The scan packs the code into 4 bits of its group key."""
+LABEL_NOT_ALLOWED = 4
+"""The code of a label the task does not take (the evaluate job then says what the labels are)."""
 TEXT_NOT_NUMBER = 7
 """The code of text that is not a number (the evaluate job then shows one such value)."""
 UNATTRIBUTED_CODES = (8, 9)
@@ -160,7 +162,7 @@ def prepared_rows(df: DataFrame, cfg: JobConfig, extra_keys: Sequence[str] = ())
     checks += [*null_checks(y, score, w if c.weight else None, split_key), (not_finite(score), 2)]
     if prob_out is not None:
         checks.append((prob_out, 3))
-    checks += [(label_bad, 4)]
+    checks += [(label_bad, LABEL_NOT_ALLOWED)]
     if c.weight:
         checks.append((bad_weight(w), 5))
     # Keys keep their native types here (grouping on an int is cheaper than on a string built per row);
