@@ -163,6 +163,16 @@ class ColumnsConfig:
     example_id: str | None = "example_id"
     split: str | None = None
     slices: tuple[str, ...] = ()
+    class_logits: tuple[str, ...] = ()
+    """Multiclass: one number column per class, class i's logit in the i-th (a CSV cannot hold the array column
+    ``logit`` takes); ``logit`` is then not read."""
+    class_probabilities: tuple[str, ...] = ()
+    """Multiclass: one column per class holding its predicted probability (e.g. ``predict_proba``'s columns);
+    a class's logit is ln(max(p, clip_eps)), so softmax gives back p / Σp. ``logit`` is then not read."""
+
+    def class_columns(self) -> tuple[str, ...]:
+        """The per-class score columns (class_logits or class_probabilities; empty for an array column)."""
+        return self.class_logits or self.class_probabilities
 
 
 @dataclass(frozen=True)
@@ -355,8 +365,16 @@ def _validate(cfg: JobConfig) -> None:
         raise ConfigError("A binary task needs 'columns.logit' or 'columns.prediction'.")
     if cfg.task == "regression" and c.prediction is None:
         raise ConfigError("A regression task needs 'columns.prediction'.")
-    if cfg.task == "multiclass" and c.logit is None:
-        raise ConfigError("A multiclass task needs 'columns.logit' (an array<double> column of class logits).")
+    if c.class_logits and c.class_probabilities:
+        raise ConfigError("Set 'columns.class_logits' or 'columns.class_probabilities', not both.")
+    if c.class_columns() and cfg.task != "multiclass":
+        raise ConfigError(f"'columns.class_logits' and 'columns.class_probabilities' are for task: multiclass; this "
+                          f"task is {cfg.task!r} (its score is 'columns.logit' or 'columns.prediction').")
+    if c.class_columns() and len(set(c.class_columns())) < 2:
+        raise ConfigError(f"A multiclass task needs two or more distinct class columns, got {list(c.class_columns())}.")
+    if cfg.task == "multiclass" and c.logit is None and not c.class_columns():
+        raise ConfigError("A multiclass task needs 'columns.logit' (an array<double> column of class logits), or "
+                          "one column per class: 'columns.class_logits' or 'columns.class_probabilities'.")
     if cfg.task == "multiclass" and c.slices:
         raise ConfigError("Slices are not supported for the multiclass task yet; remove 'columns.slices'.")
     if c.example_id is None and c.split is None:
@@ -459,8 +477,9 @@ def reserved_column_names() -> frozenset[str]:
 
 def _validate_column_names(cfg: JobConfig) -> None:
     c = cfg.columns
-    named = [(f"columns.{f.name}", getattr(c, f.name)) for f in dataclasses.fields(c) if f.name != "slices"]
-    for key, name in [*named, *(("columns.slices", s) for s in c.slices)]:
+    lists = ("slices", "class_logits", "class_probabilities")
+    named = [(f"columns.{f.name}", getattr(c, f.name)) for f in dataclasses.fields(c) if f.name not in lists]
+    for key, name in [*named, *((f"columns.{k}", s) for k in lists for s in getattr(c, k))]:
         if name is not None and not name.strip():
             raise ConfigError(f"'{key}' must be a column name, got {name!r}.")
     if c.model == c.run:

@@ -190,6 +190,58 @@ def test_multiclass_task_matches_numpy(spark, demo_config, tmp_path):
     assert m.loc[0, "accuracy"] == pytest.approx(np.mean(z.argmax(1) == y))
 
 
+def test_multiclass_scores_in_one_column_per_class(spark, demo_config, tmp_path):
+    """A CSV cannot hold the array column 'logit' takes: columns.class_logits names one logit column per class,
+    columns.class_probabilities one probability column per class (predict_proba's). The logits' metrics equal
+    the array column's exactly; the probabilities' (softmax of the logits, so ln p = z - logsumexp(z), which
+    softmax and the temperature fit do not see) to 1e-12, read from a CSV or from text columns as well. Probabilities outside
+    [0, 1] and null class columns are invalid rows with their reasons."""
+    from scipy.special import softmax
+
+    rng = np.random.default_rng(11)
+    n, k = 3000, 3
+    y = rng.integers(0, k, n)
+    z = rng.normal(0, 2, (n, k))
+    z[np.arange(n), y] += 1.5
+    base = pd.DataFrame({"model": "m", "run": 0, "ds": DS, "example_id": np.arange(n), "label": y})
+    _write(base.assign(logit=list(z)), tmp_path / "array")
+    p = softmax(z, axis=1)
+    wide = base.assign(**{f"z{i}": z[:, i] for i in range(k)}, **{f"p{i}": p[:, i] for i in range(k)})
+    _write(wide, tmp_path / "wide")
+    (tmp_path / "csv").mkdir()
+    wide.to_csv(tmp_path / "csv" / "part.csv", index=False, float_format="%.17g")
+    split = {"bias_fraction": 0.2, "salt": "t"}
+
+    _write(wide.astype({f"p{i}": str for i in range(k)}), tmp_path / "text")
+
+    def run(path, fmt="parquet", **columns):
+        cfg = demo_config(task="multiclass", split=split, columns=columns, input={
+            "path": str(path), "format": fmt, "options": {"header": "true", "inferSchema": "true"}})
+        return evaluate(spark, cfg, DS, write=False).metrics
+
+    want = run(tmp_path / "array")
+    assert want.loc[0, "status"] == "ok" and want.loc[0, "n_rows"] == n
+    pd.testing.assert_frame_equal(run(tmp_path / "wide", class_logits=["z0", "z1", "z2"]), want)
+    numbers = want.select_dtypes("number").columns
+    for got in (run(tmp_path / "wide", class_probabilities=["p0", "p1", "p2"]),
+                run(tmp_path / "csv", "csv", class_probabilities=["p0", "p1", "p2"]),
+                run(tmp_path / "text", class_probabilities=["p0", "p1", "p2"])):
+        pd.testing.assert_frame_equal(got.drop(columns=numbers), want.drop(columns=numbers))
+        np.testing.assert_allclose(got[numbers].to_numpy(float), want[numbers].to_numpy(float), rtol=1e-12, atol=0)
+    bad = wide.copy()
+    bad.loc[0, "p1"], bad.loc[2, "p0"], bad.loc[3, "p0"] = 1.5, -0.1, np.nan
+    bad["p2"] = bad["p2"].astype("Float64")
+    bad.loc[1, "p2"] = pd.NA
+    _write(bad, tmp_path / "bad")
+    with pytest.raises(InputError, match=r"1 rows: NaN or infinite logit/prediction; 2 rows: probability outside "
+                                         r"\[0, 1\]; 1 rows: null score .* Multiclass labels must be class indices"):
+        run(tmp_path / "bad", class_probabilities=["p0", "p1", "p2"])
+    with pytest.raises(ConfigError, match="class_logits' and 'columns.class_probabilities' are for task: multiclass"):
+        demo_config(columns={"class_logits": ["z0", "z1"]})
+    with pytest.raises(ConfigError, match="two or more distinct class columns"):
+        demo_config(task="multiclass", columns={"class_probabilities": ["p0"]})
+
+
 # ---- bad input ------------------------------------------------------------------------------
 
 def _bad(df_mutator, tmp_path, **cfg_over):

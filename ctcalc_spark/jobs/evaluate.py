@@ -134,10 +134,14 @@ def _raise_invalid(invalid: pd.DataFrame, cfg: JobConfig) -> None:
         f"{len(days)} days ({days[0]}..{days[-1]})"
     raise InputError(
         f"Invalid evaluation rows for ds={where}: {reason_counts(invalid)} (e.g. ds={first['ds']}, "
-        f"model={first[c.model]!r}, run={first[c.run]!r}). Binary labels must be 0/1 in '{c.label}', scores "
+        f"model={first[c.model]!r}, run={first[c.run]!r}). {LABEL_RULES[cfg.task].format(c.label)}, scores "
         f"finite numbers, probabilities in [0, 1], weights >= 0, model and run set, records well formed. Fix the "
         "upstream table, or set on_invalid: drop to exclude and count them."
     )
+
+
+LABEL_RULES = {"binary": "Binary labels must be 0/1 in '{}'", "regression": "Labels must be finite numbers in '{}'",
+               "multiclass": "Multiclass labels must be class indices 0..K-1 in '{}' (K the classes)"}
 
 
 def _invalid_counts(tally: pd.DataFrame, cfg: JobConfig) -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -471,13 +475,27 @@ def _exact_sums(agg: pd.DataFrame, cfg: JobConfig, known: pd.DataFrame) -> pd.Da
 def _multiclass_rows(df: DataFrame, cfg: JobConfig) -> DataFrame:
     """Keys as strings, _y, _z (array<double>), _w, is_bias, invalid (before the class-count check)."""
     c = cfg.columns
-    z = f"CAST({quoted(str(c.logit))} AS ARRAY<DOUBLE>)"
     y, y_text = number_column(df, c.label)
     w, w_text = number_column(df, c.weight) if c.weight else ("1.0D", None)
     split_key = quoted(c.split) if c.split else quoted(str(c.example_id))
-    checks = first_checks(df, cfg, [y_text, w_text]) + [
-        *null_checks(y, z, w if c.weight else None, split_key),
+    per_class = [number_column(df, n) for n in c.class_columns()]
+    scores = [v for v, _ in per_class]
+    if not per_class:
+        z, score_checks = f"CAST({quoted(str(c.logit))} AS ARRAY<DOUBLE>)", []
+    elif c.class_logits:
+        z, score_checks = f"array({', '.join(scores)})", []
+    else:  # probabilities: ln p, clipped so that a class given probability 0 costs ln(clip_eps), not inf
+        eps = repr(float(cfg.clip_eps)) + "D"
+        z = "array(" + ", ".join(f"ln(greatest({p}, {eps}))" for p in scores) + ")"
+        score_checks = [("(" + " OR ".join(f"NOT ({p} BETWEEN 0.0D AND 1.0D)" for p in scores) + ")", 3)]
+    nulls = null_checks(y, z, w if c.weight else None, split_key)
+    if scores:  # array(...) of a null is an array holding a null: a null class column is a null score
+        nulls = [("(" + " OR ".join(f"{v} IS NULL" for v in scores) + ")", 12) if code == 12 else (cond, code)
+                 for cond, code in nulls]
+    checks = first_checks(df, cfg, [y_text, w_text, *(t for _, t in per_class)]) + [
+        *nulls,
         (f"exists({z}, x -> {not_finite('x')} OR x IS NULL)", 2),
+        *score_checks,
         (f"(rint({y}) != {y} OR {y} < 0.0D OR {y} >= size({z}))", 4),  # rint: no cast of a huge label to long
         (bad_weight(w), 5),
     ]

@@ -96,7 +96,8 @@ DS = "_ds"
 def required_columns(cfg: JobConfig) -> list[str]:
     """Every input column the configuration names."""
     c = cfg.columns
-    names = [c.model, c.run, c.ds, c.label, c.logit, c.prediction, c.weight, c.split, *c.slices]
+    scores = list(c.class_columns()) or [c.logit]
+    names = [c.model, c.run, c.ds, c.label, *scores, c.prediction, c.weight, c.split, *c.slices]
     if c.split is None:
         names.append(c.example_id)
     return list(dict.fromkeys(n for n in names if n is not None))
@@ -133,9 +134,11 @@ NUMERIC_TYPES = ("tinyint", "smallint", "int", "bigint", "float", "double", "boo
 def check_column_types(dtypes: Mapping[str, str], cfg: JobConfig) -> None:
     """Raise InputError for a label, score or weight column whose type holds no numbers (a date, a struct)."""
     c = cfg.columns
-    arrays = {c.logit} if cfg.task == "multiclass" else set()
-    for key in ("label", "logit", "prediction", "weight"):
-        name = getattr(c, key)
+    arrays = {c.logit} if cfg.task == "multiclass" and not c.class_columns() else set()
+    kind_of = "class_logits" if c.class_logits else "class_probabilities"
+    named = [(key, getattr(c, key)) for key in ("label", "logit", "prediction", "weight")
+             if not (key == "logit" and c.class_columns())] + [(kind_of, n) for n in c.class_columns()]
+    for key, name in named:
         if name is None or name not in dtypes:
             continue
         kind = dtypes[name]
