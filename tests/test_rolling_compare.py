@@ -156,6 +156,12 @@ def test_rolling_cli_notes_say_why_windows_lack_a_value_and_that_daily_windows_a
     assert notes[1].startswith("hint: previous windows had a median of 48 rows, so the bias fitted on them is "
                                "within about ±0.58 logit (95 %) at best; about 1,607 rows give ±0.1 at this base rate")
     assert "a longer window (rolling.window: rolling, rolling.days: 34) fits it better" in notes[1]
+    # with slices the table has more rows than the line counts: it says which it counts (it said 100 of a
+    # table of 500 rows without a word)
+    sliced = pd.concat([table, table.assign(slice_name="country", slice_value="DE")], ignore_index=True)
+    assert window_notes(sliced, "binary")[0] == (
+        "10 of 100 whole-data rolling rows (model x run x window; the 100 slice rows not counted) (10.0%) have no "
+        "calibrated value: first_window 10.")
 
 
 def test_cli_from_a_csv_with_a_header_to_a_rolling_comparison(spark, tmp_path, capsys, restore_ctcalc_logger):

@@ -63,7 +63,10 @@ def window_notes(table: pd.DataFrame, task: str) -> list[str]:
     if whole.empty:
         return []
     out = []
-    line = status_line(whole["status"], "rolling rows (model x run x window)", has_value=whole["calibrated"].notna())
+    sliced = int((table["slice_name"] != ALL).sum())
+    what = "rolling rows (model x run x window)" if not sliced else \
+        f"whole-data rolling rows (model x run x window; the {sliced} slice rows not counted)"
+    line = status_line(whole["status"], what, has_value=whole["calibrated"].notna())
     if line:
         out.append(line)
     prev = whole[whole["prev_n_rows"] > 0]
