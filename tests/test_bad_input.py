@@ -92,6 +92,25 @@ def test_an_output_path_that_cannot_be_a_folder_is_refused_before_the_scan(spark
         evaluate(spark, cfg, DS, progress=lambda line: pytest.fail(f"went on to {line!r}"))
 
 
+def test_an_output_folder_of_another_tables_files_is_refused_before_the_scan(spark, demo_config, tmp_path):
+    """output.path pointed at a folder whose 'metrics' held another tool's Parquet file: the job wrote its ds=
+    partitions beside it, so every reader of the folder read both. Now refused before the scan, nothing written;
+    ctcalc's own tables (partitions, hidden _commits/.staging entries) pass, and a rerun there works."""
+    _write(_rows(), tmp_path / "eval")
+    out = tmp_path / "out"
+    (out / "metrics").mkdir(parents=True)
+    pd.DataFrame({"a": [1]}).to_parquet(out / "metrics" / "part-0.parquet")
+    cfg = demo_config(output__path=str(out))
+    with pytest.raises(ConfigError, match=r"^output.path '.*/out' has a 'metrics' folder that is not a ctcalc table: "
+                                          r"it holds 'part-0.parquet', where ctcalc keeps only ds=<value> partition "
+                                          r"folders\. .* Set output.path to a new folder, or move those files out\."):
+        evaluate(spark, cfg, DS, progress=lambda line: pytest.fail(f"went on to {line!r}"))
+    assert sorted(os.listdir(out)) == ["metrics"] and os.listdir(out / "metrics") == ["part-0.parquet"]
+    (out / "metrics" / "part-0.parquet").unlink()
+    first = evaluate(spark, cfg, DS).metrics
+    pd.testing.assert_frame_equal(evaluate(spark, cfg, DS).metrics, first)
+
+
 @pytest.mark.parametrize(("where", "uri", "message"), [
     # used to be "Cannot read the evaluation table 's3a://…': An error occurred while calling o62.load." after a
     # logged Java stack

@@ -856,11 +856,35 @@ class OutputStore:
         of ``days`` (the same check its transaction makes, made early so that a long scan is not wasted)."""
         self.check_databases()
         self._check_output_folder()
+        self._check_foreign_files()
         self._check_output_filesystem()
         try:
             self.check_no_concurrent_run("", job, days, scope)
         except ConfigError:  # leases unreachable from here: the transaction says so
             pass
+
+    def _check_foreign_files(self) -> None:
+        """An output table folder holding what ctcalc never writes there (a Parquet file of another tool's table, a
+        folder not named ``<partition>=<value>``): say so before the scan. The job would add its partitions beside
+        them, and every reader of the folder would read both (one level listed per table folder; local paths)."""
+        if self.catalog or not is_local(self.root):
+            return
+        for table, keys in PARTITIONS.items():
+            folder = local_path(f"{self.root}/{table}")
+            try:
+                names = sorted(os.listdir(folder))
+            except OSError:
+                continue
+            foreign = [n for n in names if not n.startswith(("_", ".")) and not (
+                n.startswith(f"{keys[0]}=") and os.path.isdir(os.path.join(folder, n)))]
+            if foreign:
+                shown = ", ".join(repr(n) for n in foreign[:3]) + (f" and {len(foreign) - 3} more" if len(foreign) > 3
+                                                                    else "")
+                raise ConfigError(
+                    f"output.path {self.output.path!r} has a {table!r} folder that is not a ctcalc table: it holds "
+                    f"{shown}, where ctcalc keeps only {keys[0]}=<value> partition folders. The job would write its "
+                    f"partitions beside them, and readers of {folder!r} would read both. Set output.path to a new "
+                    "folder, or move those files out.")
 
     def _check_output_folder(self) -> None:
         """A local output path below a file cannot become a folder: say so before the scan (nothing is created)."""
