@@ -288,3 +288,32 @@ def test_cli_compare_keeps_hostile_names_inside_the_output_folder(tmp_path, caps
     reports = sorted(p.relative_to(out / "compare") for p in new if p.name == "report.html")
     assert len(reports) == 2 and all(len(r.parts) == 2 for r in reports)  # one folder level: no 'a/b' sub-folder
     assert not (tmp_path / "ESCAPED_vs_a").exists() and not list(tmp_path.parent.glob("ESCAPED*"))
+
+
+def test_cli_compare_names_a_reversed_range_the_days_there_and_a_letter_case_slip(tmp_path, capsys) -> None:
+    """A reversed --ds-from/--ds-to said 'No metrics partitions between …' (with --rolling it named --start and
+    --end, flags compare does not have); a missing day did not say which days there are; 'Candidate' for
+    'candidate' listed the models without pointing at the case."""
+    import yaml
+
+    from ctcalc_spark.cli.main import main
+
+    out = tmp_path / "out"
+    for day in ("2026-11-16", "2026-11-17"):
+        _metrics_table(out, day, {"baseline": 0.0, "candidate": 0.001})
+    conf = tmp_path / "job.yaml"
+    conf.write_text(yaml.safe_dump({"task": "binary", "input": {"path": str(tmp_path / "eval")},
+                                    "output": {"path": str(out)}}))
+
+    def error(*args: str) -> str:
+        capsys.readouterr()
+        assert main(["compare", "--config", str(conf), "--engine", "local", "--bootstrap", "100", *args]) != 0
+        return capsys.readouterr().err
+
+    for rolling in ((), ("--rolling",)):
+        assert "--ds-from 2026-11-17 is after --ds-to 2026-11-16." in error(
+            "--a", "baseline", "--b", "candidate", "--ds-from", "2026-11-17", "--ds-to", "2026-11-16", *rolling)
+    assert "(available: 2026-11-16..2026-11-17); run the evaluate job" in error(
+        "--a", "baseline", "--b", "candidate", "--ds", "2026-11-20")
+    assert ("the models there: ['baseline', 'candidate']. Model names are matched exactly, letter case included: "
+            "'Candidate' is 'candidate' there.") in error("--a", "baseline", "--b", "Candidate", "--ds", "2026-11-16")

@@ -58,8 +58,10 @@ def _read_table(cfg: JobConfig, table: str, days: Sequence[str], models: Sequenc
     store = OutputStore(cfg, spark)
     missing = sorted(set(days) - set(store.days(table)))
     if missing:
-        raise InputError(f"Missing {table} partitions ds={missing} under {store.location(table)!r}; run the "
-                         "evaluate job for those days first.")
+        have = store.days(table)
+        span = f"{have[0]}..{have[-1]}" if have else "none"
+        raise InputError(f"Missing {table} partitions ds={missing} under {store.location(table)!r} (available: "
+                         f"{span}); run the evaluate job for those days first.")
     return store.read(table, days=days, where={"model": list(models)})
 
 
@@ -74,7 +76,11 @@ def _check_models(found: Iterable[Any], models: Sequence[str], cfg: JobConfig, t
     column = cfg.columns.model if table == "summaries" else "model"
     present = sorted({str(m) for m in OutputStore(cfg, spark).read(table, days=days)[column].dropna().unique()})
     span = days[0] if len(days) == 1 else f"{days[0]}..{days[-1]}"
-    raise InputError(f"No rows of model(s) {missing} in the {table} table on {span}; the models there: {present}.")
+    folded = {p.casefold(): p for p in present}
+    cased = [f"{m!r} is {folded[m.casefold()]!r}" for m in missing if m.casefold() in folded]
+    hint = f" Model names are matched exactly, letter case included: {', '.join(cased)} there." if cased else ""
+    raise InputError(f"No rows of model(s) {missing} in the {table} table on {span}; the models there: {present}."
+                     + hint)
 
 
 def _distinct_pair(model_a: str, model_b: str) -> None:
@@ -189,6 +195,14 @@ def single_run_checks(per_run: pd.DataFrame, task: str, model_a: str, run_a: str
             for m in metric_names(task)]
 
 
+def _span(ds_from: str, ds_to: str) -> tuple[str, str]:
+    """--ds-from and --ds-to, validated, in order."""
+    lo, hi = validate_ds(ds_from, "--ds-from"), validate_ds(ds_to, "--ds-to")
+    if lo > hi:
+        raise ConfigError(f"--ds-from {lo} is after --ds-to {hi}.")
+    return lo, hi
+
+
 def resolve_days(cfg: JobConfig, ds: str | None, ds_from: str | None, ds_to: str | None,
                  spark: SparkSession | None = None) -> list[str]:
     """``--ds`` alone, or every metrics partition in ``[ds_from, ds_to]``."""
@@ -198,7 +212,7 @@ def resolve_days(cfg: JobConfig, ds: str | None, ds_from: str | None, ds_to: str
         return [validate_ds(ds)]
     if not (ds_from and ds_to):
         raise ConfigError("Give --ds DATE, or --ds-from DATE and --ds-to DATE (inclusive).")
-    lo, hi = validate_ds(ds_from, "--ds-from"), validate_ds(ds_to, "--ds-to")
+    lo, hi = _span(ds_from, ds_to)
     days = [d for d in available_days(cfg, "metrics", spark) if lo <= d <= hi]
     if not days:
         raise InputError(f"No metrics partitions between {lo} and {hi} under "
@@ -226,7 +240,7 @@ def rolling_comparison(cfg: JobConfig, model_a: str, model_b: str, ds_from: str,
     if cfg.task not in ("binary", "regression"):
         raise ConfigError(f"Rolling comparison supports the binary and regression tasks, got {cfg.task!r}.")
     _distinct_pair(model_a, model_b)
-    lo, hi = validate_ds(ds_from, "--ds-from"), validate_ds(ds_to, "--ds-to")
+    lo, hi = _span(ds_from, ds_to)
     spec = spec or WindowSpec.from_config(cfg.rolling)
     windows = comparison_windows(lo, hi, spec)
     store = OutputStore(cfg, spark)
