@@ -7,6 +7,7 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import math
+import os
 import re
 import types
 import typing
@@ -592,10 +593,17 @@ def _build(cls: type, data: Mapping[str, Any], where: str) -> Any:
             kwargs[name] = _build(hint, value or {}, f"{where}{name}.")
         else:
             kwargs[name] = _coerce(hint, value, f"{where}{name}")
+            if name in PATH_KEYS and isinstance(kwargs[name], str) and kwargs[name].startswith("~"):
+                kwargs[name] = os.path.expanduser(kwargs[name])
     try:
         return cls(**kwargs)
     except TypeError as e:
         raise ConfigError(f"Invalid config section '{where or 'root'}': {e}") from e
+
+
+PATH_KEYS = frozenset({"path", "checkpoint", "models_dir"})
+"""Config keys holding a local path or URI: a leading ``~`` is the home folder, as in a shell (it was read as a
+folder named '~' in the working folder)."""
 
 
 def config_from_dict(data: Mapping[str, Any]) -> JobConfig:

@@ -153,6 +153,21 @@ def test_numbers_written_with_an_exponent_are_numbers(tmp_path):
     assert cfg.spark.conf == {"a.b": "true", "c": "2"}
 
 
+def test_a_path_starting_with_a_tilde_is_in_the_home_folder(tmp_path, monkeypatch):
+    """input.path: ~/data/eval was read as a folder named '~' in the working folder, and the drift report wrote
+    into such a folder; a leading ~ is now the home folder, as in a shell, in every path key."""
+    from ctcalc_spark.upstream.config import load_upstream_config
+
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    cfg = config_from_dict({"input": {"path": "~/data/eval"}, "output": {"path": "~"},
+                            "stream": {"path": "~/landing", "checkpoint": "~/ck"}})
+    home = str(tmp_path / "home")
+    assert (cfg.input.path, cfg.output.path) == (f"{home}/data/eval", home)
+    assert (cfg.stream.path, cfg.stream.checkpoint) == (f"{home}/landing", f"{home}/ck")
+    assert config_from_dict({"input": {"path": "data/~x"}}).input.path == "data/~x"  # only a leading ~
+    assert load_upstream_config(None, {"models_dir": "~/models"}).models_dir == f"{home}/models"
+
+
 def test_set_names_one_key_inside_spark_conf_and_the_other_free_key_sections(tmp_path):
     # `--set spark.conf.spark.sql.shuffle.partitions=8` used to split the Spark setting's name at its dots and stop
     # with "'spark.conf.spark' must be a single value ..., got {'sql': {'shuffle': {'partitions': 8}}}".
