@@ -320,7 +320,8 @@ def test_binary_labels_written_as_boolean_text_are_labels(spark, demo_config, tm
                               r"which the binary metrics do not take\. A row that stands for several events"),
     (lambda y: 2 * y - 1, r"The label column 'label' holds -1 for negatives: map it to 0 upstream"),
     (lambda y: y + (np.arange(len(y)) % 3 == 0), r"The label column 'label' holds whole numbers up to 2: classes "
-                                                 r"need task: multiclass"),
+                                                 r"need task: multiclass \(scores in columns.logit, or "
+                                                 r"one column per class in columns.class_logits"),
     (lambda y: np.where(np.arange(len(y)) % 5 == 0, 7.5, y), r"The label column 'label' holds values from 7\.5 to "
                                                              r"7\.5 besides 0 and 1\.$"),
 ])

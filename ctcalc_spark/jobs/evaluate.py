@@ -257,6 +257,14 @@ def _text_number_hint(df: DataFrame, cfg: JobConfig) -> str | None:
     return None
 
 
+def _row_hints(df: DataFrame, cfg: JobConfig, tally: pd.DataFrame) -> list[str]:
+    """The sentences that show what invalid rows hold, for the reasons in ``tally`` that have one."""
+    codes = set(tally["invalid"])
+    hints = [_text_number_hint(df, cfg) if TEXT_NOT_NUMBER in codes else None,
+             _label_hint(df, cfg) if LABEL_NOT_ALLOWED in codes else None]
+    return [h for h in hints if h]
+
+
 def _label_hint(df: DataFrame, cfg: JobConfig) -> str | None:
     """When a binary run stopped on labels other than 0/1: what they are, and what to do with them (one
     aggregation of those rows, on this error path only)."""
@@ -282,7 +290,8 @@ def _label_hint(df: DataFrame, cfg: JobConfig) -> str | None:
         return f"The label column {name!r} holds -1 for negatives: map it to 0 upstream ((label + 1) / 2)."
     if whole and low >= 0.0:
         return (f"The label column {name!r} holds whole numbers up to {high:g}: classes need task: multiclass "
-                "(with columns.logits), counts task: regression.")
+                "(scores in columns.logit, or one column per class in columns.class_logits or "
+                "columns.class_probabilities), counts task: regression.")
     return f"The label column {name!r} holds values from {low:g} to {high:g} besides 0 and 1."
 
 
@@ -379,18 +388,13 @@ def evaluate(
     try:
         invalid, uncounted = _invalid_counts(pd.concat([tally, no_date], ignore_index=True), cfg)
     except InputError as e:
-        codes = set(tally["invalid"])
-        hints = [_text_number_hint(df, cfg) if TEXT_NOT_NUMBER in codes else None,
-                 _label_hint(df, cfg) if LABEL_NOT_ALLOWED in codes else None]
-        raise InputError(" ".join(filter(None, [str(e), *hints]))) from None
+        raise InputError(" ".join([str(e), *_row_hints(df, cfg, tally)])) from None
     empty = sorted(set(dated["ds"]) - set(summaries["ds"]))
     if empty:
-        why, codes = reason_counts(tally), set(tally["invalid"])
-        hints = [_text_number_hint(df, cfg) if TEXT_NOT_NUMBER in codes else None,
-                 _label_hint(df, cfg) if LABEL_NOT_ALLOWED in codes else None]
-        raise InputError(" ".join(filter(None, [
+        why = reason_counts(tally)
+        raise InputError(" ".join([
             f"Every evaluation row for ds={', '.join(empty)} is invalid ({int(tally['count'].sum())} rows in all"
-            + (f": {why}" if why else "") + ").", *hints])))
+            + (f": {why}" if why else "") + ").", *_row_hints(df, cfg, tally)]))
     metrics = metrics_from_summaries(
         summaries,
         cfg.task,
