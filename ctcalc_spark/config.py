@@ -38,11 +38,16 @@ def _ds_tokens(fmt: str) -> list[str]:
     return re.findall(r"yyyy|MM|M|dd|d|.", fmt)
 
 
+EPOCH_FORMATS = {"epoch_s": 1, "epoch_ms": 1000}
+"""ds_format values for a number of seconds or milliseconds since 1970-01-01 UTC (pandas' to_json writes dates
+as epoch milliseconds by default); the day is that instant's, as for a timestamp column."""
+
+
 def validate_ds_format(fmt: Any) -> None:
     """``columns.ds_format``: None, or a year ``yyyy``, a month ``MM`` (or ``M``: one or two digits) and a day
     ``dd`` (or ``d``) once each, with separators (- / . _ space :); a one-letter field needs a separator next to
     it (``yyyyMd`` cannot be read back)."""
-    if fmt is None:
+    if fmt is None or fmt in EPOCH_FORMATS:
         return
     ok = isinstance(fmt, str) and bool(_DS_FORMAT.match(fmt))
     if ok:
@@ -54,7 +59,8 @@ def validate_ds_format(fmt: Any) -> None:
     if not ok:
         raise ConfigError(f"'columns.ds_format' must be a pattern of yyyy, MM (or M) and dd (or d), once each, "
                           f"and separators (- / . _ space :), e.g. 'yyyyMMdd', 'dd.MM.yyyy' or 'M/d/yyyy' "
-                          f"(M and d: one or two digits, each next to a separator), got {fmt!r}.")
+                          f"(M and d: one or two digits, each next to a separator), or epoch_s / epoch_ms for "
+                          f"seconds / milliseconds since 1970-01-01 UTC, got {fmt!r}.")
 
 
 def input_day(fmt: str | None, day: str) -> str:
@@ -62,6 +68,8 @@ def input_day(fmt: str | None, day: str) -> str:
     if fmt is None:
         return day
     d = dt.date.fromisoformat(day)
+    if fmt in EPOCH_FORMATS:  # the day's first instant (UTC)
+        return str((d - dt.date(1970, 1, 1)).days * 86400 * EPOCH_FORMATS[fmt])
     values = {"yyyy": f"{d.year:04d}", "MM": f"{d.month:02d}", "M": str(d.month), "dd": f"{d.day:02d}",
               "d": str(d.day)}
     return _DS_FIELD.sub(lambda m: values[m.group(0)], fmt)
@@ -84,6 +92,9 @@ def _ds_regex(fmt: str) -> re.Pattern[str]:
 
 def fits_ds_format(text: str, fmt: str) -> bool:
     """Whether a date column's text is a real day written in ``fmt`` (a time after it allowed, as in the scan)."""
+    if fmt in EPOCH_FORMATS:  # a whole number of seconds / milliseconds in years 1970..2200
+        return re.fullmatch(r"\d+(\.0*)?", text.strip()) is not None and \
+            0 <= float(text) / EPOCH_FORMATS[fmt] < 7258118400
     m = _ds_regex(fmt).match(date_part(text.strip(), fmt))
     if m is None:
         return False
@@ -103,6 +114,13 @@ def guess_ds_formats(values: typing.Iterable[str]) -> list[str]:
         return []
     layouts = ["yyyyMMdd"] + [sep.join(order) for sep in "-/._" for order in
                               (("yyyy", "MM", "dd"), ("dd", "MM", "yyyy"), ("MM", "dd", "yyyy"))]
+    digits = [t for t in texts if re.fullmatch(r"\d+(\.0*)?", t)]
+    if len(digits) == len(texts):  # seconds or milliseconds since 1970 (2001-09-09 onwards: 10 / 13 digits)
+        widths = {len(t.split(".")[0]) for t in texts}
+        if widths == {13}:
+            return ["epoch_ms"]
+        if widths == {10}:
+            return ["epoch_s"]
     found = []
     for layout in layouts:
         if all(fits_ds_format(t, layout) for t in texts):

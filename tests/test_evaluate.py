@@ -660,6 +660,41 @@ def test_a_date_column_as_spreadsheets_write_it_gives_the_same_rows(spark, demo_
             demo_config(columns={"ds_format": bad})
 
 
+def test_a_date_column_of_epoch_milliseconds_as_pandas_to_json_writes_it(spark, demo_config, tmp_path):
+    """pandas' to_json writes datetimes as milliseconds since 1970 (1767571200000): no ds_format could read them
+    and the hint offered yyyyMMdd. columns.ds_format epoch_ms / epoch_s gives the instant's UTC day: the rows
+    equal those with YYYY-MM-DD days, exactly, from JSON numbers and from text; the hint names the format."""
+    from ctcalc_spark.config import guess_ds_formats, input_day
+
+    days = ["2026-01-05", "2026-01-06"]
+    rows = pd.concat([_binary_rows(n=2000, seed=i, ds=d) for i, d in enumerate(days)], ignore_index=True)
+    rows.to_parquet(tmp_path / "iso.parquet", index=False)
+    rng = np.random.default_rng(3)
+    instants = pd.to_datetime(rows["ds"]) + pd.to_timedelta(rng.integers(0, 86_400_000, len(rows)), unit="ms")
+    (tmp_path / "json").mkdir()
+    rows.assign(ds=instants).to_json(tmp_path / "json" / "part.json", orient="records", lines=True)
+    assert '"ds":17675' in (tmp_path / "json" / "part.json").read_text()[:200]  # pandas' default: epoch ms
+    seconds = rows.assign(ds=(instants.astype("int64") // 10**9).astype(str))
+    seconds.to_parquet(tmp_path / "seconds.parquet", index=False)
+
+    def run(path, span, fmt="parquet", **columns):
+        cfg = demo_config(input={"path": str(path), "format": fmt}, columns=columns)
+        return evaluate(spark, cfg, span, write=False).metrics.reset_index(drop=True)
+
+    for span in (f"{days[0]}..{days[1]}", days[1]):
+        want = run(tmp_path / "iso.parquet", span)
+        got = run(tmp_path / "json", span, "json", ds_format="epoch_ms")
+        pd.testing.assert_frame_equal(got, want, check_dtype=False)
+        pd.testing.assert_frame_equal(run(tmp_path / "seconds.parquet", span, ds_format="epoch_s"), want)
+    with pytest.raises(InputError, match=r"holds values like '1767\d{9}', not YYYY-MM-DD: set columns.ds_format: "
+                                         r"'epoch_ms'\.$"):
+        run(tmp_path / "json", days[0], "json")
+    with pytest.raises(InputError, match=r"not columns.ds_format 'epoch_ms': remove columns.ds_format"):
+        run(tmp_path / "iso.parquet", days[0], ds_format="epoch_ms")
+    assert guess_ds_formats(["1767571200", "1767657599"]) == ["epoch_s"]
+    assert input_day("epoch_ms", "2026-01-05") == "1767571200000" and input_day("epoch_s", "1970-01-02") == "86400"
+
+
 def test_allow_missing_days_skips_days_without_rows_and_says_which(spark, demo_config, tmp_path, caplog):
     from ctcalc_spark.demo import write_demo_eval
 

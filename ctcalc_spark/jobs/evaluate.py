@@ -317,6 +317,9 @@ def _date_format_hint(spark: SparkSession, cfg: JobConfig) -> str | None:
         return None
     if fmt is not None and all(fits_ds_format(v, fmt) for v in values):
         return f"The date column {name!r} holds values like {value!r}; columns.ds_format is {fmt!r}."
+    if fmt is not None and all(ISO_DAY.match(v) for v in values):
+        return (f"The date column {name!r} holds values like {value!r}, not columns.ds_format {fmt!r}: remove "
+                "columns.ds_format (YYYY-MM-DD text needs none).")
     guesses = guess_ds_formats(values)
     now = "not YYYY-MM-DD" if fmt is None else f"not columns.ds_format {fmt!r}"
     if len(guesses) == 1:

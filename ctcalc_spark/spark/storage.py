@@ -43,7 +43,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Iterable, Iterator, Mapping, Sequence
 
-from ctcalc_spark.config import JobConfig, OutputConfig, input_day, validate_ds
+from ctcalc_spark.config import EPOCH_FORMATS, JobConfig, OutputConfig, input_day, validate_ds
 from ctcalc_spark.errors import ConcurrentRunError, ConfigError, CtcalcError, InputError, java_root_cause
 from ctcalc_spark.spark import interrupt
 from ctcalc_spark.spark.files import FileStore, absolute, connector_error, is_local, local_path, supports_exchange
@@ -249,6 +249,9 @@ def _day_sql(df: DataFrame, cfg: JobConfig) -> str:
     if kind in ("timestamp", "timestamp_ntz"):
         return f"CAST({quoted(name)} AS DATE)"
     fmt = cfg.columns.ds_format
+    if fmt in EPOCH_FORMATS:  # the instant's day, as for a timestamp column
+        fn = "timestamp_seconds" if fmt == "epoch_s" else "timestamp_millis"
+        return f"date_format({fn}(try_cast({quoted(name)} AS BIGINT)), 'yyyy-MM-dd')"
     if fmt is not None:  # validated: yyyy, MM/M, dd/d and separators, nothing SQL could misread
         text = f"CAST({quoted(name)} AS STRING)"
         if " " not in fmt:  # a time after the date ('1/5/2026 13:45') is ignored, as config.date_part does
