@@ -111,6 +111,41 @@ def test_an_output_folder_of_another_tables_files_is_refused_before_the_scan(spa
     pd.testing.assert_frame_equal(evaluate(spark, cfg, DS).metrics, first)
 
 
+def test_two_tasks_in_one_output_are_refused_and_a_mixed_table_is_named(spark, demo_config, tmp_path):
+    """A regression config pointed at a binary config's output.path replaced the binary day with regression
+    rows, and binary rolling / compare then stopped with 'internal error … Summary labels must be 0/1'. The
+    write is now refused before the scan; a table mixed that way earlier is named with its days on reading."""
+    import shutil
+
+    from ctcalc_spark.jobs.compare import rolling_comparison
+    from ctcalc_spark.jobs.rolling import run_rolling
+
+    days = ["2026-11-20", DS]
+    rows = pd.concat([_binary_rows(n=2000, seed=i, ds=d) for i, d in enumerate(days)], ignore_index=True)
+    _write(rows.assign(prediction=rows["logit"]), tmp_path / "eval")
+    out = tmp_path / "out"
+    binary = demo_config(output__path=str(out))
+    regression = demo_config(task="regression", output__path=str(out), columns={"logit": None,
+                                                                              "prediction": "prediction"})
+    evaluate(spark, binary, days[0])
+    before = sorted(p.relative_to(out) for p in out.rglob("*") if "_commits" not in p.parts)
+    with pytest.raises(ConfigError, match=r"^The metrics table '.*/out/metrics' holds binary outputs, and this job's "
+                                          r"task is regression: .* Give each task its own output"):
+        evaluate(spark, regression, DS, progress=lambda line: pytest.fail(f"went on to {line!r}"))
+    assert sorted(p.relative_to(out) for p in out.rglob("*") if "_commits" not in p.parts) == before
+    # a table mixed before this check: the other task's day is named, not 'a bug'
+    evaluate(spark, demo_config(task="regression", output__path=str(tmp_path / "reg"),
+                                columns={"logit": None, "prediction": "prediction"}), DS)
+    for table in ("metrics", "summaries"):
+        shutil.copytree(tmp_path / "reg" / table / f"ds={DS}", out / table / f"ds={DS}")
+    message = rf"The summaries of ds={DS} under '.*/out/summaries' are not binary summaries \(no 'bin' values\): a " \
+              r"regression job wrote those days into this output\."
+    with pytest.raises(InputError, match=message):
+        run_rolling(spark, binary, days)
+    with pytest.raises(InputError, match=message):
+        rolling_comparison(binary, "a", "b", days[0], DS, spark=spark)
+
+
 @pytest.mark.parametrize(("where", "uri", "message"), [
     # used to be "Cannot read the evaluation table 's3a://…': An error occurred while calling o62.load." after a
     # logged Java stack

@@ -5,7 +5,7 @@ finalised by :mod:`ctcalc_spark.core.summary`; daily metric values are never ave
 """
 from __future__ import annotations
 
-from typing import Any, Sequence
+from typing import Any, Iterable, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
@@ -54,6 +54,13 @@ SUMMARY_TYPES: dict[str, dict[str, str]] = {
                **{n: "double" for n in BINARY_MOMENTS}, "bin_width": "double"},
     "regression": {"split": "string", "count": "long", **{n: "double" for n in REGRESSION_FIELDS[1:]}},
 }
+
+
+def task_of_columns(columns: Iterable[str], kinds: Mapping[str, Mapping[str, str]] = METRIC_TYPES) -> str | None:
+    """The task whose columns (of ``kinds``: METRIC_TYPES or SUMMARY_TYPES) a table has; None if not one."""
+    have = set(columns)
+    fits = [task for task, names in kinds.items() if set(names) <= have]
+    return fits[0] if len(fits) == 1 else None
 
 
 STATUS_TOO_FEW_BIAS_ROWS = "too_few_bias_rows"

@@ -62,7 +62,7 @@ def _read_table(cfg: JobConfig, table: str, days: Sequence[str], models: Sequenc
         span = f"{have[0]}..{have[-1]}" if have else "none"
         raise InputError(f"Missing {table} partitions ds={missing} under {store.location(table)!r} (available: "
                          f"{span}); run the evaluate job for those days first.")
-    return store.read(table, days=days, where={"model": list(models)})
+    return store.read(table, days=days, where={"model": list(models)}, task=cfg.task)
 
 
 def _check_models(found: Iterable[Any], models: Sequence[str], cfg: JobConfig, table: str, days: Sequence[str],
@@ -252,7 +252,7 @@ def rolling_comparison(cfg: JobConfig, model_a: str, model_b: str, ds_from: str,
     present = set(available)
     days = [d for d in days_needed(windows, spec, hi) if d in present]
     c = cfg.columns
-    rows = store.read("summaries", days=days, where={c.model: [model_a, model_b]})
+    rows = store.read("summaries", days=days, where={c.model: [model_a, model_b]}, task=cfg.task)
     _check_models(rows[c.model] if c.model in rows else [], [model_a, model_b], cfg, "summaries", days, spark)
     rows = rows.assign(ds=rows["ds"].astype(str),
                        **{c.model: rows[c.model].astype(str), c.run: rows[c.run].astype(str)})

@@ -368,7 +368,7 @@ def evaluate(
         raise ConfigError("A known bias (in-scan exact sums) is for one day at a time; evaluate the range first, "
                           "then run `ctcalc rolling --scan` day by day.")
     if write:
-        OutputStore(cfg, spark).check_before_work("evaluate", days)
+        OutputStore(cfg, spark).check_before_work("evaluate", days, task=cfg.task)
     df = read_input(spark, cfg, days)
     step(f"scanning {day_span(days)} of {cfg.input.table or cfg.input.path}")
     if cfg.task == "multiclass":

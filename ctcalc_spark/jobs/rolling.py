@@ -80,7 +80,7 @@ def previous_window_bias(cfg: JobConfig, ds: str, spark: SparkSession | None = N
         raise ConfigError("In-scan exact sums need day/week/month windows: a rolling window's previous window "
                           "moves every day, so its days are not scanned with one known bias.")
     prev = previous_window(window_of(ds, spec), spec)
-    rows = OutputStore(cfg, spark).read("summaries", days=prev.days())
+    rows = OutputStore(cfg, spark).read("summaries", days=prev.days(), task=cfg.task)
     if rows.empty:
         return pd.DataFrame(columns=["model", "run", "c"])
     groups = window_summaries(rows, cfg.task, prev, by=[cfg.columns.model, cfg.columns.run],
@@ -121,7 +121,7 @@ def compute_rolling(cfg: JobConfig, ds: str | Sequence[str], spark: SparkSession
         as_of[a.label] = (w, d)
     have = set(available)
     needed = sorted({x for a, pw in pairs for x in a.days() + pw.days()} & have)
-    rows = store.read("summaries", days=needed)
+    rows = store.read("summaries", days=needed, task=cfg.task)
     if not rows.empty:
         rows["ds"] = rows["ds"].astype(str)
     merged = merge_windows(rows, cfg.task, sorted({x for pair in pairs for x in pair}))
@@ -150,7 +150,8 @@ def run_rolling(spark: SparkSession, cfg: JobConfig, ds: str | Sequence[str], *,
     """Compute the rolling rows for each day of ``ds`` and replace their ``(window_spec, ds)`` partitions."""
     if write:
         spec = WindowSpec.from_config(cfg.rolling).label
-        OutputStore(cfg, spark).check_before_work("rolling", parse_days(ds), scope=f"window_spec={spec}")
+        OutputStore(cfg, spark).check_before_work("rolling", parse_days(ds), scope=f"window_spec={spec}",
+                                                  task=cfg.task)
     result = compute_rolling(cfg, ds, spark, allow_missing_days=allow_missing_days)
     if write:
         with OutputStore(cfg, spark).transaction("rolling", result.days, scope=f"window_spec={result.spec}") as tx:

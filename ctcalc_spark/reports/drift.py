@@ -157,7 +157,7 @@ def read_report_input(cfg: JobConfig, start: str, end: str, spec: WindowSpec,
     days = sorted({d for w in windows for d in w.days(until=end)}
                   | {d for w in windows for d in previous_window(w, spec).days()})
     present = set(available)
-    rows = store.read("summaries", days=[d for d in days if d in present])
+    rows = store.read("summaries", days=[d for d in days if d in present], task=cfg.task)
     exact = store.read("calibrated_exact", days=days, where={"window_spec": [spec.label]})
     return ReportInput(rows, exact, available[0] if available else None, available[-1] if available else None,
                        store.location("summaries"))

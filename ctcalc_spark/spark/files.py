@@ -139,6 +139,13 @@ class FileStore:
         with self._fs.open_input_file(self._p(path)) as f:
             return int(pq.read_metadata(f).num_rows)
 
+    def parquet_columns(self, path: str) -> list[str]:
+        """The column names in a Parquet file's footer (raises OSError or pyarrow's ArrowInvalid if unreadable)."""
+        import pyarrow.parquet as pq
+
+        with self._fs.open_input_file(self._p(path)) as f:
+            return list(pq.read_schema(f).names)
+
     def read_text(self, path: str) -> str:
         with self._fs.open_input_stream(self._p(path)) as f:
             return f.read().decode("utf-8")

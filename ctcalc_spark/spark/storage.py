@@ -715,10 +715,12 @@ class OutputStore:
         return self.files.is_dir(self.location(table))
 
     def read(self, table: str, *, days: Sequence[str] | None = None,
-             where: Mapping[str, Sequence[str]] | None = None, with_run_id: bool = False) -> pd.DataFrame:
+             where: Mapping[str, Sequence[str]] | None = None, with_run_id: bool = False,
+             task: str | None = None) -> pd.DataFrame:
         """A table (or its ``days`` / ``where`` part) as pandas, partition columns as strings; empty if absent.
 
-        The ``run_id`` column (which run wrote each partition) is dropped unless ``with_run_id``.
+        The ``run_id`` column (which run wrote each partition) is dropped unless ``with_run_id``. ``task``: the
+        summaries must be that task's (InputError naming the days another task's job wrote).
         """
         import pandas as pd
 
@@ -730,7 +732,32 @@ class OutputStore:
             frame = self._read_local(table, days, where)
         if not with_run_id and RUN_ID in frame.columns:
             frame = frame.drop(columns=RUN_ID)
+        if task is not None and table == "summaries" and not frame.empty:
+            self._check_summary_rows(frame, task)
         return frame
+
+    def _check_summary_rows(self, frame: pd.DataFrame, task: str) -> None:
+        """InputError when summaries rows lack ``task``'s values: days written by a job of another task (an output
+        shared by two tasks' configs; they used to stop the reading job with 'a bug' deep in the arithmetic)."""
+        from ctcalc_spark.core.finalize import SUMMARY_TYPES
+
+        if task not in SUMMARY_TYPES:
+            return
+        shared = {n for t, kinds in SUMMARY_TYPES.items() if t != task for n in kinds}
+        names = [n for n in SUMMARY_TYPES[task] if n not in shared]  # binary: bin, label, ...; not count, weight
+        missing = [n for n in names if n not in frame.columns]
+        foreign = frame if missing else frame[frame[names].isna().all(axis=1)]
+        if foreign.empty:
+            return
+        days = sorted(foreign["ds"].astype(str).unique()) if "ds" in foreign else []
+        shown = ", ".join(days[:5]) + (f" and {len(days) - 5} more" if len(days) > 5 else "")
+        other = [t for t, kinds in SUMMARY_TYPES.items() if t != task and all(
+            n in foreign.columns and foreign[n].notna().all() for n in kinds)]
+        by = f"a {other[0]} job" if other else "a job of another task"
+        raise InputError(
+            f"The summaries of ds={shown or '?'} under {self.location('summaries')!r} are not {task} summaries (no "
+            f"{names[0]!r} values): {by} wrote those days into this output. Run `ctcalc evaluate` for them again "
+            f"with this config, or give each task its own output (output.path).")
 
     def _read_local(self, table: str, days: Sequence[str] | None,
                     where: Mapping[str, Sequence[str]] | None) -> pd.DataFrame:
@@ -854,17 +881,59 @@ class OutputStore:
                 stale.append(e.name)
         return live, stale
 
-    def check_before_work(self, job: str, days: Sequence[str], scope: str | None = None) -> None:
-        """Before a job's scan: its output databases exist, and no live run of ``job`` (and ``scope``) is writing one
-        of ``days`` (the same check its transaction makes, made early so that a long scan is not wasted)."""
+    def check_before_work(self, job: str, days: Sequence[str], scope: str | None = None,
+                          task: str | None = None) -> None:
+        """Before a job's scan: its output databases exist, they hold ``task``'s tables, and no live run of ``job``
+        (and ``scope``) is writing one of ``days`` (the same check its transaction makes, made early so that a
+        long scan is not wasted)."""
         self.check_databases()
         self._check_output_folder()
         self._check_foreign_files()
         self._check_output_filesystem()
+        if task is not None:
+            self._check_task(task)
         try:
             self.check_no_concurrent_run("", job, days, scope)
         except ConfigError:  # leases unreachable from here: the transaction says so
             pass
+
+    def _check_task(self, task: str) -> None:
+        """ConfigError when the metrics or summaries table holds another task's columns: a job of this task would
+        replace those days' partitions with rows of another schema (a binary day replaced by regression rows, and
+        the binary jobs reading the table then fail). One footer or catalog schema read per table."""
+        from ctcalc_spark.core.finalize import METRIC_TYPES, SUMMARY_TYPES, task_of_columns
+
+        for table, kinds in (("metrics", METRIC_TYPES), ("summaries", SUMMARY_TYPES)):
+            try:
+                columns = self._columns(table)
+            except Exception as e:  # noqa: BLE001 - unreadable here: the writes themselves will say so
+                log.debug("cannot read the columns of the %s table: %s", table, e)
+                continue
+            found = task_of_columns(columns or (), kinds)
+            if found is None or found == task or (table == "summaries" and task not in kinds):
+                continue
+            where = self.location(table)
+            raise ConfigError(
+                f"The {table} table {where!r} holds {found} outputs, and this job's task is {task}: its {task} rows "
+                f"would replace partitions of this output, and {found} jobs reading it would then fail. Give each "
+                f"task its own output (output.path, or output.database / output.tables).")
+
+    def _columns(self, table: str) -> list[str] | None:
+        """The columns of an existing output table (None if there is none): the catalog's schema, or the footer of
+        one file of its first partition."""
+        if self.catalog:
+            if not self.exists(table):
+                return None
+            return list(self._session("Reading a table's schema").table(self.location(table)).columns)
+        folder = self.location(table)
+        key = PARTITIONS[table][0]
+        parts = [e for e in self.files.list(folder) if e.is_dir and e.name.startswith(f"{key}=")]
+        for part in parts[:1]:
+            files = [e for e in self.files.list(f"{folder}/{part.name}")
+                     if not e.is_dir and not e.name.startswith(("_", "."))]
+            if files:
+                return self.files.parquet_columns(f"{folder}/{part.name}/{files[0].name}")
+        return None
 
     def _check_foreign_files(self) -> None:
         """An output table folder holding what ctcalc never writes there (a Parquet file of another tool's table, a
