@@ -146,6 +146,26 @@ def test_two_tasks_in_one_output_are_refused_and_a_mixed_table_is_named(spark, d
         rolling_comparison(binary, "a", "b", days[0], DS, spark=spark)
 
 
+def test_compare_over_days_with_model_and_run_columns_of_other_names(spark, demo_config, tmp_path):
+    """columns.model: pipeline, columns.run: seed (the summaries keep those names): `ctcalc compare --ds-from
+    --ds-to` stopped with 'internal error … No match for FieldRef.Name(model)'. Its per-run metrics now equal
+    those of the same rows under the default names, exactly."""
+    from ctcalc_spark.jobs.compare import run_metrics
+
+    days = ["2026-11-20", DS]
+    rows = pd.concat([_binary_rows(n=2000, seed=i, ds=d) for i, d in enumerate(days)], ignore_index=True)
+    _write(rows, tmp_path / "plain")
+    _write(rows.rename(columns={"model": "pipeline", "run": "seed"}), tmp_path / "named")
+    got = {}
+    for name, columns in (("plain", {}), ("named", {"model": "pipeline", "run": "seed"})):
+        cfg = demo_config(input__path=str(tmp_path / name), output__path=str(tmp_path / f"out_{name}"),
+                          columns=columns)
+        evaluate(spark, cfg, f"{days[0]}..{DS}")
+        got[name] = run_metrics(cfg, ["a", "b"], days, spark=spark)
+    assert len(got["plain"]) == 4 and (got["plain"]["status"] == "ok").all()
+    pd.testing.assert_frame_equal(got["named"], got["plain"])
+
+
 @pytest.mark.parametrize(("where", "uri", "message"), [
     # used to be "Cannot read the evaluation table 's3a://…': An error occurred while calling o62.load." after a
     # logged Java stack

@@ -62,7 +62,8 @@ def _read_table(cfg: JobConfig, table: str, days: Sequence[str], models: Sequenc
         span = f"{have[0]}..{have[-1]}" if have else "none"
         raise InputError(f"Missing {table} partitions ds={missing} under {store.location(table)!r} (available: "
                          f"{span}); run the evaluate job for those days first.")
-    return store.read(table, days=days, where={"model": list(models)}, task=cfg.task)
+    model = cfg.columns.model if table == "summaries" else "model"  # summaries keep the input's column names
+    return store.read(table, days=days, where={model: list(models)}, task=cfg.task)
 
 
 def _check_models(found: Iterable[Any], models: Sequence[str], cfg: JobConfig, table: str, days: Sequence[str],
@@ -105,6 +106,7 @@ def run_metrics(cfg: JobConfig, models: Sequence[str], days: Sequence[str], *,
                               "compare one ds at a time.")
         s = _read_table(cfg, "summaries", days, models, spark)
         _check_models(s[cfg.columns.model] if cfg.columns.model in s else [], models, cfg, "summaries", days, spark)
+        s = s.rename(columns={cfg.columns.model: "model", cfg.columns.run: "run"})
         for col in ("model", "run"):
             s[col] = s[col].astype(str)
         m = metrics_from_summaries(s, cfg.task, keys=["model", "run"], bin_width=cfg.histogram.bin_width,
