@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import glob
+import json
 import os
 
 import numpy as np
@@ -693,6 +694,31 @@ def test_a_date_column_of_epoch_milliseconds_as_pandas_to_json_writes_it(spark, 
         run(tmp_path / "iso.parquet", days[0], ds_format="epoch_ms")
     assert guess_ds_formats(["1767571200", "1767657599"]) == ["epoch_s"]
     assert input_day("epoch_ms", "2026-01-05") == "1767571200000" and input_day("epoch_s", "1970-01-02") == "86400"
+
+
+def test_fields_of_struct_columns_are_named_with_dots(spark, demo_config, tmp_path):
+    """Nested JSON or BigQuery exports hold the score inside a record ({"scores": {"logit": …}}): columns.logit
+    'scores.logit' was 'lacks column(s)'. A dotted name that is no column of its own reads that field: the rows
+    equal the flat table's, exactly; a field the record lacks is named with the fields it has."""
+    rows = _binary_rows(n=3000)
+    _write(rows, tmp_path / "flat")
+    (tmp_path / "nested").mkdir()
+    with open(tmp_path / "nested" / "part.json", "w") as f:
+        for r in rows.to_dict("records"):
+            f.write(json.dumps({"model": r["model"], "run": int(r["run"]), "ds": r["ds"],
+                                "example_id": int(r["example_id"]), "outcome": {"label": int(r["label"])},
+                                "scores": {"logit": r["logit"], "model": {"version": 3}}}) + "\n")
+
+    def run(path, fmt="parquet", **columns):
+        cfg = demo_config(input={"path": str(path), "format": fmt}, columns=columns)
+        return evaluate(spark, cfg, DS, write=False).metrics
+
+    want = run(tmp_path / "flat")
+    got = run(tmp_path / "nested", "json", logit="scores.logit", label="outcome.label")
+    pd.testing.assert_frame_equal(got, want, check_dtype=False)
+    with pytest.raises(InputError, match=r"lacks column\(s\) \['scores.p'\]; .* 'scores.p' reads field 'p' of the "
+                                         r"struct column 'scores', whose fields are \['logit', 'model'\]\.$"):
+        run(tmp_path / "nested", "json", logit="scores.p", label="outcome.label")
 
 
 def test_allow_missing_days_skips_days_without_rows_and_says_which(spark, demo_config, tmp_path, caplog):

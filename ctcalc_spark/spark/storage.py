@@ -103,11 +103,14 @@ def required_columns(cfg: JobConfig) -> list[str]:
     return list(dict.fromkeys(n for n in names if n is not None))
 
 
-def check_columns(present: Iterable[str], required: Iterable[str]) -> None:
-    """Raise InputError listing the missing and the present columns."""
+def check_columns(present: Iterable[str], required: Iterable[str], structs: Mapping[str, Sequence[str]] | None = None
+                  ) -> None:
+    """Raise InputError listing the missing and the present columns (``structs``: the fields of struct columns,
+    named when a missing name is one of them with a field it lacks)."""
     have = list(present)
     missing = [r for r in required if r not in have]
     if missing:
+        nested = {m: m.split(".", 1)[0] for m in missing if m.split(".", 1)[0] in (structs or {})}
         headerless = bool(have) and all(re.fullmatch(r"_c\d+", c) for c in have)
         sep = next((s for s in (";", "\t", "|") if len(have) == 1 and s in have[0]), None)
         folded = {h.casefold(): h for h in have}
@@ -118,6 +121,9 @@ def check_columns(present: Iterable[str], required: Iterable[str]) -> None:
         elif sep is not None:
             fix = (f"The one column's name holds {sep!r} between the names: the file is delimited by {sep!r}, "
                    f"not by commas: set input.options: {{sep: {sep!r}}}.")
+        elif nested:
+            fix = "; ".join(f"{m!r} reads field {m.split('.', 1)[1]!r} of the struct column {s!r}, whose fields are "
+                            f"{list((structs or {})[s])}" for m, s in nested.items()) + "."
         elif cased:
             pairs = ", ".join(f"{m!r} is {h!r}" for m, h in cased.items())
             fix = (f"Column names are matched exactly, letter case included, and {pairs} in the data: set those "
@@ -188,6 +194,31 @@ def load_input(spark: SparkSession, cfg: JobConfig, days: Sequence[str] | None =
         cause = java[0] if java is not None else _first_line(e)
         line = f"Cannot read the evaluation table {where!r}: {cause.rstrip('.')}.{hint}"
         raise (unreadable_file_error(e, cfg) or InputError(line)) from None
+    return nested_columns(df, required_columns(cfg))
+
+
+def nested_columns(df: DataFrame, names: Iterable[str]) -> DataFrame:
+    """``df`` with a column for each of ``names`` that is no column of its own but a field inside a struct column,
+    written with dots (``scores.p`` of a JSON record ``{"scores": {"p": 0.3}}``, as BigQuery and nested JSON
+    exports give them): a column of that very name, so every later step reads it like any other. A column whose
+    own name has a dot comes first."""
+    from pyspark.sql.types import StructType
+
+    have = set(df.columns)
+    fields = {f.name: f.dataType for f in df.schema.fields}
+    for name in names:
+        if name in have or "." not in name:
+            continue
+        parts = name.split(".")
+        kind = fields.get(parts[0])
+        for part in parts[1:]:
+            kind = kind[part].dataType if isinstance(kind, StructType) and part in kind.fieldNames() else None
+        if kind is not None:
+            value = col(parts[0])
+            for part in parts[1:]:
+                value = value.getField(part)
+            df = df.withColumn(name, value)
+            have.add(name)
     return df
 
 
@@ -292,8 +323,11 @@ def read_input(spark: SparkSession, cfg: JobConfig, days: Sequence[str] | None =
     """
     from pyspark.sql import functions as F
 
+    from pyspark.sql.types import StructType
+
     df = load_input(spark, cfg, days)
-    check_columns(df.columns, required_columns(cfg))
+    structs = {f.name: f.dataType.fieldNames() for f in df.schema.fields if isinstance(f.dataType, StructType)}
+    check_columns(df.columns, required_columns(cfg), structs)
     check_column_types(dict(df.dtypes), cfg)
     if cfg.columns.ds is None:
         if days is None or len(days) != 1:
