@@ -488,7 +488,7 @@ def test_csv_files_with_their_columns_in_another_order_stop_the_run(spark, demo_
     assert len(evaluate(spark, forced, DS, write=False).metrics) > 2  # the ids read as runs
 
 
-def test_a_missing_column_error_names_the_csv_delimiter_or_the_letter_case():
+def test_a_missing_column_error_names_the_csv_delimiter_the_letter_case_spaces_or_a_repeated_name():
     from ctcalc_spark.spark.storage import check_columns, csv_header_checked
 
     with pytest.raises(InputError, match=r"delimited by ';', not by commas: set input.options: \{sep: ';'\}"):
@@ -500,6 +500,13 @@ def test_a_missing_column_error_names_the_csv_delimiter_or_the_letter_case():
     with pytest.raises(InputError, match=r"matched exactly, letter case included, and 'model' is 'Model', 'ds' is "
                                          r"'DS' in the data: set those names under 'columns:'"):
         check_columns(["Model", "run", "DS"], ["model", "run", "ds"])
+    # a hand-made header with spaces around a name; a name given twice (Spark adds each copy's position)
+    with pytest.raises(InputError, match=r"letter case and spaces included, and 'label' is 'label ', 'score' is "
+                                         r"' score' in the data"):
+        check_columns(["model", "label ", " score"], ["model", "label", "score"])
+    with pytest.raises(InputError, match=r"'score' names 2 columns of the CSV header, which Spark keeps apart by adding "
+                                         r"each one's position: \['score5', 'score6'\]\. Keep one column"):
+        check_columns(["model", "score5", "score6", "score_x"], ["model", "score"])
     assert csv_header_checked("csv", {"header": "true"}) and csv_header_checked("csv", {"HEADER": "True"})
     assert not csv_header_checked("csv", {"header": "true", "enforceSchema": "true"})
     assert not csv_header_checked("csv", {}) and not csv_header_checked("parquet", {"header": "true"})

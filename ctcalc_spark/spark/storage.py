@@ -113,8 +113,10 @@ def check_columns(present: Iterable[str], required: Iterable[str], structs: Mapp
         nested = {m: m.split(".", 1)[0] for m in missing if m.split(".", 1)[0] in (structs or {})}
         headerless = bool(have) and all(re.fullmatch(r"_c\d+", c) for c in have)
         sep = next((s for s in (";", "\t", "|") if len(have) == 1 and s in have[0]), None)
-        folded = {h.casefold(): h for h in have}
-        cased = {m: folded[m.casefold()] for m in missing if m.casefold() in folded}
+        folded = {h.strip().casefold(): h for h in have}
+        cased = {m: folded[m.strip().casefold()] for m in missing if m.strip().casefold() in folded}
+        copies = {m: [h for h in have if re.fullmatch(re.escape(m) + r"\d+", h)] for m in missing}
+        copies = {m: c for m, c in copies.items() if len(c) >= 2}
         if headerless:
             fix = ("Columns named _c0, _c1, ... come from a CSV read without its header row: set input.options: "
                    "{header: 'true'} (and inferSchema: 'true' for numeric ids).")
@@ -124,10 +126,16 @@ def check_columns(present: Iterable[str], required: Iterable[str], structs: Mapp
         elif nested:
             fix = "; ".join(f"{m!r} reads field {m.split('.', 1)[1]!r} of the struct column {s!r}, whose fields are "
                             f"{list((structs or {})[s])}" for m, s in nested.items()) + "."
+        elif copies:
+            fix = "; ".join(f"{m!r} names {len(c)} columns of the CSV header, which Spark keeps apart by adding each "
+                            f"one's position: {c}" for m, c in copies.items()) + (
+                ". Keep one column of each name in the files, or name the one to read under 'columns:'.")
         elif cased:
             pairs = ", ".join(f"{m!r} is {h!r}" for m, h in cased.items())
-            fix = (f"Column names are matched exactly, letter case included, and {pairs} in the data: set those "
-                   "names under 'columns:' in the config, or rename them in the data.")
+            spaced = any(h != h.strip() for h in cased.values())
+            fix = (f"Column names are matched exactly, letter case {'and spaces ' if spaced else ''}included, and "
+                   f"{pairs} in the data: set those names under 'columns:' in the config, or rename them in the "
+                   "data.")
         else:
             fix = "Rename them in the data or map them under 'columns:' in the config."
         raise InputError(f"The evaluation table lacks column(s) {missing}; present columns: {sorted(have)}. {fix}")
