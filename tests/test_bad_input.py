@@ -512,6 +512,30 @@ def _corrupt_day(tmp_path, kind):
     return str(folder / "f1.parquet")
 
 
+def test_an_input_format_that_is_not_the_files_or_not_installed_is_named(spark, demo_config, tmp_path):
+    """A folder of CSV exports read with the default input.format parquet said only 'Could not read footer …';
+    input.format delta / avro without their packages said 'ClassNotFoundException: delta.DefaultSource'. The
+    first now names the format the file's name says, the others the package to add."""
+    from ctcalc_spark.spark.storage import missing_source_hint
+
+    (tmp_path / "eval").mkdir()
+    _rows().to_csv(tmp_path / "eval" / "export.csv", index=False)
+    with pytest.raises(InputError, match=r"Cannot read file .*/export\.csv of the evaluation table: .* input\.format is "
+                                         r"'parquet', and the file's name ends in \.csv: if the files are CSV, set "
+                                         r"input\.format: csv\."):
+        evaluate(spark, demo_config(), DS, write=False)
+    with pytest.raises(InputError, match=r"delta\.DefaultSource\. input\.format delta needs its reader on Spark's "
+                                         r"class path: add 'io\.delta:delta-spark_2\.13:<version>' to "
+                                         r"spark\.jars\.packages under spark\.conf .*sql\.DeltaSparkSessionExtension"):
+        evaluate(spark, demo_config(input__format="delta"), DS, write=False)
+    import pyspark
+
+    avro = missing_source_hint(Exception("[DATA_SOURCE_NOT_FOUND] Failed to find data source: avro."), "avro")
+    assert f"'org.apache.spark:spark-avro_2.13:{pyspark.__version__}'" in avro
+    assert missing_source_hint(Exception("Path does not exist"), "delta") == ""
+    assert missing_source_hint(Exception("ClassNotFoundException: x"), "parquet") == ""
+
+
 @pytest.mark.parametrize(("kind", "cause"), [
     ("truncated", "is not a Parquet file"),
     ("types", "Data type mismatches when reading Parquet column [label]"),

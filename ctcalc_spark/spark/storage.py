@@ -197,7 +197,7 @@ def load_input(spark: SparkSession, cfg: JobConfig, days: Sequence[str] | None =
         connector = None if cfg.input.table else connector_error(e, str(cfg.input.path))
         if connector is not None:
             raise ConfigError(connector) from None
-        hint = NANOS_HINT if "TIMESTAMP(NANOS" in str(e) else ""
+        hint = NANOS_HINT if "TIMESTAMP(NANOS" in str(e) else missing_source_hint(e, cfg.input.format)
         java = java_root_cause(e)
         cause = java[0] if java is not None else _first_line(e)
         line = f"Cannot read the evaluation table {where!r}: {cause.rstrip('.')}.{hint}"
@@ -411,8 +411,38 @@ def unreadable_file_error(error: BaseException, cfg: JobConfig) -> InputError | 
         "fix or remove the file, or set input.skip_unreadable_files: true to skip unreadable files (they are listed)")
     if "CSV header does not conform to the schema" in str(error) or _CSV_HEADER_COUNT.search(cause):
         return InputError(csv_header_message(path, lines))
-    return InputError(f"Cannot read file {path} of the evaluation table: {cause.rstrip('.')[:300]}. "
+    ext = path.rsplit(".", 1)[-1].lower() if "." in path.rsplit("/", 1)[-1] else ""
+    other = {"csv": "csv", "json": "json", "jsonl": "json", "parquet": "parquet", "orc": "orc", "avro": "avro",
+             "gz": None}.get(ext)
+    told = (f" input.format is {cfg.input.format!r}, and the file's name ends in .{ext}: if the files are "
+            f"{other.upper()}, set input.format: {other}.") if other and other != cfg.input.format else ""
+    return InputError(f"Cannot read file {path} of the evaluation table: {cause.rstrip('.')[:300]}.{told} "
                       f"{fix[0].upper()}{fix[1:]}.")
+
+
+def missing_source_hint(error: BaseException, fmt: str) -> str:
+    """For an input format whose reader is not on Spark's class path (Delta Lake, Iceberg, Avro): the package to
+    add; '' for any other failure."""
+    text = str(error)
+    if not ("ClassNotFoundException" in text or "Failed to find data source" in text
+            or "DATA_SOURCE_NOT_FOUND" in text):
+        return ""
+    import pyspark
+
+    version = pyspark.__version__.split("+")[0]
+    minor = ".".join(version.split(".")[:2])
+    needs = {  # format: (package, where its version comes from, what else to set)
+        "avro": (f"org.apache.spark:spark-avro_2.13:{version}", "Spark's own module, this Spark's version", ""),
+        "delta": ("io.delta:delta-spark_2.13:<version>", f"the Delta Lake release for Spark {minor}, from Delta's "
+                  "compatibility table", " and set spark.sql.extensions: io.delta.sql.DeltaSparkSessionExtension"),
+        "iceberg": (f"org.apache.iceberg:iceberg-spark-runtime-{minor}_2.13:<version>", "the Iceberg runtime "
+                    f"for Spark {minor}", " and configure an Iceberg catalog"),
+    }
+    if fmt not in needs:
+        return ""
+    package, note, more = needs[fmt]
+    return (f" input.format {fmt} needs its reader on Spark's class path: add '{package}' to spark.jars.packages "
+            f"under spark.conf ({note}){more}, or pass --packages to spark-submit.")
 
 
 def csv_header_message(path: str, lines: Sequence[str]) -> str:
