@@ -728,6 +728,18 @@ def test_fields_of_struct_columns_are_named_with_dots(spark, demo_config, tmp_pa
         run(tmp_path / "nested", "json", logit="scores.p", label="outcome.label")
 
 
+def test_a_csv_delimited_by_semicolons_reads_with_sep(spark, demo_config, tmp_path):
+    """The fix the missing-column error gives for a ';' CSV (input.options sep) reads the same rows as Parquet."""
+    rows = _binary_rows(n=2000)
+    _write(rows, tmp_path / "pq")
+    (tmp_path / "csv").mkdir()
+    rows.to_csv(tmp_path / "csv" / "export.csv", index=False, sep=";", float_format="%.17g")
+    want = evaluate(spark, demo_config(input__path=str(tmp_path / "pq")), DS, write=False).metrics
+    got = evaluate(spark, demo_config(input={"path": str(tmp_path / "csv"), "format": "csv", "options": {
+        "header": "true", "inferSchema": "true", "sep": ";"}}), DS, write=False).metrics
+    pd.testing.assert_frame_equal(got, want, check_dtype=False)
+
+
 def test_allow_missing_days_skips_days_without_rows_and_says_which(spark, demo_config, tmp_path, caplog):
     from ctcalc_spark.demo import write_demo_eval
 
