@@ -109,6 +109,12 @@ def test_an_output_folder_of_another_tables_files_is_refused_before_the_scan(spa
     (out / "metrics" / "part-0.parquet").unlink()
     first = evaluate(spark, cfg, DS).metrics
     pd.testing.assert_frame_equal(evaluate(spark, cfg, DS).metrics, first)
+    # rolling rows of the layout before window_spec (ds= folders only): named as such, with the way on
+    (out / "rolling" / f"ds={DS}").mkdir(parents=True)
+    with pytest.raises(ConfigError, match=r"has a 'rolling' folder of an earlier ctcalc layout: its partitions are "
+                                          r"ds=<day> folders .* now partitioned by window_spec, ds, .* Move '.*/out/"
+                                          r"rolling' aside"):
+        evaluate(spark, cfg, DS)
 
 
 def test_two_tasks_in_one_output_are_refused_and_a_mixed_table_is_named(spark, demo_config, tmp_path):

@@ -1021,6 +1021,12 @@ class OutputStore:
                 continue
             foreign = [n for n in names if not n.startswith(("_", ".")) and not (
                 n.startswith(f"{keys[0]}=") and os.path.isdir(os.path.join(folder, n)))]
+            if foreign and keys[0] != "ds" and all(n.startswith("ds=") for n in foreign):
+                raise ConfigError(
+                    f"output.path {self.output.path!r} has a {table!r} folder of an earlier ctcalc layout: its "
+                    f"partitions are ds=<day> folders ({foreign[0]!r}, ...), and the {table} table is now partitioned "
+                    f"by {', '.join(keys)}, so that rows of different window specs coexist. Move {folder!r} aside; "
+                    "the job rebuilds its rows from the stored summaries.")
             if foreign:
                 shown = ", ".join(repr(n) for n in foreign[:3]) + (f" and {len(foreign) - 3} more" if len(foreign) > 3
                                                                     else "")
