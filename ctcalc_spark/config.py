@@ -394,8 +394,6 @@ def _validate(cfg: JobConfig) -> None:
     if cfg.task == "multiclass" and c.logit is None and not c.class_columns():
         raise ConfigError("A multiclass task needs 'columns.logit' (an array<double> column of class logits), or "
                           "one column per class: 'columns.class_logits' or 'columns.class_probabilities'.")
-    if cfg.task == "multiclass" and c.slices:
-        raise ConfigError("Slices are not supported for the multiclass task yet; remove 'columns.slices'.")
     if c.example_id is None and c.split is None:
         raise ConfigError(
             "Set 'columns.example_id' (rows are split by a hash of it) or 'columns.split' (a 'bias'/'remain' column)."

@@ -25,6 +25,7 @@ from ctcalc_spark import (
 )
 from ctcalc_spark.config import ConfigError, config_from_dict
 from ctcalc_spark.jobs.evaluate import NO_DATE_IN_FORMAT, evaluate, parse_days
+from ctcalc_spark.spark.scan import NULL_SLICE
 from ctcalc_spark.spark.storage import OutputStore
 from ctcalc_spark.core.split import bias_mask
 from ctcalc_spark.core.summary import finalize_binary
@@ -189,6 +190,41 @@ def test_multiclass_task_matches_numpy(spark, demo_config, tmp_path):
     assert m.loc[0, "calibrated_log_loss"] == pytest.approx(calibrated_multiclass_log_loss(y[isb], z[isb], y[~isb], z[~isb]), rel=1e-10)
     assert m.loc[0, "log_loss"] == pytest.approx(multiclass_log_loss(y, z), rel=1e-11)
     assert m.loc[0, "accuracy"] == pytest.approx(np.mean(z.argmax(1) == y))
+
+
+def test_multiclass_slices_match_numpy_per_slice_value(spark, demo_config, tmp_path):
+    """columns.slices for the multiclass task (it was refused): a metrics row per value of each slice column
+    beside the whole, each with the temperature fitted on its own val-bias rows, like the binary task's bias;
+    a null slice value is a slice of its own. Every row is checked against the numpy reference."""
+    rng = np.random.default_rng(12)
+    n, k = 6000, 3
+    y = rng.integers(0, k, n)
+    z = rng.normal(0, 2, (n, k))
+    z[np.arange(n), y] += 1.0 + 1.5 * (np.arange(n) % 3 == 0)  # the countries differ in sharpness
+    country = np.array(["DE", "FR", None], dtype=object)[np.arange(n) % 3]
+    device = np.where(np.arange(n) % 2 == 0, "web", "app")
+    df = pd.DataFrame({"model": "m", "run": 0, "ds": DS, "example_id": np.arange(n), "label": y, "logit": list(z),
+                       "country": country, "device": device})
+    _write(df, tmp_path / "eval")
+    m = evaluate(spark, demo_config(task="multiclass", split={"bias_fraction": 0.2, "salt": "t"},
+                                    columns={"slices": ["country", "device"]}), DS, write=False).metrics
+    assert list(zip(m["slice_name"], m["slice_value"])) == [
+        ("__all__", "__all__"), ("country", "DE"), ("country", "FR"), ("country", NULL_SLICE),
+        ("device", "app"), ("device", "web")]
+    isb = bias_mask(df["example_id"], salt="t", bias_fraction=0.2)
+    masks = {"__all__": np.ones(n, bool), "DE": country == "DE", "FR": country == "FR", NULL_SLICE: country == None,  # noqa: E711
+             "app": device == "app", "web": device == "web"}
+    for r in m.itertuples(index=False):
+        sel = masks[r.slice_value]
+        b, rem = sel & isb, sel & ~isb
+        assert r.status == "ok" and r.n_rows == sel.sum() and r.n_bias == b.sum()
+        assert r.temperature == pytest.approx(solve_temperature(y[b], z[b]), rel=1e-10)
+        assert r.calibrated_log_loss == pytest.approx(
+            calibrated_multiclass_log_loss(y[b], z[b], y[rem], z[rem]), rel=1e-10)
+        assert r.log_loss == pytest.approx(multiclass_log_loss(y[sel], z[sel]), rel=1e-11)
+        assert r.accuracy == pytest.approx(np.mean(z[sel].argmax(1) == y[sel]))
+    temps = m.set_index("slice_value")["temperature"]
+    assert abs(temps["DE"] - temps["FR"]) > 0.05  # the views really are fitted apart
 
 
 def test_multiclass_scores_in_one_column_per_class(spark, demo_config, tmp_path):

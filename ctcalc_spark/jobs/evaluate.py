@@ -33,6 +33,7 @@ from ctcalc_spark.spark.scan import (
     INVALID_REASONS,
     KNOWN_BIAS_COLUMN,
     LABEL_NOT_ALLOWED,
+    NULL_SLICE,
     TEXT_NOT_NUMBER,
     UNATTRIBUTED_CODES,
     bad_weight,
@@ -506,8 +507,10 @@ def _multiclass_rows(df: DataFrame, cfg: JobConfig) -> DataFrame:
         (f"(rint({y}) != {y} OR {y} < 0.0D OR {y} >= size({z}))", 4),  # rint: no cast of a huge label to long
         (bad_weight(w), 5),
     ]
+    slices = set(c.slices)
     return df.selectExpr(
-        *[f"CAST({quoted(k)} AS STRING) AS {quoted(k)}" for k in [DS, *group_columns(cfg)]],
+        *[f"coalesce(CAST({quoted(k)} AS STRING), '{NULL_SLICE}') AS {quoted(k)}" if k in slices else
+          f"CAST({quoted(k)} AS STRING) AS {quoted(k)}" for k in [DS, *group_columns(cfg)]],
         f"{y} AS _y",
         f"{z} AS _z",
         f"{w} AS _w",
@@ -543,17 +546,19 @@ def _evaluate_multiclass(spark: SparkSession, cfg: JobConfig, days: list[str], d
 
     c = cfg.columns
     keys = [DS, *group_columns(cfg)]
+    base = [DS, c.model, c.run]
+    slices = list(c.slices)
     raw = _multiclass_rows(df, cfg)
     with input_read_errors(cfg):
-        classes = _class_counts(raw, keys)
+        classes = _class_counts(raw, base)
     from pyspark.sql import types as T
 
-    k_schema = T.StructType([T.StructField(k, T.StringType()) for k in keys] + [T.StructField("_k", T.LongType())])
+    k_schema = T.StructType([T.StructField(k, T.StringType()) for k in base] + [T.StructField("_k", T.LongType())])
     k_df = spark.createDataFrame([(*(None if pd.isna(v) else v for v in r[:-1]), int(r[-1]))
-                                  for r in classes[[*keys, "_k"]].itertuples(index=False)], k_schema)
+                                  for r in classes[[*base, "_k"]].itertuples(index=False)], k_schema)
     # A row whose logit array is shorter or longer than its group's is not a problem with fewer classes.
     ragged = F.col("invalid").isin(0, 4) & (F.size("_z") != F.col("_k"))
-    rows = raw.join(F.broadcast(k_df), on=keys, how="left").withColumn(
+    rows = raw.join(F.broadcast(k_df), on=base, how="left").withColumn(
         "invalid", F.when(ragged, F.lit(10)).otherwise(F.col("invalid"))).drop("_k")
     bias_rows = rows.where((F.col("invalid") == 0) & F.col("is_bias") & F.col(DS).isNotNull())
     n_bias_total = int(classes["bias_rows"].sum()) if not classes.empty else 0
@@ -564,20 +569,26 @@ def _evaluate_multiclass(spark: SparkSession, cfg: JobConfig, days: list[str], d
         )
     with input_read_errors(cfg):
         bias_pdf = bias_rows.select(*[col(k) for k in keys], "_y", "_z", "_w").toPandas()
+    # A temperature per view: the whole (slice '__all__') and each value of each slice column, each fitted on
+    # its own val-bias rows, as the binary task fits a bias per view.
+    views: list[tuple[str, str | None]] = [(ALL, None)] + [(name, name) for name in slices]
+    vkeys = [*base, "slice_name", "slice_value"]
     temps: list[dict[str, Any]] = []
-    for key_vals, grp in bias_pdf.groupby(keys, sort=True):
-        key_vals = key_vals if isinstance(key_vals, tuple) else (key_vals,)
-        rec: dict[str, Any] = dict(zip(keys, key_vals))
-        try:
-            rec["temperature"] = solve_temperature(
-                grp["_y"].to_numpy(np.int64), np.stack(grp["_z"].to_numpy()), sample_weight=grp["_w"].to_numpy()
-            )
-            rec["t_status"] = "ok"
-        except DegenerateBiasError as e:
-            rec["temperature"], rec["t_status"] = None, e.status
-        temps.append(rec)
+    for view, by_col in views:
+        for key_vals, grp in bias_pdf.groupby(base + ([by_col] if by_col else []), sort=True):
+            key_vals = key_vals if isinstance(key_vals, tuple) else (key_vals,)
+            rec: dict[str, Any] = dict(zip(base, key_vals), slice_name=view,
+                                       slice_value=ALL if by_col is None else key_vals[-1])
+            try:
+                rec["temperature"] = solve_temperature(
+                    grp["_y"].to_numpy(np.int64), np.stack(grp["_z"].to_numpy()), sample_weight=grp["_w"].to_numpy()
+                )
+                rec["t_status"] = "ok"
+            except DegenerateBiasError as e:
+                rec["temperature"], rec["t_status"] = None, e.status
+            temps.append(rec)
     t_schema = T.StructType(
-        [T.StructField(k, T.StringType()) for k in keys]
+        [T.StructField(k, T.StringType()) for k in vkeys]
         + [T.StructField("temperature", T.DoubleType()), T.StructField("t_status", T.StringType())]
     )
     t_df = spark.createDataFrame([tuple(r[f.name] for f in t_schema.fields) for r in temps], t_schema)
@@ -586,9 +597,18 @@ def _evaluate_multiclass(spark: SparkSession, cfg: JobConfig, days: list[str], d
     ce = _multiclass_ce(F.col("_z"), F.col("_y"), F.lit(1.0))
     cce = _multiclass_ce(F.col("_z"), F.col("_y"), F.col("temperature"))
     hit = (F.array_position(F.col("_z"), F.array_max(F.col("_z"))) - 1 == F.col("_y")).cast("double")
+    # every row once per view: '__all__' and, per slice column, that column's value
+    fields = [*[col(k) for k in base], "_y", "_z", "_w", "is_bias", "invalid"]
+    if slices:
+        per_view = F.explode(F.array(
+            F.struct(F.lit(ALL).alias("slice_name"), F.lit(ALL).alias("slice_value")),
+            *[F.struct(F.lit(name).alias("slice_name"), col(name).alias("slice_value")) for name in slices]))
+        viewed = rows.select(*fields, per_view.alias("_v")).select(*fields, "_v.slice_name", "_v.slice_value")
+    else:
+        viewed = rows.select(*fields, F.lit(ALL).alias("slice_name"), F.lit(ALL).alias("slice_value"))
     agg = (
-        rows.join(F.broadcast(t_df), on=keys, how="left")
-        .groupBy(*[col(k) for k in keys])
+        viewed.join(F.broadcast(t_df), on=vkeys, how="left")
+        .groupBy(*[col(k) for k in vkeys])
         .agg(
             F.sum(F.when(ok, 1).otherwise(0)).alias("n_rows"),
             F.sum(F.when(ok & F.col("is_bias"), 1).otherwise(0)).alias("n_bias"),
@@ -608,7 +628,7 @@ def _evaluate_multiclass(spark: SparkSession, cfg: JobConfig, days: list[str], d
         agg = agg.toPandas()
     agg = agg.rename(columns={DS: "ds"})
     keys = ["ds", *keys[1:]]
-    stray = agg[keys].isna().any(axis=1)
+    stray = agg[["ds", c.model, c.run]].isna().any(axis=1)
     missing = _check_days(days, sorted(agg.loc[agg["ds"].notna(), "ds"].astype(str).unique()), cfg, allow_missing)
     uncounted = pd.DataFrame(columns=UNCOUNTED_COLUMNS)
     if int(agg["n_invalid"].sum()) or stray.any():  # one more pass, over the rows that need telling apart
@@ -619,7 +639,7 @@ def _evaluate_multiclass(spark: SparkSession, cfg: JobConfig, days: list[str], d
     agg = agg[~stray]
     out = []
     for _, r in agg.iterrows():
-        rec = {k: r[k] for k in keys}
+        rec = {k: r[k] for k in ["ds", c.model, c.run, "slice_name", "slice_value"]}
         rec.update(n_rows=int(r["n_rows"]), n_bias=int(r["n_bias"]), n_remain=int(r["n_remain"]),
                    n_invalid=int(r["n_invalid"]), weight=None, log_loss=None, log_loss_remain=None,
                    calibrated_log_loss=None, calibration_gain=None, temperature=None, accuracy=None)
@@ -643,9 +663,10 @@ def _evaluate_multiclass(spark: SparkSession, cfg: JobConfig, days: list[str], d
         out.append(check_row(apply_min_bias_rows(rec, "multiclass", cfg.split.min_bias_rows)))
     metrics = pd.DataFrame(out).rename(columns={c.model: "model", c.run: "run"})
     metrics["task"] = cfg.task
-    metrics["slice_name"] = ALL
-    metrics["slice_value"] = ALL
-    metrics = metrics[list(_metric_types("multiclass"))].sort_values(["ds", "model", "run"]).reset_index(drop=True)
+    rank = {view: i for i, (view, _) in enumerate(views)}
+    metrics = metrics.assign(_view=metrics["slice_name"].map(rank)).sort_values(
+        ["ds", "model", "run", "_view", "slice_value"]).drop(columns="_view")
+    metrics = metrics[list(_metric_types("multiclass"))].reset_index(drop=True)
     check_finite(metrics)
     done = [d for d in days if d not in missing]
     result = EvaluateResult(done[0], metrics, pd.DataFrame(), days=done, uncounted=uncounted)
