@@ -1025,8 +1025,8 @@ class OutputStore:
                 raise ConfigError(
                     f"output.path {self.output.path!r} has a {table!r} folder of an earlier ctcalc layout: its "
                     f"partitions are ds=<day> folders ({foreign[0]!r}, ...), and the {table} table is now partitioned "
-                    f"by {', '.join(keys)}, so that rows of different window specs coexist. Move {folder!r} aside; "
-                    "the job rebuilds its rows from the stored summaries.")
+                    f"by {', '.join(keys)}, so that rows of different window specs coexist. Move {folder!r} aside and "
+                    "run the job again for the days you need.")
             if foreign:
                 shown = ", ".join(repr(n) for n in foreign[:3]) + (f" and {len(foreign) - 3} more" if len(foreign) > 3
                                                                     else "")
