@@ -299,3 +299,16 @@ def test_regression_label_noise_is_the_standard_error_of_the_mean_residual_moves
     variance per day, is the standard error of a difference of two means (a regression report had no noise)."""
     _, moves = _no_drift_report(tmp_path, "regression", seed=5, n=400, runs=2)
     assert abs(float(moves["label_noise"].median()) - 1.959963984540054 * 1.5 * np.sqrt(2 / 400)) < 0.02
+
+
+def test_a_multiclass_config_is_told_the_report_needs_summaries(tmp_path):
+    """The multiclass task writes no summaries: the report said 'No summaries … run the evaluate job for those
+    days first', which the user had just done."""
+    from ctcalc_spark.core.windows import WindowSpec
+    from ctcalc_spark.reports.drift import read_report_input
+
+    cfg = config_from_dict({"task": "multiclass", "input": {"path": str(tmp_path / "eval")},
+                            "output": {"path": str(tmp_path / "out")}})
+    with pytest.raises(ConfigError, match=r"^The drift report is made from the daily summaries, which the "
+                                          r"multiclass task does not write"):
+        read_report_input(cfg, "2026-11-01", "2026-11-07", WindowSpec("week"))

@@ -151,6 +151,11 @@ def read_report_input(cfg: JobConfig, start: str, end: str, spec: WindowSpec,
     """Daily summaries (and calibrated_exact rows) of the windows touching [start, end] and their previous windows."""
     from ctcalc_spark.spark.storage import OutputStore
 
+    if cfg.task not in ("binary", "regression"):  # it said "No summaries … run the evaluate job for those days"
+        raise ConfigError(f"The drift report is made from the daily summaries, which the {cfg.task} task does not "
+                          "write (the binary and regression tasks do); compare runs of one day with `ctcalc compare "
+                          "--ds`.")
+
     windows = windows_between(start, end, spec)
     store = OutputStore(cfg, spark)
     available = store.days("summaries")
