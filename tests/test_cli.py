@@ -7,6 +7,7 @@ import os
 import re
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -127,6 +128,10 @@ def test_config_errors_exit_3_with_one_line(tmp_path, capsys):
     assert "--set expects KEY=VALUE, got 'output.path'" in capsys.readouterr().err
     assert main(["demo", "--runs", "1"]) == EXIT_CONFIG
     assert "--runs must be >= 2" in capsys.readouterr().err
+    # a batch config given to `ctcalc stream`: said before Spark starts (it started Spark first)
+    started = time.perf_counter()
+    assert main(["stream", "--config", str(example_config("demo.yaml"))]) == EXIT_CONFIG
+    assert "A file stream needs 'stream.path'" in capsys.readouterr().err and time.perf_counter() - started < 5
 
 
 @pytest.mark.parametrize(("text", "sets", "message"), [

@@ -28,10 +28,13 @@ def run(args: argparse.Namespace) -> int:
         batches_line, read_stream_metrics, read_stream_rolling, run_stream, write_stream_demo_files)
     from ctcalc_spark.spark import interrupt
 
-    cfg = config_from_args(args)
-    if args.generate_demo:
-        from ctcalc_spark.errors import ConfigError
+    from ctcalc_spark.errors import ConfigError
 
+    cfg = config_from_args(args)
+    if cfg.stream.source == "file" and not cfg.stream.path:  # before Spark starts (it said so after)
+        raise ConfigError("A file stream needs 'stream.path' (the folder where Parquet/JSON files land): set it under "
+                          "'stream:' in the config (conf/stream_demo.yaml shows the section).")
+    if args.generate_demo:
         if not cfg.stream.path:
             raise ConfigError("--generate-demo needs a file source with 'stream.path'.")
         rows = write_stream_demo_files(cfg.stream.path, n_days=args.generate_demo, n_examples_per_day=4000,
