@@ -227,8 +227,10 @@ def compare_runs(
         )
     if min(va.size, vb.size) < 2:
         raise InputError(
-            f"A comparison needs >= 2 runs per pipeline, got {va.size} of {name_a!r} and {vb.size} of {name_b!r}; "
-            "for one run each use single_run_noise with earlier baseline runs."
+            f"A comparison needs >= 2 runs per pipeline, got {va.size} of {name_a!r} and {vb.size} of {name_b!r}: "
+            "its accuracy is the share of run pairs a metric ranks the right way round, so it needs the spread of "
+            "several training runs (seeds) of each pipeline. Score more runs of each (e.g. `ctcalc train` with "
+            "'seeds:' in its config, then `ctcalc score` and `ctcalc evaluate`)."
         )
     cis = bootstrap_accuracy(
         {metric: va, calibrated_metric: ca}, {metric: vb, calibrated_metric: cb}, n_boot=n_boot, level=level, seed=seed
