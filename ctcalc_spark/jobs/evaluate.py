@@ -47,6 +47,7 @@ from ctcalc_spark.spark.scan import (
     number_column,
     reason_counts,
     split_expr,
+    sql_double,
     summary_aggregation,
 )
 from ctcalc_spark.spark.storage import DS, OutputStore, input_read_errors, load_input, read_input, unread_files
@@ -493,7 +494,7 @@ def _multiclass_rows(df: DataFrame, cfg: JobConfig) -> DataFrame:
     elif c.class_logits:
         z, score_checks = f"array({', '.join(scores)})", []
     else:  # probabilities: ln p, clipped so that a class given probability 0 costs ln(clip_eps), not inf
-        eps = repr(float(cfg.clip_eps)) + "D"
+        eps = sql_double(cfg.clip_eps)
         z = "array(" + ", ".join(f"ln(greatest({p}, {eps}))" for p in scores) + ")"
         score_checks = [("(" + " OR ".join(f"NOT ({p} BETWEEN 0.0D AND 1.0D)" for p in scores) + ")", 3)]
     nulls = null_checks(y, z, w if c.weight else None, split_key)

@@ -149,7 +149,7 @@ def prepared_rows(df: DataFrame, cfg: JobConfig, extra_keys: Sequence[str] = ())
     clipped = "0"
     prob_out = None
     if cfg.task == "binary" and c.logit is None:
-        eps, top = _double(cfg.clip_eps), _double(1.0 - cfg.clip_eps)
+        eps, top = sql_double(cfg.clip_eps), sql_double(1.0 - cfg.clip_eps)
         pc = f"least(greatest({score}, {eps}), {top})"
         z = f"(ln({pc}) - log1p(-{pc}))"
         clipped = f"CAST(({score} < {eps} OR {score} > {top}) AS INT)"
@@ -289,7 +289,7 @@ def summary_aggregation(
     # expression is nullable, so Spark generates no null tracking in them (exploratory, 20 M rows: executor CPU
     # -2 to -3 %). The key must not overflow: the clamp keeps inf and NaN inside a long.
     zv, yv, wv = "coalesce(_z, 0.0D)", "coalesce(_y, 0.0D)", "coalesce(_w, 0.0D)"
-    h, limit = _double(cfg.histogram.bin_width), _double(HIST_LOGIT_LIMIT)
+    h, limit = sql_double(cfg.histogram.bin_width), sql_double(HIST_LOGIT_LIMIT)
     zh = f"least(greatest({zv}, -{limit}), {limit})"
     b = f"floor({zh} / {h})"
     d = f"({zh} - ({b} + 0.5D) * {h})"
@@ -347,7 +347,7 @@ def summary_aggregation(
     return agg.select(*keys_out, *[F.expr(x) for x in decoded])
 
 
-def _double(x: float) -> str:
+def sql_double(x: float) -> str:
     """A double literal of Spark SQL for ``x``, exact (Python's repr round-trips)."""
     return f"{float(x)!r}D"
 
