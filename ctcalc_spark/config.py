@@ -90,10 +90,14 @@ def _ds_regex(fmt: str) -> re.Pattern[str]:
     return re.compile("".join(widths.get(t, re.escape(t)) for t in _ds_tokens(fmt)) + "$")
 
 
+_WHOLE_NUMBER = re.compile(r"\d+(\.0*)?")
+"""An epoch date as text: digits, maybe with a zero fraction (a number column read as a double)."""
+
+
 def fits_ds_format(text: str, fmt: str) -> bool:
     """Whether a date column's text is a real day written in ``fmt`` (a time after it allowed, as in the scan)."""
     if fmt in EPOCH_FORMATS:  # a whole number of seconds / milliseconds in years 1970..2200
-        return re.fullmatch(r"\d+(\.0*)?", text.strip()) is not None and \
+        return _WHOLE_NUMBER.fullmatch(text.strip()) is not None and \
             0 <= float(text) / EPOCH_FORMATS[fmt] < 7258118400
     m = _ds_regex(fmt).match(date_part(text.strip(), fmt))
     if m is None:
@@ -114,8 +118,7 @@ def guess_ds_formats(values: typing.Iterable[str]) -> list[str]:
         return []
     layouts = ["yyyyMMdd"] + [sep.join(order) for sep in "-/._" for order in
                               (("yyyy", "MM", "dd"), ("dd", "MM", "yyyy"), ("MM", "dd", "yyyy"))]
-    digits = [t for t in texts if re.fullmatch(r"\d+(\.0*)?", t)]
-    if len(digits) == len(texts):  # seconds or milliseconds since 1970 (2001-09-09 onwards: 10 / 13 digits)
+    if all(_WHOLE_NUMBER.fullmatch(t) for t in texts):  # seconds or milliseconds since 1970: 10 / 13 digits
         widths = {len(t.split(".")[0]) for t in texts}
         if widths == {13}:
             return ["epoch_ms"]

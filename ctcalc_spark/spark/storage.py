@@ -412,8 +412,7 @@ def unreadable_file_error(error: BaseException, cfg: JobConfig) -> InputError | 
     if "CSV header does not conform to the schema" in str(error) or _CSV_HEADER_COUNT.search(cause):
         return InputError(csv_header_message(path, lines))
     ext = path.rsplit(".", 1)[-1].lower() if "." in path.rsplit("/", 1)[-1] else ""
-    other = {"csv": "csv", "json": "json", "jsonl": "json", "parquet": "parquet", "orc": "orc", "avro": "avro",
-             "gz": None}.get(ext)
+    other = {"csv": "csv", "json": "json", "jsonl": "json", "parquet": "parquet", "orc": "orc", "avro": "avro"}.get(ext)
     told = (f" input.format is {cfg.input.format!r}, and the file's name ends in .{ext}: if the files are "
             f"{other.upper()}, set input.format: {other}.") if other and other != cfg.input.format else ""
     return InputError(f"Cannot read file {path} of the evaluation table: {cause.rstrip('.')[:300]}.{told} "
@@ -1014,13 +1013,9 @@ class OutputStore:
         if self.catalog or not is_local(self.root):
             return
         for table, keys in PARTITIONS.items():
-            folder = local_path(f"{self.root}/{table}")
-            try:
-                names = sorted(os.listdir(folder))
-            except OSError:
-                continue
-            foreign = [n for n in names if not n.startswith(("_", ".")) and not (
-                n.startswith(f"{keys[0]}=") and os.path.isdir(os.path.join(folder, n)))]
+            folder = self.location(table)
+            foreign = [e.name for e in self.files.list(folder)  # sorted; empty for a folder not there
+                       if not e.name.startswith(("_", ".")) and not (e.is_dir and e.name.startswith(f"{keys[0]}="))]
             if foreign and keys[0] != "ds" and all(n.startswith("ds=") for n in foreign):
                 raise ConfigError(
                     f"output.path {self.output.path!r} has a {table!r} folder of an earlier ctcalc layout: its "
