@@ -33,7 +33,6 @@ from ctcalc_spark.spark.scan import (
     INVALID_REASONS,
     KNOWN_BIAS_COLUMN,
     LABEL_NOT_ALLOWED,
-    NULL_SLICE,
     TEXT_NOT_NUMBER,
     UNATTRIBUTED_CODES,
     bad_weight,
@@ -48,6 +47,7 @@ from ctcalc_spark.spark.scan import (
     reason_counts,
     split_expr,
     sql_double,
+    string_key,
     summary_aggregation,
 )
 from ctcalc_spark.spark.storage import DS, OutputStore, input_read_errors, load_input, read_input, unread_files
@@ -508,15 +508,15 @@ def _multiclass_rows(df: DataFrame, cfg: JobConfig) -> DataFrame:
         (f"(rint({y}) != {y} OR {y} < 0.0D OR {y} >= size({z}))", 4),  # rint: no cast of a huge label to long
         (bad_weight(w), 5),
     ]
-    slices = set(c.slices)
-    return df.selectExpr(
-        *[f"coalesce(CAST({quoted(k)} AS STRING), '{NULL_SLICE}') AS {quoted(k)}" if k in slices else
-          f"CAST({quoted(k)} AS STRING) AS {quoted(k)}" for k in [DS, *group_columns(cfg)]],
-        f"{y} AS _y",
-        f"{z} AS _z",
-        f"{w} AS _w",
-        f"coalesce({split_expr(cfg, dict(df.dtypes))}, false) AS is_bias",
-        f"{invalid_code(checks, cfg)} AS invalid",
+    from pyspark.sql import functions as F
+
+    return df.select(
+        *[string_key(k, c.slices) for k in [DS, *group_columns(cfg)]],  # a null slice value: NULL_SLICE
+        F.expr(y).alias("_y"),
+        F.expr(z).alias("_z"),
+        F.expr(w).alias("_w"),
+        F.expr(f"coalesce({split_expr(cfg, dict(df.dtypes))}, false)").alias("is_bias"),
+        F.expr(invalid_code(checks, cfg)).alias("invalid"),
     )
 
 

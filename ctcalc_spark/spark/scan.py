@@ -343,7 +343,7 @@ def summary_aggregation(
         *[f"{expr} AS `{name}`" for name, expr in filled.items() if name not in terms],
     ]
     keys_out = [F.expr(f"CASE WHEN (shiftright(_k, {null_bit[k]}) & 1) = 0 THEN {_text(single[k])} END").alias(k)
-                if k in single else _string_key(k, cfg.columns.slices) for k in outer]
+                if k in single else string_key(k, cfg.columns.slices) for k in outer]
     return agg.select(*keys_out, *[F.expr(x) for x in decoded])
 
 
@@ -352,7 +352,7 @@ def sql_double(x: float) -> str:
     return f"{float(x)!r}D"
 
 
-def _string_key(c: str, slices: Sequence[str]) -> Column:
+def string_key(c: str, slices: Sequence[str]) -> Column:
     """Key column ``c`` as a string (the summaries-table contract), cast after aggregating; a null slice
     value becomes :data:`NULL_SLICE`."""
     from pyspark.sql import functions as F
@@ -362,9 +362,9 @@ def _string_key(c: str, slices: Sequence[str]) -> Column:
 
 
 def _string_keys(agg: DataFrame, keys: Sequence[str], slices: Sequence[str]) -> DataFrame:
-    """Model, run, slice and extra keys of ``agg`` as strings (:func:`_string_key`)."""
+    """Model, run, slice and extra keys of ``agg`` as strings (:func:`string_key`)."""
     skip = {"invalid", "is_bias"}
-    return agg.select(*[_string_key(c, slices) if c in keys and c not in skip else col(c) for c in agg.columns])
+    return agg.select(*[string_key(c, slices) if c in keys and c not in skip else col(c) for c in agg.columns])
 
 
 def decode_aggregate(agg: pd.DataFrame, cfg: JobConfig, extra: Sequence[str] = ()) -> tuple[pd.DataFrame, pd.DataFrame]:
