@@ -1,6 +1,7 @@
 """Tests of the pipeline comparison: metric accuracy, bootstrap intervals, verdict, single-run noise, report."""
 from __future__ import annotations
 
+import html
 import itertools
 import json
 import math
@@ -20,7 +21,7 @@ from ctcalc_spark.core.accuracy import (
     std_reduction,
 )
 from ctcalc_spark.jobs.compare import compare_pipelines
-from ctcalc_spark.reports.comparison import render_html, write_report
+from ctcalc_spark.reports.comparison import orientation_note, render_html, write_report
 from ctcalc_spark.errors import InputError
 
 
@@ -318,3 +319,33 @@ def test_cli_compare_names_a_reversed_range_the_days_there_and_a_letter_case_sli
         "--a", "baseline", "--b", "candidate", "--ds", "2026-11-20")
     assert ("the models there: ['baseline', 'candidate']. Model names are matched exactly, letter case included: "
             "'Candidate' is 'candidate' there.") in error("--a", "baseline", "--b", "Candidate", "--ds", "2026-11-16")
+
+
+def test_verdict_reads_the_gain_on_the_side_of_the_pipeline_ahead() -> None:
+    """With the better pipeline given as B, Acc (A's share) falls when the calibrated metric ranks the pair right
+    more often: the verdict said "the vanilla metric separates the pipelines more reliably" right after saying the
+    calibrated metric ranked them right 94.8 % of the time against 79.0 %."""
+    rng = np.random.default_rng(0)
+    shift_a, shift_b = np.abs(rng.normal(0, 0.02, 20)), np.abs(rng.normal(0, 0.02, 20))
+    cal_worse, cal_better = 0.51 + rng.normal(0, 0.004, 20), 0.50 + rng.normal(0, 0.004, 20)
+    runs = {"worse": (cal_worse + shift_a, cal_worse), "better": (cal_better + shift_b, cal_better)}
+    b_ahead = compare_runs(*runs["worse"], *runs["better"], name_a="worse", name_b="better", n_boot=500)
+    a_ahead = compare_runs(*runs["better"], *runs["worse"], name_a="better", name_b="worse", n_boot=500)
+    assert b_ahead.acc_gain < 0 and b_ahead.acc_gain_ci[1] < 0  # A's share falls ...
+    for c in (a_ahead, b_ahead):  # ... and either way round the calibrated metric ranks the pair right more often
+        assert c.ahead == "better"
+        assert c.ranking_gain == pytest.approx(a_ahead.acc_gain, abs=1e-12) and c.ranking_gain_ci[0] > 0
+        assert "the calibrated metric separates the pipelines more reliably" in c.verdict
+        assert "vanilla metric separates" not in c.verdict
+        assert f"Share of run pairs ranking better ahead (the accuracy of one comparison), calibrated minus vanilla: " \
+               f"+{100 * c.ranking_gain:.1f} points" in c.verdict
+    assert b_ahead.ranking_gain_ci == (-b_ahead.acc_gain_ci[1], -b_ahead.acc_gain_ci[0])
+    note = orientation_note(b_ahead)
+    assert orientation_note(a_ahead) is None and note is not None
+    assert "one comparison ranks them right 79.0% of the time under log_loss and 94.8% under calibrated_log_loss " \
+           "(+15.8 pts), so an Acc change below 0 is a gain" in note and "--a better --b worse" in note
+    assert html.escape(note) in render_html([b_ahead], title="t")
+    opposite = compare_runs([1.0, 1.1, 1.2], [2.0, 2.1, 2.2], [1.5, 1.6, 1.7], [1.0, 1.1, 1.2], n_boot=200)
+    assert opposite.ahead is None and math.isnan(opposite.ranking_gain) and orientation_note(opposite) is None
+    assert "a change in Acc is not a change in how often either ranks them right" in opposite.verdict
+    json.dumps(b_ahead.to_dict())

@@ -86,6 +86,7 @@ def run(args: argparse.Namespace) -> int:
     from ctcalc_spark.reports.comparison import (
         accuracy_table_rows,
         format_text_table,
+        orientation_note,
         report_dir,
         report_title,
         spread_table_rows,
@@ -103,6 +104,8 @@ def run(args: argparse.Namespace) -> int:
     title = report_title(args.a, args.b, days)
     print(f"{title}\n")
     print(format_text_table(accuracy_table_rows([c])))
+    if note := orientation_note(c):
+        print(note)
     print()
     print(format_text_table(spread_table_rows([c])))
     print("\n" + c.verdict)
@@ -141,6 +144,7 @@ def _run_rolling(args: argparse.Namespace) -> int:
     from ctcalc_spark.reports.comparison import (
         accuracy_table_rows,
         format_text_table,
+        orientation_note,
         report_dir,
         spread_table_rows,
         write_report,
@@ -168,6 +172,8 @@ def _run_rolling(args: argparse.Namespace) -> int:
         print(line)
     print("\nWhole period:\n")
     print(format_text_table(accuracy_table_rows([c])))
+    if note := orientation_note(c):
+        print(note)
     print()
     print(format_text_table(spread_table_rows([c])))
     print("\n" + c.verdict)

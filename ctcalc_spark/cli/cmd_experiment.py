@@ -45,6 +45,7 @@ def experiment_config(args: argparse.Namespace) -> Any:
 def run(args: argparse.Namespace) -> int:
     from ctcalc_spark.cli.common import Progress
     from ctcalc_spark.paper.experiment import paper_table, run_experiment, spread_table
+    from ctcalc_spark.reports.comparison import orientation_note
 
     cfg = experiment_config(args)
     t0 = time.perf_counter()
@@ -52,6 +53,8 @@ def run(args: argparse.Namespace) -> int:
     print(f"\nMetric accuracy (Acc = share of seed pairs where A's loss < B's; ties 1/2; "
           f"{int(100 * cfg.level)}% bootstrap intervals):")
     print(paper_table(res.comparisons))
+    for note in filter(None, map(orientation_note, res.comparisons)):
+        print(note)
     print("\nAcross seeds:")
     print(spread_table(res.comparisons))
     print()

@@ -173,6 +173,13 @@ class Comparison:
     n_boot: int
     verdict: str
     runs: dict[str, dict[str, list[float]]] = field(repr=False, default_factory=dict)
+    ahead: str | None = None
+    """The pipeline both metrics rank ahead (Acc on its side of 50 % under one metric, not on the other side under
+    the other); None when they point in opposite directions or both tie."""
+    ranking_gain: float = float("nan")
+    """Calibrated minus vanilla share of run pairs that rank ``ahead`` first: ``acc_gain`` when A is ahead, its
+    negative when B is (an Acc below 50 % is then the right call, and a falling Acc a gain); NaN without ``ahead``."""
+    ranking_gain_ci: tuple[float, float] = (float("nan"), float("nan"))
 
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON-ready dict (NaN becomes None)."""
@@ -237,13 +244,27 @@ def compare_runs(
     )
     van = _side(metric, va, vb, cis[metric])
     cal = _side(calibrated_metric, ca, cb, cis[calibrated_metric])
+    gain, gain_ci = cal.acc - van.acc, cis[f"{calibrated_metric}-{metric}"]
+    side = _direction(van.acc, cal.acc)
+    ahead = {1: name_a, -1: name_b}.get(side)
+    lo, hi = (gain_ci[0], gain_ci[1]) if side > 0 else (-gain_ci[1], -gain_ci[0])
+    ranking_gain, ranking_ci = ((side * gain + 0.0, (lo + 0.0, hi + 0.0)) if side  # + 0.0: no "-0.0 pts"
+                                else (float("nan"), (float("nan"), float("nan"))))
     partial = Comparison(
         name_a, name_b, int(va.size), int(vb.size), van, cal, std_reduction(va, ca), std_reduction(vb, cb),
-        cal.acc - van.acc, cis[f"{calibrated_metric}-{metric}"], level, n_boot, "",
+        gain, gain_ci, level, n_boot, "",
         runs={name_a: {metric: va.tolist(), calibrated_metric: ca.tolist()},
               name_b: {metric: vb.tolist(), calibrated_metric: cb.tolist()}},
+        ahead=ahead, ranking_gain=ranking_gain, ranking_gain_ci=ranking_ci,
     )
     return Comparison(**{**partial.__dict__, "verdict": verdict(partial)})
+
+
+def _direction(acc_vanilla: float, acc_calibrated: float) -> int:
+    """+1 when the metrics rank A ahead (one Acc above 50 %, neither below), -1 for B, 0 when they point in opposite
+    directions or both are exactly 50 %."""
+    signs = {int(np.sign(acc_vanilla - 0.5)), int(np.sign(acc_calibrated - 0.5))} - {0}
+    return signs.pop() if len(signs) == 1 else 0
 
 
 def _pct(x: float) -> str:
@@ -279,8 +300,17 @@ def _std_change(reduction: float) -> str:
 
 
 def _gain_sentence(c: Comparison) -> str:
-    """How the calibrated metric's accuracy compares with the vanilla one's, worded for degenerate intervals too."""
-    glo, ghi = c.acc_gain_ci
+    """How the calibrated metric's accuracy compares with the vanilla one's, worded for degenerate intervals too.
+
+    Read on the side of the pipeline both metrics rank ahead (``ranking_gain_ci``): with B ahead, A's Acc falling
+    is the calibrated metric ranking them right more often.
+    """
+    if c.ahead is None and c.vanilla.acc == c.calibrated.acc == 0.5:
+        return "neither metric ranks one pipeline ahead"
+    if c.ahead is None:
+        return ("the metrics rank the pipelines in opposite directions, so a change in Acc is not a change in how "
+                "often either ranks them right")
+    glo, ghi = c.ranking_gain_ci
     if glo == ghi == 0.0:
         perfect = all(min(s.acc, 1.0 - s.acc) == 0.0 for s in (c.vanilla, c.calibrated))
         why = ("both separate the pipelines in every run pair" if perfect
@@ -312,10 +342,14 @@ def verdict(c: Comparison) -> str:
             "if the difference between the pipelines is in calibration itself, only the vanilla metric sees it — "
             "look at the calibration gain (vanilla minus calibrated) before concluding."
         )
-    glo, ghi = c.acc_gain_ci
+    if c.ahead is None:
+        gain, (glo, ghi), what = c.acc_gain, c.acc_gain_ci, f"Acc of {c.name_a} (share of run pairs it is ahead)"
+    else:
+        gain, (glo, ghi) = c.ranking_gain, c.ranking_gain_ci
+        what = f"Share of run pairs ranking {c.ahead} ahead (the accuracy of one comparison)"
     ci = "the same in every resample" if glo == ghi else f"CI {100 * glo:+.1f} to {100 * ghi:+.1f}"
     parts.append(
-        f"Accuracy change calibrated minus vanilla: {100 * c.acc_gain:+.1f} points ({ci}): {_gain_sentence(c)}. "
+        f"{what}, calibrated minus vanilla: {100 * gain:+.1f} points ({ci}): {_gain_sentence(c)}. "
         f"Std across runs, calibrated vs vanilla: {_std_change(c.std_reduction_a)} for {c.name_a}, "
         f"{_std_change(c.std_reduction_b)} for {c.name_b}."
     )

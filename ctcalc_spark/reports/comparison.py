@@ -124,6 +124,18 @@ def accuracy_table_rows(comparisons: Sequence[Comparison]) -> list[dict[str, Any
     return rows
 
 
+def orientation_note(c: Comparison) -> str | None:
+    """A line for under the accuracy table when pipeline B is the one both metrics rank ahead: the table's Acc is
+    A's share, so below 50 % is the right call and a negative change is a gain (None when A is ahead)."""
+    if c.ahead is None or c.ahead != c.name_b or c.name_a == c.name_b:
+        return None
+    return (f"Acc is the share of run pairs in which {c.name_a} (A) has the lower metric, and {c.name_b} is ahead "
+            f"under both metrics: one comparison ranks them right {_pct(1 - c.vanilla.acc)} of the time under "
+            f"{c.vanilla.metric} and {_pct(1 - c.calibrated.acc)} under {c.calibrated.metric} "
+            f"({100 * c.ranking_gain:+.1f} pts), so an Acc change below 0 is a gain. The paper's layout puts the "
+            f"better pipeline first: --a {c.name_b} --b {c.name_a}.")
+
+
 def spread_table_rows(comparisons: Sequence[Comparison]) -> list[dict[str, Any]]:
     """Rows per pipeline (each once): mean ± std of both metrics and the std reduction.
 
@@ -205,6 +217,7 @@ def render_html(
             f"({c0.n_boot} resamples of runs within each pipeline; the accuracy change uses the same resamples "
             "for both metrics).</p>"
         )
+        parts += [f"<p class='note'>{html.escape(n)}</p>" for n in map(orientation_note, comparisons) if n]
         parts.append("<h2>Mean and spread across runs</h2>")
         parts.append(_html_table(spread_table_rows(comparisons)))
         parts.append("<p class='note'>std reduction = 1 - std(calibrated) / std(vanilla) across runs. The calibrated "
