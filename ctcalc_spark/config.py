@@ -345,11 +345,19 @@ class JobConfig:
         _validate(self)
 
 
+def require_input(cfg: JobConfig) -> None:
+    """ConfigError unless the config names the evaluation table. Only the jobs that read it need it (evaluate,
+    ``rolling --scan``): rolling, compare and report read the outputs, so their configs may leave it out."""
+    if cfg.input.path is None and cfg.input.table is None:
+        raise ConfigError("This job reads the evaluation rows: set 'input.path' (a file or folder, e.g. --set "
+                          "input.path=scores) or 'input.table' (a metastore table).")
+
+
 def _validate(cfg: JobConfig) -> None:
     if cfg.task not in TASKS:
         raise ConfigError(f"'task' must be one of {list(TASKS)}, got {cfg.task!r}.")
-    if (cfg.input.path is None) == (cfg.input.table is None):
-        raise ConfigError("Set exactly one of 'input.path' (a Parquet folder) or 'input.table' (a metastore table).")
+    if cfg.input.path is not None and cfg.input.table is not None:
+        raise ConfigError("Set one of 'input.path' (a file or folder) or 'input.table' (a metastore table), not both.")
     if cfg.input.format not in INPUT_FORMATS:
         raise ConfigError(f"'input.format' must be one of {list(INPUT_FORMATS)}, got {cfg.input.format!r}; "
                           "any other source can be registered as a table and read with 'input.table'.")

@@ -434,3 +434,27 @@ def test_spark_start_is_quiet_unless_the_user_configures_spark_logging(tmp_path)
     in_options = start(f"-Dctcalc.probe=1 -Dlog4j2.configurationFile={user.as_uri()}")
     assert in_options.stdout.strip() == f"-Dctcalc.probe=1 -Dlog4j2.configurationFile={user.as_uri()}"
     assert theirs in in_options.stderr and "was not applied" not in in_options.stderr
+
+
+def test_a_job_without_config_takes_its_keys_from_set(tmp_path):
+    """--config was required even where every key could come from --set (after `ctcalc score`, say). Without it and
+    without --set the job says what to give; rolling, compare and report read the outputs only and need no input."""
+    from argparse import Namespace
+
+    from ctcalc_spark.cli.common import config_from_args
+    from ctcalc_spark.config import require_input
+
+    proc = run_cli(["evaluate", "--ds", "2026-11-21"], cwd=tmp_path, expect=EXIT_CONFIG)
+    assert proc.stderr == ("ctcalc evaluate: error: Give the job config: --config FILE (examples to copy: `ctcalc "
+                           "where conf`), or its keys with --set, e.g. --set input.path=scores --set output.path=eval "
+                           "(the other keys keep their defaults).\n")
+    proc = run_cli(["evaluate", "--ds", "2026-11-21", "--set", "output.path=out"], cwd=tmp_path, expect=EXIT_CONFIG)
+    assert proc.stderr == ("ctcalc evaluate: error: This job reads the evaluation rows: set 'input.path' (a file or "
+                           "folder, e.g. --set input.path=scores) or 'input.table' (a metastore table).\n")
+    cfg = config_from_args(Namespace(config=None, set=["input.path=scores", "split.bias_fraction=0.2"]))
+    assert (cfg.input.path, cfg.split.bias_fraction, cfg.output.path) == ("scores", 0.2, "output")
+    outputs_only = config_from_args(Namespace(config=None, set=["output.path=eval"]))
+    with pytest.raises(ConfigError, match="This job reads the evaluation rows"):
+        require_input(outputs_only)
+    with pytest.raises(ConfigError, match="not both"):
+        config_from_args(Namespace(config=None, set=["input.path=a", "input.table=db.t"]))

@@ -373,8 +373,8 @@ def test_a_day_is_only_ever_yyyy_mm_dd(bad):
 def test_unknown_config_key_is_rejected(tmp_path):
     with pytest.raises(ConfigError, match=r"Unknown config key\(s\) \['split.bias_fractoin'\]"):
         config_from_dict({"input": {"path": "x"}, "split": {"bias_fractoin": 0.2}})
-    with pytest.raises(ConfigError, match="exactly one of"):
-        config_from_dict({})
+    with pytest.raises(ConfigError, match="not both"):
+        config_from_dict({"input": {"path": "x", "table": "db.t"}})
 
 
 @pytest.mark.parametrize("ddl", ["long", "int", "string"])

@@ -23,6 +23,7 @@ from ctcalc_spark.upstream.config import (  # noqa: E402
 from ctcalc_spark.upstream.data import generate_census_like, write_census_like  # noqa: E402
 from ctcalc_spark.upstream.models import ModelSpec  # noqa: E402
 from ctcalc_spark.upstream.score import (  # noqa: E402
+    ScoreReport,
     find_models,
     read_spark_table,
     score_spark,
@@ -374,3 +375,40 @@ def test_experiment_on_a_user_table(spark: Any, census: dict[str, Path], tmp_pat
     with pytest.raises(ConfigError, match="eval_table.path"):
         experiment_config_from_dict({"data": {"train_table": {"path": "x.csv"}}, "pipelines": {"a": {}, "b": {}},
                                      "pairs": [["a", "b"]]})
+
+
+def test_score_prints_the_evaluate_command_that_runs_without_a_config(
+        spark: Any, trained: Path, census: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """After ``ctcalc score`` a user had to write a config file before ``ctcalc evaluate`` would start (--config was
+    required). score now prints the command, and evaluate and compare take their keys from --set alone."""
+    import shlex
+
+    from ctcalc_spark.cli.main import main
+
+    monkeypatch.chdir(tmp_path)
+    assert main(["score", "--eval", str(census["eval"]), "--format", "csv", "--models-dir", str(trained),
+                 "--out", "scores", "--pipeline", "fm", "lr"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    step = next(line for line in lines if line.startswith("next: "))
+    assert step == f"next: ctcalc evaluate --set input.path=scores --set output.path=eval --ds {EVAL_DAYS[0]}.." \
+                   f"{EVAL_DAYS[-1]}"
+    assert lines[lines.index(step) + 1] == "  (add --set 'columns.slices=[sex]' for a metrics row per value of the " \
+                                           "passthrough columns)"
+    args = shlex.split(step.removeprefix("next: "))[1:] + ["--set", "columns.slices=[sex]"]
+    assert main(args) == 0
+    m = pd.read_parquet(tmp_path / "eval" / "metrics")
+    assert sorted(m["ds"].astype(str).unique()) == EVAL_DAYS
+    assert set(m["slice_name"]) == {"__all__", "sex"} and len(m[m["slice_name"] == "__all__"]) == 4 * len(EVAL_DAYS)
+    capsys.readouterr()
+    assert main(["compare", "--a", "fm", "--b", "lr", "--ds", EVAL_DAYS[0], "--set", "output.path=eval"]) == 0
+    assert "fm vs lr" in capsys.readouterr().out
+
+
+def test_next_step_names_the_days_written() -> None:
+    r = ScoreReport("out/scores", [("a", 0)], rows_per_day={"2026-01-01": 5, "2026-01-03": 5})
+    assert r.next_step() == ("next: ctcalc evaluate --set input.path=out/scores --set output.path=out/eval "
+                             "--ds 2026-01-01,2026-01-03")  # not a range: 01-02 was not written
+    assert ScoreReport("my scores", [], rows_per_day={"2026-01-01": 1}).next_step() == \
+        "next: ctcalc evaluate --set 'input.path=my scores' --set output.path=eval --ds 2026-01-01"
+    assert ScoreReport("s", []).next_step() is None

@@ -63,8 +63,11 @@ def data_notes(result: EvaluateResult, cfg: JobConfig) -> list[str]:
 def run(args: argparse.Namespace) -> int:
     from ctcalc_spark.jobs.evaluate import day_span, evaluate, parse_days
 
+    from ctcalc_spark.config import require_input
+
     cfg = config_from_args(args)
-    days = parse_days(args.ds)  # a malformed --ds fails before Spark starts
+    require_input(cfg)  # a config without the input and a malformed --ds fail before Spark starts
+    days = parse_days(args.ds)
     spark = session_for(args, cfg, "ctcalc-evaluate")
     result = evaluate(spark, cfg, days, allow_missing_days=args.allow_missing_days,
                       progress=Progress("ctcalc evaluate"))

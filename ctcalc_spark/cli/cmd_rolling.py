@@ -30,6 +30,10 @@ def run(args: argparse.Namespace) -> int:
 
     cfg = config_from_args(args)
     days = parse_days(args.ds)
+    if args.scan:
+        from ctcalc_spark.config import require_input
+
+        require_input(cfg)  # --scan reads the evaluation rows; before Spark starts
     spark = session_for(args, cfg, "ctcalc-rolling")
     if args.scan:
         if len(days) != 1:

@@ -51,4 +51,6 @@ def run(args: argparse.Namespace) -> int:
         report = spark_table_report(spark, s.path, list(models))
         report.seconds = time.perf_counter() - start
     print(report.summary())
+    if step := report.next_step():
+        print(step)
     return 0

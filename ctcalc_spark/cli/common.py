@@ -7,7 +7,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ctcalc_spark.config import JobConfig, load_config, parse_yaml
+from ctcalc_spark.config import JobConfig, apply_overrides, config_from_dict, load_config, parse_yaml
 from ctcalc_spark.errors import ConfigError
 
 progress_log = logging.getLogger("ctcalc_spark.progress")
@@ -15,8 +15,9 @@ progress_log = logging.getLogger("ctcalc_spark.progress")
 
 def add_config_arguments(parser: argparse.ArgumentParser, *, ds: bool = True) -> None:
     """--config, --ds and repeatable --set key=value overrides."""
-    parser.add_argument("--config", required=True,
-                        help="YAML job config (examples: the folder `ctcalc where conf` prints)")
+    parser.add_argument("--config",
+                        help="YAML job config (examples: the folder `ctcalc where conf` prints); without it the "
+                             "defaults and the --set keys, e.g. --set input.path=scores --set output.path=eval")
     if ds:
         parser.add_argument("--ds", required=True,
                             help="logical date YYYY-MM-DD, a range START..END, or a comma list of both "
@@ -39,6 +40,12 @@ def set_overrides(items: list[str]) -> dict[str, Any]:
 def config_from_args(args: argparse.Namespace) -> JobConfig:
     """Load --config with the --set overrides applied (values parsed as YAML scalars)."""
     overrides = set_overrides(args.set)
+    if args.config is None:  # every key from --set, the rest the defaults (docs/evaluate.md)
+        if not overrides:
+            raise ConfigError("Give the job config: --config FILE (examples to copy: `ctcalc where conf`), or its keys "
+                              "with --set, e.g. --set input.path=scores --set output.path=eval (the other keys keep "
+                              "their defaults).")
+        return config_from_dict(apply_overrides({}, overrides))
     if not Path(args.config).exists():  # a folder: read_yaml says so
         from ctcalc_spark.where import conf_dir
 

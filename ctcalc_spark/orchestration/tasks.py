@@ -354,6 +354,9 @@ def _readiness(mode: Any, marker: Any, sensor_path: str | None, cfg: Any, ds: st
     """How the sensor tells that the day's input is complete: a marker file, or a metastore partition."""
     from ctcalc_spark.errors import ConfigError
 
+    from ctcalc_spark.config import require_input
+
+    require_input(cfg)  # the sensor waits for the evaluation input
     mode = str(_first(mode, "marker"))
     if mode not in READINESS_MODES:
         raise ConfigError(f"{VAR_READINESS} must be one of {list(READINESS_MODES)}, got {mode!r}.")

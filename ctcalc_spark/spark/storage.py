@@ -43,7 +43,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Iterable, Iterator, Mapping, Sequence
 
-from ctcalc_spark.config import EPOCH_FORMATS, JobConfig, OutputConfig, input_day, validate_ds
+from ctcalc_spark.config import EPOCH_FORMATS, JobConfig, OutputConfig, input_day, require_input, validate_ds
 from ctcalc_spark.errors import ConcurrentRunError, ConfigError, CtcalcError, InputError, java_root_cause
 from ctcalc_spark.spark import interrupt
 from ctcalc_spark.spark.files import FileStore, absolute, connector_error, is_local, local_path, supports_exchange
@@ -171,6 +171,7 @@ def check_column_types(dtypes: Mapping[str, str], cfg: JobConfig) -> None:
 def load_input(spark: SparkSession, cfg: JobConfig, days: Sequence[str] | None = None) -> DataFrame:
     """The input table or folder as the reader sees it (only the folders of ``days`` in a ``<ds>=<day>``
     layout); one-line InputError if it cannot be opened."""
+    require_input(cfg)
     try:
         if cfg.input.table:
             df = spark.table(cfg.input.table)

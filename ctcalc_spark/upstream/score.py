@@ -26,13 +26,15 @@ from __future__ import annotations
 import dataclasses
 import functools
 import os
+import shlex
 import shutil
 import time
 import uuid
 from collections import Counter
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
+from datetime import date
+from pathlib import Path, PurePath
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -92,11 +94,31 @@ class ScoreReport:
     whole_table: bool = False
     """True when the rows and files are those of the whole output table after the call (the Spark engine reads
     the table back), not only of the partitions this call wrote."""
+    passthrough: tuple[str, ...] = ()
+    """The columns copied from the input beside the scores (candidates for the evaluate job's slices)."""
 
     @property
     def days(self) -> list[str]:
         """The ds partitions written, sorted."""
         return sorted(self.rows_per_day)
+
+    def next_step(self) -> str | None:
+        """The evaluate command for the days written (the evaluation table has the evaluate job's default column
+        names, so no config file is needed), and how passthrough columns become slices; None when nothing was
+        written."""
+        days = self.days
+        if not days:
+            return None
+        first, last = date.fromisoformat(days[0]), date.fromisoformat(days[-1])
+        span = (days[0] if len(days) == 1 else f"{days[0]}..{days[-1]}" if (last - first).days + 1 == len(days)
+                else ",".join(days))
+        out = str(PurePath(self.path).parent / "eval")
+        line = (f"next: ctcalc evaluate --set {shlex.quote('input.path=' + self.path)} "
+                f"--set {shlex.quote('output.path=' + out)} --ds {span}")
+        if self.passthrough:
+            slices = shlex.quote(f"columns.slices=[{', '.join(self.passthrough)}]")
+            line += f"\n  (add --set {slices} for a metrics row per value of the passthrough columns)"
+        return line
 
     def summary(self) -> str:
         """A few lines for a terminal."""
@@ -325,7 +347,8 @@ def score_table(
     check_columns(data.column_names, required_columns(entries, keys_decl), what="evaluation table")
     keys = evaluation_keys(data, keys_decl, ds_value=ds_value)
     data = data.filter(pa.array(keys.keep)) if not keys.keep.all() else data
-    report = ScoreReport(str(out), [(n, r) for n, r, _ in entries], counts=dict(keys.counts))
+    report = ScoreReport(str(out), [(n, r) for n, r, _ in entries], counts=dict(keys.counts),
+                         passthrough=tuple(keys_decl.passthrough))
     staging = out / f"_staging-{uuid.uuid4().hex[:12]}"
     counts: Counter[str] = Counter()
     try:
@@ -545,7 +568,9 @@ def spark_table_report(spark: SparkSession, out_path: str, models: Sequence[tupl
         part = next((p for p in f.split("/") if p.startswith("ds=")), None)
         if part is not None:
             files[part[3:]] += 1
-    return ScoreReport(out_path, list(models), rows_per_day=rows, files_per_day=dict(files), whole_table=True)
+    passthrough = tuple(c for c in table.columns if c not in (*OUTPUT_COLUMNS, "ds"))
+    return ScoreReport(out_path, list(models), rows_per_day=rows, files_per_day=dict(files), whole_table=True,
+                       passthrough=passthrough)
 
 
 def _score_arrow_batches(
