@@ -207,6 +207,26 @@ def test_a_missing_declared_column_lists_the_present_ones(census: dict[str, Path
         read_table(TableSource(path=str(tmp_path / "nope.csv"), format="csv"))
 
 
+def test_a_missing_column_names_the_delimiter_or_the_letter_case(census: dict[str, Path], tmp_path: Path) -> None:
+    """A ';'-delimited CSV read with the default ',' is one column, and the error listed it without saying why (the
+    evaluate job's reader already said so); a name in another letter case is named too."""
+    semicolons = tmp_path / "train.csv"
+    pd.read_csv(census["train"]).to_csv(semicolons, sep=";", index=False)
+    table = read_table(TableSource(path=str(semicolons), format="csv"))
+    assert table.num_columns == 1
+    cols = dataclasses.replace(CENSUS, passthrough=())
+    with pytest.raises(InputError, match=r"lacks declared column\(s\) .*The one column's name holds ';' between the "
+                                         r"names: the file is delimited by ';', not by commas: give --delimiter ';' "
+                                         r"\(csv_delimiter in the config\)\."):
+        train_table_models({"lr": ModelSpec(arch="lr")}, table, cols, seeds=[0])
+    assert read_table(TableSource(path=str(semicolons), format="csv", csv_delimiter=";")).num_columns > 1
+    table = read_table(TableSource(path=str(census["train"]), format="csv"))
+    with pytest.raises(InputError, match=r"\['Sex'\]; present columns: .* letter case and spaces included, and 'Sex' "
+                                         r"is 'sex' in the table"):
+        train_table_models({"lr": ModelSpec(arch="lr")}, table, dataclasses.replace(cols, categorical=("Sex",)),
+                           seeds=[0])
+
+
 # ---------------------------------------------------------------- train + score + evaluate, end to end
 
 
