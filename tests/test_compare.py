@@ -343,7 +343,8 @@ def test_verdict_reads_the_gain_on_the_side_of_the_pipeline_ahead() -> None:
     note = orientation_note(b_ahead)
     assert orientation_note(a_ahead) is None and note is not None
     assert "one comparison ranks them right 79.0% of the time under log_loss and 94.8% under calibrated_log_loss " \
-           "(+15.8 pts), so an Acc change below 0 is a gain" in note and "--a better --b worse" in note
+           "(+15.8 pts), so an Acc change below 0 is a gain" in note and note.endswith("first, as A.")
+    assert orientation_note(b_ahead, swapped="--a better --b worse").endswith("first, as A: --a better --b worse.")
     assert html.escape(note) in render_html([b_ahead], title="t")
     opposite = compare_runs([1.0, 1.1, 1.2], [2.0, 2.1, 2.2], [1.5, 1.6, 1.7], [1.0, 1.1, 1.2], n_boot=200)
     assert opposite.ahead is None and math.isnan(opposite.ranking_gain) and orientation_note(opposite) is None

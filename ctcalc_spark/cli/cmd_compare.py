@@ -104,7 +104,7 @@ def run(args: argparse.Namespace) -> int:
     title = report_title(args.a, args.b, days)
     print(f"{title}\n")
     print(format_text_table(accuracy_table_rows([c])))
-    if note := orientation_note(c):
+    if note := orientation_note(c, swapped=f"--a {c.name_b} --b {c.name_a}"):
         print(note)
     print()
     print(format_text_table(spread_table_rows([c])))
@@ -172,7 +172,7 @@ def _run_rolling(args: argparse.Namespace) -> int:
         print(line)
     print("\nWhole period:\n")
     print(format_text_table(accuracy_table_rows([c])))
-    if note := orientation_note(c):
+    if note := orientation_note(c, swapped=f"--a {c.name_b} --b {c.name_a}"):
         print(note)
     print()
     print(format_text_table(spread_table_rows([c])))

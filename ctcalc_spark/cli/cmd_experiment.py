@@ -53,8 +53,9 @@ def run(args: argparse.Namespace) -> int:
     print(f"\nMetric accuracy (Acc = share of seed pairs where A's loss < B's; ties 1/2; "
           f"{int(100 * cfg.level)}% bootstrap intervals):")
     print(paper_table(res.comparisons))
-    for note in filter(None, map(orientation_note, res.comparisons)):
-        print(note)
+    for c in res.comparisons:
+        if note := orientation_note(c, swapped=f"pairs: [[{c.name_b}, {c.name_a}]] in the experiment config"):
+            print(note)
     print("\nAcross seeds:")
     print(spread_table(res.comparisons))
     print()

@@ -124,16 +124,17 @@ def accuracy_table_rows(comparisons: Sequence[Comparison]) -> list[dict[str, Any
     return rows
 
 
-def orientation_note(c: Comparison) -> str | None:
+def orientation_note(c: Comparison, swapped: str | None = None) -> str | None:
     """A line for under the accuracy table when pipeline B is the one both metrics rank ahead: the table's Acc is
-    A's share, so below 50 % is the right call and a negative change is a gain (None when A is ahead)."""
+    A's share, so below 50 % is the right call and a negative change is a gain (None when A is ahead).
+    ``swapped``: how to give the pair the other way round in the command at hand (e.g. its flags)."""
     if c.ahead is None or c.ahead != c.name_b or c.name_a == c.name_b:
         return None
     return (f"Acc is the share of run pairs in which {c.name_a} (A) has the lower metric, and {c.name_b} is ahead "
             f"under both metrics: one comparison ranks them right {_pct(1 - c.vanilla.acc)} of the time under "
             f"{c.vanilla.metric} and {_pct(1 - c.calibrated.acc)} under {c.calibrated.metric} "
             f"({100 * c.ranking_gain:+.1f} pts), so an Acc change below 0 is a gain. The paper's layout puts the "
-            f"better pipeline first: --a {c.name_b} --b {c.name_a}.")
+            "better pipeline first, as A" + (f": {swapped}." if swapped else "."))
 
 
 def spread_table_rows(comparisons: Sequence[Comparison]) -> list[dict[str, Any]]:
