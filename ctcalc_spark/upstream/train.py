@@ -319,7 +319,8 @@ def train_table_models(
             if models_dir is not None:
                 save_model(model_file(models_dir, name, seed), model, spec, meta, encoder=encoder)
             if log is not None:
-                log(f"      {name} seed {seed}: {meta['train_seconds']:.1f} s, last-epoch train log loss "
+                t = meta["train_seconds"]
+                log(f"      {name} seed {seed}: {t:.{2 if t < 1 else 1}f} s, last-epoch train log loss "
                     f"{meta['last_epoch_train_log_loss']:.4f}")
             out[(name, int(seed))] = TableModel(model, spec, encoder, meta)
     return out
