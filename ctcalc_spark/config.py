@@ -13,7 +13,7 @@ import types
 import typing
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping, get_type_hints
+from typing import Any, Mapping, Sequence, get_type_hints
 
 import yaml
 
@@ -343,6 +343,17 @@ class JobConfig:
 
     def __post_init__(self) -> None:
         _validate(self)
+
+
+def undated_day(cfg: JobConfig, days: Sequence[str] | None) -> str | None:
+    """Without a date column (``columns.ds: null``, a fixed evaluation set) the one day given, which labels the
+    output partitions (every row belongs to it); ConfigError for no day or several. None with a date column."""
+    if cfg.columns.ds is not None:
+        return None
+    if days is None or len(days) != 1:
+        raise ConfigError("The config has no date column ('columns.ds: null'): give exactly one --ds, the day that "
+                          "labels this fixed evaluation set's output partitions.")
+    return days[0]
 
 
 def require_input(cfg: JobConfig) -> None:

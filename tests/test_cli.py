@@ -458,3 +458,11 @@ def test_a_job_without_config_takes_its_keys_from_set(tmp_path):
         require_input(outputs_only)
     with pytest.raises(ConfigError, match="not both"):
         config_from_args(Namespace(config=None, set=["input.path=a", "input.table=db.t"]))
+
+
+def test_a_range_without_a_date_column_is_refused_before_spark_starts(tmp_path):
+    """`columns.ds: null` with a range of days was refused only after Spark had started (the JVM's own line first)."""
+    proc = run_cli(["evaluate", "--ds", "2026-05-01..2026-05-02", "--set", "input.path=rows.parquet",
+                    "--set", "columns.ds=null"], cwd=tmp_path, expect=EXIT_CONFIG)
+    assert proc.stderr == ("ctcalc evaluate: error: The config has no date column ('columns.ds: null'): give exactly "
+                           "one --ds, the day that labels this fixed evaluation set's output partitions.\n")

@@ -63,11 +63,12 @@ def data_notes(result: EvaluateResult, cfg: JobConfig) -> list[str]:
 def run(args: argparse.Namespace) -> int:
     from ctcalc_spark.jobs.evaluate import day_span, evaluate, parse_days
 
-    from ctcalc_spark.config import require_input
+    from ctcalc_spark.config import require_input, undated_day
 
     cfg = config_from_args(args)
-    require_input(cfg)  # a config without the input and a malformed --ds fail before Spark starts
+    require_input(cfg)  # these fail before Spark starts: no input, a malformed --ds, a range without a date column
     days = parse_days(args.ds)
+    undated_day(cfg, days)
     spark = session_for(args, cfg, "ctcalc-evaluate")
     result = evaluate(spark, cfg, days, allow_missing_days=args.allow_missing_days,
                       progress=Progress("ctcalc evaluate"))

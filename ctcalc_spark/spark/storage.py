@@ -43,7 +43,15 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Iterable, Iterator, Mapping, Sequence
 
-from ctcalc_spark.config import EPOCH_FORMATS, JobConfig, OutputConfig, input_day, require_input, validate_ds
+from ctcalc_spark.config import (
+    EPOCH_FORMATS,
+    JobConfig,
+    OutputConfig,
+    input_day,
+    require_input,
+    undated_day,
+    validate_ds,
+)
 from ctcalc_spark.errors import ConcurrentRunError, ConfigError, CtcalcError, InputError, java_root_cause
 from ctcalc_spark.spark import interrupt
 from ctcalc_spark.spark.files import FileStore, absolute, connector_error, is_local, local_path, supports_exchange
@@ -339,10 +347,7 @@ def read_input(spark: SparkSession, cfg: JobConfig, days: Sequence[str] | None =
     check_columns(df.columns, required_columns(cfg), structs)
     check_column_types(dict(df.dtypes), cfg)
     if cfg.columns.ds is None:
-        if days is None or len(days) != 1:
-            raise ConfigError("The config has no date column ('columns.ds: null'): give exactly one --ds, the day "
-                              "that labels this fixed evaluation set's output partitions.")
-        return df.withColumn(DS, F.lit(days[0]))
+        return df.withColumn(DS, F.lit(undated_day(cfg, days)))
     out = df.withColumn(DS, F.expr(_day_sql(df, cfg)))
     return out if days is None else out.where(_in_days(quoted(DS), df, cfg, days))
 
