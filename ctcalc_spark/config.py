@@ -23,6 +23,7 @@ TASKS = ("binary", "regression", "multiclass")
 
 
 INPUT_FORMATS = ("parquet", "json", "csv", "orc", "avro", "delta", "iceberg")
+STREAM_FORMATS = ("parquet", "json", "csv")  # the formats of files landing in stream.path
 DUPLICATE_MODES = ("ignore", "count", "error")
 MIN_BIN_WIDTH = 1e-4
 """Finest histogram bin: one group per bin, and the scan packs the bin index into a 64-bit key."""
@@ -310,6 +311,9 @@ class StreamConfig:
     format: str = "parquet"
     path: str | None = None
     schema: str | None = None
+    options: Mapping[str, str] = field(default_factory=dict)
+    """Reader options for the landed files (CSV: ``sep``, ``header``, ``nullValue``, ...; a CSV stream reads a
+    header line unless ``header: "false"``)."""
     kafka_bootstrap_servers: str | None = None
     kafka_topic: str | None = None
     kafka_starting_offsets: str = "earliest"
@@ -454,8 +458,9 @@ def _validate_output(o: OutputConfig) -> None:
 def _validate_stream(s: StreamConfig) -> None:
     if s.source not in ("file", "kafka"):
         raise ConfigError(f"'stream.source' must be 'file' or 'kafka', got {s.source!r}.")
-    if s.source == "file" and s.format not in ("parquet", "json"):
-        raise ConfigError(f"'stream.format' must be parquet/json for a file source, got {s.format!r}.")
+    if s.source == "file" and s.format not in STREAM_FORMATS:
+        raise ConfigError(f"'stream.format' must be one of {list(STREAM_FORMATS)} for a file source, got "
+                          f"{s.format!r}.")
     if s.source == "kafka" and not (s.kafka_bootstrap_servers and s.kafka_topic):
         raise ConfigError("A Kafka stream needs 'stream.kafka_bootstrap_servers' and 'stream.kafka_topic'.")
     duration_seconds(s.window, "stream.window")
@@ -712,7 +717,7 @@ class _UniqueKeyLoader(yaml.SafeLoader):
 
 # Mappings whose own keys are free text that may hold dots (Spark settings, reader options, Kafka options): in an
 # override 'spark.conf.spark.sql.shuffle.partitions' everything after the section is one key.
-FREE_KEY_SECTIONS = ("spark.conf", "input.options", "output.tables", "stream.kafka_options")
+FREE_KEY_SECTIONS = ("spark.conf", "input.options", "output.tables", "stream.options", "stream.kafka_options")
 
 
 def override_path(key: str) -> list[str]:

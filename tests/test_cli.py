@@ -131,7 +131,7 @@ def test_config_errors_exit_3_with_one_line(tmp_path, capsys):
     # a batch config given to `ctcalc stream`: said before Spark starts (it started Spark first)
     started = time.perf_counter()
     assert main(["stream", "--config", str(example_config("demo.yaml"))]) == EXIT_CONFIG
-    assert "A file stream needs 'stream.path' (the folder where Parquet/JSON files land): set it under 'stream:'" in \
+    assert "A file stream needs 'stream.path' (the folder where Parquet, JSON or CSV files land): set it under 'stream:'" in \
         capsys.readouterr().err and time.perf_counter() - started < 5
 
 

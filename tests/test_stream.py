@@ -28,7 +28,7 @@ from ctcalc_spark.core.windows import (
     window_start_us,
     windows_between,
 )
-from ctcalc_spark.errors import ConfigError
+from ctcalc_spark.errors import ConfigError, InputError
 from ctcalc_spark.jobs.evaluate import evaluate
 from ctcalc_spark.jobs.rolling import compute_rolling
 from ctcalc_spark.jobs.stream import (
@@ -318,6 +318,73 @@ def test_malformed_json_lines_and_unreadable_json_files(spark, demo_config, tmp_
     key = ["ds", "model", "run", "slice_name"]
     _close(metrics.sort_values(key).reset_index(drop=True), batch_metrics.sort_values(key).reset_index(drop=True),
            SAME_COLS, "json stream vs batch")
+
+
+def test_csv_files_stream_like_the_batch_job_and_bad_ones_are_quarantined(spark, demo_config, tmp_path):
+    """CSV landing files (refused before: only Parquet and JSON): the schema comes from the first file's header,
+    malformed lines are counted and left out, a file with its columns in another order is quarantined (Spark reads
+    CSV by position), a file of only a header is no problem, and the metrics equal the batch job's to 1e-12."""
+    gen, src = tmp_path / "gen", tmp_path / "src"
+    rows = write_stream_demo_files(str(gen), n_examples_per_day=300, n_runs=1, n_days=2, files_per_day=1)
+    src.mkdir()
+    t0 = time.time() - 600
+    landed = []
+    for i, (ds, day) in enumerate(rows.groupby("ds")):
+        day = day.assign(event_time=day["event_time"].dt.strftime("%Y-%m-%d %H:%M:%S.%f"))
+        text = day.to_csv(index=False)  # floats as repr: they read back exactly
+        if i == 0:
+            lines = text.splitlines()
+            lines[10:10] = ["baseline,0,2026-11-15,1,0,not-a-number,2026-11-15 01:00:00",
+                            "baseline,0,2026-11-15,2,zero,0.5,2026-11-15 01:00:00"]
+            text = "\n".join(lines) + "\n"
+            landed.append(("day-a-reordered.csv", day[list(day.columns[::-1])].head(50).to_csv(index=False)))
+            landed.append(("day-b-header-only.csv", ",".join(day.columns) + "\n"))
+        landed.append((f"day-{ds}.csv", text))
+    for i, (name, text) in enumerate(landed):
+        (src / name).write_text(text)
+        os.utime(src / name, (t0 + i, t0 + i))
+    (src / "day-x-broken.csv.gz").write_bytes(gzip.compress(",".join(rows.columns).encode() + b"\n" + b"m,1\n" * 500)[:40])
+    os.utime(src / "day-x-broken.csv.gz", (t0 + 1.5, t0 + 1.5))
+    cfg = _stream_config(demo_config, src, format="csv")
+
+    res = run_stream(spark, cfg, trigger="availableNow", close_at_end=True)
+    assert sum(b["malformed_record"] for b in res.batches) == 2
+    assert sum(b["rows"] for b in res.batches) == len(rows)
+    counts = read_stream_counts(spark, cfg)
+    malformed = counts[counts["kind"] == "malformed_record"]
+    assert malformed["file"].str.endswith("day-2026-11-15.csv").all() and int(malformed["n_rows"].sum()) == 2
+    assert set(malformed["reason"]) == {"malformed CSV line(s)"}
+    quarantined = counts[counts["kind"] == "unreadable_file"]
+    quarantined = quarantined.set_index(quarantined["file"].str.rsplit("/", n=1).str[-1])
+    assert sorted(quarantined.index) == ["day-a-reordered.csv", "day-x-broken.csv.gz"]
+    assert quarantined.loc["day-a-reordered.csv", "reason"].startswith(
+        "its header has columns ['event_time', 'logit', 'label', 'example_id', 'ds', 'run', 'model'] where the stream "
+        "reads ['model', 'run', 'ds', 'example_id', 'label', 'logit', 'event_time'] (CSV columns are read by position)")
+    assert quarantined.loc["day-x-broken.csv.gz", "reason"].startswith("unreadable file (")
+    metrics = read_stream_metrics(spark, cfg)
+    batch_metrics, _ = _batch_reference(spark, demo_config, gen, tmp_path / "batch", ["2026-11-15", "2026-11-16"])
+    key = ["ds", "model", "run", "slice_name"]
+    _close(metrics.sort_values(key).reset_index(drop=True), batch_metrics.sort_values(key).reset_index(drop=True),
+           SAME_COLS, "csv stream vs batch")
+
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    with pytest.raises(ConfigError, match=r"No CSV file with a header line in .* set 'stream.schema' to the files' "
+                                          r"columns in their order \(DDL\), e.g. '`model` STRING, `run` STRING"):
+        read_stream(spark, _stream_config(demo_config, empty, format="csv"))
+    with pytest.raises(ConfigError, match="A CSV stream without header lines needs 'stream.schema'"):
+        read_stream(spark, _stream_config(demo_config, src, format="csv", options={"header": "false"}))
+
+
+def test_rows_without_event_time_alone_stop_an_error_mode_batch_with_their_count(demo_config, tmp_path):
+    """A batch whose only bad rows had no event time (no invalid-row tally, so no 'reason' column) ended in
+    KeyError: 'reason' instead of the batch's InputError."""
+    from ctcalc_spark.jobs.stream import BatchHandler
+
+    handler = BatchHandler(_stream_config(demo_config, tmp_path), token="t")
+    counts = pd.DataFrame({"kind": ["no_event_time", "late"], "n_rows": [2, 5], "_window_us": [None, 1]})
+    with pytest.raises(InputError, match=r"Invalid rows in stream batch 7: 2 rows: null or unparsable 'event_time'\."):
+        handler._check_invalid(counts, 7)
 
 
 def test_stream_on_spark_connect_equals_classic(spark, connect_spark, demo_config, tmp_path, monkeypatch):

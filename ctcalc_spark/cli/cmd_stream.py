@@ -32,7 +32,7 @@ def run(args: argparse.Namespace) -> int:
 
     cfg = config_from_args(args)
     if cfg.stream.source == "file" and not cfg.stream.path:  # before Spark starts (it said so after)
-        raise ConfigError("A file stream needs 'stream.path' (the folder where Parquet/JSON files land): set it under "
+        raise ConfigError("A file stream needs 'stream.path' (the folder where Parquet, JSON or CSV files land): set it under "
                           "'stream:' in the config (conf/stream_demo.yaml shows the section).")
     if args.generate_demo:
         if not cfg.stream.path:

@@ -46,7 +46,7 @@ import numpy as np
 import pandas as pd
 
 from ctcalc_spark import errors
-from ctcalc_spark.config import JobConfig, duration_seconds
+from ctcalc_spark.config import JobConfig, StreamConfig, duration_seconds
 from ctcalc_spark.core.finalize import ALL, METRIC_TYPES, SUMMARY_TYPES, metrics_from_summaries
 from ctcalc_spark.core.windows import (
     ROLLING_TYPES,
@@ -83,6 +83,7 @@ NO_WINDOW = "none"
 """``window`` partition of the counts that belong to no window (no event time, quarantined files)."""
 COUNT_KINDS = ("late", "invalid", "no_event_time", "unreadable_file", "malformed_record")
 CORRUPT_RECORD = "_corrupt_record"
+RECORD_FORMATS = ("json", "csv")  # text formats read line by line: a line that does not parse is a malformed record
 
 
 def batch_line(report: Mapping[str, Any]) -> str:
@@ -423,9 +424,9 @@ class BatchHandler:
         if not landed:
             return _BatchRows(None)
         spark = batch_df.sparkSession
-        reader = (spark.read.format(s.format).schema(self.schema).option("ignoreCorruptFiles", "true")
-                  .option("ignoreMissingFiles", "true"))
-        json_source = s.format == "json"
+        reader = (spark.read.format(s.format).schema(self.schema).options(**_reader_options(s))
+                  .option("ignoreCorruptFiles", "true").option("ignoreMissingFiles", "true"))
+        json_source = s.format in RECORD_FORMATS  # text records: a line that does not parse is counted, not fatal
         if json_source:
             reader = reader.option("mode", "PERMISSIVE").option("columnNameOfCorruptRecord", CORRUPT_RECORD)
         frame = reader.load([p for p, _ in landed]).withColumn(FILE_COLUMN, F.col("_metadata.file_path"))
@@ -452,7 +453,7 @@ class BatchHandler:
                 continue
             bad = int(got.get("malformed") or 0)
             if bad:
-                out.malformed.append({"file": path, "reason": "malformed JSON line(s)", "n_rows": bad})
+                out.malformed.append({"file": path, "reason": f"malformed {s.format.upper()} line(s)", "n_rows": bad})
             out.n_rows += int(got["n"]) - bad
             out.max_event_us = _latest(out.max_event_us, None if got["mx"] is None else int(got["mx"]))
         if excluded:
@@ -466,7 +467,9 @@ class BatchHandler:
             str | None, int | None]:
         """(why the file is quarantined or None, its footer row count if known) from the rows Spark read.
 
-        ``footers``: the FileStore to read Parquet footers with, or why there is none."""
+        ``footers``: the FileStore to read Parquet footers (and CSV headers) with, or why there is none."""
+        if self.cfg.stream.format == "csv" and not isinstance(footers, str):
+            return self._csv_problem(footers, path, length, read), None
         if self.cfg.stream.format != "parquet":
             return (f"no records read from a {length}-byte file", None) if read == 0 and length > 0 else (None, None)
         footer: int | None = None
@@ -484,6 +487,26 @@ class BatchHandler:
         if read == 0 and length > 0:
             return f"no rows read from a {length}-byte file: {problem}", None
         return None, None
+
+    def _csv_problem(self, files: FileStore, path: str, length: int, read: int) -> str | None:
+        """Why a landed CSV file is quarantined, or None. Spark reads CSV columns by position, so a file whose
+        header names other columns, or the same in another order, would be read into the wrong ones; a file of
+        only a header holds no rows and is fine."""
+        s = self.cfg.stream
+        try:
+            head, more = files.csv_head(path, _csv_sep(s))
+        except Exception as e:  # noqa: BLE001 - OSError, ArrowInvalid: a corrupt .gz, say
+            return f"unreadable file ({str(e).splitlines()[0][:200]})"
+        if _csv_header(s):
+            want = [f.name for f in (self.schema.fields if self.schema is not None else []) if f.name != CORRUPT_RECORD]
+            if head != want:
+                return (f"its header has columns {head} where the stream reads {want} (CSV columns are read by "
+                        "position): land files with the same columns in the same order")
+        elif head:
+            more = True
+        if read == 0 and more:
+            return f"no records read from a {length}-byte file"
+        return None
 
     # ---- one batch ----------------------------------------------------------------------------------------
     def _process(self, store: OutputStore, files: StreamFiles, batch_df: DataFrame, batch_id: int) -> None:
@@ -617,6 +640,8 @@ class BatchHandler:
         bad = counts[counts["kind"].isin(["invalid", "no_event_time"])]
         if bad.empty:
             return
+        if "reason" not in bad:  # only rows without an event time: no invalid-row tally, so no reason column
+            bad = bad.assign(reason=None)
         parts = []
         for kind, grp in bad.groupby("kind"):
             for reason, n in grp.groupby(grp["reason"].fillna(""))["n_rows"].sum().items():
@@ -649,11 +674,75 @@ def _needed_columns(cfg: JobConfig) -> list[str]:
     return [n for n in required_columns(cfg) if n != cfg.columns.ds] + [cfg.stream.event_time]
 
 
+def _reader_options(s: StreamConfig) -> dict[str, str]:
+    """Reader options for the landed files: ``stream.options``, a CSV's header line read unless they say not."""
+    options = {str(k): str(v) for k, v in dict(s.options).items()}
+    if s.format == "csv":
+        options.setdefault("header", "true")
+    return options
+
+
+def _csv_header(s: StreamConfig) -> bool:
+    return _reader_options(s)["header"].strip().lower() == "true"
+
+
+def _csv_sep(s: StreamConfig) -> str:
+    options = _reader_options(s)
+    return options.get("sep", options.get("delimiter", ","))
+
+
+def _csv_schema(spark: SparkSession, cfg: JobConfig) -> StructType:
+    """The schema of a CSV stream's rows, in the files' column order: Spark's CSV type inference on the first
+    landed file (by name) with a header and a row, as the batch job reads the same files with ``inferSchema``;
+    integers widened to BIGINT and floats to DOUBLE, so a later file's larger values still fit. The label, score
+    and weight columns are DOUBLE and the event time a TIMESTAMP whatever the file holds, so a line with text
+    there is a malformed record rather than a reason to read the whole column as text."""
+    from pyspark.sql.types import (
+        DoubleType,
+        FloatType,
+        IntegerType,
+        LongType,
+        ShortType,
+        StructField,
+        StructType,
+        TimestampType,
+    )
+
+    s = cfg.stream
+    example = default_schema(cfg)
+    if not _csv_header(s):
+        raise ConfigError(f"A CSV stream without header lines needs 'stream.schema': the files' columns in their "
+                          f"order as DDL, e.g. {example!r}.")
+    files = FileStore(str(s.path))
+    wide = {IntegerType: LongType(), ShortType: LongType(), FloatType: DoubleType()}
+    c = cfg.columns
+    fixed = {**{n: DoubleType() for n in (c.label, c.logit, c.prediction, c.weight) if n},
+             s.event_time: TimestampType()}
+    for entry in files.list(str(s.path)):
+        if entry.is_dir or entry.name.startswith((".", "_")):
+            continue
+        path = f"{str(s.path).rstrip('/')}/{entry.name}"
+        try:
+            head, rows = files.csv_head(path, _csv_sep(s))
+            if not (head and all(head) and rows):
+                continue
+            inferred = spark.read.options(**_reader_options(s)).option("inferSchema", "true").csv(path).schema
+        except Exception:  # noqa: BLE001 - an unreadable file: the handler quarantines it; try the next one
+            continue
+        return StructType([StructField(f.name, fixed.get(f.name, wide.get(type(f.dataType), f.dataType)), True)
+                           for f in inferred])
+    raise ConfigError(f"No CSV file with a header line in {s.path!r} yet to take the column order from; set "
+                      f"'stream.schema' to the files' columns in their order (DDL), e.g. {example!r}.")
+
+
 def _row_schema(spark: SparkSession, cfg: JobConfig) -> StructType:
     """The schema the handler reads landed files with: ``stream.schema``, else the Parquet files already there
-    (unreadable ones skipped), else the default; JSON gets the malformed-record column."""
+    (unreadable ones skipped) or a CSV file's header, else the default; JSON and CSV get the malformed-record
+    column."""
     s = cfg.stream
     schema: Any = s.schema
+    if schema is None and s.format == "csv":
+        schema = _csv_schema(spark, cfg)
     if schema is None and s.format == "parquet":
         try:
             schema = spark.read.option("ignoreCorruptFiles", "true").parquet(str(s.path)).schema
@@ -668,7 +757,7 @@ def _row_schema(spark: SparkSession, cfg: JobConfig) -> StructType:
         except Exception as e:  # noqa: BLE001 - a bad DDL string: say which setting
             raise ConfigError(f"'stream.schema' is not a valid DDL schema: {str(e).splitlines()[0][:300]}") from e
     check_columns(schema.fieldNames(), _needed_columns(cfg))
-    if s.format == "json" and CORRUPT_RECORD not in schema.fieldNames():
+    if s.format in RECORD_FORMATS and CORRUPT_RECORD not in schema.fieldNames():
         schema = schema.add(CORRUPT_RECORD, "string")
     return schema
 
@@ -681,7 +770,7 @@ def read_stream(spark: SparkSession, cfg: JobConfig) -> tuple[DataFrame, StructT
     s = cfg.stream
     if s.source == "file":
         if not s.path:
-            raise ConfigError("A file stream needs 'stream.path' (the folder where Parquet/JSON files land).")
+            raise ConfigError("A file stream needs 'stream.path' (the folder where Parquet, JSON or CSV files land).")
         try:
             FileStore(s.path).mkdirs(s.path)
         except ConfigError as e:  # a file system pyarrow cannot reach: Spark may still read it

@@ -146,6 +146,18 @@ class FileStore:
         with self._fs.open_input_file(self._p(path)) as f:
             return list(pq.read_schema(f).names)
 
+    def csv_head(self, path: str, sep: str = ",", limit: int = 1 << 16) -> tuple[list[str], bool]:
+        """(the first record's fields, whether a non-blank line follows it) of a CSV file, from its first
+        ``limit`` bytes (a ``.gz``/``.bz2``/... file is decompressed by its extension); raises OSError or
+        pyarrow's ArrowInvalid if the bytes cannot be read or decompressed."""
+        import csv
+
+        with self._fs.open_input_stream(self._p(path), compression="detect") as f:
+            text = f.read(limit).decode("utf-8", errors="replace").lstrip("\ufeff")
+        first, _, rest = text.partition("\n")
+        fields = next(csv.reader([first.rstrip("\r")], delimiter=sep), [])
+        return fields, bool(rest.strip())
+
     def read_text(self, path: str) -> str:
         with self._fs.open_input_stream(self._p(path)) as f:
             return f.read().decode("utf-8")
