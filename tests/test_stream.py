@@ -372,6 +372,14 @@ def test_csv_files_stream_like_the_batch_job_and_bad_ones_are_quarantined(spark,
     with pytest.raises(ConfigError, match=r"No CSV file with a header line in .* set 'stream.schema' to the files' "
                                           r"columns in their order \(DDL\), e.g. '`model` STRING, `run` STRING"):
         read_stream(spark, _stream_config(demo_config, empty, format="csv"))
+    semicolons = tmp_path / "semicolons"
+    semicolons.mkdir()
+    (semicolons / "a.csv").write_text((src / "day-2026-11-16.csv").read_text().replace(",", ";"))
+    with pytest.raises(InputError, match=r"The stream's schema lacks column\(s\) .* the file is delimited by ';', not "
+                                         r"by commas: set stream.options: \{sep: ';'\}\."):  # said input.options
+        read_stream(spark, _stream_config(demo_config, semicolons, format="csv"))
+    assert "logit" in read_stream(spark, _stream_config(demo_config, semicolons, format="csv",
+                                                        options={"sep": ";"}))[1].fieldNames()
     with pytest.raises(ConfigError, match="A CSV stream without header lines needs 'stream.schema'"):
         read_stream(spark, _stream_config(demo_config, src, format="csv", options={"header": "false"}))
 

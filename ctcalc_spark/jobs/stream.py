@@ -756,7 +756,7 @@ def _row_schema(spark: SparkSession, cfg: JobConfig) -> StructType:
             schema = spark.readStream.schema(schema).format(s.format).load(str(s.path)).schema
         except Exception as e:  # noqa: BLE001 - a bad DDL string: say which setting
             raise ConfigError(f"'stream.schema' is not a valid DDL schema: {str(e).splitlines()[0][:300]}") from e
-    check_columns(schema.fieldNames(), _needed_columns(cfg))
+    check_columns(schema.fieldNames(), _needed_columns(cfg), what="The stream's schema", options="stream.options")
     if s.format in RECORD_FORMATS and CORRUPT_RECORD not in schema.fieldNames():
         schema = schema.add(CORRUPT_RECORD, "string")
     return schema
@@ -796,7 +796,7 @@ def read_stream(spark: SparkSession, cfg: JobConfig) -> tuple[DataFrame, StructT
         raise
     parsed = F.from_json(F.col("value").cast("string"), s.schema or default_schema(cfg))
     df = raw.select(parsed.alias("_r")).select("_r.*")
-    check_columns(df.columns, _needed_columns(cfg))
+    check_columns(df.columns, _needed_columns(cfg), what="The stream's schema")
     return df, None
 
 

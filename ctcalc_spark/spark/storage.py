@@ -111,10 +111,11 @@ def required_columns(cfg: JobConfig) -> list[str]:
     return list(dict.fromkeys(n for n in names if n is not None))
 
 
-def check_columns(present: Iterable[str], required: Iterable[str], structs: Mapping[str, Sequence[str]] | None = None
-                  ) -> None:
+def check_columns(present: Iterable[str], required: Iterable[str], structs: Mapping[str, Sequence[str]] | None = None,
+                  *, what: str = "The evaluation table", options: str = "input.options") -> None:
     """Raise InputError listing the missing and the present columns (``structs``: the fields of struct columns,
-    named when a missing name is one of them with a field it lacks)."""
+    named when a missing name is one of them with a field it lacks); ``what`` starts the message and ``options``
+    is the config key of the reader options a fix names (the stream's landed files: 'stream.options')."""
     have = list(present)
     missing = [r for r in required if r not in have]
     if missing:
@@ -126,11 +127,11 @@ def check_columns(present: Iterable[str], required: Iterable[str], structs: Mapp
         copies = {m: [h for h in have if re.fullmatch(re.escape(m) + r"\d+", h)] for m in missing}
         copies = {m: c for m, c in copies.items() if len(c) >= 2}
         if headerless:
-            fix = ("Columns named _c0, _c1, ... come from a CSV read without its header row: set input.options: "
+            fix = (f"Columns named _c0, _c1, ... come from a CSV read without its header row: set {options}: "
                    "{header: 'true'} (and inferSchema: 'true' for numeric ids).")
         elif sep is not None:
             fix = (f"The one column's name holds {sep!r} between the names: the file is delimited by {sep!r}, "
-                   f"not by commas: set input.options: {{sep: {sep!r}}}.")
+                   f"not by commas: set {options}: {{sep: {sep!r}}}.")
         elif nested:
             fix = "; ".join(f"{m!r} reads field {m.split('.', 1)[1]!r} of the struct column {s!r}, whose fields are "
                             f"{list((structs or {})[s])}" for m, s in nested.items()) + "."
@@ -146,7 +147,7 @@ def check_columns(present: Iterable[str], required: Iterable[str], structs: Mapp
                    "data.")
         else:
             fix = "Rename them in the data or map them under 'columns:' in the config."
-        raise InputError(f"The evaluation table lacks column(s) {missing}; present columns: {sorted(have)}. {fix}")
+        raise InputError(f"{what} lacks column(s) {missing}; present columns: {sorted(have)}. {fix}")
 
 
 NUMERIC_TYPES = ("tinyint", "smallint", "int", "bigint", "float", "double", "boolean", "string")
