@@ -466,3 +466,24 @@ def test_a_range_without_a_date_column_is_refused_before_spark_starts(tmp_path):
                     "--set", "columns.ds=null"], cwd=tmp_path, expect=EXIT_CONFIG)
     assert proc.stderr == ("ctcalc evaluate: error: The config has no date column ('columns.ds: null'): give exactly "
                            "one --ds, the day that labels this fixed evaluation set's output partitions.\n")
+
+
+def test_an_unreadable_file_is_one_line_not_a_java_stack_unless_verbose(tmp_path):
+    """A truncated Parquet file printed 113 lines: Spark's executor and task-set lines with the whole Java stack,
+    then ctcalc's one-line error that names the file and the cause. The stacks show with -v."""
+    import pandas as pd
+
+    rows = pd.DataFrame({"ds": "2026-05-01", "model": "m", "run": 0, "example_id": range(200), "label": [0, 1] * 100,
+                         "logit": 0.5})
+    (tmp_path / "in").mkdir()
+    rows.to_parquet(tmp_path / "in" / "a.parquet")
+    data = (tmp_path / "in" / "a.parquet").read_bytes()
+    (tmp_path / "in" / "b.parquet").write_bytes(data[:len(data) // 2] + data[-8:])  # footer length and magic kept
+    args = ["evaluate", "--ds", "2026-05-01", "--set", "input.path=in", "--set", "output.path=out"]
+    proc = run_cli(args, cwd=tmp_path, expect=EXIT_INPUT)
+    err = [line for line in proc.stderr.splitlines() if not line.startswith("WARNING: Using incubator modules")]
+    assert len(err) == 2 and "scanning ds=2026-05-01" in err[0], proc.stderr[-3000:]
+    assert err[1].startswith(f"ctcalc evaluate: error: Cannot read file {tmp_path}/in/b.parquet of the evaluation "
+                             "table: ")
+    verbose = run_cli(["-v", *args], cwd=tmp_path, expect=None).stderr
+    assert "Lost task" in verbose and "\tat org.apache" in verbose and "Cannot read file" in verbose

@@ -255,7 +255,9 @@ def _log_settings(launch: Mapping[str, str]) -> dict[str, str]:
         conf_dir = os.path.join(os.environ.get("SPARK_HOME") or os.path.dirname(pyspark.__file__), "conf")
     if any(os.path.isfile(os.path.join(conf_dir, name)) for name in LOG_CONFIG_NAMES):
         return {}
-    return {DRIVER_JAVA_OPTIONS: f"{options} -Dlog4j2.configurationFile={LOG_CONFIG.as_uri()}".strip()}
+    verbose = launch.get("spark.log.level", "WARN").upper() in ("INFO", "DEBUG", "TRACE", "ALL")
+    shown = " -Dctcalc.task_failures=NEUTRAL" if verbose else ""  # the failed tasks' Java stacks (see the file)
+    return {DRIVER_JAVA_OPTIONS: f"{options} -Dlog4j2.configurationFile={LOG_CONFIG.as_uri()}{shown}".strip()}
 
 
 def _loads_local_fs(spark: SparkSession) -> bool:
