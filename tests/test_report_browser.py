@@ -112,3 +112,68 @@ def test_summary_and_first_plot_are_on_the_first_screen(three_year_report, tmp_p
     print(f"\n3-year weekly drift report: {len(page.encode('utf-8')) / 1e3:.0f} kB page, written in "
           f"{t_write:.1f} s; Chromium layout + screenshot {t_browser:.1f} s; summary ends at "
           f"{summary['bottom']:.0f} px, first plot at {img['top']:.0f}-{img['bottom']:.0f} px of a {screen} px screen")
+
+
+# Injected like _MEASURE: every image decoded, the page's width against the window's, and where the accuracy
+# table and each note and verdict paragraph sit.
+_MEASURE_COMPARE = """<script>
+addEventListener('load', () => {
+  const box = (el) => { const r = el.getBoundingClientRect();
+    return {top: r.top + scrollY, bottom: r.bottom + scrollY, right: r.right + scrollX}; };
+  const out = {innerHeight, innerWidth, scrollWidth: document.documentElement.scrollWidth,
+    images: [...document.images].map(i => ({loaded: i.complete, natural_width: i.naturalWidth, right: box(i).right})),
+    first_table: box(document.querySelector('table')),
+    notes: [...document.querySelectorAll('p.note, p.verdict')].map(p => Object.assign(box(p), {text: p.textContent}))};
+  document.body.setAttribute('data-layout', JSON.stringify(out));
+});
+</script></body>"""
+
+
+def test_the_compare_report_lays_out_within_the_window_with_every_plot_decoded(tmp_path):
+    """The comparison report (ctcalc compare, --rolling, ctcalc experiment) in Chromium: its plots decode, nothing
+    is wider than a 1280 px window, the accuracy table is on the first screen, and the line that says how to read
+    an Acc below 50 % (the better pipeline given as B) is on the page."""
+    import itertools
+
+    import pandas as pd
+
+    from ctcalc_spark.core.accuracy import compare_runs
+    from ctcalc_spark.core.rolling_compare import comparison_windows, compare_rolling, run_table
+    from ctcalc_spark.core.summary import RegressionSummary
+    from ctcalc_spark.core.windows import WindowSpec
+    from ctcalc_spark.reports.comparison import orientation_note, write_report
+    from ctcalc_spark.reports.rolling_comparison import section_html
+
+    rng = np.random.default_rng(4)
+    days = [(pd.Timestamp("2026-05-01") + pd.Timedelta(days=i)).date().isoformat() for i in range(12)]
+    rows = []
+    for i, ds in enumerate(days):
+        y = rng.normal(0.3 * i, 1.0, 200)
+        for model, run in itertools.product(("a_much_longer_pipeline_name_for_the_table", "b"), range(4)):
+            p = y + rng.normal(0, 0.5, 200) + (0.3 * (i - 1) if model == "b" else 0.0) - 0.3 * i + 0.1 * run
+            s = RegressionSummary.from_rows(y, p)
+            rows.append({"ds": ds, "model": model, "run": str(run), "split": "remain", "count": s.count,
+                         "weight": s.weight, "wr": s.wr, "wr2": s.wr2, "wp": s.wp, "wy": s.wy})
+    spec = WindowSpec("day")
+    table = run_table(pd.DataFrame(rows), "regression", comparison_windows(days[0], days[-1], spec), spec,
+                      first_ds=days[0], end=days[-1])
+    rc = compare_rolling(table, "regression", "a_much_longer_pipeline_name_for_the_table", "b", spec=spec,
+                         start=days[0], end=days[-1], n_boot=200)
+    c = rc.period
+    assert c.ahead == "b" and orientation_note(c) is not None  # the better pipeline given as B
+    paths = write_report(tmp_path / "report", [c], title="a vs b: day windows", sections=[section_html(rc)],
+                         warnings=["an example warning line"])
+    page = Path(paths["html"]).read_text(encoding="utf-8")
+    probe = tmp_path / "probe.html"
+    probe.write_text(page.replace("</body>", _MEASURE_COMPARE, 1), encoding="utf-8")
+    dom = _chromium(["--dump-dom", probe.as_uri()], tmp_path)
+    m = re.search(r'data-layout="([^"]*)"', dom)
+    assert m, f"the measuring script left no data-layout attribute; DOM starts {dom[:300]!r}"
+    lay = json.loads(html.unescape(m.group(1)))
+    assert len(lay["images"]) == 2  # the runs' distributions and the accuracy per window
+    assert all(i["loaded"] and i["natural_width"] >= 500 for i in lay["images"]), lay["images"]
+    assert lay["scrollWidth"] <= lay["innerWidth"], f"the page is {lay['scrollWidth']} px wide in a " \
+                                                     f"{lay['innerWidth']} px window"
+    assert lay["first_table"]["bottom"] <= lay["innerHeight"]
+    assert any(n["text"].startswith("Acc is the share of run pairs in which a_much_longer") for n in lay["notes"])
+    assert any("ranking b ahead" in n["text"] for n in lay["notes"])  # the verdict, read on b's side
