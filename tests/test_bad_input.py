@@ -400,6 +400,46 @@ def test_labels_other_than_0_and_1_are_named_with_what_to_do(spark, demo_config,
         evaluate(spark, demo_config(on_invalid="drop"), DS, write=False)
 
 
+@pytest.mark.parametrize("scores, hint", [
+    (lambda z: z, r"The prediction column 'score' holds values from -\S+ to \S+ outside \[0, 1\], negative ones "
+                  r"among them: logits \(log-odds\) look like that\. If they are, set columns\.logit: score and "
+                  r"columns\.prediction: null\.$"),
+    (lambda z: np.round(100 / (1 + np.exp(-z)), 1), r"The prediction column 'score' holds values up to \S+: if they "
+                                                    r"are percentages, divide them by 100 upstream\.$"),
+])
+def test_probabilities_outside_0_1_say_what_the_column_holds(spark, demo_config, tmp_path, scores, hint):
+    """Logits (or percentages) given as columns.prediction stopped the run with 'probability outside [0, 1]' and
+    the rule only: the message now says what the column holds and the likely fix."""
+    df = _rows()
+    df["score"] = scores(df.pop("logit").to_numpy())
+    _write(df, tmp_path / "eval")
+    with pytest.raises(InputError, match=r"rows: probability outside \[0, 1\] .*" + hint):
+        evaluate(spark, demo_config(columns={"logit": None, "prediction": "score"}), DS, write=False)
+
+
+def test_probabilities_given_as_logits_get_a_warning(spark, demo_config, tmp_path):
+    """Probabilities given as columns.logit are valid numbers, read as logits between 0 and 1 (every row a
+    probability of 0.5 to 0.73): the job wrote meaningless metrics without a word. It now warns, from the
+    histogram bins it already has; logits of a real model get no warning."""
+    from ctcalc_spark.cli.cmd_evaluate import data_notes
+    from ctcalc_spark.core.sanity import probability_like_logits_line
+
+    df = _rows()
+    _write(df.assign(logit=1 / (1 + np.exp(-df["logit"]))), tmp_path / "probs")
+    cfg = demo_config(input__path=str(tmp_path / "probs"))
+    notes = data_notes(evaluate(spark, cfg, DS, write=False), cfg)
+    assert [n for n in notes if n.startswith("WARNING: all")] == [
+        f"WARNING: all {N:,} values of the logit column 'logit' are between 0 and 1 (to the histogram's bin width, "
+        "0.05), so every row was read as a probability between 0.5 and about 0.73. If they are probabilities, set "
+        "columns.prediction: logit and columns.logit: null, and run again: the metrics just written are of the "
+        "wrong scores."]
+    _write(df, tmp_path / "eval")
+    real = evaluate(spark, demo_config(), DS, write=False)
+    assert not any(n.startswith("WARNING: all") for n in data_notes(real, demo_config()))
+    few = real.summaries.assign(bin=1, count=1).head(50)  # a handful of rows says nothing
+    assert probability_like_logits_line(few, column="logit", bin_width=0.05) is None
+
+
 def test_a_column_without_numbers_is_rejected_before_the_scan(spark, demo_config, tmp_path):
     df = _rows().assign(label=pd.Timestamp("2026-01-01"))
     _write(df, tmp_path / "eval")

@@ -30,6 +30,7 @@ def data_notes(result: EvaluateResult, cfg: JobConfig) -> list[str]:
         extreme_lines,
         many_slice_values_lines,
         median_information,
+        probability_like_logits_line,
         small_bias_hint,
         status_line,
     )
@@ -50,6 +51,11 @@ def data_notes(result: EvaluateResult, cfg: JobConfig) -> list[str]:
                                rows_per_day=float(whole["n_rows"].median()))
         if hint:
             out.append(hint)
+    if cfg.task == "binary" and cfg.columns.logit is not None and "bin" in result.summaries:
+        line = probability_like_logits_line(result.summaries, column=cfg.columns.logit,
+                                            bin_width=cfg.histogram.bin_width)
+        if line:
+            out.append(line)
     if cfg.task == "binary" and not whole.empty:
         per_run = whole.groupby(["model", "run"], sort=True)[["n_rows", "n_extreme", "n_clipped"]].sum().reset_index()
         metric = None

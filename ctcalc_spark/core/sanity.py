@@ -92,6 +92,27 @@ def extreme_counts(summaries: pd.DataFrame, by: Sequence[str], *, max_abs_logit:
     return frame.groupby(list(by), sort=True, dropna=False)[["n_rows", "n_extreme", "n_clipped"]].sum().reset_index()
 
 
+PROBABILITY_LIKE_MIN_ROWS = 100
+"""Rows below which :func:`probability_like_logits_line` says nothing (a handful of logits may all be small)."""
+
+
+def probability_like_logits_line(summaries: pd.DataFrame, *, column: str, bin_width: float) -> str | None:
+    """A warning when every logit of a binary job lies between 0 and 1, read from the summaries' histogram bins
+    (no pass over the rows): probabilities given as ``columns.logit``. A model's logits fall on both sides of 0
+    unless it predicts more than 50 % for every row, so such a column is almost surely of probabilities, which
+    read as logits give every row a probability between 0.5 and about 0.73 and a log loss that means nothing."""
+    if summaries.empty or "bin" not in summaries:
+        return None
+    b = summaries["bin"].to_numpy(np.int64)
+    rows = int(summaries["count"].to_numpy(np.int64).sum())
+    if rows < PROBABILITY_LIKE_MIN_ROWS or b.min() < 0 or b.max() > math.floor(1.0 / bin_width + 1e-9):
+        return None
+    return (f"WARNING: all {rows:,} values of the logit column {column!r} are between 0 and 1 (to the histogram's "
+            f"bin width, {bin_width:g}), so every row was read as a probability between 0.5 and about 0.73. If they "
+            f"are probabilities, set columns.prediction: {column} and columns.logit: null, and run again: the metrics "
+            "just written are of the wrong scores.")
+
+
 def _group_text(r: dict[str, Any], by: Sequence[str]) -> str:
     return " ".join(f"{k}={r[k]}" for k in by)
 

@@ -33,6 +33,7 @@ from ctcalc_spark.spark.scan import (
     INVALID_REASONS,
     KNOWN_BIAS_COLUMN,
     LABEL_NOT_ALLOWED,
+    PROBABILITY_OUTSIDE,
     TEXT_NOT_NUMBER,
     UNATTRIBUTED_CODES,
     bad_weight,
@@ -263,8 +264,34 @@ def _row_hints(df: DataFrame, cfg: JobConfig, tally: pd.DataFrame) -> list[str]:
     """The sentences that show what invalid rows hold, for the reasons in ``tally`` that have one."""
     codes = set(tally["invalid"])
     hints = [_text_number_hint(df, cfg) if TEXT_NOT_NUMBER in codes else None,
-             _label_hint(df, cfg) if LABEL_NOT_ALLOWED in codes else None]
+             _label_hint(df, cfg) if LABEL_NOT_ALLOWED in codes else None,
+             _probability_hint(df, cfg) if PROBABILITY_OUTSIDE in codes else None]
     return [h for h in hints if h]
+
+
+def _probability_hint(df: DataFrame, cfg: JobConfig) -> str | None:
+    """When a binary run stopped on probabilities outside [0, 1]: what the column holds, and the likely cause,
+    logits or percentages given as columns.prediction (one aggregation of those rows, on this error path only)."""
+    from pyspark.sql import functions as F
+
+    name = cfg.columns.prediction
+    if cfg.task != "binary" or cfg.columns.logit is not None or name is None:
+        return None
+    p = F.expr(number_column(df, name)[0])
+    try:
+        low, high = df.where((p < 0.0) | (p > 1.0)).agg(F.min(p), F.max(p)).first()
+    except Exception:  # noqa: BLE001 - a hint only: the error it adds to stands without it
+        return None
+    if low is None or not (math.isfinite(low) and math.isfinite(high)):
+        return None
+    if low < 0.0:
+        return (f"The prediction column {name!r} holds values from {low:g} to {high:g} outside [0, 1], negative "
+                f"ones among them: logits (log-odds) look like that. If they are, set columns.logit: {name} and "
+                "columns.prediction: null.")
+    if high <= 100.0:
+        return (f"The prediction column {name!r} holds values up to {high:g}: if they are percentages, divide them "
+                "by 100 upstream.")
+    return f"The prediction column {name!r} holds values up to {high:g}, outside [0, 1]."
 
 
 def _label_hint(df: DataFrame, cfg: JobConfig) -> str | None:

@@ -35,6 +35,8 @@ INVALID_REASONS = {
 """Codes of the per-row ``invalid`` column (0 = valid). The scan packs the code into 4 bits of its group key."""
 LABEL_NOT_ALLOWED = 4
 """The code of a label the task does not take (the evaluate job then says what the labels are)."""
+PROBABILITY_OUTSIDE = 3
+"""The code of a binary probability outside [0, 1] (the evaluate job then says what the column holds)."""
 TEXT_NOT_NUMBER = 7
 """The code of text that is not a number (the evaluate job then shows one such value)."""
 UNATTRIBUTED_CODES = (8, 9)
