@@ -255,15 +255,16 @@ def test_hostile_names_render_in_the_compare_report(tmp_path) -> None:
     assert "$\\frac{a}{$" in page
 
 
-def _metrics_table(root, ds: str, models: dict[str, float]) -> None:
-    """A metrics partition as the evaluate job writes it (the columns run_metrics reads)."""
+def _metrics_table(root, ds: str, models: dict[str, float], rows_of: dict[str, int] | None = None) -> None:
+    """A metrics partition as the evaluate job writes it (the columns run_metrics reads); ``rows_of``: n_rows per
+    model (1,000 otherwise)."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
     rng = np.random.default_rng(7)
     rows = [{"model": m, "run": str(r), "slice_name": "__all__", "slice_value": "__all__",
              "log_loss": 0.4 + shift + rng.normal(0, 0.003), "calibrated_log_loss": 0.4 + shift + rng.normal(0, 3e-4),
-             "status": "ok"} for m, shift in models.items() for r in range(6)]
+             "status": "ok", "n_rows": (rows_of or {}).get(m, 1000)} for m, shift in models.items() for r in range(6)]
     part = root / "metrics" / f"ds={ds}"
     part.mkdir(parents=True)
     pq.write_table(pa.Table.from_pylist(rows), part / "part-0.parquet")
@@ -350,3 +351,31 @@ def test_verdict_reads_the_gain_on_the_side_of_the_pipeline_ahead() -> None:
     assert opposite.ahead is None and math.isnan(opposite.ranking_gain) and orientation_note(opposite) is None
     assert "a change in Acc is not a change in how often either ranks them right" in opposite.verdict
     json.dumps(b_ahead.to_dict())
+
+
+def test_compare_warns_when_the_pipelines_were_scored_on_different_rows(tmp_path, capsys) -> None:
+    """Runs of one pipeline over 3,000 rows and of the other over 1,500 (a lost file of its scores) were compared
+    without a word, as if their metrics covered the same rows."""
+    import yaml
+
+    from ctcalc_spark.cli.main import main
+    from ctcalc_spark.core.sanity import unequal_rows_line
+
+    out = tmp_path / "out"
+    _metrics_table(out, "2026-11-16", {"baseline": 0.0, "candidate": 0.001}, rows_of={"candidate": 1500})
+    _metrics_table(out, "2026-11-17", {"baseline": 0.0, "candidate": 0.001})
+    conf = tmp_path / "job.yaml"
+    conf.write_text(yaml.safe_dump({"task": "binary", "output": {"path": str(out)}}))
+    common = ["compare", "--config", str(conf), "--engine", "local", "--bootstrap", "100", "--a", "baseline", "--b",
+              "candidate"]
+    assert main([*common, "--ds", "2026-11-16"]) == 0
+    warning = ("WARNING: the compared runs were scored on different numbers of rows (2026-11-16): baseline 1,000, "
+               "candidate 1,500 per run. Their metrics are over different rows and do not compare like for like")
+    assert warning in capsys.readouterr().err
+    assert warning in (out / "compare" / "baseline_vs_candidate" / "report.html").read_text()
+    assert main([*common, "--ds", "2026-11-17"]) == 0
+    assert "WARNING" not in capsys.readouterr().err
+    runs = pd.DataFrame({"model": ["a", "a", "b", "b"], "run": ["0", "1", "0", "1"], "n_rows": [10, 10, 10, 7],
+                         "status": ["ok", "ok", "ok", "ok"]})
+    assert "a 10, b 7 to 10 per run" in unequal_rows_line(runs, ["a", "b"], "d")
+    assert unequal_rows_line(runs.assign(status=["ok", "ok", "ok", "no_bias_rows"]), ["a", "b"], "d") is None

@@ -82,6 +82,7 @@ def run(args: argparse.Namespace) -> int:
     if args.window or args.days:
         raise ConfigError("--window and --days choose the windows of a rolling comparison; add --rolling.")
     from ctcalc_spark.core.accuracy import describe_noise_check
+    from ctcalc_spark.core.sanity import unequal_rows_line
     from ctcalc_spark.jobs.compare import compare_pipelines, resolve_days, run_metrics, summary_payload
     from ctcalc_spark.reports.comparison import (
         accuracy_table_rows,
@@ -117,6 +118,9 @@ def run(args: argparse.Namespace) -> int:
         print(hint)
     van = per_run.columns[2]
     warnings = _warnings(cfg, per_run, per_run[van])
+    span = days[0] if len(days) == 1 else f"{days[0]}..{days[-1]}, {len(days)} days"
+    if line := unequal_rows_line(per_run, [args.a, args.b], span):
+        warnings.append(line)
     for w in warnings:
         print(w, file=sys.stderr)
     if res.noise_checks:
@@ -138,7 +142,7 @@ def _spark(args: argparse.Namespace, cfg: JobConfig):  # type: ignore[no-untyped
 def _run_rolling(args: argparse.Namespace) -> int:
     from ctcalc_spark.errors import ConfigError
     from ctcalc_spark.core.rolling_compare import period_description, to_payload, window_summary
-    from ctcalc_spark.core.sanity import status_line
+    from ctcalc_spark.core.sanity import status_line, unequal_rows_line
     from ctcalc_spark.core.windows import WindowSpec
     from ctcalc_spark.jobs.compare import rolling_comparison
     from ctcalc_spark.reports.comparison import (
@@ -185,6 +189,8 @@ def _run_rolling(args: argparse.Namespace) -> int:
         if ex:
             print(f"left out {len(ex)} run(s) of {name} without any rolling-calibrated value: {', '.join(ex)}")
     warnings = _warnings(cfg, res.extreme)
+    if line := unequal_rows_line(rc.period_runs, [args.a, args.b], f"the {len(rc.period_windows)} period windows"):
+        warnings.append(line)
     for w in warnings:
         print(w, file=sys.stderr)
     folder = "rolling_" + (f"{spec.days}d" if spec.kind == "rolling" else spec.kind)

@@ -92,6 +92,31 @@ def extreme_counts(summaries: pd.DataFrame, by: Sequence[str], *, max_abs_logit:
     return frame.groupby(list(by), sort=True, dropna=False)[["n_rows", "n_extreme", "n_clipped"]].sum().reset_index()
 
 
+def unequal_rows_line(per_run: pd.DataFrame, models: Sequence[str], where: str) -> str | None:
+    """A warning when the compared runs were scored on different numbers of rows (``per_run``: columns model, run,
+    n_rows): their metrics are then over different rows, not like for like, e.g. a scoring job that lost a file
+    of one pipeline's scores. ``where``: the days or windows the counts cover, for the message."""
+    if per_run.empty or "n_rows" not in per_run:
+        return None
+    rows = per_run[per_run["model"].isin(list(models))]
+    if "status" in rows:  # the runs compared: one left out (no rows, no calibrated value) is listed as such
+        rows = rows[rows["status"] == "ok"]
+    n = pd.to_numeric(rows["n_rows"], errors="coerce")
+    if n.isna().all() or n.nunique() <= 1:
+        return None
+
+    def span(model: str) -> str:
+        m = n[rows["model"] == model].dropna().astype(np.int64)
+        if m.empty:
+            return f"{model} none"
+        return f"{model} {m.min():,}" if m.min() == m.max() else f"{model} {m.min():,} to {m.max():,}"
+
+    return (f"WARNING: the compared runs were scored on different numbers of rows ({where}): "
+            + ", ".join(span(m) for m in models) + " per run. Their metrics are over different rows and do not "
+            "compare like for like: check the scoring job of the run with fewer rows (a lost file or partition?), "
+            "or compare days on which every run has the same rows.")
+
+
 PROBABILITY_LIKE_MIN_ROWS = 100
 """Rows below which :func:`probability_like_logits_line` says nothing (a handful of logits may all be small)."""
 
