@@ -379,3 +379,9 @@ def test_compare_warns_when_the_pipelines_were_scored_on_different_rows(tmp_path
                          "status": ["ok", "ok", "ok", "ok"]})
     assert "a 10, b 7 to 10 per run" in unequal_rows_line(runs, ["a", "b"], "d")
     assert unequal_rows_line(runs.assign(status=["ok", "ok", "ok", "no_bias_rows"]), ["a", "b"], "d") is None
+    # The same rows, other val-bias parts: the ids (or the split column) differ between the runs' scores.
+    split = runs.assign(n_rows=10, n_bias=[2, 2, 3, 3])
+    assert "same rows but different val-bias parts (d): a 2, b 3 val-bias rows per run. The split hashes " \
+           "columns.example_id, so the ids differ" in unequal_rows_line(split, ["a", "b"], "d")
+    assert "The split column 'part' marks other rows" in unequal_rows_line(split, ["a", "b"], "d", "part")
+    assert unequal_rows_line(split.assign(n_bias=2), ["a", "b"], "d") is None

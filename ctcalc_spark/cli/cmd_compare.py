@@ -119,7 +119,7 @@ def run(args: argparse.Namespace) -> int:
     van = per_run.columns[2]
     warnings = _warnings(cfg, per_run, per_run[van])
     span = days[0] if len(days) == 1 else f"{days[0]}..{days[-1]}, {len(days)} days"
-    if line := unequal_rows_line(per_run, [args.a, args.b], span):
+    if line := unequal_rows_line(per_run, [args.a, args.b], span, cfg.columns.split):
         warnings.append(line)
     for w in warnings:
         print(w, file=sys.stderr)

@@ -92,29 +92,43 @@ def extreme_counts(summaries: pd.DataFrame, by: Sequence[str], *, max_abs_logit:
     return frame.groupby(list(by), sort=True, dropna=False)[["n_rows", "n_extreme", "n_clipped"]].sum().reset_index()
 
 
-def unequal_rows_line(per_run: pd.DataFrame, models: Sequence[str], where: str) -> str | None:
+def unequal_rows_line(per_run: pd.DataFrame, models: Sequence[str], where: str, split_column: str | None = None
+                      ) -> str | None:
     """A warning when the compared runs were scored on different numbers of rows (``per_run``: columns model, run,
-    n_rows): their metrics are then over different rows, not like for like, e.g. a scoring job that lost a file
-    of one pipeline's scores. ``where``: the days or windows the counts cover, for the message."""
+    n_rows, and n_bias when there is a val-bias split): their metrics are then over different rows, not like for
+    like, e.g. a scoring job that lost a file of one pipeline's scores. With equal rows but different val-bias
+    parts (n_bias), the example ids differ between the runs, so each is calibrated on other rows. ``where``: the
+    days or windows the counts cover, for the message; ``split_column``: the config's columns.split, if any."""
     if per_run.empty or "n_rows" not in per_run:
         return None
     rows = per_run[per_run["model"].isin(list(models))]
     if "status" in rows:  # the runs compared: one left out (no rows, no calibrated value) is listed as such
         rows = rows[rows["status"] == "ok"]
-    n = pd.to_numeric(rows["n_rows"], errors="coerce")
-    if n.isna().all() or n.nunique() <= 1:
-        return None
 
-    def span(model: str) -> str:
-        m = n[rows["model"] == model].dropna().astype(np.int64)
-        if m.empty:
-            return f"{model} none"
-        return f"{model} {m.min():,}" if m.min() == m.max() else f"{model} {m.min():,} to {m.max():,}"
+    def spans(col: str) -> str | None:
+        n = pd.to_numeric(rows[col], errors="coerce")
+        if n.isna().all() or n.nunique() <= 1:
+            return None
+        out = []
+        for model in models:
+            m = n[rows["model"] == model].dropna().astype(np.int64)
+            out.append(f"{model} none" if m.empty else f"{model} {m.min():,}" if m.min() == m.max()
+                       else f"{model} {m.min():,} to {m.max():,}")
+        return ", ".join(out)
 
-    return (f"WARNING: the compared runs were scored on different numbers of rows ({where}): "
-            + ", ".join(span(m) for m in models) + " per run. Their metrics are over different rows and do not "
-            "compare like for like: check the scoring job of the run with fewer rows (a lost file or partition?), "
-            "or compare days on which every run has the same rows.")
+    if counts := spans("n_rows"):
+        return (f"WARNING: the compared runs were scored on different numbers of rows ({where}): {counts} per run. "
+                "Their metrics are over different rows and do not compare like for like: check the scoring job of "
+                "the run with fewer rows (a lost file or partition?), or compare days on which every run has the "
+                "same rows.")
+    if "n_bias" in rows and (parts := spans("n_bias")):
+        why = (f"The split column {split_column!r} marks other rows as val-bias in different runs" if split_column
+               else "The split hashes columns.example_id, so the ids differ between the runs' scores")
+        fix = ("mark the same rows in every model's scores" if split_column
+               else "give every model's score of an evaluation row the same example id")
+        return (f"WARNING: the compared runs have the same rows but different val-bias parts ({where}): {parts} "
+                f"val-bias rows per run. {why}, and each run is calibrated on other rows: {fix}.")
+    return None
 
 
 PROBABILITY_LIKE_MIN_ROWS = 100
