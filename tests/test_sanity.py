@@ -97,6 +97,10 @@ def test_hint_names_the_rows_needed_and_what_to_change():
     assert small_bias_hint(median_bias_rows=3000, median_rows=30000, information=0.2, bias_fraction=0.1) is None
     quiet = small_bias_hint(median_bias_rows=500, median_rows=30000, information=0.2, bias_fraction=0.1)
     assert quiet is None  # c* within ±0.196: under twice the ±0.1 target
+    # More than half of a group's rows: possible, but it said "no split.bias_fraction reaches that" (1,921 of 3,000)
+    most = small_bias_hint(median_bias_rows=300, median_rows=3000, information=0.2, bias_fraction=0.1)
+    assert "a split.bias_fraction of 0.65 would reach that with 3,000 rows per group but leave the metric only 35% " \
+           "of them" in most and "no split.bias_fraction" not in most
     raise_it = small_bias_hint(median_bias_rows=300, median_rows=30000, information=0.2, bias_fraction=0.1)
     assert "raise split.bias_fraction from 0.1 to 0.065" in raise_it
     line = status_line(pd.Series(["ok", "ok", "bias_single_class_negative", "no_bias_rows"]), "groups")

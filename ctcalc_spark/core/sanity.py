@@ -288,6 +288,9 @@ def small_bias_hint(*, median_bias_rows: float, median_rows: float, information:
     fraction = needed / median_rows if median_rows > 0 else math.inf
     if fraction <= 0.5:
         parts.append(f"raise split.bias_fraction from {bias_fraction:g} to {_round_up(fraction):g}")
+    elif fraction < 1.0:  # possible, but the metric itself would be left the smaller part of the rows
+        parts.append(f"a split.bias_fraction of {_round_up(fraction):g} would reach that with {median_rows:,.0f} rows "
+                     f"per group but leave the metric only {1 - _round_up(fraction):.0%} of them")
     else:
         parts.append(f"no split.bias_fraction reaches that with {median_rows:,.0f} rows per group")
     if rows_per_day:
