@@ -131,8 +131,14 @@ def test_config_errors_exit_3_with_one_line(tmp_path, capsys):
     # a batch config given to `ctcalc stream`: said before Spark starts (it started Spark first)
     started = time.perf_counter()
     assert main(["stream", "--config", str(example_config("demo.yaml"))]) == EXIT_CONFIG
-    assert "A file stream needs 'stream.path' (the folder where Parquet, JSON or CSV files land): set it under 'stream:'" in \
-        capsys.readouterr().err and time.perf_counter() - started < 5
+    assert "A file stream needs 'stream.path' (the folder where Parquet, JSON or CSV files land): set it under " \
+           "'stream:'" in capsys.readouterr().err and time.perf_counter() - started < 5
+    # a multiclass config: said before Spark starts (it said after, and only after a schema error for the files)
+    started = time.perf_counter()
+    assert main(["stream", "--config", str(example_config("demo.yaml")), "--set", "task=multiclass",
+                 "--set", "stream.path=nowhere"]) == EXIT_CONFIG
+    assert "The stream supports task binary/regression, got 'multiclass'" in capsys.readouterr().err
+    assert time.perf_counter() - started < 5
 
 
 @pytest.mark.parametrize(("text", "sets", "message"), [

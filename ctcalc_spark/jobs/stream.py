@@ -375,6 +375,13 @@ class _BatchRows:
     malformed: list[dict[str, Any]] = field(default_factory=list)
 
 
+def check_stream_task(cfg: JobConfig) -> None:
+    """ConfigError for a task the stream does not support (before Spark starts, from the CLI)."""
+    if cfg.task not in ("binary", "regression"):
+        raise ConfigError(f"The stream supports task binary/regression, got {cfg.task!r} (multiclass needs its "
+                          "val-bias rows, not mergeable summaries; use the batch evaluate job).")
+
+
 class BatchHandler:
     """The ``foreachBatch`` function: picklable, no session or client state (see the module docstring).
 
@@ -385,9 +392,7 @@ class BatchHandler:
 
     def __init__(self, cfg: JobConfig, *, token: str, schema: StructType | None = None,
                  after_write: Callable[[int], None] | None = None) -> None:
-        if cfg.task not in ("binary", "regression"):
-            raise ConfigError(f"The stream supports task binary/regression, got {cfg.task!r} (multiclass needs its "
-                              "val-bias rows, not mergeable summaries; use the batch evaluate job).")
+        check_stream_task(cfg)
         self.cfg = cfg
         self.token = token
         self.schema = schema
@@ -767,6 +772,7 @@ def read_stream(spark: SparkSession, cfg: JobConfig) -> tuple[DataFrame, StructT
     are read by the handler), Kafka streams the rows (JSON values) themselves, with schema None."""
     from pyspark.sql import functions as F
 
+    check_stream_task(cfg)
     s = cfg.stream
     if s.source == "file":
         if not s.path:
