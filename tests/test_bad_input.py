@@ -6,6 +6,7 @@ docs/bad-input.md lists what the user sees for each input; a test below pins eac
 from __future__ import annotations
 
 import os
+import re
 
 import numpy as np
 import pandas as pd
@@ -436,8 +437,24 @@ def test_probabilities_given_as_logits_get_a_warning(spark, demo_config, tmp_pat
     _write(df, tmp_path / "eval")
     real = evaluate(spark, demo_config(), DS, write=False)
     assert not any(n.startswith("WARNING: all") for n in data_notes(real, demo_config()))
+    assert not any("ranks the rows backwards" in n for n in data_notes(real, demo_config()))
     few = real.summaries.assign(bin=1, count=1).head(50)  # a handful of rows says nothing
     assert probability_like_logits_line(few, column="logit", bin_width=0.05) is None
+
+
+def test_scores_of_the_other_class_get_a_warning(spark, demo_config, tmp_path):
+    """Logits of the other class (-z, or labels with 1 for the negative class) gave AUCs of 0.25 and metrics that
+    looked merely bad, without a word; the calibrated metric cannot repair an order."""
+    from ctcalc_spark.cli.cmd_evaluate import data_notes
+
+    df = _rows()
+    _write(df.assign(logit=-df["logit"]), tmp_path / "eval")
+    cfg = demo_config()
+    notes = data_notes(evaluate(spark, cfg, DS, write=False), cfg)
+    line = next(n for n in notes if "backwards" in n)
+    assert re.fullmatch(r"WARNING: every one of the 1 groups \(day x model x run\) ranks the rows backwards: AUC "
+                        r"0\.\d{3} to 0\.\d{3}, below 0\.5\. A score of the other class \('logit' as 1 − p or "
+                        r"−logit\) or labels with 1 for the negative class do that; .*", line), line
 
 
 def test_a_column_without_numbers_is_rejected_before_the_scan(spark, demo_config, tmp_path):

@@ -26,6 +26,7 @@ def data_notes(result: EvaluateResult, cfg: JobConfig) -> list[str]:
     val-bias parts are too small for a stable c*, and warnings about extreme logits or clipped probabilities."""
     from ctcalc_spark.core.finalize import ALL
     from ctcalc_spark.core.sanity import (
+        backwards_auc_line,
         effective_limit,
         extreme_lines,
         many_slice_values_lines,
@@ -51,6 +52,10 @@ def data_notes(result: EvaluateResult, cfg: JobConfig) -> list[str]:
                                rows_per_day=float(whole["n_rows"].median()))
         if hint:
             out.append(hint)
+    if cfg.task == "binary":
+        line = backwards_auc_line(m, cfg.columns.logit or cfg.columns.prediction or "score")
+        if line:
+            out.append(line)
     if cfg.task == "binary" and cfg.columns.logit is not None and "bin" in result.summaries:
         line = probability_like_logits_line(result.summaries, column=cfg.columns.logit,
                                             bin_width=cfg.histogram.bin_width)

@@ -131,6 +131,30 @@ def unequal_rows_line(per_run: pd.DataFrame, models: Sequence[str], where: str, 
     return None
 
 
+BACKWARDS_AUC_MIN_ROWS = 100
+"""Rows per group below which :func:`backwards_auc_line` does not count a group (its AUC is too noisy)."""
+
+
+def backwards_auc_line(metrics: pd.DataFrame, score: str) -> str | None:
+    """A warning when every model and run ranks the rows backwards (AUC below 0.5 in every whole-data group of
+    100 rows or more): a score of the other class (1 − p, −z) or labels with 1 for the negative class give that,
+    and the calibrated metric cannot repair it (a shift of the logit does not reorder rows)."""
+    if metrics.empty or "auc" not in metrics:
+        return None
+    whole = metrics
+    if "slice_name" in metrics:
+        whole = metrics[(metrics["slice_name"] == "__all__") & (metrics["slice_value"] == "__all__")]
+    auc = pd.to_numeric(whole["auc"], errors="coerce")
+    auc = auc[(pd.to_numeric(whole["n_rows"], errors="coerce") >= BACKWARDS_AUC_MIN_ROWS) & auc.notna()]
+    if auc.empty or auc.max() >= 0.5:
+        return None
+    return (f"WARNING: every one of the {len(auc)} groups (day x model x run) ranks the rows backwards: AUC "
+            f"{auc.min():.3f} to "
+            f"{auc.max():.3f}, below 0.5. A score of the other class ({score!r} as 1 − p or −logit) or labels with 1 "
+            "for the negative class do that; the calibrated metric does not repair it (a shift does not reorder "
+            "rows).")
+
+
 PROBABILITY_LIKE_MIN_ROWS = 100
 """Rows below which :func:`probability_like_logits_line` says nothing (a handful of logits may all be small)."""
 
