@@ -431,15 +431,15 @@ class BatchHandler:
         spark = batch_df.sparkSession
         reader = (spark.read.format(s.format).schema(self.schema).options(**_reader_options(s))
                   .option("ignoreCorruptFiles", "true").option("ignoreMissingFiles", "true"))
-        json_source = s.format in RECORD_FORMATS  # text records: a line that does not parse is counted, not fatal
-        if json_source:
+        text_source = s.format in RECORD_FORMATS  # text records: a line that does not parse is counted, not fatal
+        if text_source:
             reader = reader.option("mode", "PERMISSIVE").option("columnNameOfCorruptRecord", CORRUPT_RECORD)
         frame = reader.load([p for p, _ in landed]).withColumn(FILE_COLUMN, F.col("_metadata.file_path"))
         # The hash makes this pass read every column the scan reads: a file corrupt in one column only (say the
         # logit's page) yields fewer rows here too, so it is quarantined instead of silently half-read.
         read_all = F.hash(*[names.col(n) for n in _needed_columns(self.cfg)])
         aggs = [F.count(F.lit(1)).alias("n"), F.max(self._event_us()).alias("mx"), F.max(read_all).alias("_h")]
-        if json_source:
+        if text_source:
             aggs.append(F.count(CORRUPT_RECORD).alias("malformed"))
         per_file = {_file_key(r[FILE_COLUMN]): r.asDict() for r in frame.groupBy(FILE_COLUMN).agg(*aggs).collect()}
         out = _BatchRows(frame)
@@ -463,7 +463,7 @@ class BatchHandler:
             out.max_event_us = _latest(out.max_event_us, None if got["mx"] is None else int(got["mx"]))
         if excluded:
             frame = frame.where(~F.col(FILE_COLUMN).isin(excluded))
-        if json_source:
+        if text_source:
             frame = frame.where(F.col(CORRUPT_RECORD).isNull())
         out.frame = frame
         return out
