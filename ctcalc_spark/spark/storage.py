@@ -832,6 +832,11 @@ class OutputStore:
         other = [t for t, kinds in SUMMARY_TYPES.items() if t != task and all(
             n in foreign.columns and foreign[n].notna().all() for n in kinds)]
         by = f"a {other[0]} job" if other else "a job of another task"
+        if other and len(foreign) == len(frame):  # nothing of this task at all: most likely the config's task
+            raise InputError(
+                f"The summaries of ds={shown or '?'} under {self.location('summaries')!r} are {other[0]} summaries, "
+                f"and this config's task is {task}: if they are the outputs you mean, set task: {other[0]} (with "
+                f"its columns, as the evaluate job had them); otherwise give each task its own output (output.path).")
         raise InputError(
             f"The summaries of ds={shown or '?'} under {self.location('summaries')!r} are not {task} summaries (no "
             f"{names[0]!r} values): {by} wrote those days into this output. Run `ctcalc evaluate` for them again "
