@@ -432,3 +432,6 @@ def test_next_step_names_the_days_written() -> None:
     assert ScoreReport("my scores", [], rows_per_day={"2026-01-01": 1}).next_step() == \
         "next: ctcalc evaluate --set 'input.path=my scores' --set output.path=eval --ds 2026-01-01"
     assert ScoreReport("s", []).next_step() is None
+    uri = ScoreReport("s3a://bucket/team/scores", [], rows_per_day={"2026-01-01": 1}).next_step()
+    assert uri == "next: ctcalc evaluate --set input.path=s3a://bucket/team/scores --set " \
+                  "output.path=s3a://bucket/team/eval --ds 2026-01-01"  # PurePath made it s3a:/bucket/team/eval

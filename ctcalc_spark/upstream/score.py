@@ -112,7 +112,11 @@ class ScoreReport:
         first, last = date.fromisoformat(days[0]), date.fromisoformat(days[-1])
         span = (days[0] if len(days) == 1 else f"{days[0]}..{days[-1]}" if (last - first).days + 1 == len(days)
                 else ",".join(days))
-        out = str(PurePath(self.path).parent / "eval")
+        if "://" in self.path:  # a URI: PurePath would fold its '//'
+            base = self.path.rstrip("/")
+            out = (base.rsplit("/", 1)[0] if base.count("/") > 2 else base) + "/eval"
+        else:
+            out = str(PurePath(self.path).parent / "eval")
         line = (f"next: ctcalc evaluate --set {shlex.quote('input.path=' + self.path)} "
                 f"--set {shlex.quote('output.path=' + out)} --ds {span}")
         if self.passthrough:
