@@ -693,6 +693,15 @@ def test_a_date_column_as_spreadsheets_write_it_gives_the_same_rows(spark, demo_
                                          r"'MM/dd/yyyy': set columns.ds_format to 'd/M/yyyy' or 'M/d/yyyy'"):
         run(tmp_path / "short.parquet", days[0], ds_format="MM/dd/yyyy")
 
+    # two layouts in one column, 8,000 YYYY-MM-DD rows first: the hint read the first 200 values and said nothing
+    later = rows["ds"] == days[1]
+    mixed = pd.concat([rows[later], rows[~later].assign(ds=short[~later])], ignore_index=True)
+    mixed.to_parquet(tmp_path / "mixed.parquet", index=False)
+    with pytest.raises(InputError, match=r"The date column 'ds' writes its days in more than one layout, e\.g\. "
+                                         r"'2026-01-06' and '1/5/2026': a job reads one layout \(YYYY-MM-DD, or "
+                                         r"columns\.ds_format\), so write the column one way upstream\."):
+        run(tmp_path / "mixed.parquet", days[0])
+
     assert guess_ds_formats(["1/5/2026", "12/31/2026 23:59"]) == ["M/d/yyyy"]
     assert guess_ds_formats(["31.01.2026", "01.02.2026"]) == ["dd.MM.yyyy"]
     assert guess_ds_formats(["2026/01/31"]) == ["yyyy/MM/dd"] and guess_ds_formats(["20260131"]) == ["yyyyMMdd"]

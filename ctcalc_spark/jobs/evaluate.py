@@ -335,15 +335,23 @@ def _date_format_hint(spark: SparkSession, cfg: JobConfig) -> str | None:
         kind = dict(df.dtypes).get(name)
         if kind is None or kind in ("date", "timestamp", "timestamp_ntz"):
             return None
-        rows = df.where(col(name).isNotNull()).select(col(name).cast("string")).limit(200).collect()
+        text = col(name).cast("string")
+        picked = df.where(text.isNotNull())
+        iso = text.rlike(ISO_DAY.pattern)
+        if fmt is None:  # the values that are not YYYY-MM-DD, wherever they are in the table
+            picked = picked.where(~iso)
+        rows = picked.select(text).limit(200).collect()
+        iso_example = df.where(iso).select(text).limit(1).collect() if fmt is None and rows else []
     except Exception:  # noqa: BLE001 - a hint only: the error it adds to stands without it
         return None
-    if not rows:
+    if not rows:  # nothing, or (without a format) YYYY-MM-DD throughout: the days asked for are not there
         return None
     values = [str(r[0]) for r in rows]
     value = values[0]
-    if fmt is None and ISO_DAY.match(value):
-        return None
+    if iso_example:  # it looked at the first 200 values only, and said nothing when they were YYYY-MM-DD
+        return (f"The date column {name!r} writes its days in more than one layout, e.g. {iso_example[0][0]!r} and "
+                f"{value!r}: a job reads one layout (YYYY-MM-DD, or columns.ds_format), so write the column one "
+                "way upstream.")
     if fmt is not None and all(fits_ds_format(v, fmt) for v in values):
         return f"The date column {name!r} holds values like {value!r}; columns.ds_format is {fmt!r}."
     if fmt is not None and all(ISO_DAY.match(v) for v in values):
