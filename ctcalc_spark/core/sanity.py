@@ -149,10 +149,9 @@ def backwards_auc_line(metrics: pd.DataFrame, score: str) -> str | None:
     if auc.empty or auc.max() >= 0.5:
         return None
     return (f"WARNING: every one of the {len(auc)} groups (day x model x run) ranks the rows backwards: AUC "
-            f"{auc.min():.3f} to "
-            f"{auc.max():.3f}, below 0.5. A score of the other class ({score!r} as 1 − p or −logit) or labels with 1 "
-            "for the negative class do that; the calibrated metric does not repair it (a shift does not reorder "
-            "rows).")
+            f"{auc.min():.3f} to {auc.max():.3f}, below 0.5. A score of the other class ({score!r} as 1 − p or "
+            "−logit) or labels with 1 for the negative class do that; the calibrated metric does not repair it (a "
+            "shift does not reorder rows).")
 
 
 PROBABILITY_LIKE_MIN_ROWS = 100
