@@ -177,3 +177,31 @@ def test_the_compare_report_lays_out_within_the_window_with_every_plot_decoded(t
     assert lay["first_table"]["bottom"] <= lay["innerHeight"]
     assert any(n["text"].startswith("Acc is the share of run pairs in which a_much_longer") for n in lay["notes"])
     assert any("ranking b ahead" in n["text"] for n in lay["notes"])  # the verdict, read on b's side
+
+
+def test_the_regression_drift_report_lays_out_like_the_binary_one(tmp_path):
+    """The drift report of a regression task (its own plots and units: residual stds, MSE) in Chromium: the summary
+    and the first plot on the first screen, every plot decoded, nothing wider than the window."""
+    import pandas as pd
+
+    from ctcalc_spark.reports.drift import write_report
+    from tests.test_report import _cfg, _store
+    from tests.test_rolling import _regression_rows, drift_stream
+
+    rows = pd.concat([_regression_rows(drift_stream(s, months=3, per_day=10)) for s in range(3)])
+    _store(tmp_path / "out", rows)
+    rep = write_report(_cfg(tmp_path, "regression", window="week"), "2026-02-01", "2026-03-31",
+                       out_dir=str(tmp_path / "rep"))
+    page = Path(rep.paths["html"]).read_text(encoding="utf-8")
+    lay = layout(page, tmp_path, "regression")
+    screen = lay["innerHeight"]
+    summary, img = lay["summary"], lay["first_img"]
+    assert summary["bottom"] <= screen and img["loaded"] and img["natural_width"] >= 500
+    assert summary["bottom"] <= img["top"] < img["bottom"] <= screen, f"first plot {img} not within {screen} px"
+    probe = tmp_path / "probe.html"
+    probe.write_text(page.replace("</body>", _MEASURE_COMPARE, 1), encoding="utf-8")
+    m = re.search(r'data-layout="([^"]*)"', _chromium(["--dump-dom", probe.as_uri()], tmp_path))
+    assert m
+    whole = json.loads(html.unescape(m.group(1)))
+    assert len(whole["images"]) >= 2 and all(i["loaded"] and i["natural_width"] > 0 for i in whole["images"])
+    assert whole["scrollWidth"] <= whole["innerWidth"], f"{whole['scrollWidth']} px wide in {whole['innerWidth']}"
