@@ -121,6 +121,7 @@ def test_single_run_noise_normal_and_empirical() -> None:
     chk = single_run_noise(0.5, 0.5 + 2 * s * math.sqrt(2), base, metric="ll")
     assert chk.z == pytest.approx(-2.0)
     assert chk.p_normal == pytest.approx(2 * stats.norm.sf(2.0))
+    assert chk.p_student == pytest.approx(2 * stats.t.sf(2.0, 3), rel=1e-12)  # s from 4 runs: 3 degrees of freedom
     # pair differences of the baseline: 1,2,3,1,2,1 -> share >= 3.65 is 0; >= 2 is 3/6
     assert chk.p_empirical == 0.0
     assert single_run_noise(0.0, 2.0, base).p_empirical == pytest.approx(0.5)
@@ -385,3 +386,25 @@ def test_compare_warns_when_the_pipelines_were_scored_on_different_rows(tmp_path
            "columns.example_id, so the ids differ" in unequal_rows_line(split, ["a", "b"], "d")
     assert "The split column 'part' marks other rows" in unequal_rows_line(split, ["a", "b"], "d", "part")
     assert unequal_rows_line(split.assign(n_bias=2), ["a", "b"], "d") is None
+
+
+def test_single_run_p_value_counts_that_the_noise_std_is_estimated() -> None:
+    """The single-run check printed the normal tail of z with a noise std estimated from as few as 2 runs: z = 3.39
+    from 2 baseline runs read as P = 0.07 %, where z's null distribution (Student's t, 1 degree of freedom) gives
+    18 %. The printed p is now Student's; the normal one is kept beside it."""
+    from ctcalc_spark.core.accuracy import describe_noise_check, student_two_sided_p
+
+    chk = single_run_noise(0.615866, 0.613536, [0.6155, 0.6160], metric="log_loss")
+    assert chk.p_student == pytest.approx(2 * stats.t.sf(abs(chk.z), 1), rel=1e-12) and chk.p_student > 0.1
+    text = describe_noise_check(chk, "lr", "fm")
+    assert f"= {100 * chk.p_student:.2g}% (Student's t with 1 degrees of freedom" in text
+    # Reference: scipy, every df from 1 to 60 and a few large ones; relative 1e-9 where p >= 1e-6, absolute 1e-14
+    # below (the closed forms lose relative precision to cancellation in the far tail, not absolute).
+    for df in [*range(1, 61), 99, 500, 1000]:
+        for t in (0.0, 0.05, 0.5, 1.0, 1.96, 3.39, 6.0, 12.0, 40.0):
+            want = 2 * stats.t.sf(t, df)
+            got = student_two_sided_p(-t, df)
+            assert abs(got - want) <= (1e-9 * want if want >= 1e-6 else 1e-14), (df, t, got, want)
+    assert student_two_sided_p(math.inf, 3) == 0.0
+    with pytest.raises(ValueError, match="positive integer"):
+        student_two_sided_p(1.0, 0)

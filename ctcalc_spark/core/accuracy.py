@@ -362,6 +362,38 @@ def _normal_two_sided_p(z: float) -> float:
     return math.erfc(abs(z) / math.sqrt(2.0))
 
 
+def student_two_sided_p(t: float, df: int) -> float:
+    """P(|T| >= |t|) for Student's t with ``df`` (a positive integer) degrees of freedom.
+
+    The closed forms for integer degrees of freedom (Abramowitz & Stegun 26.7.3 and 26.7.4): with
+    θ = atan(|t| / √df), P(|T| < |t|) is (2/π)(θ + sin θ · Σ) for odd df and sin θ · Σ for even df, Σ a finite sum
+    of powers of cos² θ. The upper tail is summed directly (1 − the central part would lose it to cancellation).
+    """
+    if df < 1 or int(df) != df:
+        raise ValueError(f"Expected a positive integer number of degrees of freedom, got {df!r}.")
+    df = int(df)
+    t = abs(float(t))
+    if math.isinf(t):
+        return 0.0
+    theta = math.atan(t / math.sqrt(df))
+    s, c2 = math.sin(theta), math.cos(theta) ** 2
+    if df % 2 == 1:  # P = 1 - (2/π)(θ + sin θ cos θ (1 + 2/3 cos² θ + 2·4/(3·5) cos⁴ θ + …)), df - 2 powers
+        term, total = math.cos(theta), 0.0
+        if df > 1:
+            total = term
+            for k in range(1, (df - 3) // 2 + 1):
+                term *= c2 * (2 * k) / (2 * k + 1)
+                total += term
+        # 1 - (2/π)θ is (2/π)(π/2 - θ) = (2/π) atan(√df / t): no cancellation for large t
+        tail = (2.0 / math.pi) * math.atan2(math.sqrt(df), t)
+        return max(0.0, tail - (2.0 / math.pi) * s * total)
+    term = total = 1.0  # even: P = 1 - sin θ (1 + 1/2 cos² θ + 1·3/(2·4) cos⁴ θ + …), df/2 terms
+    for k in range(1, df // 2):
+        term *= c2 * (2 * k - 1) / (2 * k)
+        total += term
+    return max(0.0, 1.0 - s * total)
+
+
 @dataclass(frozen=True)
 class NoiseCheck:
     """How likely an observed single-run difference is under run-to-run noise alone (one metric)."""
@@ -373,21 +405,29 @@ class NoiseCheck:
     noise_std: float
     z: float
     p_normal: float
+    """P(|N(0, 1)| >= |z|): the noise std taken as known. Too small with few baseline runs; see ``p_student``."""
     p_empirical: float | None
     n_baseline: int
+    p_student: float = float("nan")
+    """P(|T| >= |z|), T Student's t with n_baseline - 1 degrees of freedom: the exact null distribution of z when
+    the noise std is estimated from the baseline runs (the p-value the reports print)."""
 
 
 def single_run_noise(value_a: float, value_b: float, baseline_runs: ArrayLike, *, metric: str = "metric") -> NoiseCheck:
     """P(|noise| >= |observed diff|) when A and B are one run each and baseline runs give the seed noise.
 
     Noise model: the two single runs are independent draws whose difference is
-    ``N(0, 2·s²)`` under "no real difference", ``s`` the std (ddof=1) of the
-    baseline runs of one pipeline, so ``p_normal = P(|N(0, s·√2)| >= |a - b|)``.
+    ``N(0, 2·σ²)`` under "no real difference", estimated with ``s``, the std (ddof=1)
+    of the baseline runs of one pipeline: ``z = (a - b) / (s·√2)``. As ``s`` comes
+    from ``m`` runs, ``z`` follows Student's t with ``m - 1`` degrees of freedom, so
+    ``p_student = P(|T| >= |z|)``; ``p_normal`` treats ``s`` as exact (too small
+    with few runs: z = 3.39 from 3 runs gives 0.07 % against 7.7 %).
     ``p_empirical`` is the share of baseline run pairs whose difference is at
     least as large (no normality assumption; None with fewer than 3 runs).
 
-    >>> round(single_run_noise(1.0, 1.0 + 2 ** 0.5, [0.0, 2.0]).p_normal, 4)  # z = 1
-    0.3173
+    >>> c = single_run_noise(1.0, 3.0, [0.0, 2.0])  # s = √2, so the noise of a difference is 2 and z = -1
+    >>> round(c.z, 4), round(c.p_normal, 4), round(c.p_student, 4)  # Student's t with 1 degree of freedom
+    (-1.0, 0.3173, 0.5)
     """
     base = _runs("baseline_runs", baseline_runs)
     if base.size < 2:
@@ -399,16 +439,16 @@ def single_run_noise(value_a: float, value_b: float, baseline_runs: ArrayLike, *
     noise = s * math.sqrt(2.0)
     if noise > 0:
         z = diff / noise
-        p = _normal_two_sided_p(z)
+        p, p_t = _normal_two_sided_p(z), student_two_sided_p(z, base.size - 1)
     else:
         z = math.inf if diff != 0 else 0.0
-        p = 0.0 if diff != 0 else 1.0
+        p = p_t = 0.0 if diff != 0 else 1.0
     p_emp: float | None = None
     if base.size >= 3:
         iu = np.triu_indices(base.size, k=1)
         pair_diffs = np.abs(base[:, None] - base[None, :])[iu]
         p_emp = float(np.mean(pair_diffs >= abs(diff)))
-    return NoiseCheck(metric, float(value_a), float(value_b), diff, noise, z, p, p_emp, int(base.size))
+    return NoiseCheck(metric, float(value_a), float(value_b), diff, noise, z, p, p_emp, int(base.size), p_t)
 
 
 def describe_noise_check(check: NoiseCheck, name_a: str = "A", name_b: str = "B") -> str:
@@ -419,5 +459,6 @@ def describe_noise_check(check: NoiseCheck, name_a: str = "A", name_b: str = "B"
         f"{check.metric}: {name_a} {check.value_a:.6g} vs {name_b} {check.value_b:.6g}, diff {check.diff:+.3g} "
         f"({better} lower) = {abs(check.z):.2f} noise stds (seed noise of one difference {check.noise_std:.3g}, "
         f"from {check.n_baseline} baseline runs): P(noise alone gives a difference this large) = "
-        f"{_prob(check.p_normal)}{emp}."
+        f"{_prob(check.p_student)} (Student's t with {check.n_baseline - 1} degrees of freedom, as that noise is "
+        f"itself estimated; {_prob(check.p_normal)} if it were known){emp}."
     )
