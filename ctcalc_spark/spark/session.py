@@ -111,7 +111,7 @@ def build_session(
         if _starts_jvm():  # launch settings apply, and ctcalc adds its own
             started = launch
             fast = _fast_local_files(cfg, launch)
-            own = {**fast, **_log_settings(launch)}
+            own = {**fast, **_log_settings(launch, cfg.master)}
         builder = builder.master(cfg.master).config(map={**launch, **own, **BASE_CONF})
     with warnings.catch_warnings():
         # A local Connect server takes launch settings at start; the client then tries them again as runtime
@@ -236,7 +236,7 @@ LOG_CONFIG_NAMES = ("log4j2.properties", "log4j2.xml", "log4j2.yaml", "log4j2.ym
 DRIVER_JAVA_OPTIONS = "spark.driver.extraJavaOptions"
 
 
-def _log_settings(launch: Mapping[str, str]) -> dict[str, str]:
+def _log_settings(launch: Mapping[str, str], master: str = "local[*]") -> dict[str, str]:
     """Launch settings that give the driver JVM this call starts :data:`LOG_CONFIG`, else {}.
 
     Without a log4j2 configuration Spark uses its built-in one, which prints four lines at every start (the
@@ -255,8 +255,10 @@ def _log_settings(launch: Mapping[str, str]) -> dict[str, str]:
         conf_dir = os.path.join(os.environ.get("SPARK_HOME") or os.path.dirname(pyspark.__file__), "conf")
     if any(os.path.isfile(os.path.join(conf_dir, name)) for name in LOG_CONFIG_NAMES):
         return {}
+    # A failed task's lines are left out only where the task's failure fails the job (local mode: no retries) and
+    # the command reports it; on a cluster a lost task may be retried, and saying so is the log's job (see the file).
     verbose = launch.get("spark.log.level", "WARN").upper() in ("INFO", "DEBUG", "TRACE", "ALL")
-    shown = " -Dctcalc.task_failures=NEUTRAL" if verbose else ""  # the failed tasks' Java stacks (see the file)
+    shown = " -Dctcalc.task_failures=NEUTRAL" if verbose or not master.startswith("local") else ""
     return {DRIVER_JAVA_OPTIONS: f"{options} -Dlog4j2.configurationFile={LOG_CONFIG.as_uri()}{shown}".strip()}
 
 
