@@ -167,7 +167,8 @@ def probability_like_logits_line(summaries: pd.DataFrame, *, column: str, bin_wi
         return None
     b = summaries["bin"].to_numpy(np.int64)
     rows = int(summaries["count"].to_numpy(np.int64).sum())
-    if rows < PROBABILITY_LIKE_MIN_ROWS or b.min() < 0 or b.max() > math.floor(1.0 / bin_width + 1e-9):
+    # bins 0 .. K hold the logits in [0, (K + 1)·h), K·h being 1 rounded up to the bin width (the scan's arithmetic)
+    if rows < PROBABILITY_LIKE_MIN_ROWS or b.min() < 0 or b.max() > extreme_bin(1.0, bin_width):
         return None
     return (f"WARNING: all {rows:,} values of the logit column {column!r} are between 0 and 1 (to the histogram's "
             f"bin width, {bin_width:g}), so every row was read as a probability between 0.5 and about 0.73. If they "

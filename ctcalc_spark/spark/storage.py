@@ -55,7 +55,7 @@ from ctcalc_spark.config import (
 from ctcalc_spark.errors import ConcurrentRunError, ConfigError, CtcalcError, InputError, java_root_cause
 from ctcalc_spark.spark import interrupt
 from ctcalc_spark.spark.files import FileStore, absolute, connector_error, is_local, local_path, supports_exchange
-from ctcalc_spark.spark.names import col, quoted
+from ctcalc_spark.spark.names import col, header_slips, quoted
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -121,9 +121,7 @@ def check_columns(present: Iterable[str], required: Iterable[str], structs: Mapp
     if missing:
         nested = {m: m.split(".", 1)[0] for m in missing if m.split(".", 1)[0] in (structs or {})}
         headerless = bool(have) and all(re.fullmatch(r"_c\d+", c) for c in have)
-        sep = next((s for s in (";", "\t", "|") if len(have) == 1 and s in have[0]), None)
-        folded = {h.strip().casefold(): h for h in have}
-        cased = {m: folded[m.strip().casefold()] for m in missing if m.strip().casefold() in folded}
+        sep, cased = header_slips(have, missing)
         copies = {m: [h for h in have if re.fullmatch(re.escape(m) + r"\d+", h)] for m in missing}
         copies = {m: c for m, c in copies.items() if len(c) >= 2}
         if headerless:

@@ -41,6 +41,7 @@ import pyarrow.dataset as pads
 import pyarrow.json as pajson
 
 from ctcalc_spark.errors import InputError
+from ctcalc_spark.spark.names import header_slips
 from ctcalc_spark.upstream.config import EncodingConfig, TableColumns, TableSource, check_ds_value
 
 NULL_INDEX = 0
@@ -120,10 +121,8 @@ def check_columns(present: Sequence[str], required: Sequence[str], *, what: str)
     have = list(present)
     missing = [c for c in dict.fromkeys(required) if c not in have]
     if missing:
-        sep = next((s for s in (";", "\t", "|") if len(have) == 1 and s in have[0]), None)
-        folded = {h.strip().casefold(): h for h in have}
-        cased = ", ".join(f"{m!r} is {folded[m.strip().casefold()]!r}" for m in missing
-                          if m.strip().casefold() in folded)
+        sep, slips = header_slips(have, missing)
+        cased = ", ".join(f"{m!r} is {h!r}" for m, h in slips.items())
         if sep is not None:
             fix = (f"The one column's name holds {sep!r} between the names: the file is delimited by {sep!r}, not by "
                    f"commas: give --delimiter {sep!r} (csv_delimiter in the config).")
