@@ -447,6 +447,45 @@ def test_probabilities_given_as_logits_get_a_warning(spark, demo_config, tmp_pat
     assert probability_like_logits_line(few, column="logit", bin_width=0.05) is None
 
 
+def test_multiclass_probabilities_given_as_logits_get_a_warning(spark, demo_config, tmp_path):
+    """predict_proba's columns given as columns.class_logits (or a softmax output as the array column) are valid
+    numbers: softmax flattened them and the job wrote a log loss of other scores (0.904 where the probabilities
+    give 0.730, on a 3-class CSV) without a word. It now warns when every row's scores lie in [0, 1] and sum to
+    1; a model's logits, and the same probabilities given as class_probabilities, get no warning."""
+    from scipy.special import softmax
+
+    from ctcalc_spark.cli.cmd_evaluate import data_notes
+    from ctcalc_spark.core.sanity import probability_like_class_logits_line
+
+    rng = np.random.default_rng(5)
+    n, k = 600, 3
+    y = rng.integers(0, k, n)
+    z = rng.normal(0, 1.5, (n, k))
+    p = softmax(z, axis=1).round(6)  # a CSV's rounding: rows sum to 1 within 1e-5
+    base = pd.DataFrame({"model": "m", "run": 0, "ds": DS, "example_id": np.arange(n), "label": y})
+    _write(base.assign(**{f"z{i}": z[:, i] for i in range(k)}, **{f"p{i}": p[:, i] for i in range(k)}),
+           tmp_path / "wide")
+    _write(base.assign(logit=list(p)), tmp_path / "array")
+    split = {"bias_fraction": 0.2, "salt": "t"}
+
+    def notes(path, **columns):
+        cfg = demo_config(task="multiclass", split=split, columns=columns, input__path=str(tmp_path / path))
+        return [n for n in data_notes(evaluate(spark, cfg, DS, write=False), cfg) if "look like probabilities" in n]
+
+    assert notes("wide", class_logits=["p0", "p1", "p2"]) == [
+        f"WARNING: all {n:,} rows have class scores (p0, p1, p2) between 0 and 1 that sum to 1: they look like "
+        "probabilities, and were read as logits, so softmax flattened them and the log loss just written is of "
+        "other scores. If they are probabilities, set columns.class_probabilities: [p0, p1, p2] and "
+        "columns.class_logits: null, and run again."]
+    [line] = notes("array")
+    assert "(logit)" in line and "write ln p as the array instead" in line
+    assert notes("wide", class_logits=["z0", "z1", "z2"]) == []
+    assert notes("wide", class_probabilities=["p0", "p1", "p2"]) == []
+    # one row that is not probability-like, or too few rows, says nothing
+    assert probability_like_class_logits_line(n, n - 1, columns=["p0"]) is None
+    assert probability_like_class_logits_line(50, 50, columns=["p0"]) is None
+
+
 def test_scores_of_the_other_class_get_a_warning(spark, demo_config, tmp_path):
     """Logits of the other class (-z, or labels with 1 for the negative class) gave AUCs of 0.25 and metrics that
     looked merely bad, without a word; the calibrated metric cannot repair an order."""

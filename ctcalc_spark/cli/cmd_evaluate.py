@@ -31,6 +31,7 @@ def data_notes(result: EvaluateResult, cfg: JobConfig) -> list[str]:
         extreme_lines,
         many_slice_values_lines,
         median_information,
+        probability_like_class_logits_line,
         probability_like_logits_line,
         small_bias_hint,
         status_line,
@@ -59,6 +60,12 @@ def data_notes(result: EvaluateResult, cfg: JobConfig) -> list[str]:
     if cfg.task == "binary" and cfg.columns.logit is not None and "bin" in result.summaries:
         line = probability_like_logits_line(result.summaries, column=cfg.columns.logit,
                                             bin_width=cfg.histogram.bin_width)
+        if line:
+            out.append(line)
+    if result.probability_like is not None:
+        per_class = cfg.columns.class_columns()
+        line = probability_like_class_logits_line(*result.probability_like, array_column=not per_class,
+                                                  columns=per_class or [str(cfg.columns.logit)])
         if line:
             out.append(line)
     if cfg.task == "binary" and not whole.empty:

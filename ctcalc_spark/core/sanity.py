@@ -176,6 +176,23 @@ def probability_like_logits_line(summaries: pd.DataFrame, *, column: str, bin_wi
             "just written are of the wrong scores.")
 
 
+def probability_like_class_logits_line(n_rows: int, n_probability_like: int, *, columns: Sequence[str],
+                                       array_column: bool = False) -> str | None:
+    """A warning when every valid row of a multiclass job given logits has scores in [0, 1] that sum to 1:
+    probabilities (``predict_proba``'s columns, a softmax output) given as logits. Softmax of probabilities is
+    close to uniform, so the log loss written is of other scores, not the model's. Logits sum to 1 with every
+    class in [0, 1] only by accident, row after row. ``array_column``: the scores are one array column."""
+    if n_rows < PROBABILITY_LIKE_MIN_ROWS or n_probability_like < n_rows:
+        return None
+    given = ", ".join(columns)
+    fix = (f"write ln p as the array instead (np.log of the probabilities), or one column per class with "
+           f"columns.class_probabilities: [p0, p1, ...] and columns.logit: null" if array_column else
+           f"set columns.class_probabilities: [{given}] and columns.class_logits: null")
+    return (f"WARNING: all {n_rows:,} rows have class scores ({given}) between 0 and 1 that sum to 1: they look like "
+            "probabilities, and were read as logits, so softmax flattened them and the log loss just written is of "
+            f"other scores. If they are probabilities, {fix}, and run again.")
+
+
 def _group_text(r: dict[str, Any], by: Sequence[str]) -> str:
     return " ".join(f"{k}={r[k]}" for k in by)
 

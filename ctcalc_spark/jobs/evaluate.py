@@ -78,6 +78,9 @@ class EvaluateResult:
     repeated ids and the ids seen with both labels (or several label values)."""
     skipped_files: list[str] = field(default_factory=list)
     """With ``input.skip_unreadable_files``: the input files that yielded no row."""
+    probability_like: tuple[int, int] | None = None
+    """Multiclass with logits given (an array or ``class_logits``): (valid rows, rows whose scores are all in
+    [0, 1] and sum to 1), for :func:`ctcalc_spark.core.sanity.probability_like_class_logits_line`."""
 
 
 UNCOUNTED_COLUMNS = ["ds", "reason", "n_rows"]
@@ -567,6 +570,11 @@ def _class_counts(rows: DataFrame, keys: list[str]) -> pd.DataFrame:
     return sizes.drop_duplicates(keys, keep="first").rename(columns={"_n": "_k"})[[*keys, "_k", "bias_rows"]]
 
 
+PROBABILITY_SUM_TOLERANCE = 1e-3
+"""How far from 1 a row's class scores may sum and still look like probabilities (a CSV rounded to 4 digits
+per class sums within 2e-4 of 1 for a handful of classes)."""
+
+
 def _multiclass_ce(z, y, t):  # type: ignore[no-untyped-def]
     """Native cross-entropy of softmax(z / t) for an array column: logsumexp via higher-order functions."""
     from pyspark.sql import functions as F
@@ -633,6 +641,10 @@ def _evaluate_multiclass(spark: SparkSession, cfg: JobConfig, days: list[str], d
     ce = _multiclass_ce(F.col("_z"), F.col("_y"), F.lit(1.0))
     cce = _multiclass_ce(F.col("_z"), F.col("_y"), F.col("temperature"))
     hit = (F.array_position(F.col("_z"), F.array_max(F.col("_z"))) - 1 == F.col("_y")).cast("double")
+    # logits given: a row whose scores are all in [0, 1] and sum to 1 (to a CSV's rounding) looks like probabilities
+    scores_given = not c.class_probabilities
+    prob_like = (F.forall("_z", lambda x: (x >= 0.0) & (x <= 1.0))
+                 & (F.abs(F.aggregate("_z", F.lit(0.0), lambda acc, x: acc + x) - 1.0) <= PROBABILITY_SUM_TOLERANCE))
     # every row once per view: '__all__' and, per slice column, that column's value
     fields = [*[col(k) for k in base], "_y", "_z", "_w", "is_bias", "invalid"]
     if slices:
@@ -656,6 +668,7 @@ def _evaluate_multiclass(spark: SparkSession, cfg: JobConfig, days: list[str], d
             F.sum(F.when(remain, F.col("_w") * ce)).alias("ce_remain"),
             F.sum(F.when(remain & F.col("temperature").isNotNull(), F.col("_w") * cce)).alias("cce_remain"),
             F.sum(F.when(ok, F.col("_w") * hit)).alias("w_hit"),
+            *([F.sum(F.when(ok & prob_like, 1).otherwise(0)).alias("n_prob_like")] if scores_given else []),
             F.first("t_status", ignorenulls=True).alias("t_status"),
             F.first("temperature", ignorenulls=True).alias("temperature"),
         )
@@ -706,6 +719,9 @@ def _evaluate_multiclass(spark: SparkSession, cfg: JobConfig, days: list[str], d
     check_finite(metrics)
     done = [d for d in days if d not in missing]
     result = EvaluateResult(done[0], metrics, pd.DataFrame(), days=done, uncounted=uncounted)
+    if scores_given:
+        whole = agg[agg["slice_name"] == ALL]
+        result.probability_like = (int(whole["n_rows"].sum()), int(whole["n_prob_like"].sum()))
     _input_checks(spark, cfg, df, days, result)
     if write:
         step(f"writing {len(metrics):,} metrics rows of {day_span(done)}")
