@@ -158,13 +158,21 @@ class InputConfig:
     table: str | None = None
     format: str = "parquet"
     options: Mapping[str, str] = field(default_factory=dict)
-    """Reader options passed to ``spark.read.options(...)``, e.g. ``{header: "true"}`` for CSV with a header row."""
+    """Reader options passed to ``spark.read.options(...)`` (CSV: ``sep``, ``inferSchema``, ...). A CSV's first line
+    is read as its header unless they say ``header: "false"`` (as ``ctcalc score`` and a CSV stream read it)."""
     skip_unreadable_files: bool = False
     """Skip files Spark cannot read (corrupt, truncated, other column types: Spark's ``ignoreCorruptFiles``) and
     report which were skipped, instead of failing the run."""
     duplicate_ids: str = "ignore"
     """Rows sharing (day, model, run, example_id): 'ignore' (not checked, no cost), 'count' (counted and reported,
     one more pass over the ids) or 'error' (counted; any duplicate stops the run)."""
+
+    def reader_options(self) -> dict[str, str]:
+        """The options the reader gets: ``options`` as text, with a CSV's header line read unless they say not."""
+        options = {str(k): str(v) for k, v in dict(self.options).items()}
+        if self.format == "csv" and not any(k.lower() == "header" for k in options):
+            options["header"] = "true"
+        return options
 
 
 @dataclass(frozen=True)

@@ -493,8 +493,19 @@ def test_csv_with_a_header_row_via_reader_options(spark, demo_config, tmp_path):
     y, z = rows["label"].to_numpy(float), rows["logit"].to_numpy()
     want = calibrated_log_loss(y[isb], z[isb], y[~isb], z[~isb])
     assert abs(as_text.loc[as_text["run"] == "0", "calibrated_log_loss"].iloc[0] - want) <= 1e-6
+    # a CSV's first line is its header by default, as `ctcalc score` and a CSV stream read it (the batch job
+    # alone used to read it as data, naming the columns _c0, _c1, ...)
+    default = evaluate(spark, demo_config(input={"path": str(csv), "format": "csv"}), DS, write=False).metrics
+    pd.testing.assert_frame_equal(default, as_text)
+    no_header = {"path": str(csv), "format": "csv", "options": {"HEADER": "false"}}  # Spark's keys ignore case
     with pytest.raises(InputError, match=r"present columns: \['_c0'.*set input.options: \{header: 'true'\}"):
-        evaluate(spark, demo_config(input={"path": str(csv), "format": "csv"}), DS, write=False)
+        evaluate(spark, demo_config(input=no_header), DS, write=False)
+    headless = tmp_path / "headless.csv"
+    df.to_csv(headless, index=False, header=False)
+    with pytest.raises(InputError, match=r"Column names such as \[.*\] look like values: a CSV without a header "
+                                         r"row had its first line read as one .* set input.options: "
+                                         r"\{header: 'false'\} and name the columns _c0, _c1"):
+        evaluate(spark, demo_config(input={"path": str(headless), "format": "csv"}), DS, write=False)
 
 
 def test_csv_files_with_their_columns_in_another_order_stop_the_run(spark, demo_config, tmp_path):

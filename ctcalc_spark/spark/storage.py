@@ -124,9 +124,15 @@ def check_columns(present: Iterable[str], required: Iterable[str], structs: Mapp
         sep, cased = header_slips(have, missing)
         copies = {m: [h for h in have if re.fullmatch(re.escape(m) + r"\d+", h)] for m in missing}
         copies = {m: c for m, c in copies.items() if len(c) >= 2}
+        values = [c for c in have if _VALUE_LIKE.fullmatch(c.strip())]
         if headerless:
             fix = (f"Columns named _c0, _c1, ... come from a CSV read without its header row: set {options}: "
                    "{header: 'true'} (and inferSchema: 'true' for numeric ids).")
+        elif values and 2 * len(values) >= len(have):
+            fix = (f"Column names such as {values[:3]} look like values: a CSV without a header row had its first "
+                   f"line read as one (a CSV's first line is its header unless {options} say header: 'false'). Add "
+                   f"a header line to the files, or set {options}: {{header: 'false'}} and name the columns _c0, "
+                   "_c1, ... (by position) under 'columns:'.")
         elif sep is not None:
             fix = (f"The one column's name holds {sep!r} between the names: the file is delimited by {sep!r}, "
                    f"not by commas: set {options}: {{sep: {sep!r}}}.")
@@ -147,6 +153,10 @@ def check_columns(present: Iterable[str], required: Iterable[str], structs: Mapp
             fix = "Rename them in the data or map them under 'columns:' in the config."
         raise InputError(f"{what} lacks column(s) {missing}; present columns: {sorted(have)}. {fix}")
 
+
+_VALUE_LIKE = re.compile(r"[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?|\d{4}-\d{2}-\d{2}([ T][\d:.]+)?|true|false",
+                         re.IGNORECASE)
+"""A column name that reads as a number, a date or a boolean: a CSV's data line taken for its header."""
 
 NUMERIC_TYPES = ("tinyint", "smallint", "int", "bigint", "float", "double", "boolean", "string")
 """Spark types a label, score or weight column may have (text is parsed per row; unparsable text is invalid)."""
@@ -184,9 +194,10 @@ def load_input(spark: SparkSession, cfg: JobConfig, days: Sequence[str] | None =
             df = spark.table(cfg.input.table)
         else:
             reader = spark.read.format(cfg.input.format)
-            if cfg.input.options:
-                reader = reader.options(**dict(cfg.input.options))
-            if csv_header_checked(cfg.input.format, cfg.input.options):
+            options = cfg.input.reader_options()
+            if options:
+                reader = reader.options(**options)
+            if csv_header_checked(cfg.input.format, options):
                 reader = reader.option("enforceSchema", "false")
             if cfg.input.skip_unreadable_files:
                 reader = reader.option("ignoreCorruptFiles", "true")
