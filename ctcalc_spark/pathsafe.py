@@ -45,6 +45,52 @@ def child_path(root: str | Path, *names: str) -> Path:
     return out
 
 
+def unwritable_reason(path: str | Path) -> str | None:
+    """Why a local folder cannot be created or written by this process (None when it can): the nearest existing
+    folder on the way to it is a file, on a read-only file system, or not writable by this user. A check made
+    before the work, so that a job does not scan first and fail in its first write."""
+    here = os.path.abspath(os.path.expanduser(str(path)))
+    while not os.path.isdir(here):
+        if os.path.lexists(here):
+            return f"{here!r} is a file, not a folder"
+        parent = os.path.dirname(here)
+        if parent == here:
+            return None
+        here = parent
+    if os.access(here, os.W_OK | os.X_OK):
+        return None
+    try:
+        read_only = bool(os.statvfs(here).f_flag & os.ST_RDONLY)
+    except OSError:
+        read_only = False
+    return f"{here!r} is on a read-only file system" if read_only else f"{here!r} is not writable by this user"
+
+
+def report_root(output_path: str, flag: str = "--out") -> Path:
+    """The local folder under which a report goes by default: ``output.path`` itself, a ``file:`` URI as its
+    path. Reports are written by this process with Python's file functions, so a remote output.path (``s3a://``,
+    ``hdfs://``, ...) cannot hold them: ConfigError naming ``flag``. (A ``file:`` URI was taken as a relative
+    folder named ``file:``.)"""
+    text = str(output_path)
+    if text.startswith("file:"):
+        rest = text[len("file:"):]
+        return Path("/" + rest.lstrip("/")) if rest.startswith("/") else Path(rest)
+    if "://" in text:
+        raise ConfigError(f"output.path {text!r} is not on this machine's file system, and reports are written "
+                          f"here: pass {flag} with a local folder for the report (the tables are read from "
+                          "output.path as before).")
+    return Path(text).expanduser()
+
+
+def check_report_folder(path: str | Path, flag: str = "--out") -> None:
+    """ConfigError before a report's work when its folder cannot be written (the tables it reads may well be
+    read-only: a shared metrics store)."""
+    why = unwritable_reason(path)
+    if why is not None:
+        raise ConfigError(f"The report folder {str(path)!r} cannot be written: {why}. Pass {flag} with a folder this "
+                          "user can write (the tables are only read).")
+
+
 def write_atomic(path: str | Path, text: str) -> Path:
     """Write a report file so that a reader (a browser, a dashboard, a rerun's reader) sees the old file or the
     whole new one, never a torn one: a hidden temporary file in the same folder, then one rename. A failed or

@@ -183,3 +183,41 @@ def connect_spark(connect_server_session, monkeypatch):
     """
     monkeypatch.setenv("SPARK_CONNECT_MODE_ENABLED", "1")
     yield connect_server_session
+
+
+@pytest.fixture()
+def read_only_folder(tmp_path):
+    """A factory: ``read_only_folder(fill)`` gives a folder this process cannot write, after ``fill(folder)`` has
+    written into it. As root (CI here) permission bits do not stop a write, so it is a tmpfs mounted read-only
+    (a real EROFS, as a read-only share gives); otherwise a folder without write permission."""
+    import shutil
+    import subprocess
+
+    mounted = []
+
+    def make(fill=lambda folder: None):
+        folder = tmp_path / f"ro{len(mounted)}"
+        folder.mkdir()
+        if os.geteuid() != 0:
+            fill(folder)
+            for p in [folder, *folder.rglob("*")]:
+                if p.is_dir():
+                    p.chmod(0o555)
+            mounted.append(("chmod", folder))
+            return folder
+        if shutil.which("mount") is None or subprocess.run(["mount", "-t", "tmpfs", "tmpfs", str(folder)],
+                                                           capture_output=True).returncode != 0:
+            pytest.skip("needs a read-only folder: root here, and mounting a tmpfs is not allowed")
+        mounted.append(("mount", folder))
+        fill(folder)
+        subprocess.run(["mount", "-o", "remount,ro", str(folder)], check=True, capture_output=True)
+        return folder
+
+    yield make
+    for kind, folder in mounted:
+        if kind == "mount":
+            subprocess.run(["umount", str(folder)], capture_output=True)
+        else:
+            for p in [folder, *folder.rglob("*")]:
+                if p.is_dir():
+                    p.chmod(0o755)

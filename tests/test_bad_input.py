@@ -89,7 +89,20 @@ def test_an_output_path_that_cannot_be_a_folder_is_refused_before_the_scan(spark
     (tmp_path / "file.txt").write_text("not a folder")
     cfg = demo_config(output__path=str(tmp_path / "file.txt" / "out"))
     with pytest.raises(ConfigError, match=r"^output.path '.*/file.txt/out' cannot hold the outputs: '.*/file.txt' is a "
-                                          r"file, not a folder. Set output.path to a folder this job can create"):
+                                          r"file, not a folder, so the job would fail in its first write. Set output.path to a "
+                                          r"folder this job can create"):
+        evaluate(spark, cfg, DS, progress=lambda line: pytest.fail(f"went on to {line!r}"))
+
+
+def test_an_output_folder_that_cannot_be_written_is_refused_before_the_scan(spark, demo_config, tmp_path,
+                                                                          read_only_folder):
+    """A read-only output folder (a share mounted read-only, another user's folder) was found in the first write,
+    after the whole scan: `failed: OSError: [Errno 30] Cannot create directory '/mnt/ro/out'`."""
+    _write(_rows(), tmp_path / "eval")
+    cfg = demo_config(output__path=str(read_only_folder() / "out"))
+    with pytest.raises(ConfigError, match=r"^output.path '.*/ro0/out' cannot hold the outputs: '.*/ro0' is (on a "
+                                          r"read-only file system|not writable by this user), so the job would fail "
+                                          r"in its first write. Set output.path to a folder this job can create"):
         evaluate(spark, cfg, DS, progress=lambda line: pytest.fail(f"went on to {line!r}"))
 
 

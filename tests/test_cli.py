@@ -141,6 +141,22 @@ def test_config_errors_exit_3_with_one_line(tmp_path, capsys):
     assert time.perf_counter() - started < 5
 
 
+def test_stream_folders_that_cannot_be_written_exit_3_before_spark(tmp_path, capsys, read_only_folder):
+    """A read-only output or checkpoint folder stopped the stream in Spark's start: `failed: java.io.IOException:
+    mkdir of file:/mnt/ro/ck failed`, after Spark had started. Now a config error naming the key, at once."""
+    ro = read_only_folder()
+    base = ["stream", "--config", str(example_config("stream_demo.yaml")), "--set", f"stream.path={tmp_path / 'src'}"]
+    for sets, key in (([f"output.path={ro / 'out'}"], "output.path"),
+                      ([f"output.path={tmp_path / 'out'}", f"stream.checkpoint={ro / 'ck'}"], "stream.checkpoint")):
+        started = time.perf_counter()
+        assert main([*base, *[a for s in sets for a in ("--set", s)]]) == EXIT_CONFIG
+        assert re.search(rf"{re.escape(key)} '.*/ro0/(out|ck)' cannot hold .*: '.*/ro0' is (on a read-only file "
+                         rf"system|not writable by this user)\. Set {re.escape(key)} to a folder",
+                         capsys.readouterr().err)
+        assert time.perf_counter() - started < 5
+    assert not (tmp_path / "out").exists()
+
+
 @pytest.mark.parametrize(("text", "sets", "message"), [
     # a key given twice: PyYAML kept the last one, so the first section was dropped without a word
     ("task: binary\ntask: regression\n", [], r"Config file '.*c\.yaml': key 'task' is given twice \(lines 1 and 2\); "

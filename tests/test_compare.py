@@ -6,6 +6,7 @@ import itertools
 import json
 import math
 import re
+import shutil
 
 import numpy as np
 import pandas as pd
@@ -292,6 +293,45 @@ def test_cli_compare_keeps_hostile_names_inside_the_output_folder(tmp_path, caps
     reports = sorted(p.relative_to(out / "compare") for p in new if p.name == "report.html")
     assert len(reports) == 2 and all(len(r.parts) == 2 for r in reports)  # one folder level: no 'a/b' sub-folder
     assert not (tmp_path / "ESCAPED_vs_a").exists() and not list(tmp_path.parent.glob("ESCAPED*"))
+
+
+def test_cli_reports_go_where_they_can_be_written(tmp_path, capsys, monkeypatch, read_only_folder) -> None:
+    """compare and report write their files on this machine. On a read-only output (a shared metrics store) compare
+    printed its whole result and then failed with `OSError: [Errno 30] Read-only file system`; now both stop
+    before reading a table and name --out, which works. A `file:` output.path put the report in a folder named
+    'file:' under the working folder; now under the path. A remote output.path needs --out."""
+    import yaml
+
+    from ctcalc_spark.cli.main import EXIT_CONFIG, main
+
+    out = read_only_folder(lambda folder: _metrics_table(folder / "out", "2026-11-16", {"a": 0.0, "b": 0.001}))
+    conf = tmp_path / "job.yaml"
+    conf.write_text(yaml.safe_dump({"task": "binary", "input": {"path": str(tmp_path / "eval")},
+                                    "output": {"path": str(out / "out")}}))
+    argv = ["compare", "--config", str(conf), "--a", "a", "--b", "b", "--ds", "2026-11-16", "--engine", "local",
+            "--bootstrap", "200"]
+    assert main(argv) == EXIT_CONFIG
+    io = capsys.readouterr()
+    assert io.out == "" and re.search(r"The report folder '.*/out/compare/a_vs_b' cannot be written: '.*/ro0/out' is "
+                                      r"(on a read-only file system|not writable by this user)\. Pass --out", io.err)
+    assert main(["report", "--config", str(conf), "--start", "2026-11-16", "--end", "2026-11-16",
+                 "--engine", "local"]) == EXIT_CONFIG
+    assert re.search(r"The report folder '.*/out/reports' cannot be written: .* Pass --out", capsys.readouterr().err)
+    assert main([*argv, "--out", str(tmp_path / "mine")]) == 0
+    assert (tmp_path / "mine" / "report.html").is_file()
+
+    writable = tmp_path / "w"
+    _metrics_table(writable, "2026-11-16", {"a": 0.0, "b": 0.001})
+    cwd = tmp_path / "cwd"
+    cwd.mkdir()
+    monkeypatch.chdir(cwd)
+    for uri in (f"file://{writable}", f"file:{writable}"):
+        shutil.rmtree(writable / "compare", ignore_errors=True)
+        assert main([*argv, "--set", f"output.path={uri}"]) == 0
+        assert (writable / "compare" / "a_vs_b" / "report.html").is_file() and not any(cwd.iterdir()), uri
+    capsys.readouterr()
+    assert main([*argv, "--set", "output.path=s3a://bucket/out"]) == EXIT_CONFIG
+    assert "is not on this machine's file system, and reports are written here: pass --out" in capsys.readouterr().err
 
 
 def test_cli_compare_names_a_reversed_range_the_days_there_and_a_letter_case_slip(tmp_path, capsys) -> None:

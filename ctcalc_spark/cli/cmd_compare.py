@@ -88,13 +88,13 @@ def run(args: argparse.Namespace) -> int:
         accuracy_table_rows,
         format_text_table,
         orientation_note,
-        report_dir,
         report_title,
         spread_table_rows,
         write_report,
     )
 
     cfg = config_from_args(args)
+    out = _report_folder(args, cfg)
     spark = _spark(args, cfg)
     days = resolve_days(cfg, args.ds, args.ds_from, args.ds_to, spark)
     per_run = run_metrics(cfg, [args.a, args.b], days, spark=spark)
@@ -127,12 +127,22 @@ def run(args: argparse.Namespace) -> int:
         print(f"\nSingle run {args.single_run[0]} of {args.a} vs run {args.single_run[1]} of {args.b}:")
         for ch in res.noise_checks:
             print("  " + describe_noise_check(ch, args.a, args.b))
-    out = Path(args.out) if args.out else report_dir(cfg.output.path, args.a, args.b)  # --out: the user's own path
     checks = [(args.a, args.b, res.noise_checks)] if res.noise_checks else []
     paths = write_report(out, [c], title=title, noise_checks=checks,
                          extra=summary_payload(res, days), warnings=warnings)
     print(f"\nreport -> {paths['html']}\njson   -> {paths['json']}")
     return 0
+
+
+def _report_folder(args: argparse.Namespace, cfg: JobConfig, folder: str | None = None) -> Path:
+    """Where the report goes (``--out``: the user's own path, taken as given), checked writable before the work."""
+    from ctcalc_spark.pathsafe import check_report_folder
+    from ctcalc_spark.reports.comparison import report_dir
+
+    out = Path(args.out) if args.out else report_dir(cfg.output.path, args.a, args.b)
+    out = out / folder if folder and not args.out else out
+    check_report_folder(out)
+    return out
 
 
 def _spark(args: argparse.Namespace, cfg: JobConfig):  # type: ignore[no-untyped-def]
@@ -149,7 +159,6 @@ def _run_rolling(args: argparse.Namespace) -> int:
         accuracy_table_rows,
         format_text_table,
         orientation_note,
-        report_dir,
         spread_table_rows,
         write_report,
     )
@@ -162,6 +171,7 @@ def _run_rolling(args: argparse.Namespace) -> int:
         raise ConfigError("--single-run checks one day's runs; run it without --rolling.")
     cfg = config_from_args(args)
     spec = WindowSpec(args.window or cfg.rolling.window, args.days or cfg.rolling.days)
+    out = _report_folder(args, cfg, "rolling_" + (f"{spec.days}d" if spec.kind == "rolling" else spec.kind))
     res = rolling_comparison(cfg, args.a, args.b, args.ds_from, args.ds_to, spec=spec, spark=_spark(args, cfg),
                              n_boot=args.bootstrap, level=args.level, seed=args.seed)
     rc, c = res.comparison, res.comparison.period
@@ -193,8 +203,6 @@ def _run_rolling(args: argparse.Namespace) -> int:
         warnings.append(line)
     for w in warnings:
         print(w, file=sys.stderr)
-    folder = "rolling_" + (f"{spec.days}d" if spec.kind == "rolling" else spec.kind)
-    out = Path(args.out) if args.out else report_dir(cfg.output.path, args.a, args.b) / folder
     write_windows_csv(rc, out)
     paths = write_report(out, [c], title=title, warnings=warnings, sections=[section_html(rc)],
                          extra={"rolling": to_payload(rc), "days_read": res.days_read})

@@ -40,14 +40,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from ctcalc_spark.core.windows import WindowSpec
     from ctcalc_spark.config import validate_ds
+    from ctcalc_spark.pathsafe import check_report_folder, report_root
     from ctcalc_spark.reports.drift import noise_line, write_report
 
     cfg = config_from_args(args)
     validate_ds(args.start, "--start")
     validate_ds(args.end, "--end")
     spec = WindowSpec(args.window or cfg.rolling.window, args.days or cfg.rolling.days)
+    out = args.out or report_root(cfg.output.path) / "reports"
+    check_report_folder(out)  # before the work: the tables may be read-only, the report folder must not be
     spark = session_for(args, cfg, "ctcalc-report") if reads_through_spark(args, cfg) else None
-    rep = write_report(cfg, args.start, args.end, out_dir=args.out, spec=spec, threshold=args.threshold,
+    rep = write_report(cfg, args.start, args.end, out_dir=out, spec=spec, threshold=args.threshold,
                        spread_k=args.spread_k, top=args.top, spark=spark)
     whole = rep.whole
     print(f"report {args.start}..{args.end} ({spec.kind}{'' if spec.kind != 'rolling' else f' {spec.days} days'}): "

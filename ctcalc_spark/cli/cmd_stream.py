@@ -25,13 +25,14 @@ def run(args: argparse.Namespace) -> int:
     from ctcalc_spark.core.finalize import ALL
     from ctcalc_spark.core.windows import METRIC_NAME
     from ctcalc_spark.jobs.stream import (
-        batches_line, check_stream_task, read_stream_metrics, read_stream_rolling, run_stream, write_stream_demo_files)
+        batches_line, check_stream_folders, check_stream_task, read_stream_metrics, read_stream_rolling, run_stream, write_stream_demo_files)
     from ctcalc_spark.spark import interrupt
 
     from ctcalc_spark.errors import ConfigError
 
     cfg = config_from_args(args)
     check_stream_task(cfg)  # these before Spark starts (they were said after it, or after a schema error)
+    check_stream_folders(cfg)
     if cfg.stream.source == "file" and not cfg.stream.path:
         raise ConfigError("A file stream needs 'stream.path' (the folder where Parquet, JSON or CSV files land): set "
                           "it under 'stream:' in the config (conf/stream_demo.yaml shows the section).")

@@ -382,6 +382,22 @@ def check_stream_task(cfg: JobConfig) -> None:
                           "val-bias rows, not mergeable summaries; use the batch evaluate job).")
 
 
+def check_stream_folders(cfg: JobConfig) -> None:
+    """ConfigError before Spark starts when a local folder the stream writes cannot be written: the output (its
+    state and leases live there with catalog tables too) and the checkpoint. Spark said so as `mkdir of
+    file:/… failed` from its start."""
+    from ctcalc_spark.pathsafe import unwritable_reason
+
+    root = str(cfg.output.path)
+    for key, path, what in (("output.path", root, "the stream's tables and state"),
+                            ("stream.checkpoint", cfg.stream.checkpoint or f"{root}/_stream/checkpoint",
+                             "Spark's stream checkpoint")):
+        why = unwritable_reason(local_path(path)) if is_local(path) else None
+        if why is not None:
+            raise ConfigError(f"{key} {path!r} cannot hold {what}: {why}. Set {key} to a folder this job can "
+                              "create and write to.")
+
+
 class BatchHandler:
     """The ``foreachBatch`` function: picklable, no session or client state (see the module docstring).
 

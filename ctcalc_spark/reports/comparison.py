@@ -10,7 +10,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from ctcalc_spark.core.accuracy import Comparison, NoiseCheck, describe_noise_check
-from ctcalc_spark.pathsafe import child_path, write_atomic
+from ctcalc_spark.pathsafe import child_path, report_root, write_atomic
 from ctcalc_spark.reports.plotting import figure_png, img_tag, plain, pyplot
 
 COLORS = ("#1f77b4", "#d62728")
@@ -101,7 +101,7 @@ def report_title(name_a: str, name_b: str, days: Sequence[str]) -> str:
 
 def report_dir(output_root: str | Path, name_a: str, name_b: str) -> Path:
     """Default report folder ``<output_root>/compare/<A>_vs_<B>``, names made safe (never outside the root)."""
-    return child_path(output_root, "compare", f"{name_a}_vs_{name_b}")
+    return child_path(report_root(str(output_root)), "compare", f"{name_a}_vs_{name_b}")
 
 
 def _pct(x: float) -> str:

@@ -43,7 +43,7 @@ from ctcalc_spark.core.windows import (
     windows_between,
 )
 from ctcalc_spark.errors import ConfigError, InputError
-from ctcalc_spark.pathsafe import write_atomic
+from ctcalc_spark.pathsafe import report_root, write_atomic
 from ctcalc_spark.redact import redact, redact_url
 from ctcalc_spark.reports.plotting import figure_png, img_tag, plain, pyplot
 
@@ -727,7 +727,7 @@ def write_report_files(report: DriftReport, cfg: JobConfig, out_dir: str | Path)
 
 
 def write_report(
-    cfg: JobConfig, start: str, end: str, *, out_dir: str | None = None, spec: WindowSpec | None = None,
+    cfg: JobConfig, start: str, end: str, *, out_dir: str | Path | None = None, spec: WindowSpec | None = None,
     threshold: float | None = None, spread_k: float | None = None, top: int = DEFAULT_TOP,
     spark: SparkSession | None = None,
 ) -> DriftReport:
@@ -736,4 +736,4 @@ def write_report(
     rule = FlagRule.from_options(cfg, threshold=threshold, spread_k=spread_k)
     report = build_report(read_report_input(cfg, start, end, spec, spark), cfg, start, end, spec=spec, rule=rule,
                           top=top)
-    return write_report_files(report, cfg, out_dir or Path(cfg.output.path) / "reports")
+    return write_report_files(report, cfg, out_dir or report_root(cfg.output.path) / "reports")

@@ -52,6 +52,7 @@ from ctcalc_spark.config import (
     undated_day,
     validate_ds,
 )
+from ctcalc_spark.pathsafe import unwritable_reason
 from ctcalc_spark.errors import ConcurrentRunError, ConfigError, CtcalcError, InputError, java_root_cause
 from ctcalc_spark.spark import interrupt
 from ctcalc_spark.spark.files import FileStore, absolute, connector_error, is_local, local_path, supports_exchange
@@ -1053,18 +1054,14 @@ class OutputStore:
                     "folder, or move those files out.")
 
     def _check_output_folder(self) -> None:
-        """A local output path below a file cannot become a folder: say so before the scan (nothing is created)."""
+        """A local output path below a file, on a read-only file system or not writable by this user: say so
+        before the scan (nothing is created)."""
         if not is_local(self.root):
             return
-        path = local_path(self.root)
-        while not os.path.isdir(path):
-            if os.path.lexists(path):
-                raise ConfigError(f"output.path {self.output.path!r} cannot hold the outputs: {path!r} is a file, not "
-                                  "a folder. Set output.path to a folder this job can create and write to.")
-            parent = os.path.dirname(path)
-            if parent == path:
-                return
-            path = parent
+        why = unwritable_reason(local_path(self.root))
+        if why is not None:
+            raise ConfigError(f"output.path {self.output.path!r} cannot hold the outputs: {why}, so the job would "
+                              "fail in its first write. Set output.path to a folder this job can create and write to.")
 
     def _check_output_filesystem(self) -> None:
         """A remote output path (s3a://, gs://, abfss://, ...) whose file system Spark has no connector for: say
