@@ -94,6 +94,9 @@ def test_hint_names_the_rows_needed_and_what_to_change():
     assert hint is not None and hint.startswith("hint: val-bias parts had a median of 5 rows")
     assert "about 1,921 rows give ±0.1" in hint and "no split.bias_fraction reaches that with 48 rows" in hint
     assert "41 days of 48 rows reach it" in hint and "split.min_bias_rows: 1921" in hint
+    one_day = small_bias_hint(median_bias_rows=34, median_rows=400, information=None, bias_fraction=0.1,
+                              task="regression", rows_per_day=400)
+    assert one_day is not None and "1 day of 400 rows reaches it" in one_day  # it read "1 day of 400 rows reach it"
     assert small_bias_hint(median_bias_rows=3000, median_rows=30000, information=0.2, bias_fraction=0.1) is None
     quiet = small_bias_hint(median_bias_rows=500, median_rows=30000, information=0.2, bias_fraction=0.1)
     assert quiet is None  # c* within ±0.196: under twice the ±0.1 target
