@@ -743,8 +743,12 @@ def apply_overrides(data: dict[str, Any], overrides: Mapping[str, Any] | None) -
     for key, value in (overrides or {}).items():
         node = data
         *parents, leaf = override_path(key)
-        for part in parents:
+        for depth, part in enumerate(parents):
             node = node.setdefault(part, {})
+            if not isinstance(node, dict):  # e.g. 'output.path' where this config's 'output' is a path itself
+                section = ".".join(parents[: depth + 1])
+                raise ConfigError(f"--set {key}: {section!r} is a value here ({node!r}), not a section with keys; "
+                                  f"set it with --set {section}=<value>.")
         node[leaf] = value
     return data
 

@@ -126,6 +126,13 @@ def test_config_errors_exit_3_with_one_line(tmp_path, capsys):
     assert main(["evaluate", "--config", str(example_config("demo.yaml")), "--ds", "2026-11-21",
                  "--set", "output.path"]) == EXIT_CONFIG
     assert "--set expects KEY=VALUE, got 'output.path'" in capsys.readouterr().err
+    # a dotted key below a plain value: 'internal error ... TypeError: 'str' object does not support item assignment'
+    assert main(["experiment", "--set", "output.path=/tmp/x"]) == EXIT_CONFIG
+    assert ("--set output.path: 'output' is a value here ('output/experiment'), not a section with keys; set it with "
+            "--set output=<value>.") in capsys.readouterr().err
+    assert main(["evaluate", "--config", str(example_config("demo.yaml")), "--ds", "2026-11-21",
+                 "--set", "task.kind=binary"]) == EXIT_CONFIG
+    assert "--set task.kind: 'task' is a value here ('binary')" in capsys.readouterr().err
     assert main(["demo", "--runs", "1"]) == EXIT_CONFIG
     assert "--runs must be >= 2" in capsys.readouterr().err
     # a batch config given to `ctcalc stream`: said before Spark starts (it started Spark first)
