@@ -202,7 +202,7 @@ def run_experiment(
     report = score_table(models, eval_rows, out / "scores", ds_value=d.ds, mode="overwrite", device=cfg.device,
                          num_threads=cfg.torch_threads)
     timings["score"] = time.perf_counter() - t
-    log(f"[3/5] score: {sum(report.rows_per_day.values()):,} rows -> {out / 'scores'}  [{timings['score']:.1f} s]")
+    log(f"[3/5] score: {sum(report.rows_per_day.values()):,} rows in {timings['score']:.1f} s -> {out / 'scores'}")
 
     t = time.perf_counter()
     jcfg = job_config(cfg)
@@ -218,7 +218,7 @@ def run_experiment(
             log(f"      ds={ds}: {len(bad)} metrics rows without a calibrated value: "
                 f"{bad['status'].value_counts().to_dict()}")
     timings["evaluate"] = time.perf_counter() - t
-    log(f"[4/5] evaluate (Spark): {len(days)} day(s) -> {jcfg.output.path}  [{timings['evaluate']:.1f} s]")
+    log(f"[4/5] evaluate (Spark): {len(days)} day(s) in {timings['evaluate']:.1f} s -> {jcfg.output.path}")
 
     t = time.perf_counter()
     per_run = run_metrics(jcfg, names, days)
@@ -244,7 +244,7 @@ def run_experiment(
                          f"{cfg.seeds} seeds each", notes=notes,
                          extra={"timings_s": timings, "days": days,
                                 "pipelines": {n: cfg.spec(n).to_dict() for n in names}})
-    log(f"[5/5] compare: {len(comparisons)} pair(s) -> {paths['html']}  [{timings['compare']:.1f} s]")
+    log(f"[5/5] compare: {len(comparisons)} pair(s) in {timings['compare']:.1f} s -> {paths['html']}")
     return ExperimentResult(comparisons, per_run, timings, paths, days)
 
 
@@ -262,8 +262,8 @@ def _train_synthetic(
     train_df = pd.read_parquet(tables["train"])
     eval_df = pd.read_parquet(tables["eval"])
     timings["data"] = time.perf_counter() - t
-    log(f"[1/5] data: {len(train_df):,} train rows, {len(eval_df):,} eval rows -> {out / 'data'}  "
-        f"[{timings['data']:.1f} s]")
+    log(f"[1/5] data: {len(train_df):,} train rows, {len(eval_df):,} eval rows in {timings['data']:.1f} s "
+        f"-> {out / 'data'}")
 
     t = time.perf_counter()
     models: dict[tuple[str, int], Any] = {}
@@ -278,7 +278,7 @@ def _train_synthetic(
             models[(name, seed)] = model
         log(f"      trained {cfg.seeds} x {name} ({spec.arch}) in {time.perf_counter() - tp:.1f} s")
     timings["train"] = time.perf_counter() - t
-    log(f"[2/5] train: {len(models)} models  [{timings['train']:.1f} s]")
+    log(f"[2/5] train: {len(models)} models in {timings['train']:.1f} s")
     return models, eval_df
 
 
@@ -294,14 +294,14 @@ def _train_own_tables(
     train_table, eval_table = read_table(d.train_table), read_table(d.eval_table)
     timings["data"] = time.perf_counter() - t
     log(f"[1/5] data: your tables, {train_table.num_rows:,} train rows ({d.train_table.path}), "
-        f"{eval_table.num_rows:,} eval rows ({d.eval_table.path})  [{timings['data']:.1f} s]")
+        f"{eval_table.num_rows:,} eval rows ({d.eval_table.path}) in {timings['data']:.1f} s")
 
     t = time.perf_counter()
     models = train_table_models({n: cfg.spec(n) for n in names}, train_table, d.columns, seeds=range(cfg.seeds),
                                 encoding=d.encoding, models_dir=out / "models" if cfg.save_models else None,
                                 device=cfg.device, num_threads=cfg.torch_threads)
     timings["train"] = time.perf_counter() - t
-    log(f"[2/5] train: {len(models)} models  [{timings['train']:.1f} s]")
+    log(f"[2/5] train: {len(models)} models in {timings['train']:.1f} s")
     return models, eval_table
 
 
