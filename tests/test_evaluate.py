@@ -796,6 +796,15 @@ def test_a_csv_delimited_by_semicolons_reads_with_sep(spark, demo_config, tmp_pa
     pd.testing.assert_frame_equal(got, want, check_dtype=False)
 
 
+def test_day_runs_name_stretches_of_consecutive_days():
+    from ctcalc_spark.jobs.evaluate import _day_runs
+
+    assert _day_runs(["2025-12-31", "2026-01-01", "2026-01-02"]) == "2025-12-31..2026-01-02"
+    assert _day_runs(["2026-03-01", "2026-03-03", "2026-03-04"]) == "2026-03-01, 2026-03-03..2026-03-04"
+    days = ["2026-03-01", "2026-03-03", "2026-03-05", "2026-03-07", "2026-03-08"]
+    assert _day_runs(days) == "2026-03-01, 2026-03-03, 2026-03-05 and 1 more stretch"
+
+
 def test_allow_missing_days_skips_days_without_rows_and_says_which(spark, demo_config, tmp_path, caplog):
     from ctcalc_spark.demo import write_demo_eval
 
@@ -803,8 +812,9 @@ def test_allow_missing_days_skips_days_without_rows_and_says_which(spark, demo_c
     cfg = demo_config()
     span = "2026-11-14..2026-12-03"  # 20 days, 17 of them without rows
     with pytest.raises(InputError, match=r"^No evaluation rows for ds=2026-11-14, 2026-11-18, .*, 2026-11-26 and 7 "
-                                         r"more in .*; check the dates .*, or pass --allow-missing-days"):
-        evaluate(spark, cfg, span)
+                                         r"more in '.*' \(of the 20 days asked for, the table has rows for 3: "
+                                         r"2026-11-15\.\.2026-11-17\); check the dates .*, or pass --allow-missing-days"):
+        evaluate(spark, cfg, span)  # the days it has were not said: a user saw 10 missing days and '7 more' only
     with caplog.at_level("WARNING", logger="ctcalc_spark.jobs.evaluate"):
         done = evaluate(spark, cfg, span, allow_missing_days=True)
     assert done.days == ["2026-11-15", "2026-11-16", "2026-11-17"]
@@ -813,5 +823,5 @@ def test_allow_missing_days_skips_days_without_rows_and_says_which(spark, demo_c
         "no evaluation rows for 17 of 20 days (skipped): 2026-11-14, 2026-11-18, 2026-11-19, 2026-11-20, "
         "2026-11-21, 2026-11-22, 2026-11-23, 2026-11-24, 2026-11-25, 2026-11-26 and 7 more"]
     assert sorted(p.name for p in (tmp_path / "out" / "metrics").iterdir()) == [f"ds={d}" for d in done.days]
-    with pytest.raises(InputError, match="^No evaluation rows for ds=2026-12-01, 2026-12-02 in"):
+    with pytest.raises(InputError, match="^No evaluation rows for ds=2026-12-01, 2026-12-02 in '[^']*'; check"):
         evaluate(spark, cfg, "2026-12-01..2026-12-02", allow_missing_days=True)  # none at all: still an error
