@@ -823,5 +823,13 @@ def test_allow_missing_days_skips_days_without_rows_and_says_which(spark, demo_c
         "no evaluation rows for 17 of 20 days (skipped): 2026-11-14, 2026-11-18, 2026-11-19, 2026-11-20, "
         "2026-11-21, 2026-11-22, 2026-11-23, 2026-11-24, 2026-11-25, 2026-11-26 and 7 more"]
     assert sorted(p.name for p in (tmp_path / "out" / "metrics").iterdir()) == [f"ds={d}" for d in done.days]
-    with pytest.raises(InputError, match="^No evaluation rows for ds=2026-12-01, 2026-12-02 in '[^']*'; check"):
-        evaluate(spark, cfg, "2026-12-01..2026-12-02", allow_missing_days=True)  # none at all: still an error
+    # none at all: still an error, and the days of the input's ds= folders are named (one listing)
+    with pytest.raises(InputError, match=r"^No evaluation rows for ds=2026-12-01, 2026-12-02 in '[^']*'; check .*\. "
+                                         r"The input's ds= folders hold 3 days: 2026-11-15\.\.2026-11-17\.$"):
+        evaluate(spark, cfg, "2026-12-01..2026-12-02", allow_missing_days=True)
+    rng = np.random.default_rng(0)
+    _write(pd.DataFrame({"model": "m", "run": 0, "ds": ["2026-11-15", "2026-11-17"] * 50, "example_id": range(100),
+                         "label": rng.integers(0, 3, 100), "logit": list(rng.normal(size=(100, 3)))}), tmp_path / "mc")
+    with pytest.raises(InputError, match=r"^No evaluation rows for ds=2026-11-20 .* The input's ds= folders hold 2 days: "
+                                         r"2026-11-15, 2026-11-17\.$"):
+        evaluate(spark, demo_config(task="multiclass", input__path=str(tmp_path / "mc")), "2026-11-20", write=False)

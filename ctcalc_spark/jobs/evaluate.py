@@ -51,7 +51,15 @@ from ctcalc_spark.spark.scan import (
     string_key,
     summary_aggregation,
 )
-from ctcalc_spark.spark.storage import DS, OutputStore, input_read_errors, load_input, read_input, unread_files
+from ctcalc_spark.spark.storage import (
+    DS,
+    OutputStore,
+    input_day_folders,
+    input_read_errors,
+    load_input,
+    read_input,
+    unread_files,
+)
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -344,6 +352,28 @@ def _label_hint(df: DataFrame, cfg: JobConfig) -> str | None:
     return f"The label column {name!r} holds values from {low:g} to {high:g} besides 0 and 1."
 
 
+def _absent_days_hints(spark: SparkSession, cfg: JobConfig, days: Sequence[str], present: pd.Series) -> list[str]:
+    """Sentences for a job that found no rows for some of its days: how the date column writes its days (if not as
+    the config expects) and, when none of the days was found in a ``<ds>=`` folder layout, which days its folders
+    hold (one listing)."""
+    hints = [_date_format_hint(spark, cfg)]
+    if not set(days) & set(present.dropna().astype(str)):
+        folders = input_day_folders(cfg)
+        if folders:
+            iso = all(_is_iso_day(v) for v in folders)
+            held = _day_runs(folders) if iso else f"{folders[0]} to {folders[-1]}"
+            hints.append(f"The input's {cfg.columns.ds}= folders hold {len(folders):,} "
+                         f"day{'s' if len(folders) != 1 else ''}: {held}.")
+    return [h for h in hints if h]
+
+
+def _is_iso_day(value: str) -> bool:
+    try:
+        return len(value) == 10 and dt.date.fromisoformat(value).isoformat() == value
+    except ValueError:
+        return False
+
+
 def _date_format_hint(spark: SparkSession, cfg: JobConfig) -> str | None:
     """When a job found no rows for its days: a sentence on how the input's date column writes its days, if that
     is not what the config expects (200 values read from the whole input; only on this error path)."""
@@ -441,7 +471,7 @@ def evaluate(
     try:
         missing = _check_days(days, sorted(dated["ds"].astype(str).unique()), cfg, allow_missing_days)
     except InputError as e:
-        raise InputError(" ".join(filter(None, [str(e), _date_format_hint(spark, cfg)]))) from None
+        raise InputError(" ".join(filter(None, [str(e), *_absent_days_hints(spark, cfg, days, dated["ds"])]))) from None
     exact = None if known_bias is None else _exact_sums(dated, cfg, known_bias)
     summaries, tally = decode_aggregate(dated, cfg, extra=["ds"])
     no_date = agg[agg["ds"].isna()].groupby("invalid", as_index=False)["count"].sum().assign(ds=None)
@@ -695,7 +725,10 @@ def _evaluate_multiclass(spark: SparkSession, cfg: JobConfig, days: list[str], d
     agg = agg.rename(columns={DS: "ds"})
     keys = ["ds", *keys[1:]]
     stray = agg[["ds", c.model, c.run]].isna().any(axis=1)
-    missing = _check_days(days, sorted(agg.loc[agg["ds"].notna(), "ds"].astype(str).unique()), cfg, allow_missing)
+    try:
+        missing = _check_days(days, sorted(agg.loc[agg["ds"].notna(), "ds"].astype(str).unique()), cfg, allow_missing)
+    except InputError as e:
+        raise InputError(" ".join(filter(None, [str(e), *_absent_days_hints(spark, cfg, days, agg["ds"])]))) from None
     uncounted = pd.DataFrame(columns=UNCOUNTED_COLUMNS)
     if int(agg["n_invalid"].sum()) or stray.any():  # one more pass, over the rows that need telling apart
         with input_read_errors(cfg):

@@ -363,6 +363,23 @@ def read_input(spark: SparkSession, cfg: JobConfig, days: Sequence[str] | None =
     return out if days is None else out.where(_in_days(quoted(DS), df, cfg, days))
 
 
+def input_day_folders(cfg: JobConfig) -> list[str]:
+    """The values of a local path input's ``<columns.ds>=<value>`` folders, sorted (the null partition left out);
+    empty for any other input. One listing of the input's root."""
+    root, name = cfg.input.path, cfg.columns.ds
+    if cfg.input.table or not root or name is None or not is_local(str(root)):
+        return []
+    try:
+        entries = FileStore(absolute(str(root))).list(absolute(str(root)))
+    except (OSError, ConfigError):
+        return []
+    from urllib.parse import unquote
+
+    prefix = f"{name}="
+    return sorted(unquote(e.name[len(prefix):]) for e in entries
+                  if e.is_dir and e.name.startswith(prefix) and e.name != prefix + NULL_PARTITION)
+
+
 def _day_folders(root: str, ds_column: str | None, days: Sequence[str] | None,
                  ds_format: str | None = None) -> list[str] | None:
     """The ``<root>/<ds>=<day>`` folders of ``days`` (written in ``ds_format``) when the input is partitioned by
