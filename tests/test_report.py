@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import dataclasses
+import html
 import json
 import re
 
@@ -132,6 +133,22 @@ def test_report_of_first_windows_only(tmp_path):
     assert set(rep.table["status"]) == {"first_window"}
     page = open(rep.paths["html"], encoding="utf-8").read()
     assert "data-section" in page and "No bias move to check: no window has a previous window" in page
+
+
+def test_days_without_summaries_in_the_period_are_named(tmp_path):
+    """A report over 2026-11-16..24 with summaries for 11-16..18 and 11-21 only printed '4 windows' and nothing of
+    the 5 days it had no rows for; now a warning (stderr, the page, the JSON) names them as stretches."""
+    days = _days("2026-11-16", 9)
+    kept = [days[0], days[1], days[2], days[5]]
+    _store(tmp_path / "out", _binary_rows(_binary_stream(kept, runs=2, n=300, seed=4)))
+    rep = write_report(_cfg(tmp_path, "binary", window="day"), days[0], days[-1])
+    want = ("WARNING: no daily summaries for 5 of the 9 days 2026-11-16..2026-11-24 (2026-11-19..2026-11-20, "
+            "2026-11-22..2026-11-24) under ")
+    assert [w for w in rep.warnings if w.startswith(want)], rep.warnings
+    assert want in html.unescape(open(rep.paths["html"], encoding="utf-8").read())
+    assert any(w.startswith(want) for w in json.load(open(rep.paths["json"], encoding="utf-8"))["warnings"])
+    full = write_report(_cfg(tmp_path, "binary", window="day"), days[0], days[2])
+    assert not any("no daily summaries" in w for w in full.warnings)
 
 
 def test_regression_report_with_rolling_windows_and_an_absolute_threshold(tmp_path):

@@ -154,6 +154,20 @@ def _date(ds: str) -> dt.date:
         raise ConfigError(f"Expected a date like 2026-11-21, got {ds!r}.") from e
 
 
+def day_runs(days: Sequence[str], shown: int = 3) -> str:
+    """Sorted ISO days as runs of consecutive days: '2025-01-01..2025-12-31', '2026-03-01, 2026-03-03..2026-03-05'
+    (the first ``shown`` runs, then a count)."""
+    runs: list[list[str]] = []
+    for d in days:
+        if runs and _date(d) - _date(runs[-1][-1]) == dt.timedelta(days=1):
+            runs[-1].append(d)
+        else:
+            runs.append([d])
+    text = ", ".join(r[0] if len(r) == 1 else f"{r[0]}..{r[-1]}" for r in runs[:shown])
+    more = len(runs) - shown
+    return text + (f" and {more} more stretch{'es' if more != 1 else ''}" if more > 0 else "")
+
+
 def window_of(ds: str, spec: WindowSpec) -> Window:
     """The window containing ``ds`` (for 'rolling': the ``days`` days ending at ``ds``)."""
     if not spec.calendar:

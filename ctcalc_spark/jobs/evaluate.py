@@ -26,6 +26,7 @@ from ctcalc_spark.core.finalize import (
     metrics_from_summaries,
 )
 from ctcalc_spark.core.solvers import solve_temperature
+from ctcalc_spark.core.windows import day_runs
 from ctcalc_spark.errors import ConfigError, DegenerateBiasError, InputError
 from ctcalc_spark.spark.names import col, quoted
 from ctcalc_spark.spark.scan import (
@@ -235,26 +236,12 @@ def _check_days(days: Sequence[str], present: Sequence[str], cfg: JobConfig, all
     if missing and (not allow_missing or len(missing) == len(days)):
         found = sorted(set(days) & set(present))
         held = "" if not found else (f" (of the {len(days)} days asked for, the table has rows for {len(found)}: "
-                                     f"{_day_runs(found)})")
+                                     f"{day_runs(found)})")
         raise InputError(f"No evaluation rows for ds={shown} in {where!r}{held}; check the dates and the 'columns.ds' "
                          "name" + ("" if len(days) == 1 else ", or pass --allow-missing-days to skip such days") + ".")
     if missing:
         log.warning("no evaluation rows for %d of %d days (skipped): %s", len(missing), len(days), shown)
     return missing
-
-
-def _day_runs(days: Sequence[str], shown: int = 3) -> str:
-    """Sorted ISO days as runs of consecutive days: '2025-01-01..2025-12-31', '2026-03-01, 2026-03-03..2026-03-05'
-    (the first ``shown`` runs, then a count)."""
-    runs: list[list[str]] = []
-    for d in days:
-        if runs and dt.date.fromisoformat(d) - dt.date.fromisoformat(runs[-1][-1]) == dt.timedelta(days=1):
-            runs[-1].append(d)
-        else:
-            runs.append([d])
-    text = ", ".join(r[0] if len(r) == 1 else f"{r[0]}..{r[-1]}" for r in runs[:shown])
-    more = len(runs) - shown
-    return text + (f" and {more} more stretch{'es' if more != 1 else ''}" if more > 0 else "")
 
 
 ISO_DAY = re.compile(r"^\d{4}-\d{2}-\d{2}")
@@ -361,7 +348,7 @@ def _absent_days_hints(spark: SparkSession, cfg: JobConfig, days: Sequence[str],
         folders = input_day_folders(cfg)
         if folders:
             iso = all(_is_iso_day(v) for v in folders)
-            held = _day_runs(folders) if iso else f"{folders[0]} to {folders[-1]}"
+            held = day_runs(folders) if iso else f"{folders[0]} to {folders[-1]}"
             hints.append(f"The input's {cfg.columns.ds}= folders hold {len(folders):,} "
                          f"day{'s' if len(folders) != 1 else ''}: {held}.")
     return [h for h in hints if h]

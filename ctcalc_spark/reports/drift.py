@@ -37,6 +37,7 @@ from ctcalc_spark.core.windows import (
     METRIC_NAME,
     WindowSpec,
     attach_exact,
+    day_runs,
     previous_window,
     rolling_metrics,
     window_summaries,
@@ -340,7 +341,21 @@ def build_report(inp: ReportInput, cfg: JobConfig, start: str, end: str, *, spec
                                         bin_width=cfg.histogram.bin_width))
     return DriftReport(start, end, cfg.task, spec, rule, int(top), table, moves, flags,
                        model_summary(whole, moves, spread_table(table)), latest_summ, latest.label,
-                       warnings=_extreme_warnings(rows[rows["ds"].astype(str).between(start, end)], cfg))
+                       warnings=[*_missing_days_warning(rows, start, end, inp.source),
+                                 *_extreme_warnings(rows[rows["ds"].astype(str).between(start, end)], cfg)])
+
+
+def _missing_days_warning(rows: pd.DataFrame, start: str, end: str, source: str) -> list[str]:
+    """A warning naming the days of [start, end] without daily summaries: their windows are short of days or
+    missing from the page, which the window counts alone did not tell."""
+    first, last = dt.date.fromisoformat(start), dt.date.fromisoformat(end)
+    asked = [(first + dt.timedelta(days=i)).isoformat() for i in range((last - first).days + 1)]
+    missing = sorted(set(asked) - set(rows["ds"].astype(str)))
+    if not missing:
+        return []
+    return [f"WARNING: no daily summaries for {len(missing)} of the {len(asked)} days {start}..{end} "
+            f"({day_runs(missing)}) under {source!r}: the windows of those days are missing or short of days here. Run `ctcalc evaluate` "
+            "for them (a range in one job) and make the report again."]
 
 
 def _extreme_warnings(rows: pd.DataFrame, cfg: JobConfig) -> list[str]:
