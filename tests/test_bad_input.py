@@ -89,8 +89,8 @@ def test_an_output_path_that_cannot_be_a_folder_is_refused_before_the_scan(spark
     (tmp_path / "file.txt").write_text("not a folder")
     cfg = demo_config(output__path=str(tmp_path / "file.txt" / "out"))
     with pytest.raises(ConfigError, match=r"^output.path '.*/file.txt/out' cannot hold the outputs: '.*/file.txt' is a "
-                                          r"file, not a folder, so the job would fail in its first write. Set output.path to a "
-                                          r"folder this job can create"):
+                                          r"file, not a folder, so the job would fail in its first write. Set "
+                                          r"output.path to a folder this job can create"):
         evaluate(spark, cfg, DS, progress=lambda line: pytest.fail(f"went on to {line!r}"))
 
 

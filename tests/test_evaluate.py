@@ -813,7 +813,8 @@ def test_allow_missing_days_skips_days_without_rows_and_says_which(spark, demo_c
     span = "2026-11-14..2026-12-03"  # 20 days, 17 of them without rows
     with pytest.raises(InputError, match=r"^No evaluation rows for ds=2026-11-14, 2026-11-18, .*, 2026-11-26 and 7 "
                                          r"more in '.*' \(of the 20 days asked for, the table has rows for 3: "
-                                         r"2026-11-15\.\.2026-11-17\); check the dates .*, or pass --allow-missing-days"):
+                                         r"2026-11-15\.\.2026-11-17\); check the dates .*, or pass "
+                                         r"--allow-missing-days"):
         evaluate(spark, cfg, span)  # the days it has were not said: a user saw 10 missing days and '7 more' only
     with caplog.at_level("WARNING", logger="ctcalc_spark.jobs.evaluate"):
         done = evaluate(spark, cfg, span, allow_missing_days=True)
@@ -830,6 +831,6 @@ def test_allow_missing_days_skips_days_without_rows_and_says_which(spark, demo_c
     rng = np.random.default_rng(0)
     _write(pd.DataFrame({"model": "m", "run": 0, "ds": ["2026-11-15", "2026-11-17"] * 50, "example_id": range(100),
                          "label": rng.integers(0, 3, 100), "logit": list(rng.normal(size=(100, 3)))}), tmp_path / "mc")
-    with pytest.raises(InputError, match=r"^No evaluation rows for ds=2026-11-20 .* The input's ds= folders hold 2 days: "
-                                         r"2026-11-15, 2026-11-17\.$"):
+    with pytest.raises(InputError, match=r"^No evaluation rows for ds=2026-11-20 .* The input's ds= folders hold 2 "
+                                         r"days: 2026-11-15, 2026-11-17\.$"):
         evaluate(spark, demo_config(task="multiclass", input__path=str(tmp_path / "mc")), "2026-11-20", write=False)

@@ -337,9 +337,10 @@ def small_bias_hint(*, median_bias_rows: float, median_rows: float, information:
     if rows_per_day:
         days = math.ceil(needed / rows_per_day)
         week, month = tolerance_of(7 * rows_per_day, info), tolerance_of(30 * rows_per_day, info)
+        span = f"1 day of {rows_per_day:,.0f} rows reaches it" if days == 1 else \
+            f"{days} days of {rows_per_day:,.0f} rows reach it"
         parts.append(f"fit the bias on whole previous windows instead (`ctcalc rolling`, `ctcalc compare --rolling`; "
-                     f"{days} day{'s' if days != 1 else ''} of {rows_per_day:,.0f} rows reach{'es' if days == 1 else ''} it, a week ±{week:.2g}, "
-                     f"a month ±{month:.2g})")
+                     f"{span}, a week ±{week:.2g}, a month ±{month:.2g})")
     parts.append(f"or set split.min_bias_rows: {needed} to give smaller parts status too_few_bias_rows")
     return (f"hint: val-bias parts had a median of {median_bias_rows:,.0f} rows, so c* is only within about "
             f"±{now:.2g} {unit} (95 %); about {needed:,} rows give ±{BIAS_TOLERANCE:g}{info_text}: "

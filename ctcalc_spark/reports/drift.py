@@ -354,8 +354,8 @@ def _missing_days_warning(rows: pd.DataFrame, start: str, end: str, source: str)
     if not missing:
         return []
     return [f"WARNING: no daily summaries for {len(missing)} of the {len(asked)} days {start}..{end} "
-            f"({day_runs(missing)}) under {source!r}: the windows of those days are missing or short of days here. Run `ctcalc evaluate` "
-            "for them (a range in one job) and make the report again."]
+            f"({day_runs(missing)}) under {source!r}: the windows of those days are missing or short of days here. "
+            "Run `ctcalc evaluate` for them (a range in one job) and make the report again."]
 
 
 def _extreme_warnings(rows: pd.DataFrame, cfg: JobConfig) -> list[str]:
