@@ -428,6 +428,35 @@ def test_compare_warns_when_the_pipelines_were_scored_on_different_rows(tmp_path
     assert unequal_rows_line(split.assign(n_bias=2), ["a", "b"], "d") is None
 
 
+def test_compare_over_days_names_the_days_a_pipelines_runs_lack(tmp_path) -> None:
+    """Over a range, one pipeline without rows on a day was warned about by its row count only (nn 1,600, gbm
+    2,000 per run); the warning now names the day and the runs, from the summaries compare reads anyway."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from ctcalc_spark.config import config_from_dict
+    from ctcalc_spark.core.sanity import unequal_rows_line
+    from ctcalc_spark.jobs.compare import run_metrics
+    from tests.test_rolling import _binary_rows, _binary_stream, _days
+
+    days = _days("2026-03-01", 5)
+    raw = pd.concat([_binary_stream(days, runs=3, n=300, seed=1).assign(model="gbm"),
+                     _binary_stream(days, runs=3, n=300, seed=2).assign(model="nn")], ignore_index=True)
+    raw = raw[~((raw["model"] == "nn") & (raw["ds"] == days[2]))]
+    for ds, g in _binary_rows(raw).groupby("ds"):
+        part = tmp_path / "out" / "summaries" / f"ds={ds}"
+        part.mkdir(parents=True)
+        pq.write_table(pa.Table.from_pandas(g.drop(columns="ds"), preserve_index=False), part / "part-0.parquet")
+    cfg = config_from_dict({"task": "binary", "output": {"path": str(tmp_path / "out")}})
+    per_run = run_metrics(cfg, ["nn", "gbm"], days)
+    assert per_run.set_index(["model", "run"])["missing_days"].to_dict() == {
+        **{("gbm", r): "" for r in "012"}, **{("nn", r): days[2] for r in "012"}}
+    line = unequal_rows_line(per_run, ["nn", "gbm"], "the 5 days")
+    assert line is not None and line.endswith(" Days without rows: nn (runs 0, 1, 2) 2026-03-03.")
+    no_gap = unequal_rows_line(per_run.assign(missing_days=""), ["nn", "gbm"], "the 5 days")
+    assert no_gap is not None and "Days without rows" not in no_gap
+
+
 def test_single_run_p_value_counts_that_the_noise_std_is_estimated() -> None:
     """The single-run check printed the normal tail of z with a noise std estimated from as few as 2 runs: z = 3.39
     from 2 baseline runs read as P = 0.07 %, where z's null distribution (Student's t, 1 degree of freedom) gives

@@ -120,7 +120,7 @@ def unequal_rows_line(per_run: pd.DataFrame, models: Sequence[str], where: str, 
         return (f"WARNING: the compared runs were scored on different numbers of rows ({where}): {counts} per run. "
                 "Their metrics are over different rows and do not compare like for like: check the scoring job of "
                 "the run with fewer rows (a lost file or partition?), or compare days on which every run has the "
-                "same rows.")
+                "same rows." + _absent_days_text(rows, models))
     if "n_bias" in rows and (parts := spans("n_bias")):
         why = (f"The split column {split_column!r} marks other rows as val-bias in different runs" if split_column
                else "The split hashes columns.example_id, so the ids differ between the runs' scores")
@@ -129,6 +129,24 @@ def unequal_rows_line(per_run: pd.DataFrame, models: Sequence[str], where: str, 
         return (f"WARNING: the compared runs have the same rows but different val-bias parts ({where}): {parts} "
                 f"val-bias rows per run. {why}, and each run is calibrated on other rows: {fix}.")
     return None
+
+
+def _absent_days_text(rows: pd.DataFrame, models: Sequence[str]) -> str:
+    """' Days without rows: nn (runs 0, 1, 2) 2026-03-03.' from a ``missing_days`` column (comma-separated days
+    per run, as compare over a range of days fills it); '' without one or when every run has every day."""
+    from ctcalc_spark.core.windows import day_runs
+
+    if "missing_days" not in rows:
+        return ""
+    parts = []
+    for model in models:
+        mine = rows[(rows["model"] == model) & (rows["missing_days"].fillna("") != "")]
+        if mine.empty:
+            continue
+        days = sorted({d for text in mine["missing_days"] for d in str(text).split(",")})
+        parts.append(f"{model} (run{'s' if len(mine) > 1 else ''} {', '.join(map(str, mine['run']))}) "
+                     f"{day_runs(days)}")
+    return (" Days without rows: " + "; ".join(parts) + ".") if parts else ""
 
 
 BACKWARDS_AUC_MIN_ROWS = 100

@@ -111,6 +111,9 @@ def run_metrics(cfg: JobConfig, models: Sequence[str], days: Sequence[str], *,
             s[col] = s[col].astype(str)
         m = metrics_from_summaries(s, cfg.task, keys=["model", "run"], bin_width=cfg.histogram.bin_width,
                                    max_abs_logit=cfg.sanity.max_abs_logit, min_bias_rows=cfg.split.min_bias_rows)
+        held = s.groupby(["model", "run"])["ds"].agg(lambda d: set(d.astype(str)))
+        absent = {k: ",".join(sorted(set(days) - v)) for k, v in held.items()}  # for the unequal-rows warning
+        m = m.assign(missing_days=[absent.get((str(a), str(b)), "") for a, b in zip(m["model"], m["run"])])
     if m.empty:
         raise InputError(f"No metrics rows for models {list(models)} on days {list(days)}.")
     m = m.assign(model=m["model"].astype(str), run=m["run"].astype(str))
@@ -118,7 +121,7 @@ def run_metrics(cfg: JobConfig, models: Sequence[str], days: Sequence[str], *,
     if dup.any():
         raise InputError(f"Several metrics rows per (model, run) for {m.loc[dup, ['model', 'run']].head().values.tolist()}.")
     van, cal = metric_names(cfg.task)
-    extra = [x for x in SANITY_COLUMNS if x in m.columns]  # metrics written before a column existed lack it
+    extra = [x for x in (*SANITY_COLUMNS, "missing_days") if x in m.columns]  # old metrics may lack a column
     return m[["model", "run", van, cal, "status", *extra]].sort_values(["model", "run"], key=_natural).reset_index(
         drop=True)
 
