@@ -499,6 +499,40 @@ def test_multiclass_probabilities_given_as_logits_get_a_warning(spark, demo_conf
     assert probability_like_class_logits_line(50, 50, columns=["p0"]) is None
 
 
+def test_multiclass_probabilities_rounded_to_0_for_the_label_are_counted(spark, demo_config, tmp_path):
+    """predict_proba written with 4 digits gives 0 for p < 5e-5: a row whose label's class is such a 0 costs
+    ln(1/clip_eps) = 34.5. On a sharp 3-class model 261 of 12,000 rows made 40 % of the log loss, and the
+    multiclass metrics have no n_clipped column: nothing said it. Now counted, with their share of the loss
+    (reference: numpy on the same rows); full precision gives no warning."""
+    from scipy.special import softmax
+
+    from ctcalc_spark.cli.cmd_evaluate import data_notes
+
+    rng = np.random.default_rng(8)
+    n, k = 2000, 3
+    y = rng.integers(0, k, n)
+    p = softmax(rng.normal(0, 4, (n, k)), axis=1)
+    base = pd.DataFrame({"model": "m", "run": 0, "ds": DS, "example_id": np.arange(n), "label": y})
+    cols = ["p0", "p1", "p2"]
+
+    def warnings(probs, name):
+        _write(base.assign(**{c: probs[:, i] for i, c in enumerate(cols)}), tmp_path / name)
+        cfg = demo_config(task="multiclass", split={"bias_fraction": 0.2, "salt": "t"},
+                          columns={"class_probabilities": cols}, input__path=str(tmp_path / name))
+        return [w for w in data_notes(evaluate(spark, cfg, DS, write=False), cfg) if "clip_eps" in w]
+
+    rounded = p.round(4)
+    py = rounded[np.arange(n), y]
+    loss = -np.log(np.maximum(py, 1e-15))
+    zeros = int((py == 0).sum())
+    assert zeros > 10
+    [line] = warnings(rounded, "rounded")
+    assert line.startswith(f"WARNING: {zeros:,} of {n:,} rows give their label's class a probability below clip_eps "
+                           f"(1e-15), most likely 0 after rounding in the file; each such row costs ln(1/clip_eps) = "
+                           f"34.5 in the log loss, and together they make {loss[py == 0].sum() / loss.sum():.0%} of it.")
+    assert warnings(p, "full") == []
+
+
 def test_scores_of_the_other_class_get_a_warning(spark, demo_config, tmp_path):
     """Logits of the other class (-z, or labels with 1 for the negative class) gave AUCs of 0.25 and metrics that
     looked merely bad, without a word; the calibrated metric cannot repair an order."""

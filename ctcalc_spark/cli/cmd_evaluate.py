@@ -31,6 +31,7 @@ def data_notes(result: EvaluateResult, cfg: JobConfig) -> list[str]:
         extreme_lines,
         many_slice_values_lines,
         median_information,
+        clipped_label_class_line,
         probability_like_class_logits_line,
         probability_like_logits_line,
         small_bias_hint,
@@ -66,6 +67,10 @@ def data_notes(result: EvaluateResult, cfg: JobConfig) -> list[str]:
         per_class = cfg.columns.class_columns()
         line = probability_like_class_logits_line(*result.probability_like, array_column=not per_class,
                                                   columns=per_class or [str(cfg.columns.logit)])
+        if line:
+            out.append(line)
+    if result.label_class_clipped is not None:
+        line = clipped_label_class_line(*result.label_class_clipped, clip_eps=cfg.clip_eps)
         if line:
             out.append(line)
     if cfg.task == "binary" and not whole.empty:

@@ -211,6 +211,20 @@ def probability_like_class_logits_line(n_rows: int, n_probability_like: int, *, 
             f"other scores. If they are probabilities, {fix}, and run again.")
 
 
+def clipped_label_class_line(n_rows: int, n_clipped: int, loss_share: float, *, clip_eps: float) -> str | None:
+    """A warning when rows of a multiclass job given probabilities give their label's class a probability below
+    ``clip_eps`` (a CSV rounded to 4 digits writes 0 for p < 5e-5): each such row costs ln(1 / clip_eps), 34.5 at
+    1e-15, in the log loss, so a few of them can make much of it. The multiclass metrics table has no
+    ``n_clipped`` column (binary's has), so this line is where they are counted."""
+    if n_clipped == 0:
+        return None
+    return (f"WARNING: {n_clipped:,} of {n_rows:,} rows give their label's class a probability below clip_eps "
+            f"({clip_eps:g}), most likely 0 after rounding in the file; each such row costs ln(1/clip_eps) = "
+            f"{math.log(1 / clip_eps):.1f} in the log loss, and together they make {loss_share:.0%} of it. If the file "
+            "rounds the probabilities, write them with more digits (or as logits: columns.class_logits); if the "
+            "model itself gives 0, the log loss is right.")
+
+
 def _group_text(r: dict[str, Any], by: Sequence[str]) -> str:
     return " ".join(f"{k}={r[k]}" for k in by)
 

@@ -90,6 +90,10 @@ class EvaluateResult:
     probability_like: tuple[int, int] | None = None
     """Multiclass with logits given (an array or ``class_logits``): (valid rows, rows whose scores are all in
     [0, 1] and sum to 1), for :func:`ctcalc_spark.core.sanity.probability_like_class_logits_line`."""
+    label_class_clipped: tuple[int, int, float] | None = None
+    """Multiclass with ``class_probabilities``: (valid rows, rows giving their label's class a probability below
+    ``clip_eps``, those rows' share of the weighted log loss), for
+    :func:`ctcalc_spark.core.sanity.clipped_label_class_line`."""
 
 
 UNCOUNTED_COLUMNS = ["ds", "reason", "n_rows"]
@@ -677,6 +681,8 @@ def _evaluate_multiclass(spark: SparkSession, cfg: JobConfig, days: list[str], d
     hit = (F.array_position(F.col("_z"), F.array_max(F.col("_z"))) - 1 == F.col("_y")).cast("double")
     # logits given: a row whose scores are all in [0, 1] and sum to 1 (to a CSV's rounding) looks like probabilities
     scores_given = not c.class_probabilities
+    # probabilities given: a row whose label's class has p < clip_eps (a CSV's rounding to 0) costs ln(clip_eps)
+    label_clipped = F.element_at(F.col("_z"), (F.col("_y") + 1).cast("int")) <= F.lit(math.log(cfg.clip_eps) + 1e-9)
     prob_like = (F.forall("_z", lambda x: (x >= 0.0) & (x <= 1.0))
                  & (F.abs(F.aggregate("_z", F.lit(0.0), lambda acc, x: acc + x) - 1.0) <= PROBABILITY_SUM_TOLERANCE))
     # every row once per view: '__all__' and, per slice column, that column's value
@@ -702,7 +708,9 @@ def _evaluate_multiclass(spark: SparkSession, cfg: JobConfig, days: list[str], d
             F.sum(F.when(remain, F.col("_w") * ce)).alias("ce_remain"),
             F.sum(F.when(remain & F.col("temperature").isNotNull(), F.col("_w") * cce)).alias("cce_remain"),
             F.sum(F.when(ok, F.col("_w") * hit)).alias("w_hit"),
-            *([F.sum(F.when(ok & prob_like, 1).otherwise(0)).alias("n_prob_like")] if scores_given else []),
+            *([F.sum(F.when(ok & prob_like, 1).otherwise(0)).alias("n_prob_like")] if scores_given else [
+                F.sum(F.when(ok & label_clipped, 1).otherwise(0)).alias("n_label_clipped"),
+                F.sum(F.when(ok & label_clipped, F.col("_w") * ce)).alias("ce_label_clipped")]),
             F.first("t_status", ignorenulls=True).alias("t_status"),
             F.first("temperature", ignorenulls=True).alias("temperature"),
         )
@@ -756,9 +764,14 @@ def _evaluate_multiclass(spark: SparkSession, cfg: JobConfig, days: list[str], d
     check_finite(metrics)
     done = [d for d in days if d not in missing]
     result = EvaluateResult(done[0], metrics, pd.DataFrame(), days=done, uncounted=uncounted)
+    whole = agg[agg["slice_name"] == ALL]
     if scores_given:
-        whole = agg[agg["slice_name"] == ALL]
         result.probability_like = (int(whole["n_rows"].sum()), int(whole["n_prob_like"].sum()))
+    else:
+        total = float(whole["ce_sum"].fillna(0).sum())
+        clipped = float(whole["ce_label_clipped"].fillna(0).sum())
+        result.label_class_clipped = (int(whole["n_rows"].sum()), int(whole["n_label_clipped"].sum()),
+                                      clipped / total if total > 0 else 0.0)
     _input_checks(spark, cfg, df, days, result)
     if write:
         step(f"writing {len(metrics):,} metrics rows of {day_span(done)}")
