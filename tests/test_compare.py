@@ -457,6 +457,35 @@ def test_compare_over_days_names_the_days_a_pipelines_runs_lack(tmp_path) -> Non
     assert no_gap is not None and "Days without rows" not in no_gap
 
 
+def test_single_run_baseline_mistakes_name_the_flag(tmp_path, capsys) -> None:
+    """--baseline zz stopped with `Expected 'baseline_runs' as a non-empty 1-D array of per-run metric values, got
+    shape (0,)`; a baseline with one other run the same way; --baseline without --single-run was ignored."""
+    import yaml
+
+    from ctcalc_spark.cli.main import EXIT_CONFIG, main
+    from ctcalc_spark.errors import ConfigError
+    from ctcalc_spark.jobs.compare import single_run_checks
+
+    per_run = pd.DataFrame({"model": ["a", "a", "b", "b", "b"], "run": ["0", "1", "0", "1", "2"],
+                            "log_loss": [0.50, 0.51, 0.52, 0.53, 0.525],
+                            "calibrated_log_loss": [0.4, 0.41, 0.42, 0.43, 0.425], "status": "ok"})
+    with pytest.raises(ConfigError, match=r"^--baseline names the pipeline whose other runs give the seed noise: 'a' "
+                                          r"\(--a, the default\) or 'b' \(--b\), got 'zz'\.$"):
+        single_run_checks(per_run, "binary", "a", "0", "b", "0", "zz")
+    with pytest.raises(InputError, match=r"^--single-run estimates the seed noise from the other runs of 'a' "
+                                         r"\(--baseline\): it has 1 with status ok besides the run compared, and the "
+                                         r"noise needs 2 or more\. Evaluate more runs of 'a', or set --baseline b"):
+        single_run_checks(per_run, "binary", "a", "0", "b", "0", "a")
+    assert len(single_run_checks(per_run, "binary", "a", "0", "b", "0", "b")) == 2  # b's runs 1 and 2
+    out = tmp_path / "out"
+    _metrics_table(out, "2026-11-16", {"a": 0.0, "b": 0.001})
+    conf = tmp_path / "job.yaml"
+    conf.write_text(yaml.safe_dump({"task": "binary", "output": {"path": str(out)}}))
+    assert main(["compare", "--config", str(conf), "--engine", "local", "--a", "a", "--b", "b", "--ds", "2026-11-16",
+                 "--baseline", "b"]) == EXIT_CONFIG
+    assert "--baseline chooses whose runs give the seed noise of --single-run" in capsys.readouterr().err
+
+
 def test_single_run_p_value_counts_that_the_noise_std_is_estimated() -> None:
     """The single-run check printed the normal tail of z with a noise std estimated from as few as 2 runs: z = 3.39
     from 2 baseline runs read as P = 0.07 %, where z's null distribution (Student's t, 1 degree of freedom) gives

@@ -192,10 +192,18 @@ def single_run_checks(per_run: pd.DataFrame, task: str, model_a: str, run_a: str
             raise InputError(f"No run {run!r} of model {model!r} with status ok in the metrics table.")
         return r.iloc[0]
 
+    if baseline not in (model_a, model_b):
+        raise ConfigError(f"--baseline names the pipeline whose other runs give the seed noise: {model_a!r} (--a, "
+                          f"the default) or {model_b!r} (--b), got {baseline!r}.")
     ra, rb = one(model_a, run_a), one(model_b, run_b)
     base = ok[ok["model"] == baseline]
     base = base[~(((base["model"] == model_a) & (base["run"] == str(run_a)))
                   | ((base["model"] == model_b) & (base["run"] == str(run_b))))]
+    if len(base) < 2:
+        other = model_b if baseline == model_a else model_a
+        raise InputError(f"--single-run estimates the seed noise from the other runs of {baseline!r} (--baseline): "
+                         f"it has {len(base)} with status ok besides the run compared, and the noise needs 2 or more. "
+                         f"Evaluate more runs of {baseline!r}, or set --baseline {other} if it has them.")
     return [single_run_noise(float(ra[m]), float(rb[m]), base[m].to_numpy(float), metric=m)
             for m in metric_names(task)]
 
