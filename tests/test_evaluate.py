@@ -798,6 +798,11 @@ def test_a_csv_delimited_by_semicolons_reads_with_sep(spark, demo_config, tmp_pa
 
 def test_day_runs_name_stretches_of_consecutive_days():
     from ctcalc_spark.core.windows import day_runs as _day_runs
+    from ctcalc_spark.jobs.evaluate import day_span
+
+    # a list with a gap was named as a range: 'ds=2026-03-01..2026-03-03 (2 days)'
+    assert day_span(["2026-03-01", "2026-03-03"]) == "ds=2026-03-01, 2026-03-03 (2 days)"
+    assert day_span(["2026-03-01", "2026-03-02"]) == "ds=2026-03-01..2026-03-02 (2 days)"
 
     assert _day_runs(["2025-12-31", "2026-01-01", "2026-01-02"]) == "2025-12-31..2026-01-02"
     assert _day_runs(["2026-03-01", "2026-03-03", "2026-03-04"]) == "2026-03-01, 2026-03-03..2026-03-04"

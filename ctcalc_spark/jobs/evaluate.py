@@ -117,8 +117,11 @@ def day_range(start: str, end: str) -> list[str]:
 
 
 def day_span(days: Sequence[str]) -> str:
-    """'ds=D' for one day, 'ds=A..B (N days)' for several: how progress and result lines name a run's days."""
-    return f"ds={days[0]}" if len(days) == 1 else f"ds={days[0]}..{days[-1]} ({len(days)} days)"
+    """'ds=D' for one day, 'ds=A..B (N days)' for several, 'ds=A, C..D (N days)' when they have gaps (A..D read
+    as every day between): how progress and result lines name a run's days."""
+    if len(days) == 1:
+        return f"ds={days[0]}"
+    return f"ds={day_runs(sorted(days), shown=5)} ({len(days)} days)"
 
 
 def parse_days(spec: str | Sequence[str]) -> list[str]:
