@@ -5,6 +5,7 @@ import dataclasses
 import html
 import json
 import re
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -151,6 +152,19 @@ def test_days_without_summaries_in_the_period_are_named(tmp_path):
     assert not any("no daily summaries" in w for w in full.warnings)
 
 
+def test_reports_of_one_period_with_other_windows_sit_side_by_side(tmp_path):
+    """The files were named drift_<start>_<end>.*: a week report of a period replaced its day report."""
+    days = _days("2026-11-16", 8)
+    _store(tmp_path / "out", _binary_rows(_binary_stream(days, runs=2, n=300, seed=5)))
+    day = write_report(_cfg(tmp_path, "binary", window="day"), days[1], days[-1])
+    week = write_report(_cfg(tmp_path, "binary", window="week"), days[1], days[-1])
+    rolling = write_report(_cfg(tmp_path, "binary", window="rolling", days=3), days[1], days[-1])
+    names = [Path(r.paths["html"]).name for r in (day, week, rolling)]
+    assert names == ["drift_2026-11-17_2026-11-23_day.html", "drift_2026-11-17_2026-11-23_week.html",
+                     "drift_2026-11-17_2026-11-23_rolling_3d.html"]
+    assert all(Path(r.paths[k]).is_file() for r in (day, week, rolling) for k in r.paths)
+
+
 def test_regression_report_with_rolling_windows_and_an_absolute_threshold(tmp_path):
     rows = pd.concat([_regression_rows(drift_stream(s, months=3, per_day=10)) for s in range(3)])
     _store(tmp_path / "out", rows)
@@ -234,7 +248,7 @@ def test_cli_report_with_threshold_and_top(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "4 windows x 1 models, 4 of 4 model-windows flagged by the rule |Δc̄| > 0, a fixed limit" in out
     assert "flags_csv:" in out
-    page = (tmp_path / "out" / "reports" / f"drift_{days[1]}_{days[-1]}.html").read_text()
+    page = (tmp_path / "out" / "reports" / f"drift_{days[1]}_{days[-1]}_day.html").read_text()
     assert "Largest flagged bias moves: 2 of 4" in page
     with pytest.raises(SystemExit):
         main(["report", "--config", str(conf), "--start", days[1], "--end", days[-1], "--threshold", "0",

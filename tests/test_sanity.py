@@ -196,7 +196,7 @@ def test_extreme_logits_are_counted_and_reported_by_evaluate_compare_and_the_dri
     assert main(["report", "--config", str(conf), "--start", "2026-03-02", "--end", "2026-03-02"]) == 0
     out, err = capsys.readouterr()
     assert "model=broken run=" in err
-    html = (tmp_path / "out" / "reports" / "drift_2026-03-02_2026-03-02.html").read_text()
+    html = (tmp_path / "out" / "reports" / "drift_2026-03-02_2026-03-02_day.html").read_text()
     summary = html.split("<section id='summary'>")[1].split("</section>")[0]
     assert "<p class='flag'>WARNING: " in summary and "model=broken" in summary
     # on_extreme: error stops before writing, naming the groups

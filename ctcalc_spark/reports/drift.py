@@ -720,10 +720,11 @@ def _records(frame: pd.DataFrame) -> list[dict[str, Any]]:
 
 
 def write_report_files(report: DriftReport, cfg: JobConfig, out_dir: str | Path) -> DriftReport:
-    """drift_<start>_<end>.{html,csv,json} and _flags.csv under ``out_dir``; the echoed config is redacted."""
+    """drift_<start>_<end>_<window spec>.{html,csv,json} and _flags.csv under ``out_dir`` (the spec in the name, so
+    a week and a day report of one period do not replace each other); the echoed config is redacted."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    stem = f"drift_{report.start}_{report.end}"
+    stem = f"drift_{report.start}_{report.end}_{report.spec.label}"
     paths = {"html": out / f"{stem}.html", "csv": out / f"{stem}.csv", "flags_csv": out / f"{stem}_flags.csv",
              "json": out / f"{stem}.json"}
     plots = {str(m): model_plots(report, str(m)) for m in sorted(report.whole["model"].unique())}
