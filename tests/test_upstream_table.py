@@ -67,6 +67,28 @@ def _files(partition: Path) -> list[str]:
 # ---------------------------------------------------------------- encoder policies (no torch, no Spark)
 
 
+def test_a_device_torch_cannot_use_is_a_config_error() -> None:
+    """`ctcalc train --device cuda` with the CPU build of torch ended in `internal error ... AssertionError: Torch
+    not compiled with CUDA enabled`; a typo in the device name in torch's own RuntimeError."""
+    import torch
+
+    from ctcalc_spark.upstream.train import resolve_device
+
+    assert resolve_device("cpu") == torch.device("cpu")
+    assert resolve_device(None).type == ("cuda" if torch.cuda.is_available() else "cpu")
+    if torch.cuda.is_available():  # a GPU machine: an index past the last GPU
+        with pytest.raises(ConfigError, match=r"Device 'cuda:99' asked for, but torch sees \d+ GPU"):
+            resolve_device("cuda:99")
+    else:
+        with pytest.raises(ConfigError, match=r"^Device 'cuda' asked for, but (this torch is a CPU build|torch .* sees "
+                                              r"no GPU): use --device cpu"):
+            resolve_device("cuda")
+    with pytest.raises(ConfigError, match=r"^Unknown torch device 'gpu' .*; use cpu, cuda or cuda:<index>\.$"):
+        resolve_device("gpu")
+    with pytest.raises(ConfigError, match="ctcalc trains and scores on cpu, cuda or mps"):
+        resolve_device("meta")
+
+
 def test_encoder_vocabulary_null_unseen_and_rare_values() -> None:
     train = pa.table({
         "city": ["b", "a", "b", None, "c", "b", "a", "?"],

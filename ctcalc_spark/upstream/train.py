@@ -27,10 +27,30 @@ MODEL_FORMAT = "ctcalc_spark.upstream/1"
 
 
 def resolve_device(device: str | torch.device | None = None) -> torch.device:
-    """``device`` if given, else ``cuda`` when available, else ``cpu``."""
+    """``device`` if given, else ``cuda`` when available, else ``cpu``. A device this torch cannot use (``cuda``
+    with a CPU build or no GPU visible, ``mps`` off Apple silicon, a typo) is a ConfigError naming what there is;
+    torch itself failed later with `AssertionError: Torch not compiled with CUDA enabled`."""
     if device is None:
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    return torch.device(device)
+    try:
+        dev = torch.device(device)
+    except (RuntimeError, TypeError) as e:
+        raise ConfigError(f"Unknown torch device {str(device)!r} ({str(e).splitlines()[0]}); use cpu, cuda or "
+                          "cuda:<index>.") from None
+    if dev.type == "cuda":
+        if not torch.cuda.is_available():
+            why = ("this torch is a CPU build" if torch.version.cuda is None
+                   else f"torch {torch.__version__} (CUDA {torch.version.cuda}) sees no GPU")
+            raise ConfigError(f"Device {str(device)!r} asked for, but {why}: use --device cpu (or leave it out: cuda "
+                              "when available, else cpu), or run where a GPU and torch's CUDA build are.")
+        if dev.index is not None and dev.index >= torch.cuda.device_count():
+            raise ConfigError(f"Device {str(device)!r} asked for, but torch sees {torch.cuda.device_count()} GPU(s) "
+                              f"(cuda:0..cuda:{torch.cuda.device_count() - 1}).")
+    elif dev.type == "mps" and not (getattr(torch.backends, "mps", None) and torch.backends.mps.is_available()):
+        raise ConfigError(f"Device {str(device)!r} asked for, but MPS is not available here; use --device cpu.")
+    elif dev.type not in ("cpu", "cuda", "mps"):
+        raise ConfigError(f"Device {str(device)!r}: ctcalc trains and scores on cpu, cuda or mps.")
+    return dev
 
 
 @contextlib.contextmanager
