@@ -52,8 +52,8 @@ from ctcalc_spark.config import (
     undated_day,
     validate_ds,
 )
-from ctcalc_spark.pathsafe import unwritable_reason
 from ctcalc_spark.errors import ConcurrentRunError, ConfigError, CtcalcError, InputError, java_root_cause
+from ctcalc_spark.pathsafe import unwritable_reason
 from ctcalc_spark.spark import interrupt
 from ctcalc_spark.spark.files import FileStore, absolute, connector_error, is_local, local_path, supports_exchange
 from ctcalc_spark.spark.names import col, header_slips, quoted
