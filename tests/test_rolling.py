@@ -416,6 +416,39 @@ def test_known_bias_exact_sum_in_the_same_scan_agrees_with_summary_path(spark, d
     assert (gap <= whole["calibrated_bound"]).all(), gap.tolist()
 
 
+def test_rolling_scan_over_a_range_equals_the_day_by_day_scans(spark, demo_config, tmp_path, capsys):
+    """`ctcalc rolling --scan` refused a range ('give one --ds'), so a backfill with exact sums was one CLI call, and
+    one Spark start, per day. A range now runs the days in order in one session: the exact sums equal those of the
+    day-by-day calls to 1e-12, including days whose previous window was written by the same command."""
+    import yaml
+
+    from ctcalc_spark.cli.main import EXIT_CONFIG, main
+    from ctcalc_spark.jobs.evaluate import evaluate
+    from ctcalc_spark.jobs.rolling import previous_window_bias
+    from ctcalc_spark.spark.storage import OutputStore
+
+    days = _days("2026-11-18", 4)
+    _write_eval(tmp_path / "eval", _eval_stream(days))
+    want_cfg = demo_config(rolling={"window": "day"}, output__path=str(tmp_path / "one_by_one"))
+    for ds in days:
+        evaluate(spark, want_cfg, ds, known_bias=previous_window_bias(want_cfg, ds, spark))
+    conf = tmp_path / "job.yaml"
+    conf.write_text(yaml.safe_dump({"task": "binary", "input": {"path": str(tmp_path / "eval")},
+                                    "output": {"path": str(tmp_path / "range")}, "rolling": {"window": "day"},
+                                    "split": {"bias_fraction": 0.1, "salt": "t"}}))
+    assert main(["rolling", "--config", str(conf), "--ds", f"{days[0]}..{days[-1]}", "--scan"]) == 0
+    out = capsys.readouterr().out
+    assert [line.split(" with ")[0] for line in out.splitlines() if line.startswith("evaluate ds=")] == [
+        f"evaluate ds={d}" for d in days]
+    keys = ["ds", "model", "run"]
+    got = OutputStore(demo_config(output__path=str(tmp_path / "range"))).read("calibrated_exact").sort_values(keys)
+    want = OutputStore(want_cfg).read("calibrated_exact").sort_values(keys)
+    assert sorted(got["ds"].unique()) == days[1:]  # the first day has no previous window
+    np.testing.assert_allclose(got["cal_loss"].to_numpy(float), want["cal_loss"].to_numpy(float), rtol=1e-12)
+    assert main(["rolling", "--config", str(conf), "--ds", days[1], "--scan", "--affected"]) == EXIT_CONFIG
+    assert "--affected recomputes the rolling rows" in capsys.readouterr().err
+
+
 def test_rolling_job_idempotent_and_late_data_recomputes_like_a_clean_run(spark, demo_config, tmp_path):
     from ctcalc_spark.jobs.evaluate import evaluate
     from ctcalc_spark.core.windows import WindowSpec

@@ -14,8 +14,9 @@ if TYPE_CHECKING:
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_config_arguments(parser)
     parser.add_argument("--scan", action="store_true",
-                        help="first run the evaluate scan of --ds with the previous window's bias known, so the "
-                             "exact calibrated sum is accumulated in the same scan (day/week/month windows)")
+                        help="first run the evaluate scan of --ds (each day of a range, in order) with the previous "
+                             "window's bias known, so the exact calibrated sum is accumulated in the same scan "
+                             "(day/week/month windows)")
     parser.add_argument("--affected", action="store_true",
                         help="also recompute every later rolling partition that depends on --ds (late data)")
     parser.add_argument("--allow-missing-days", action="store_true",
@@ -36,12 +37,18 @@ def run(args: argparse.Namespace) -> int:
         require_input(cfg)  # --scan reads the evaluation rows; before Spark starts
     spark = session_for(args, cfg, "ctcalc-rolling")
     if args.scan:
-        if len(days) != 1:
-            raise ConfigError("--scan runs one day's evaluate scan with the previous window's bias; give one --ds.")
-        known = previous_window_bias(cfg, days[0], spark)
-        res = evaluate(spark, cfg, days[0], known_bias=known, progress=Progress("ctcalc rolling"))
-        print(f"evaluate ds={days[0]} with {len(known)} known biases: {len(res.exact)} exact calibrated sums "
-              f"-> {res.paths.get('calibrated_exact', '-')}")
+        if args.affected:
+            raise ConfigError("--scan evaluates the days of --ds again; --affected recomputes the rolling rows that "
+                              "depend on a day already evaluated. Run them one after the other.")
+        # Day by day, in order: a day's bias is known only once its previous window is written, and each day's
+        # evaluate writes the summaries a later day's previous window reads (one session, one scan per day; a range
+        # used to be refused, so a backfill meant one CLI call, and one Spark start, per day).
+        days = sorted(days)
+        for day in days:
+            known = previous_window_bias(cfg, day, spark)
+            res = evaluate(spark, cfg, day, known_bias=known, progress=Progress("ctcalc rolling"))
+            print(f"evaluate ds={day} with {len(known)} known biases: {len(res.exact)} exact calibrated sums "
+                  f"-> {res.paths.get('calibrated_exact', '-')}")
     if args.affected:
         spec = WindowSpec.from_config(cfg.rolling)
         days = affected_days(days[0], spec, OutputStore(cfg, spark).days("summaries"))
