@@ -445,8 +445,8 @@ def test_rolling_scan_over_a_range_equals_the_day_by_day_scans(spark, demo_confi
     want = OutputStore(want_cfg).read("calibrated_exact").sort_values(keys)
     assert sorted(got["ds"].unique()) == days[1:]  # the first day has no previous window
     np.testing.assert_allclose(got["cal_loss"].to_numpy(float), want["cal_loss"].to_numpy(float), rtol=1e-12)
-    assert main(["rolling", "--config", str(conf), "--ds", days[1], "--scan", "--affected"]) == EXIT_CONFIG
-    assert "--affected recomputes the rolling rows" in capsys.readouterr().err
+    assert main(["rolling", "--config", str(conf), "--ds", f"{days[1]}..{days[2]}", "--affected"]) == EXIT_CONFIG
+    assert "--affected takes the one day whose rows changed (--ds DAY)" in capsys.readouterr().err  # it took days[1]
 
 
 def test_rolling_job_idempotent_and_late_data_recomputes_like_a_clean_run(spark, demo_config, tmp_path):

@@ -35,11 +35,12 @@ def run(args: argparse.Namespace) -> int:
         from ctcalc_spark.config import require_input
 
         require_input(cfg)  # --scan reads the evaluation rows; before Spark starts
+    if args.affected and len(days) != 1:  # before Spark starts; it took the first day and dropped the rest
+        raise ConfigError(f"--affected takes the one day whose rows changed (--ds DAY) and recomputes every later "
+                          f"rolling partition that depends on it; got {len(days)} days. Give the earliest day that "
+                          "changed: the later ones are among those it recomputes.")
     spark = session_for(args, cfg, "ctcalc-rolling")
     if args.scan:
-        if args.affected:
-            raise ConfigError("--scan evaluates the days of --ds again; --affected recomputes the rolling rows that "
-                              "depend on a day already evaluated. Run them one after the other.")
         # Day by day, in order: a day's bias is known only once its previous window is written, and each day's
         # evaluate writes the summaries a later day's previous window reads (one session, one scan per day; a range
         # used to be refused, so a backfill meant one CLI call, and one Spark start, per day).
