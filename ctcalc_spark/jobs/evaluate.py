@@ -446,8 +446,8 @@ def evaluate(
     step = progress or (lambda _: None)
     days = parse_days(ds)
     if known_bias is not None and len(days) != 1:
-        raise ConfigError("A known bias (in-scan exact sums) is for one day at a time; evaluate the range first, "
-                          "then run `ctcalc rolling --scan` day by day.")
+        raise ConfigError("A known bias (in-scan exact sums) is for one day at a time: `ctcalc rolling --scan --ds "
+                          "START..END` scans a range day by day, each day with its previous window's bias.")
     if write:
         OutputStore(cfg, spark).check_before_work("evaluate", days, task=cfg.task)
     df = read_input(spark, cfg, days)
