@@ -535,6 +535,20 @@ def test_csv_files_with_their_columns_in_another_order_stop_the_run(spark, demo_
     assert len(evaluate(spark, forced, DS, write=False).metrics) > 2  # the ids read as runs
 
 
+def test_a_pretty_printed_json_file_is_told_about_multiline(spark, demo_config, tmp_path):
+    """pandas' to_json(orient='records', indent=2) spans lines: Spark parsed none of them, the table had only
+    '_corrupt_record', and the error said to rename the columns in the data."""
+    df = _binary_rows(models=("a",), runs=(0,), n=200)
+    path = tmp_path / "pretty.json"
+    df.to_json(path, orient="records", indent=2)
+    cfg = demo_config(input={"path": str(path), "format": "json"})
+    with pytest.raises(InputError, match=r"present columns: \['_corrupt_record'\]\. Spark parsed no line of the JSON "
+                                         r"as a record on its own\. .* needs input.options: \{multiLine: 'true'\}"):
+        evaluate(spark, cfg, DS, write=False)
+    fixed = demo_config(input={"path": str(path), "format": "json", "options": {"multiLine": "true"}})
+    assert evaluate(spark, fixed, DS, write=False).metrics["n_rows"].tolist() == [200]
+
+
 def test_a_missing_column_error_names_the_csv_delimiter_the_letter_case_spaces_or_a_repeated_name():
     from ctcalc_spark.spark.storage import check_columns, csv_header_checked
 

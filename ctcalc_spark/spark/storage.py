@@ -126,7 +126,11 @@ def check_columns(present: Iterable[str], required: Iterable[str], structs: Mapp
         copies = {m: [h for h in have if re.fullmatch(re.escape(m) + r"\d+", h)] for m in missing}
         copies = {m: c for m, c in copies.items() if len(c) >= 2}
         values = [c for c in have if _VALUE_LIKE.fullmatch(c.strip())]
-        if headerless:
+        if have == ["_corrupt_record"]:  # Spark's JSON reader parsed no line as a record
+            fix = (f"Spark parsed no line of the JSON as a record on its own. A JSON document over several lines (a "
+                   f"pretty-printed array, pandas' to_json(indent=...)) needs {options}: {{multiLine: 'true'}}; JSON "
+                   "Lines (one record per line, to_json(orient='records', lines=True)) needs nothing.")
+        elif headerless:
             fix = (f"Columns named _c0, _c1, ... come from a CSV read without its header row: set {options}: "
                    "{header: 'true'} (and inferSchema: 'true' for numeric ids).")
         elif values and 2 * len(values) >= len(have):
