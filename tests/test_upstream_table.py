@@ -150,6 +150,20 @@ def test_labels_ids_and_days_follow_the_stated_policies() -> None:
         evaluation_keys(pa.table({"y": [1]}), TableColumns(label="y"))
 
 
+def test_a_json_array_file_is_told_to_be_json_lines(tmp_path: Path) -> None:
+    """pandas' to_json(orient='records') writes one array; the local reader (train, score) stopped with pyarrow's
+    'Column() changed from object to array in row 0' and nothing on what to write instead."""
+    frame = pd.DataFrame({"y": [0, 1], "x": [0.5, 1.5]})
+    for name, indent in (("flat.json", None), ("pretty.json", 2)):
+        frame.to_json(tmp_path / name, orient="records", indent=indent)
+        with pytest.raises(InputError, match=rf"Cannot read .*{name}' as json: .*'.*{name}' is one JSON array "
+                                             r".* write it with pandas' to_json\(orient='records', lines=True\)$"):
+            read_table(TableSource(path=str(tmp_path / name), format="json"))
+    (tmp_path / "lines").mkdir()
+    frame.to_json(tmp_path / "lines" / "part.json", orient="records", lines=True)
+    assert read_table(TableSource(path=str(tmp_path / "lines"), format="json")).num_rows == 2
+
+
 def test_tables_are_read_with_the_types_spark_gives_them(tmp_path: Path) -> None:
     (tmp_path / "t.csv").write_text('7,"",x,2026-11-01\n8,,"y",2026-11-02\n')
     csv = read_table(TableSource(path=str(tmp_path / "t.csv"), format="csv", csv_header=False))
