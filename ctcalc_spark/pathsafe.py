@@ -66,10 +66,10 @@ def unwritable_reason(path: str | Path) -> str | None:
     return f"{here!r} is on a read-only file system" if read_only else f"{here!r} is not writable by this user"
 
 
-def report_root(output_path: str, flag: str = "--out") -> Path:
+def report_root(output_path: str) -> Path:
     """The local folder under which a report goes by default: ``output.path`` itself, a ``file:`` URI as its
     path. Reports are written by this process with Python's file functions, so a remote output.path (``s3a://``,
-    ``hdfs://``, ...) cannot hold them: ConfigError naming ``flag``. (A ``file:`` URI was taken as a relative
+    ``hdfs://``, ...) cannot hold them: ConfigError naming ``--out``. (A ``file:`` URI was taken as a relative
     folder named ``file:``.)"""
     text = str(output_path)
     if text.startswith("file:"):
@@ -77,17 +77,17 @@ def report_root(output_path: str, flag: str = "--out") -> Path:
         return Path("/" + rest.lstrip("/")) if rest.startswith("/") else Path(rest)
     if "://" in text:
         raise ConfigError(f"output.path {text!r} is not on this machine's file system, and reports are written "
-                          f"here: pass {flag} with a local folder for the report (the tables are read from "
+                          "here: pass --out with a local folder for the report (the tables are read from "
                           "output.path as before).")
     return Path(text).expanduser()
 
 
-def check_report_folder(path: str | Path, flag: str = "--out") -> None:
+def check_report_folder(path: str | Path) -> None:
     """ConfigError before a report's work when its folder cannot be written (the tables it reads may well be
     read-only: a shared metrics store)."""
     why = unwritable_reason(path)
     if why is not None:
-        raise ConfigError(f"The report folder {str(path)!r} cannot be written: {why}. Pass {flag} with a folder this "
+        raise ConfigError(f"The report folder {str(path)!r} cannot be written: {why}. Pass --out with a folder this "
                           "user can write (the tables are only read).")
 
 

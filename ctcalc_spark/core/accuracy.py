@@ -408,7 +408,7 @@ class NoiseCheck:
     """P(|N(0, 1)| >= |z|): the noise std taken as known. Too small with few baseline runs; see ``p_student``."""
     p_empirical: float | None
     n_baseline: int
-    p_student: float = float("nan")
+    p_student: float
     """P(|T| >= |z|), T Student's t with n_baseline - 1 degrees of freedom: the exact null distribution of z when
     the noise std is estimated from the baseline runs (the p-value the reports print)."""
 

@@ -363,9 +363,10 @@ def _absent_days_hints(spark: SparkSession, cfg: JobConfig, days: Sequence[str],
 
 def _is_iso_day(value: str) -> bool:
     try:
-        return len(value) == 10 and dt.date.fromisoformat(value).isoformat() == value
-    except ValueError:
+        validate_ds(value)
+    except ConfigError:
         return False
+    return True
 
 
 def _date_format_hint(spark: SparkSession, cfg: JobConfig) -> str | None:
