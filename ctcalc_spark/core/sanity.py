@@ -27,6 +27,7 @@ import numpy as np
 import pandas as pd
 
 from ctcalc_spark.core._math import sigmoid
+from ctcalc_spark.core.finalize import ALL
 from ctcalc_spark.core.summary import BinarySummary, extreme_bin
 from ctcalc_spark.errors import DegenerateBiasError, InputError
 
@@ -161,7 +162,7 @@ def backwards_auc_line(metrics: pd.DataFrame, score: str) -> str | None:
         return None
     whole = metrics
     if "slice_name" in metrics:
-        whole = metrics[(metrics["slice_name"] == "__all__") & (metrics["slice_value"] == "__all__")]
+        whole = metrics[(metrics["slice_name"] == ALL) & (metrics["slice_value"] == ALL)]
     auc = pd.to_numeric(whole["auc"], errors="coerce")
     auc = auc[(pd.to_numeric(whole["n_rows"], errors="coerce") >= BACKWARDS_AUC_MIN_ROWS) & auc.notna()]
     if auc.empty or auc.max() >= 0.5:
