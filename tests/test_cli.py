@@ -223,6 +223,17 @@ def test_missing_required_argument_exits_2(capsys):
     assert "the following arguments are required: --ds" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("argv", [[], ["--log-level", "DEBUG"], ["-q"]])
+def test_no_command_prints_the_command_list_and_exits_2(argv, capsys):
+    # argparse's own answer was one line, "the following arguments are required: COMMAND", naming no command.
+    with pytest.raises(SystemExit) as exc:
+        main(argv)
+    assert exc.value.code == EXIT_USAGE
+    err = capsys.readouterr().err
+    assert all(name in err for name in ("evaluate", "rolling", "compare", "demo", "exit codes:"))
+    assert err.rstrip().endswith("`ctcalc COMMAND -h` lists a command's options.")
+
+
 def test_demo_progress_on_stderr_results_on_stdout_then_quiet_and_bad_input(spark, tmp_path, capsys):
     # Absolute paths: this process's JVM keeps the folder it started in, so a chdir here would not reach
     # Spark (the wheel test runs the demo with the packaged relative paths in a fresh process).

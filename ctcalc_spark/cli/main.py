@@ -115,7 +115,7 @@ def build_parser(submitted: bool = False) -> argparse.ArgumentParser:
                                      "Spark.", epilog=_epilog(), formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--version", action="version", version=_version_text())
     _add_logging_flags(parser, in_subcommand=False)
-    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")  # none given: main() prints the list
     for name, (module, help_text) in COMMANDS.items():
         p = sub.add_parser(name, help=help_text, description=help_text)
         importlib.import_module(module).add_arguments(p)
@@ -264,7 +264,12 @@ def _internal_error(error: BaseException, label: str) -> int:
 
 def main(argv: Sequence[str] | None = None, *, submitted: bool = False) -> int:
     """Run a subcommand and return its exit code (see EXIT_CODES); argparse exits 2 on a usage error."""
-    args = build_parser(submitted).parse_args(argv)
+    parser = build_parser(submitted)
+    args = parser.parse_args(argv)
+    if args.command is None:  # a bare `ctcalc`: the command list, not argparse's one-line "required" error
+        parser.print_help(sys.stderr)
+        parser.exit(EXIT_USAGE, "\nctcalc: error: name a COMMAND: `ctcalc demo` runs the whole job on generated data, "
+                                "`ctcalc COMMAND -h` lists a command's options.\n")
     level, spark_level = log_levels(args.log_level)
     configure_logging(level)
     args._spark_log_level = spark_level
