@@ -12,7 +12,7 @@ echo "machine: $(uname -m), $(nproc) cores, $(awk '/MemTotal/ {printf "%.0f GiB"
 step .venv/bin/python scripts/own_data_example.py
 step ctcalc evaluate --config $C --ds 2026-01-01..2026-03-31
 step ctcalc rolling --config $C --ds 2026-01-01..2026-03-31
-step ctcalc report --config $C --start 2026-01-01 --end 2026-03-31
+step ctcalc report --config $C --ds 2026-01-01..2026-03-31
 step ctcalc compare --config $C --a candidate --b baseline --ds 2026-02-10
-step ctcalc compare --config $C --a candidate --b baseline --ds-from 2026-01-01 --ds-to 2026-03-31 --rolling --window day
-step ctcalc compare --config $C --a candidate --b baseline --ds-from 2026-01-01 --ds-to 2026-03-31 --rolling --window week
+step ctcalc compare --config $C --a candidate --b baseline --ds 2026-01-01..2026-03-31 --rolling --window day
+step ctcalc compare --config $C --a candidate --b baseline --ds 2026-01-01..2026-03-31 --rolling --window week

@@ -277,6 +277,30 @@ def test_a_malformed_date_is_refused_naming_its_option_before_spark_starts(tmp_p
     # (a started JVM prints its own line first: 'WARNING: Using incubator modules')
 
 
+def test_a_period_given_as_ds_start_end_for_compare_and_report():
+    """compare (--ds-from/--ds-to) and report (--start/--end) also take evaluate's --ds START..END."""
+    import argparse
+
+    from ctcalc_spark.cli.common import period_arguments
+
+    def period(ds, first=None, last=None):
+        args = argparse.Namespace(ds=ds, ds_from=first, ds_to=last)
+        named = period_arguments(args, "ds_from", "ds_to", first_flag="--ds-from", last_flag="--ds-to")
+        return named, args.ds, args.ds_from, args.ds_to
+
+    assert period("2026-11-01..2026-11-03") == (True, None, "2026-11-01", "2026-11-03")
+    assert period(" 2026-11-01 .. 2026-11-01") == (True, None, "2026-11-01", "2026-11-01")
+    assert period("2026-11-02") == (False, "2026-11-02", None, None)  # one day: left to the command
+    assert period(None, "2026-11-01", "2026-11-02") == (False, None, "2026-11-01", "2026-11-02")
+    for ds, first, message in (
+            ("2026-11-03..2026-11-01", None, "START 2026-11-03 is after END 2026-11-01."),
+            ("2026-11-01,2026-11-03", None, "one day or one range START..END, not a list; give --ds-from and --ds-to"),
+            ("2026-11-01..2026-11-03", "2026-11-01", "names the period already: give it, or --ds-from and --ds-to"),
+            ("2026-11-01..20261103", None, "--ds (its END) must be a date like 2026-11-21, got '20261103'.")):
+        with pytest.raises(ConfigError, match=re.escape(message)):
+            period(ds, first)
+
+
 def test_a_java_failure_is_reported_by_its_innermost_cause(spark, tmp_path, capsys):
     """pyspark passes some Java exceptions on as py4j's Py4JJavaError, whose first line only names the call."""
     (tmp_path / "file.txt").write_text("not a folder")

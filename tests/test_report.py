@@ -17,7 +17,7 @@ import yaml
 from ctcalc_spark.cli.main import main
 from ctcalc_spark.config import config_from_dict
 from ctcalc_spark.core.finalize import ALL
-from ctcalc_spark.errors import EXIT_INPUT, ConfigError
+from ctcalc_spark.errors import EXIT_CONFIG, EXIT_INPUT, ConfigError
 from ctcalc_spark.reports.drift import (
     SECTIONS,
     FlagRule,
@@ -250,6 +250,13 @@ def test_cli_report_with_threshold_and_top(tmp_path, capsys):
     assert "flags_csv:" in out
     page = (tmp_path / "out" / "reports" / f"drift_{days[1]}_{days[-1]}_day.html").read_text()
     assert "Largest flagged bias moves: 2 of 4" in page
+    # --ds START..END, evaluate's way of naming the period, writes the same report; no period at all is named
+    assert main(["report", "--config", str(conf), "--ds", f"{days[1]}..{days[-1]}", "--threshold", "0",
+                 "--top", "2"]) == 0
+    assert capsys.readouterr().out == out
+    assert main(["report", "--config", str(conf), "--threshold", "0"]) == EXIT_CONFIG
+    assert capsys.readouterr().err == ("ctcalc report: error: Give the period: --start DAY --end DAY (inclusive), "
+                                       "or --ds START..END.\n")
     with pytest.raises(SystemExit):
         main(["report", "--config", str(conf), "--start", days[1], "--end", days[-1], "--threshold", "0",
               "--spread-k", "2"])

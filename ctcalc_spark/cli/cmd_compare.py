@@ -10,6 +10,7 @@ from ctcalc_spark.cli.common import (
     ENGINE_HELP,
     add_config_arguments,
     config_from_args,
+    period_arguments,
     reads_through_spark,
     session_for,
 )
@@ -24,7 +25,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_config_arguments(parser, ds=False)
     parser.add_argument("--a", required=True, metavar="MODEL", help="pipeline A: a model name in the metrics table")
     parser.add_argument("--b", required=True, metavar="MODEL", help="pipeline B: a model name in the metrics table")
-    parser.add_argument("--ds", help="one logical date YYYY-MM-DD")
+    parser.add_argument("--ds", help="one logical date YYYY-MM-DD, or a range START..END (as --ds-from/--ds-to)")
     parser.add_argument("--ds-from", help="first day of a range (inclusive); days are merged via the summaries")
     parser.add_argument("--ds-to", help="last day of a range (inclusive)")
     parser.add_argument("--rolling", action="store_true",
@@ -74,6 +75,7 @@ def run(args: argparse.Namespace) -> int:
     from ctcalc_spark.config import validate_ds
     from ctcalc_spark.errors import ConfigError
 
+    period_arguments(args, "ds_from", "ds_to", first_flag="--ds-from", last_flag="--ds-to")
     for flag, value in (("--ds", args.ds), ("--ds-from", args.ds_from), ("--ds-to", args.ds_to)):
         if value is not None:  # before Spark starts
             validate_ds(value, flag)
@@ -168,8 +170,8 @@ def _run_rolling(args: argparse.Namespace) -> int:
     from ctcalc_spark.reports.rolling_comparison import section_html, write_windows_csv
 
     if args.ds or not (args.ds_from and args.ds_to):
-        raise ConfigError("--rolling compares windows over a period: give --ds-from DATE and --ds-to DATE "
-                          "(inclusive), not --ds.")
+        raise ConfigError("--rolling compares windows over a period: give --ds START..END, or --ds-from DATE and "
+                          "--ds-to DATE (inclusive), not one day.")
     if args.single_run:
         raise ConfigError("--single-run checks one day's runs; run it without --rolling.")
     cfg = config_from_args(args)

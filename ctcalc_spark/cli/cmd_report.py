@@ -8,6 +8,7 @@ from ctcalc_spark.cli.common import (
     ENGINE_HELP,
     add_config_arguments,
     config_from_args,
+    period_arguments,
     reads_through_spark,
     session_for,
 )
@@ -17,8 +18,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     from ctcalc_spark.reports.drift import DEFAULT_SPREAD_K, DEFAULT_TOP
 
     add_config_arguments(parser, ds=False)
-    parser.add_argument("--start", required=True, help="first day YYYY-MM-DD")
-    parser.add_argument("--end", required=True, help="last day YYYY-MM-DD")
+    parser.add_argument("--start", help="first day YYYY-MM-DD")
+    parser.add_argument("--end", help="last day YYYY-MM-DD")
+    parser.add_argument("--ds", metavar="START..END", help="the period as evaluate and rolling name it, instead of "
+                                                           "--start and --end")
     parser.add_argument("--out", default=None, help="folder for the files (default <output.path>/reports)")
     parser.add_argument("--window", choices=["day", "week", "month", "rolling"], default=None,
                         help="override rolling.window from the config")
@@ -40,9 +43,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from ctcalc_spark.core.windows import WindowSpec
     from ctcalc_spark.config import validate_ds
+    from ctcalc_spark.errors import ConfigError
     from ctcalc_spark.pathsafe import check_report_folder, report_root
     from ctcalc_spark.reports.drift import noise_line, write_report
 
+    if not period_arguments(args, "start", "end", first_flag="--start", last_flag="--end"):
+        if args.ds is not None:  # one day: a period of one day
+            if args.start or args.end:
+                raise ConfigError("Give --ds, or --start and --end, not both.")
+            args.start = args.end = validate_ds(args.ds)
+        elif not (args.start and args.end):
+            raise ConfigError("Give the period: --start DAY --end DAY (inclusive), or --ds START..END.")
     cfg = config_from_args(args)
     validate_ds(args.start, "--start")
     validate_ds(args.end, "--end")

@@ -26,6 +26,32 @@ def add_config_arguments(parser: argparse.ArgumentParser, *, ds: bool = True) ->
                         help="override a config key, e.g. --set output.path=/tmp/out (repeatable)")
 
 
+def period_arguments(args: argparse.Namespace, first: str, last: str, *, first_flag: str,
+                     last_flag: str) -> bool:
+    """``--ds START..END`` (evaluate's and rolling's way of naming a period) for a command whose period flags
+    are ``first_flag``/``last_flag``: sets ``args.<first>``/``args.<last>`` and clears ``args.ds``; True when
+    ``--ds`` named a range. A comma list (evaluate's several ranges) is refused: these commands take one period.
+    """
+    from ctcalc_spark.config import validate_ds
+
+    ds = getattr(args, "ds", None)
+    if ds is None or (".." not in ds and "," not in ds):
+        return False
+    if "," in ds:
+        raise ConfigError(f"--ds {ds!r}: this command takes one day or one range START..END, not a list; give "
+                          f"{first_flag} and {last_flag} (inclusive) for a period.")
+    if getattr(args, first) or getattr(args, last):
+        raise ConfigError(f"--ds {ds!r} names the period already: give it, or {first_flag} and {last_flag}, not both.")
+    lo, hi = (part.strip() for part in ds.split("..", 1))
+    lo, hi = validate_ds(lo, "--ds (its START)"), validate_ds(hi, "--ds (its END)")
+    if lo > hi:
+        raise ConfigError(f"--ds {ds!r}: START {lo} is after END {hi}.")
+    setattr(args, first, lo)
+    setattr(args, last, hi)
+    args.ds = None
+    return True
+
+
 def set_overrides(items: list[str]) -> dict[str, Any]:
     """``--set KEY=VALUE`` items as dotted overrides (values parsed as YAML scalars)."""
     overrides: dict[str, Any] = {}
