@@ -549,6 +549,42 @@ def test_a_pretty_printed_json_file_is_told_about_multiline(spark, demo_config, 
     assert evaluate(spark, fixed, DS, write=False).metrics["n_rows"].tolist() == [200]
 
 
+def test_missing_columns_are_named_by_their_config_keys_with_guesses_from_the_names_present(spark, demo_config, tmp_path):
+    """A user's own export with other names: the error named only the missing names; it now names their
+    ``columns.`` keys and the columns that look like them, as --set options (only a guess: never applied)."""
+    from ctcalc_spark.spark.storage import guess_columns
+
+    n = 400
+    pd.DataFrame({"day": [pd.Timestamp("2026-11-01").date()] * n, "model_id": 1, "seed": np.arange(n) % 2,
+                  "clicked": np.arange(n) % 3 == 0, "logit": np.linspace(-2, 2, n), "rid": np.arange(n) // 2,
+                  "country": "de"}).to_parquet(tmp_path / "typed.parquet")
+    cfg = demo_config(input={"path": str(tmp_path / "typed.parquet")})
+    with pytest.raises(InputError) as err:
+        evaluate(spark, cfg, "2026-11-01", write=False)
+    assert str(err.value).endswith(
+        "map them under 'columns:' in the config. They are named by columns.model ('model'), columns.run ('run'), "
+        "columns.ds ('ds'), columns.label ('label'), columns.example_id ('example_id'). Guessed from the names "
+        "present, so check them: columns.model: 'model_id'; columns.run: 'seed'; columns.ds: 'day'; columns.label: "
+        "'clicked'; columns.example_id: 'rid' (as options: --set columns.model=model_id --set columns.run=seed "
+        "--set columns.ds=day --set columns.label=clicked --set columns.example_id=rid).")
+    guessed = demo_config(input={"path": str(tmp_path / "typed.parquet")}, columns={
+        "model": "model_id", "run": "seed", "ds": "day", "label": "clicked", "example_id": "rid"})
+    assert evaluate(spark, guessed, "2026-11-01", write=False).metrics["n_rows"].tolist() == [200, 200]
+    # names the config chose are the ones the message shows; a column in use, or one fitting two keys, is no guess
+    with pytest.raises(InputError, match=r"They are named by columns.ds \('date'\)\. Guessed from the names present, "
+                                         r"so check them: columns.ds: 'day' \(as options: --set columns.ds=day\)\.$"):
+        evaluate(spark, demo_config(input={"path": str(tmp_path / "typed.parquet")}, columns={
+            "model": "model_id", "run": "seed", "ds": "date", "label": "clicked", "example_id": "rid"}),
+            "2026-11-01", write=False)
+    missing = {"example_id": "example_id", "label": "label", "prediction": "prediction", "ds": "ds"}
+    assert guess_columns(["id", "uid", "isClick", "pCTR", "Date", "label2", "score"], missing) == {
+        "example_id": ["id", "uid"], "label": ["isClick"], "prediction": ["pCTR"], "ds": ["Date"]}
+    assert guess_columns(["rid", "logit"], {"example_id": "example_id", "logit": "logit"}, used=["logit"]) == {
+        "example_id": ["rid"]}
+    assert guess_columns(["model_run"], {"m": "model", "r": "run"}) == {}  # fits both: no guess
+    assert guess_columns(["xyz"], {"ds": "ds"}) == {}
+
+
 def test_a_missing_column_error_names_the_csv_delimiter_the_letter_case_spaces_or_a_repeated_name():
     from ctcalc_spark.spark.storage import check_columns, csv_header_checked
 

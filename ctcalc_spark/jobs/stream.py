@@ -64,7 +64,7 @@ from ctcalc_spark.jobs.evaluate import check_finite
 from ctcalc_spark.spark.files import FileStore, absolute, is_local, local_path
 from ctcalc_spark.spark import names
 from ctcalc_spark.spark.scan import INVALID_REASONS, decode_aggregate, group_columns, summary_aggregation
-from ctcalc_spark.spark.storage import OutputStore, check_columns, required_columns
+from ctcalc_spark.spark.storage import OutputStore, check_columns, column_keys, required_columns
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -777,7 +777,8 @@ def _row_schema(spark: SparkSession, cfg: JobConfig) -> StructType:
             schema = spark.readStream.schema(schema).format(s.format).load(str(s.path)).schema
         except Exception as e:  # noqa: BLE001 - a bad DDL string: say which setting
             raise ConfigError(f"'stream.schema' is not a valid DDL schema: {str(e).splitlines()[0][:300]}") from e
-    check_columns(schema.fieldNames(), _needed_columns(cfg), what="The stream's schema", options="stream.options")
+    check_columns(schema.fieldNames(), _needed_columns(cfg), what="The stream's schema", options="stream.options",
+                  keys=column_keys(cfg))
     if s.format in RECORD_FORMATS and CORRUPT_RECORD not in schema.fieldNames():
         schema = schema.add(CORRUPT_RECORD, "string")
     return schema
@@ -818,7 +819,7 @@ def read_stream(spark: SparkSession, cfg: JobConfig) -> tuple[DataFrame, StructT
         raise
     parsed = F.from_json(F.col("value").cast("string"), s.schema or default_schema(cfg))
     df = raw.select(parsed.alias("_r")).select("_r.*")
-    check_columns(df.columns, _needed_columns(cfg), what="The stream's schema")
+    check_columns(df.columns, _needed_columns(cfg), what="The stream's schema", keys=column_keys(cfg))
     return df, None
 
 

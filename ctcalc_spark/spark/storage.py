@@ -112,12 +112,62 @@ def required_columns(cfg: JobConfig) -> list[str]:
     return list(dict.fromkeys(n for n in names if n is not None))
 
 
+def column_keys(cfg: JobConfig) -> dict[str, str]:
+    """Column name -> the ``columns.`` key that names it, for the one-column keys a guess can fill."""
+    c = cfg.columns
+    keys = {key: getattr(c, key) for key in COLUMN_HINTS}
+    if c.split is not None:
+        keys.pop("example_id")
+    return {name: key for key, name in reversed(keys.items()) if isinstance(name, str)}
+
+
+COLUMN_HINTS: dict[str, tuple[str, ...]] = {
+    "model": ("model", "model_name", "model_id", "pipeline", "variant", "arm"),
+    "run": ("run", "run_id", "seed", "trial", "replica", "replicate"),
+    "ds": ("ds", "date", "day", "dt", "event_date", "partition_date", "event_day"),
+    "label": ("label", "target", "y", "click", "clicked", "is_click", "converted", "conversion", "outcome"),
+    "logit": ("logit", "logits", "margin", "raw_score", "log_odds"),
+    "prediction": ("prediction", "pred", "prob", "probability", "proba", "pctr", "p_ctr", "ctr", "p_click"),
+    "weight": ("weight", "sample_weight", "w"),
+    "example_id": ("example_id", "id", "row_id", "rid", "request_id", "impression_id", "uid", "uuid", "key"),
+}
+"""Column names the usual exports give each ``columns.`` key, for :func:`guess_columns`'s hint."""
+
+
+def guess_columns(have: Sequence[str], missing: Mapping[str, str], used: Iterable[str] = ()) -> dict[str, list[str]]:
+    """For missing columns (name -> ``columns.`` key), the present columns whose names suggest that key.
+
+    A name that is one of the key's usual names (``COLUMN_HINTS``; letter case and separators ignored) wins;
+    else one holding such a name as a word of 3 letters or more (``model_id`` for the model). Columns the
+    config already uses (``used``), or that suggest two keys equally, are left out: a guess is only shown, never applied.
+    """
+    def words(name: str) -> list[str]:
+        return [w for w in re.split(r"[^0-9a-z]+", re.sub(r"([a-z])([A-Z])", r"\1_\2", name).lower()) if w]
+
+    free = [h for h in have if h not in set(used)]
+    exact: dict[str, list[str]] = {}
+    partial: dict[str, list[str]] = {}
+    for key in dict.fromkeys(missing.values()):
+        hints = COLUMN_HINTS.get(key, ())
+        exact[key] = [h for h in free if "_".join(words(h)) in hints]
+        partial[key] = [h for h in free if h not in exact[key]
+                        and any(w in hints and len(w) >= 3 for w in words(h))]
+    found = {k: (exact[k] or partial[k]) for k in exact}
+    claimed: dict[str, int] = {}
+    for cols in found.values():
+        for h in cols:
+            claimed[h] = claimed.get(h, 0) + 1
+    return {k: cols for k, v in found.items() if (cols := [h for h in v if claimed[h] == 1])}
+
+
 def check_columns(present: Iterable[str], required: Iterable[str], structs: Mapping[str, Sequence[str]] | None = None,
-                  *, what: str = "The evaluation table", options: str = "input.options") -> None:
+                  *, what: str = "The evaluation table", options: str = "input.options",
+                  keys: Mapping[str, str] | None = None) -> None:
     """Raise InputError listing the missing and the present columns (``structs``: the fields of struct columns,
     named when a missing name is one of them with a field it lacks); ``what`` starts the message and ``options``
-    is the config key of the reader options a fix names (the stream's landed files: 'stream.options')."""
-    have = list(present)
+    is the config key of the reader options a fix names (the stream's landed files: 'stream.options'); ``keys``
+    (column name -> ``columns.`` key, :func:`column_keys`) lets the message name the keys and guess columns."""
+    have, required = list(present), list(required)
     missing = [r for r in required if r not in have]
     if missing:
         nested = {m: m.split(".", 1)[0] for m in missing if m.split(".", 1)[0] in (structs or {})}
@@ -156,7 +206,27 @@ def check_columns(present: Iterable[str], required: Iterable[str], structs: Mapp
                    "data.")
         else:
             fix = "Rename them in the data or map them under 'columns:' in the config."
+            named = {m: (keys or {})[m] for m in missing if m in (keys or {})}
+            if named:
+                fix += " " + _guess_line(have, named, [r for r in required if r in have])
         raise InputError(f"{what} lacks column(s) {missing}; present columns: {sorted(have)}. {fix}")
+
+
+def _guess_line(have: Sequence[str], named: Mapping[str, str], used: Sequence[str]) -> str:
+    """The keys of the missing columns, and the columns their names suggest, ready to pass as --set."""
+    guesses = guess_columns(have, named, used)
+    line = "They are named by " + ", ".join(f"columns.{k} ({m!r})" for m, k in named.items()) + "."
+    if not guesses:
+        return line
+    sure = {k: cols[0] for k, cols in guesses.items() if len(cols) == 1}
+    line += " Guessed from the names present, so check them: " + "; ".join(
+        f"columns.{k}: {cols[0]!r}" if len(cols) == 1 else f"columns.{k}: one of {cols}" for k, cols in guesses.items())
+    if sure:
+        line += " (as options: " + " ".join(f"--set columns.{k}={c}" for k, c in sure.items()) + ")"
+    unguessed = [k for k in dict.fromkeys(named.values()) if k not in guesses]
+    if unguessed:
+        line += "; no guess for " + ", ".join(f"columns.{k}" for k in unguessed)
+    return line + "."
 
 
 _VALUE_LIKE = re.compile(r"[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?|\d{4}-\d{2}-\d{2}([ T][\d:.]+)?|true|false",
@@ -359,7 +429,7 @@ def read_input(spark: SparkSession, cfg: JobConfig, days: Sequence[str] | None =
 
     df = load_input(spark, cfg, days)
     structs = {f.name: f.dataType.fieldNames() for f in df.schema.fields if isinstance(f.dataType, StructType)}
-    check_columns(df.columns, required_columns(cfg), structs)
+    check_columns(df.columns, required_columns(cfg), structs, keys=column_keys(cfg))
     check_column_types(dict(df.dtypes), cfg)
     if cfg.columns.ds is None:
         return df.withColumn(DS, F.lit(undated_day(cfg, days)))
