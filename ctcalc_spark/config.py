@@ -39,9 +39,10 @@ def _ds_tokens(fmt: str) -> list[str]:
     return re.findall(r"yyyy|MM|M|dd|d|.", fmt)
 
 
-EPOCH_FORMATS = {"epoch_s": 1, "epoch_ms": 1000}
-"""ds_format values for a number of seconds or milliseconds since 1970-01-01 UTC (pandas' to_json writes dates
-as epoch milliseconds by default); the day is that instant's, as for a timestamp column."""
+EPOCH_FORMATS = {"epoch_s": 1, "epoch_ms": 1000, "epoch_us": 10**6, "epoch_ns": 10**9}
+"""ds_format values for a number of seconds, milliseconds, microseconds or nanoseconds since 1970-01-01 UTC
+(pandas' to_json writes dates as epoch milliseconds by default; a Parquet timestamp in nanoseconds read with
+spark.sql.legacy.parquet.nanosAsLong is epoch_ns); the day is that instant's, as for a timestamp column."""
 
 
 def validate_ds_format(fmt: Any) -> None:
@@ -60,8 +61,9 @@ def validate_ds_format(fmt: Any) -> None:
     if not ok:
         raise ConfigError(f"'columns.ds_format' must be a pattern of yyyy, MM (or M) and dd (or d), once each, "
                           f"and separators (- / . _ space :), e.g. 'yyyyMMdd', 'dd.MM.yyyy' or 'M/d/yyyy' "
-                          f"(M and d: one or two digits, each next to a separator), or epoch_s / epoch_ms for "
-                          f"seconds / milliseconds since 1970-01-01 UTC, got {fmt!r}.")
+                          f"(M and d: one or two digits, each next to a separator), or epoch_s / epoch_ms / "
+                          f"epoch_us / epoch_ns for seconds / milliseconds / microseconds / nanoseconds since "
+                          f"1970-01-01 UTC, got {fmt!r}.")
 
 
 def input_day(fmt: str | None, day: str) -> str:
@@ -97,7 +99,7 @@ _WHOLE_NUMBER = re.compile(r"\d+(\.0*)?")
 
 def fits_ds_format(text: str, fmt: str) -> bool:
     """Whether a date column's text is a real day written in ``fmt`` (a time after it allowed, as in the scan)."""
-    if fmt in EPOCH_FORMATS:  # a whole number of seconds / milliseconds in years 1970..2200
+    if fmt in EPOCH_FORMATS:  # a whole number of seconds (ms, us, ns) in years 1970..2200
         return _WHOLE_NUMBER.fullmatch(text.strip()) is not None and \
             0 <= float(text) / EPOCH_FORMATS[fmt] < 7258118400
     m = _ds_regex(fmt).match(date_part(text.strip(), fmt))
@@ -119,12 +121,11 @@ def guess_ds_formats(values: typing.Iterable[str]) -> list[str]:
         return []
     layouts = ["yyyyMMdd"] + [sep.join(order) for sep in "-/._" for order in
                               (("yyyy", "MM", "dd"), ("dd", "MM", "yyyy"), ("MM", "dd", "yyyy"))]
-    if all(_WHOLE_NUMBER.fullmatch(t) for t in texts):  # seconds or milliseconds since 1970: 10 / 13 digits
+    if all(_WHOLE_NUMBER.fullmatch(t) for t in texts):  # s, ms, us or ns since 1970: 10 / 13 / 16 / 19 digits
         widths = {len(t.split(".")[0]) for t in texts}
-        if widths == {13}:
-            return ["epoch_ms"]
-        if widths == {10}:
-            return ["epoch_s"]
+        for fmt, width in (("epoch_s", 10), ("epoch_ms", 13), ("epoch_us", 16), ("epoch_ns", 19)):
+            if widths == {width}:
+                return [fmt]
     found = []
     for layout in layouts:
         if all(fits_ds_format(t, layout) for t in texts):

@@ -746,3 +746,36 @@ def test_nanosecond_timestamps_from_pandas_get_the_way_to_write_them(spark, demo
     rows.drop(columns="ds").to_parquet(tmp_path / "eval" / f"ds={DS}" / "part-0.parquet", index=False,
                                        coerce_timestamps="us", allow_truncated_timestamps=True)
     assert evaluate(spark, demo_config(), DS, write=False).metrics.loc[0, "n_rows"] == len(rows)
+
+
+def test_a_date_column_in_nanoseconds_reads_with_nanos_as_long_and_epoch_ns(spark, demo_config, tmp_path):
+    """pandas' datetime64[ns] date column (df.to_parquet's default) stopped the job until the file was written
+    again; read as numbers (spark.sql.legacy.parquet.nanosAsLong) with columns.ds_format: epoch_ns, the rows
+    equal those with YYYY-MM-DD days, exactly, and the hint names epoch_ns for 19-digit days."""
+    from ctcalc_spark.config import guess_ds_formats, input_day
+
+    rows = _rows()
+    rows.to_parquet(tmp_path / "iso.parquet", index=False)
+    times = pd.to_datetime(rows["ds"]) + pd.to_timedelta(np.arange(len(rows)) * 997_003, unit="ms") % pd.Timedelta(
+        days=1) + pd.Timedelta(nanoseconds=123)
+    assert (times.dt.date.astype(str) == DS).all()
+    rows.assign(ds=times).to_parquet(tmp_path / "nanos.parquet", index=False)
+
+    def run(path, **columns):
+        cfg = demo_config(input={"path": str(path)}, columns=columns)
+        return evaluate(spark, cfg, DS, write=False).metrics.reset_index(drop=True)
+
+    with pytest.raises(InputError, match=r"TIMESTAMP\(NANOS.*read them as numbers of nanoseconds as they are: set "
+                                         r"spark.conf: \{spark.sql.legacy.parquet.nanosAsLong: true\}, and, when the "
+                                         r"date column is one of them, columns.ds_format: epoch_ns\.$"):
+        run(tmp_path / "nanos.parquet")
+    spark.conf.set("spark.sql.legacy.parquet.nanosAsLong", "true")
+    try:
+        pd.testing.assert_frame_equal(run(tmp_path / "nanos.parquet", ds_format="epoch_ns"), run(tmp_path / "iso.parquet"))
+        with pytest.raises(InputError, match=r"holds values like '1795\d{15}', not YYYY-MM-DD: set columns.ds_format: "
+                                             r"'epoch_ns'\.$"):
+            run(tmp_path / "nanos.parquet")
+    finally:
+        spark.conf.unset("spark.sql.legacy.parquet.nanosAsLong")
+    assert guess_ds_formats(["1795219200000000", "1795305599999999"]) == ["epoch_us"]
+    assert input_day("epoch_ns", "1970-01-02") == "86400000000000" and input_day("epoch_us", "1970-01-02") == "86400000000"

@@ -338,9 +338,9 @@ def _check_output_outside(root: str, cfg: JobConfig) -> None:
 NANOS_HINT = (
     " A column holds timestamps in nanoseconds, which Spark does not read (pandas and pyarrow write them so by "
     "default): write microseconds (pandas: df.to_parquet(path, coerce_timestamps='us', "
-    "allow_truncated_timestamps=True); pyarrow: pq.write_table(table, path, coerce_timestamps='us')), or, when "
-    "that column is not the date column, set spark.conf: {spark.sql.legacy.parquet.nanosAsLong: true} to read "
-    "it as a number.")
+    "allow_truncated_timestamps=True); pyarrow: pq.write_table(table, path, coerce_timestamps='us')), or read "
+    "them as numbers of nanoseconds as they are: set spark.conf: {spark.sql.legacy.parquet.nanosAsLong: true}, "
+    "and, when the date column is one of them, columns.ds_format: epoch_ns.")
 
 
 PARALLEL_LISTING = "spark.sql.sources.parallelPartitionDiscovery.threshold"
@@ -383,8 +383,10 @@ def _day_sql(df: DataFrame, cfg: JobConfig) -> str:
         return f"CAST({quoted(name)} AS DATE)"
     fmt = cfg.columns.ds_format
     if fmt in EPOCH_FORMATS:  # the instant's day, as for a timestamp column
-        fn = "timestamp_seconds" if fmt == "epoch_s" else "timestamp_millis"
-        return f"date_format({fn}(try_cast({quoted(name)} AS BIGINT)), 'yyyy-MM-dd')"
+        number = f"try_cast({quoted(name)} AS BIGINT)"
+        instant = {"epoch_s": f"timestamp_seconds({number})", "epoch_ms": f"timestamp_millis({number})",
+                   "epoch_us": f"timestamp_micros({number})", "epoch_ns": f"timestamp_micros({number} div 1000)"}[fmt]
+        return f"date_format({instant}, 'yyyy-MM-dd')"
     if fmt is not None:  # validated: yyyy, MM/M, dd/d and separators, nothing SQL could misread
         text = f"CAST({quoted(name)} AS STRING)"
         if " " not in fmt:  # a time after the date ('1/5/2026 13:45') is ignored, as config.date_part does
