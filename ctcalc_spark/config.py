@@ -202,6 +202,11 @@ class ColumnsConfig:
     """Multiclass: one column per class holding its predicted probability (e.g. ``predict_proba``'s columns);
     a class's logit is ln(max(p, clip_eps)), so softmax gives back p / Σp. ``logit`` is then not read."""
 
+    class_names: tuple[str, ...] = ()
+    """Multiclass: the labels the label column holds, in class order (class i is the i-th name, the i-th score
+    column or array element), e.g. ``[bird, cat, dog]`` for scikit-learn's sorted ``classes_``; empty: the
+    labels are class indices 0..K-1. Matched as text; a number column's labels as numbers (``[1, 2, 3]``)."""
+
     def class_columns(self) -> tuple[str, ...]:
         """The per-class score columns (class_logits or class_probabilities; empty for an array column)."""
         return self.class_logits or self.class_probabilities
@@ -426,6 +431,17 @@ def _validate(cfg: JobConfig) -> None:
                           f"task is {cfg.task!r} (its score is 'columns.logit' or 'columns.prediction').")
     if c.class_columns() and len(set(c.class_columns())) < 2:
         raise ConfigError(f"A multiclass task needs two or more distinct class columns, got {list(c.class_columns())}.")
+    if c.class_names:
+        if cfg.task != "multiclass":
+            raise ConfigError(f"'columns.class_names' names the classes of task: multiclass; this task is {cfg.task!r}.")
+        if len(c.class_names) < 2 or len(set(c.class_names)) < len(c.class_names):
+            raise ConfigError(f"'columns.class_names' must list two or more distinct labels, in class order, got "
+                              f"{list(c.class_names)}.")
+        if c.class_columns() and len(c.class_names) != len(c.class_columns()):
+            kind = "class_logits" if c.class_logits else "class_probabilities"
+            raise ConfigError(f"'columns.class_names' lists {len(c.class_names)} classes and 'columns.{kind}' "
+                              f"{len(c.class_columns())} score columns: name one class per score column, in the "
+                              f"same order.")
     if cfg.task == "multiclass" and c.logit is None and not c.class_columns():
         raise ConfigError("A multiclass task needs 'columns.logit' (an array<double> column of class logits), or "
                           "one column per class: 'columns.class_logits' or 'columns.class_probabilities'.")
@@ -531,7 +547,8 @@ def reserved_column_names() -> frozenset[str]:
 def _validate_column_names(cfg: JobConfig) -> None:
     c = cfg.columns
     lists = ("slices", "class_logits", "class_probabilities")
-    named = [(f"columns.{f.name}", getattr(c, f.name)) for f in dataclasses.fields(c) if f.name not in lists]
+    named = [(f"columns.{f.name}", getattr(c, f.name)) for f in dataclasses.fields(c)
+             if f.name not in (*lists, "class_names")]  # class_names are label values, not columns
     for key, name in [*named, *((f"columns.{k}", s) for k in lists for s in getattr(c, k))]:
         if name is not None and not name.strip():
             raise ConfigError(f"'{key}' must be a column name, got {name!r}.")

@@ -499,6 +499,71 @@ def test_multiclass_probabilities_given_as_logits_get_a_warning(spark, demo_conf
     assert probability_like_class_logits_line(50, 50, columns=["p0"]) is None
 
 
+def test_multiclass_labels_given_as_class_names_and_scores_in_another_order(spark, demo_config, tmp_path):
+    """scikit-learn's labels are names ('bird', 'cat', 'dog'): every row was invalid as 'text that is not a
+    number', with no word on what to do. columns.class_names maps them to class indices (text as text, a number
+    column's labels 1..K as numbers): the metrics equal those of the index labels exactly. The error for name
+    labels now suggests class_names; a name not listed is an invalid label, named. Names (or scores) in another
+    order than the data's gave a wrong log loss without a word: a warning now gives the order the rows show."""
+    from scipy.special import softmax
+
+    from ctcalc_spark.cli.cmd_evaluate import data_notes
+
+    rng = np.random.default_rng(8)
+    n, k = 3000, 3
+    y = rng.integers(0, k, n)
+    z = rng.normal(0, 1.0, (n, k))
+    z[np.arange(n), y] += 2.0
+    p = softmax(z, axis=1)
+    names = np.array(["cat", "dog", "bird"])  # the file's class order: p0 is cat's, p1 dog's, p2 bird's
+    base = pd.DataFrame({"model": "m", "run": 0, "ds": DS, "example_id": np.arange(n),
+                         **{f"p{i}": p[:, i] for i in range(k)}})
+    _write(base.assign(label=y), tmp_path / "index")
+    _write(base.assign(label=names[y]), tmp_path / "names")
+    _write(base.assign(label=y + 1), tmp_path / "from1")
+    odd = base.assign(label=names[y])
+    odd.loc[:4, "label"] = "fish"
+    _write(odd, tmp_path / "fish")
+    probs = ["p0", "p1", "p2"]
+
+    def run(path, **columns):
+        cfg = demo_config(task="multiclass", split={"bias_fraction": 0.2, "salt": "t"}, input__path=str(tmp_path / path),
+                          columns={"logit": None, "class_probabilities": probs, **columns})
+        return cfg, evaluate(spark, cfg, DS, write=False)
+
+    _, want = run("index")
+    assert want.metrics.loc[0, "status"] == "ok"
+    pd.testing.assert_frame_equal(run("names", class_names=["cat", "dog", "bird"])[1].metrics, want.metrics)
+    pd.testing.assert_frame_equal(run("from1", class_names=[1, 2, 3])[1].metrics, want.metrics)
+    assert all("different orders" not in line for line in data_notes(want, run("index")[0]))
+
+    with pytest.raises(InputError, match=r"3000 rows: text that is not a number .* The label column 'label' holds "
+                                         r"class names \(\['bird', 'cat', 'dog'\]\), not class indices: set "
+                                         r"columns.class_names: \[bird, cat, dog\] with every class in the order "
+                                         r"of the class scores"):
+        run("names")
+    with pytest.raises(InputError, match=r"5 rows: label not allowed for the task .* The label column 'label' holds "
+                                         r"\['fish'\], not in columns.class_names \['cat', 'dog', 'bird'\]"):
+        run("fish", class_names=["cat", "dog", "bird"])
+    with pytest.raises(InputError, match=r"holds numbers \(Spark type bigint\) and 'columns.class_names' lists "
+                                         r"'one', which is not one"):
+        run("from1", class_names=["one", "two", "three"])
+    with pytest.raises(ConfigError, match=r"'columns.class_names' lists 2 classes and 'columns.class_probabilities' 3"):
+        run("names", class_names=["cat", "dog"])
+
+    cfg, sorted_names = run("names", class_names=["bird", "cat", "dog"])  # sorted: not the file's order
+    assert sorted_names.metrics.loc[0, "log_loss"] > want.metrics.loc[0, "log_loss"] + 0.5
+    [line] = [line for line in data_notes(sorted_names, cfg) if "different orders" in line]
+    assert line.startswith("WARNING: model 'm': the highest class score matches the label on ")
+    assert line.endswith("If the score columns are those of ['cat', 'dog', 'bird'] in turn, set "
+                         "columns.class_names: [cat, dog, bird].")
+    for task, class_names, message in (
+            ("binary", ["a", "b"], "names the classes of task: multiclass; this task is 'binary'"),
+            ("multiclass", ["a", "a", "b"], "two or more distinct labels, in class order")):
+        with pytest.raises(ConfigError, match=re.escape(message)):
+            config_from_dict({"task": task, "columns": {"class_names": class_names}})
+
+
 def test_multiclass_probabilities_rounded_to_0_for_the_label_are_counted(spark, demo_config, tmp_path):
     """predict_proba written with 4 digits gives 0 for p < 5e-5: a row whose label's class is such a 0 costs
     ln(1/clip_eps) = 34.5. On a sharp 3-class model 261 of 12,000 rows made 40 % of the log loss, and the

@@ -31,6 +31,7 @@ def data_notes(result: EvaluateResult, cfg: JobConfig) -> list[str]:
         extreme_lines,
         many_slice_values_lines,
         median_information,
+        class_order_line,
         clipped_label_class_line,
         probability_like_class_logits_line,
         probability_like_logits_line,
@@ -67,6 +68,12 @@ def data_notes(result: EvaluateResult, cfg: JobConfig) -> list[str]:
         per_class = cfg.columns.class_columns()
         line = probability_like_class_logits_line(*result.probability_like, array_column=not per_class,
                                                   columns=per_class or [str(cfg.columns.logit)])
+        if line:
+            out.append(line)
+    for model, confusion in result.class_confusion.items():
+        per_class = cfg.columns.class_columns()
+        line = class_order_line(model, confusion, names=cfg.columns.class_names or None,
+                                scores=per_class or [str(cfg.columns.logit)])
         if line:
             out.append(line)
     if result.label_class_clipped is not None:

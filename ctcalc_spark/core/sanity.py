@@ -226,6 +226,55 @@ def clipped_label_class_line(n_rows: int, n_clipped: int, loss_share: float, *, 
             "model itself gives 0, the log loss is right.")
 
 
+CLASS_ORDER_MIN_ROWS = 100
+"""Val-bias rows of a model below which :func:`class_order_line` says nothing."""
+CLASS_ORDER_MARGIN = 0.1
+"""How much more often (share of rows) the reordered classes must agree with the labels for a warning."""
+
+
+def class_order_line(model: str, confusion: np.ndarray, *, names: Sequence[str] | None,
+                     scores: Sequence[str]) -> str | None:
+    """A warning when a multiclass model's scores look like another class order than its labels'.
+
+    ``confusion[i, j]``: rows with label class ``i`` whose highest score is class ``j``. When, for every label
+    class, the class its rows most often score highest is a different class each time (a reordering of the
+    classes, not the identity), and that order agrees with the labels on at least ``CLASS_ORDER_MARGIN`` more of
+    the rows, the names or the score columns are most likely listed in another order than the data's (the
+    metrics are then of the wrong classes, without an error). ``names``: ``columns.class_names`` (None when the
+    labels are indices); ``scores``: the score columns, or one array column.
+
+    >>> line = class_order_line("lr", np.array([[5, 90, 5], [3, 7, 90], [80, 10, 10]]), names=["a", "b", "c"],
+    ...                         scores=["p0", "p1", "p2"])
+    >>> line.split(" the highest")[0]
+    "WARNING: model 'lr':"
+    >>> "columns.class_names: [c, a, b]" in line
+    True
+    >>> class_order_line("lr", np.array([[90, 5, 5], [7, 90, 3], [10, 10, 80]]), names=None, scores=["z"]) is None
+    True
+    """
+    total = int(confusion.sum())
+    if total < CLASS_ORDER_MIN_ROWS or confusion.shape[0] != confusion.shape[1]:
+        return None
+    seen = confusion.sum(axis=1) > 0
+    best = confusion.argmax(axis=1)
+    k = confusion.shape[0]
+    if not seen.all() or len(set(best.tolist())) < k or (best == np.arange(k)).all():
+        return None
+    as_given, reordered = np.trace(confusion) / total, confusion[np.arange(k), best].sum() / total
+    if reordered < as_given + CLASS_ORDER_MARGIN:
+        return None
+    head = (f"WARNING: model {model!r}: the highest class score matches the label on {as_given:.0%} of the val-bias "
+            f"rows in the class order given, and on {reordered:.0%} with the classes reordered, so the labels and "
+            f"the class scores ({', '.join(scores)}) are most likely in different orders and the metrics are of the "
+            "wrong classes.")
+    if names is not None:  # the score column j belongs to the label named names[i] where best[i] == j
+        order = [names[int(np.flatnonzero(best == j)[0])] for j in range(k)]
+        return (f"{head} If the score columns are those of {order} in turn, set columns.class_names: "
+                f"[{', '.join(order)}].")
+    moves = ", ".join(f"label {i} -> score {int(j)}" for i, j in enumerate(best) if i != j)
+    return f"{head} The rows of each label score highest on another class ({moves}): check how the labels were encoded."
+
+
 def _group_text(r: dict[str, Any], by: Sequence[str]) -> str:
     return " ".join(f"{k}={r[k]}" for k in by)
 

@@ -38,6 +38,7 @@ from ctcalc_spark.spark.scan import (
     TEXT_NOT_NUMBER,
     UNATTRIBUTED_CODES,
     bad_weight,
+    class_name_label,
     decode_aggregate,
     first_checks,
     group_columns,
@@ -94,6 +95,9 @@ class EvaluateResult:
     """Multiclass with ``class_probabilities``: (valid rows, rows giving their label's class a probability below
     ``clip_eps``, those rows' share of the weighted log loss), for
     :func:`ctcalc_spark.core.sanity.clipped_label_class_line`."""
+    class_confusion: dict[str, np.ndarray] = field(default_factory=dict)
+    """Multiclass, per model: val-bias rows by label class (row) and highest-scoring class (column), for
+    :func:`ctcalc_spark.core.sanity.class_order_line`."""
 
 
 UNCOUNTED_COLUMNS = ["ds", "reason", "n_rows"]
@@ -314,6 +318,44 @@ def _probability_hint(df: DataFrame, cfg: JobConfig) -> str | None:
         return (f"The prediction column {name!r} holds values up to {high:g}: if they are percentages, divide them "
                 "by 100 upstream.")
     return f"The prediction column {name!r} holds values up to {high:g}, outside [0, 1]."
+
+
+CLASS_NAMES_SHOWN = 20
+"""Distinct labels a multiclass hint reads and shows at most."""
+
+
+def _class_label_hint(df: DataFrame, cfg: JobConfig, tally: pd.DataFrame) -> str | None:
+    """When a multiclass run stopped on its labels: the labels that are names, not class indices, with the
+    columns.class_names that reads them, or those not in columns.class_names (a query of a few distinct labels,
+    on this error path only)."""
+    from pyspark.sql import functions as F
+
+    c = cfg.columns
+    codes = set(tally["invalid"])
+    if c.class_names:
+        if LABEL_NOT_ALLOWED not in codes:
+            return None
+        bad = F.expr(f"{class_name_label(df, cfg)} < 0.0D")
+    elif TEXT_NOT_NUMBER in codes and dict(df.dtypes).get(c.label) == "string":
+        bad = F.expr(str(number_column(df, c.label)[1]))
+    else:
+        return None
+    try:
+        rows = df.where(bad).select(col(c.label).cast("string")).distinct().limit(CLASS_NAMES_SHOWN + 1).collect()
+    except Exception:  # noqa: BLE001 - a hint only: the error it adds to stands without it
+        return None
+    labels = sorted(str(r[0]) for r in rows)
+    if not labels:
+        return None
+    more = " and more" if len(labels) > CLASS_NAMES_SHOWN else ""
+    shown = labels[:CLASS_NAMES_SHOWN]
+    if c.class_names:
+        return (f"The label column {c.label!r} holds {shown}{more}, not in columns.class_names {list(c.class_names)}: "
+                "add them there in class order, or fix the labels upstream.")
+    names = ", ".join(shown)
+    return (f"The label column {c.label!r} holds class names ({shown}{more}), not class indices: set "
+            f"columns.class_names: [{names}] with every class in the order of the class scores (scikit-learn's "
+            "predict_proba columns follow the model's classes_, sorted: that order).")
 
 
 def _label_hint(df: DataFrame, cfg: JobConfig) -> str | None:
@@ -564,7 +606,7 @@ def _exact_sums(agg: pd.DataFrame, cfg: JobConfig, known: pd.DataFrame) -> pd.Da
 def _multiclass_rows(df: DataFrame, cfg: JobConfig) -> DataFrame:
     """Keys as strings, _y, _z (array<double>), _w, is_bias, invalid (before the class-count check)."""
     c = cfg.columns
-    y, y_text = number_column(df, c.label)
+    y, y_text = (class_name_label(df, cfg), None) if c.class_names else number_column(df, c.label)
     w, w_text = number_column(df, c.weight) if c.weight else ("1.0D", None)
     split_key = quoted(c.split) if c.split else quoted(str(c.example_id))
     per_class = [number_column(df, n) for n in c.class_columns()]
@@ -598,6 +640,22 @@ def _multiclass_rows(df: DataFrame, cfg: JobConfig) -> DataFrame:
         F.expr(f"coalesce({split_expr(cfg, dict(df.dtypes))}, false)").alias("is_bias"),
         F.expr(invalid_code(checks, cfg)).alias("invalid"),
     )
+
+
+def _class_confusion(bias_pdf: pd.DataFrame, model: str) -> dict[str, np.ndarray]:
+    """Per model, its val-bias rows counted by label class and highest-scoring class (models whose rows hold
+    one number of classes; the rows are on the driver already, for the temperature fit)."""
+    out: dict[str, np.ndarray] = {}
+    for name, grp in bias_pdf.groupby(model, sort=True):
+        sizes = grp["_z"].map(len)
+        if grp.empty or sizes.nunique() != 1:
+            continue
+        k = int(sizes.iloc[0])
+        top = np.stack(grp["_z"].to_numpy()).argmax(axis=1)
+        confusion = np.zeros((k, k), dtype=np.int64)
+        np.add.at(confusion, (grp["_y"].to_numpy(np.int64), top), 1)
+        out[str(name)] = confusion
+    return out
 
 
 def _class_counts(rows: DataFrame, keys: list[str]) -> pd.DataFrame:
@@ -637,6 +695,12 @@ def _evaluate_multiclass(spark: SparkSession, cfg: JobConfig, days: list[str], d
     raw = _multiclass_rows(df, cfg)
     with input_read_errors(cfg):
         classes = _class_counts(raw, base)
+    wrong_k = classes[classes["_k"] != len(c.class_names)] if c.class_names else classes.iloc[:0]
+    if not wrong_k.empty:  # an array column: its length is the number of classes
+        r = wrong_k.iloc[0]
+        raise InputError(f"'columns.class_names' lists {len(c.class_names)} classes, and the logit arrays of "
+                         f"ds={r[DS]}, model={r[c.model]!r}, run={r[c.run]!r} hold {int(r['_k'])}: name one class per "
+                         "array element, in the same order.")
     from pyspark.sql import types as T
 
     k_schema = T.StructType([T.StructField(k, T.StringType()) for k in base] + [T.StructField("_k", T.LongType())])
@@ -733,7 +797,10 @@ def _evaluate_multiclass(spark: SparkSession, cfg: JobConfig, days: list[str], d
         with input_read_errors(cfg):
             tally = rows.where(~ok | F.col(DS).isNull()).groupBy(
                 F.col(DS).alias("ds"), *[col(k) for k in keys[1:]], "invalid").count().toPandas()
-        uncounted = _invalid_counts(tally, cfg)[1]
+        try:
+            uncounted = _invalid_counts(tally, cfg)[1]
+        except InputError as e:
+            raise InputError(" ".join(filter(None, [str(e), _class_label_hint(df, cfg, tally)]))) from None
     agg = agg[~stray]
     out = []
     for _, r in agg.iterrows():
@@ -776,6 +843,7 @@ def _evaluate_multiclass(spark: SparkSession, cfg: JobConfig, days: list[str], d
         clipped = float(whole["ce_label_clipped"].fillna(0).sum())
         result.label_class_clipped = (int(whole["n_rows"].sum()), int(whole["n_label_clipped"].sum()),
                                       clipped / total if total > 0 else 0.0)
+    result.class_confusion = _class_confusion(bias_pdf, c.model)
     _input_checks(spark, cfg, df, days, result)
     if write:
         step(f"writing {len(metrics):,} metrics rows of {day_span(done)}")

@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Mapping, Sequence
 
 from ctcalc_spark.config import JobConfig
+from ctcalc_spark.errors import InputError
 from ctcalc_spark.core.split import bias_threshold, salt_key
 from ctcalc_spark.core.summary import BINARY_COUNTS, BINARY_MOMENTS, HIST_LOGIT_LIMIT
 from ctcalc_spark.spark.names import col, quoted
@@ -124,6 +125,31 @@ def number_column(df: DataFrame, name: str) -> tuple[str, str | None]:
         return f"CAST({raw} AS DOUBLE)", None
     value = f"try_cast({raw} AS DOUBLE)"
     return value, f"({raw} IS NOT NULL AND {value} IS NULL)"
+
+
+def class_name_label(df: DataFrame, cfg: JobConfig) -> str:
+    """SQL of a multiclass label given by ``columns.class_names``: its class index as a double, -1 for a label
+    that is not one of the names (an invalid label), null for a null label.
+
+    A text (or boolean) column is matched as text; a number column by value, which needs names that are numbers.
+    """
+    c = cfg.columns
+    kind = dict(df.dtypes).get(c.label, "string")
+    raw = quoted(c.label)
+    if kind in ("string", "boolean"):
+        names, value = ", ".join(_text(n) for n in c.class_names), f"CAST({raw} AS STRING)"
+    else:
+        numbers = []
+        for n in c.class_names:
+            try:
+                numbers.append(float(n))
+            except ValueError:
+                raise InputError(f"The label column {c.label!r} holds numbers (Spark type {kind}) and "
+                                 f"'columns.class_names' lists {n!r}, which is not one: list the labels as the "
+                                 f"column holds them, in class order, or leave class_names out for labels that "
+                                 f"are class indices 0..K-1.") from None
+        names, value = ", ".join(sql_double(x) for x in numbers), f"CAST({raw} AS DOUBLE)"
+    return f"(CAST(array_position(array({names}), {value}) AS DOUBLE) - 1.0D)"
 
 
 def label_column(df: DataFrame, cfg: JobConfig) -> tuple[str, str | None]:
