@@ -564,6 +564,32 @@ def test_multiclass_labels_given_as_class_names_and_scores_in_another_order(spar
             config_from_dict({"task": task, "columns": {"class_names": class_names}})
 
 
+def test_multiclass_probabilities_as_percentages_or_logits_are_named(spark, demo_config, tmp_path):
+    """class_probabilities outside [0, 1] stopped the job with the count only (the binary prediction column's
+    error said what it holds); the multiclass error now does too: percentages, or logits."""
+    rng = np.random.default_rng(2)
+    n = 300
+    z = rng.normal(0, 2, (n, 3))
+    p = np.exp(z) / np.exp(z).sum(axis=1, keepdims=True)
+    base = pd.DataFrame({"model": "m", "run": 0, "ds": DS, "example_id": np.arange(n), "label": rng.integers(0, 3, n)})
+    _write(base.assign(**{f"p{i}": (100 * p[:, i]).round(2) for i in range(3)}), tmp_path / "pct")
+    _write(base.assign(**{f"p{i}": z[:, i] for i in range(3)}), tmp_path / "logits")
+    high, low = (100 * p).round(2).max(), z.min()
+
+    def run(path):
+        cfg = demo_config(task="multiclass", input__path=str(tmp_path / path),
+                          columns={"logit": None, "class_probabilities": ["p0", "p1", "p2"]})
+        return evaluate(spark, cfg, DS, write=False)
+
+    with pytest.raises(InputError, match=re.escape(f"The class probability columns ['p0', 'p1', 'p2'] hold values up "
+                                                   f"to {high:g}: if they are percentages, divide them by 100 upstream.")):
+        run("pct")
+    with pytest.raises(InputError, match=re.escape(f"hold values from {low:g} to ") + r".* negative ones among them: "
+                       + re.escape("logits (log-odds) look like that. If they are, set columns.class_logits: "
+                                   "[p0, p1, p2] and columns.class_probabilities: null.")):
+        run("logits")
+
+
 def test_multiclass_probabilities_rounded_to_0_for_the_label_are_counted(spark, demo_config, tmp_path):
     """predict_proba written with 4 digits gives 0 for p < 5e-5: a row whose label's class is such a 0 costs
     ln(1/clip_eps) = 34.5. On a sharp 3-class model 261 of 12,000 rows made 40 % of the log loss, and the

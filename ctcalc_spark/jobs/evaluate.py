@@ -9,6 +9,7 @@ import datetime as dt
 import logging
 import math
 import re
+from functools import reduce
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
@@ -296,28 +297,36 @@ def _row_hints(df: DataFrame, cfg: JobConfig, tally: pd.DataFrame) -> list[str]:
 
 
 def _probability_hint(df: DataFrame, cfg: JobConfig) -> str | None:
-    """When a binary run stopped on probabilities outside [0, 1]: what the column holds, and the likely cause,
-    logits or percentages given as columns.prediction (one aggregation of those rows, on this error path only)."""
+    """When a run stopped on probabilities outside [0, 1]: what the column holds, and the likely cause, logits or
+    percentages given as columns.prediction (binary) or columns.class_probabilities (multiclass; one aggregation
+    of those rows, on this error path only)."""
     from pyspark.sql import functions as F
 
-    name = cfg.columns.prediction
-    if cfg.task != "binary" or cfg.columns.logit is not None or name is None:
+    c = cfg.columns
+    if cfg.task == "binary" and c.logit is None and c.prediction is not None:
+        names, what = [c.prediction], f"The prediction column {c.prediction!r} holds"
+        logits = f"columns.logit: {c.prediction} and columns.prediction: null"
+    elif cfg.task == "multiclass" and c.class_probabilities:
+        names, what = list(c.class_probabilities), f"The class probability columns {list(c.class_probabilities)} hold"
+        logits = f"columns.class_logits: [{', '.join(c.class_probabilities)}] and columns.class_probabilities: null"
+    else:
         return None
-    p = F.expr(number_column(df, name)[0])
+    values = [F.expr(number_column(df, n)[0]) for n in names]
+    outside = [(p < 0.0) | (p > 1.0) for p in values]
+    low_of = F.least(*values) if len(values) > 1 else values[0]
+    high_of = F.greatest(*values) if len(values) > 1 else values[0]
     try:
-        low, high = df.where((p < 0.0) | (p > 1.0)).agg(F.min(p), F.max(p)).first()
+        low, high = df.where(reduce(lambda a, b: a | b, outside)).agg(F.min(low_of), F.max(high_of)).first()
     except Exception:  # noqa: BLE001 - a hint only: the error it adds to stands without it
         return None
     if low is None or not (math.isfinite(low) and math.isfinite(high)):
         return None
     if low < 0.0:
-        return (f"The prediction column {name!r} holds values from {low:g} to {high:g} outside [0, 1], negative "
-                f"ones among them: logits (log-odds) look like that. If they are, set columns.logit: {name} and "
-                "columns.prediction: null.")
+        return (f"{what} values from {low:g} to {high:g} outside [0, 1], negative ones among them: logits (log-odds) "
+                f"look like that. If they are, set {logits}.")
     if high <= 100.0:
-        return (f"The prediction column {name!r} holds values up to {high:g}: if they are percentages, divide them "
-                "by 100 upstream.")
-    return f"The prediction column {name!r} holds values up to {high:g}, outside [0, 1]."
+        return f"{what} values up to {high:g}: if they are percentages, divide them by 100 upstream."
+    return f"{what} values up to {high:g}, outside [0, 1]."
 
 
 CLASS_NAMES_SHOWN = 20
@@ -800,7 +809,9 @@ def _evaluate_multiclass(spark: SparkSession, cfg: JobConfig, days: list[str], d
         try:
             uncounted = _invalid_counts(tally, cfg)[1]
         except InputError as e:
-            raise InputError(" ".join(filter(None, [str(e), _class_label_hint(df, cfg, tally)]))) from None
+            hints = [_class_label_hint(df, cfg, tally),
+                     _probability_hint(df, cfg) if PROBABILITY_OUTSIDE in set(tally["invalid"]) else None]
+            raise InputError(" ".join(filter(None, [str(e), *hints]))) from None
     agg = agg[~stray]
     out = []
     for _, r in agg.iterrows():
