@@ -244,7 +244,8 @@ def _input_checks(spark: SparkSession, cfg: JobConfig, df: DataFrame, days: list
 def _check_days(days: Sequence[str], present: Sequence[str], cfg: JobConfig, allow_missing: bool) -> list[str]:
     missing = sorted(set(days) - set(present))
     where = cfg.input.table or cfg.input.path
-    shown = ", ".join(missing[:10]) + (f" and {len(missing) - 10} more" if len(missing) > 10 else "")
+    # as runs of days: a year asked of a 90-day table was 10 days and "265 more"
+    shown = day_runs(missing, shown=5) + (f" ({len(missing)} days)" if len(missing) > 1 else "")
     if missing and (not allow_missing or len(missing) == len(days)):
         found = sorted(set(days) & set(present))
         held = "" if not found else (f" (of the {len(days)} days asked for, the table has rows for {len(found)}: "
