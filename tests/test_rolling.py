@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import re
 import time
 
 import numpy as np
@@ -22,6 +23,7 @@ from ctcalc_spark.core.windows import (
     window_of,
     windows_between,
 )
+from ctcalc_spark.errors import InputError
 
 
 def _days(start: str, n: int) -> list[str]:
@@ -554,6 +556,13 @@ def test_a_window_with_a_missing_day_gets_its_own_status(spark, demo_config, tmp
     assert set(third["status"]) == {"incomplete_previous_window"} and (third["prev_n_days"] == 6).all()
     res2 = run_rolling(spark, demo_config(rolling={"window": "day"}), "2026-11-20")  # the day after the gap
     assert set(res2.table["status"]) == {"missing_previous_window"}
+    # asked for the gap and days after the last summaries: the missing days as runs, with the evaluate command
+    # for them (it listed the first ten one by one and said `ctcalc evaluate --ds ...`)
+    with pytest.raises(InputError, match=re.escape(
+            "No summaries partition for ds=2026-11-19, 2026-11-30..2026-12-20 (22 days) under ") + ".*" + re.escape(
+            "; run `ctcalc evaluate --ds 2026-11-19,2026-11-30..2026-12-20` for those days first (available: "
+            "2026-11-09..2026-11-18, 2026-11-20..2026-11-29), or pass --allow-missing-days to skip them.")):
+        run_rolling(spark, cfg, "2026-11-16..2026-12-20")
 
 
 def test_binary_windows_finalised_at_once_equal_one_summary_at_a_time(monkeypatch):

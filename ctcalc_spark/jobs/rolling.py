@@ -22,6 +22,7 @@ from ctcalc_spark.core.windows import (
     Window,
     WindowSpec,
     attach_exact,
+    day_runs,
     finalize_windows,
     merge_windows,
     previous_window,
@@ -106,10 +107,14 @@ def compute_rolling(cfg: JobConfig, ds: str | Sequence[str], spark: SparkSession
     available = store.days("summaries")
     missing = [d for d in days if d not in available]
     if missing and (not allow_missing_days or len(missing) == len(days)):
-        span = f"{available[0]}..{available[-1]}" if available else "none"
-        raise InputError(f"No summaries partition for ds={', '.join(missing[:10])} under "
-                         f"{store.location('summaries')!r}; run `ctcalc evaluate --ds ...` for those days first "
-                         f"(available: {span}).")
+        span = day_runs(available) if available else "none"
+        runs = day_runs(missing, shown=len(missing))
+        todo = runs.replace(", ", ",") if runs.count(",") < 5 else "..."
+        raise InputError(f"No summaries partition for ds={day_runs(missing, shown=5)}"
+                         + (f" ({len(missing)} days)" if len(missing) > 1 else "")
+                         + f" under {store.location('summaries')!r}; run `ctcalc evaluate --ds {todo}` for those days "
+                         f"first (available: {span})" + ("" if len(days) == 1 else ", or pass --allow-missing-days to "
+                                                         "skip them") + ".")
     days = [d for d in days if d not in missing]
     # One merge and one finalisation for every day: the window containing day d, as of d, is a window of its
     # own (label '<window>@<d>'), paired with its (complete) previous window; labels are mapped back after.
