@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
+import json
 import math
 import os
 import re
@@ -203,9 +204,10 @@ class ColumnsConfig:
     a class's logit is ln(max(p, clip_eps)), so softmax gives back p / Σp. ``logit`` is then not read."""
 
     class_names: tuple[str, ...] = ()
-    """Multiclass: the labels the label column holds, in class order (class i is the i-th name, the i-th score
-    column or array element), e.g. ``[bird, cat, dog]`` for scikit-learn's sorted ``classes_``; empty: the
-    labels are class indices 0..K-1. Matched as text; a number column's labels as numbers (``[1, 2, 3]``)."""
+    """The labels the label column holds, in class order: multiclass, class i is the i-th name (the i-th score
+    column or array element), e.g. ``[bird, cat, dog]`` for scikit-learn's sorted ``classes_``; binary, the
+    negative class then the positive one (``["<=50K", ">50K"]``). Empty: labels are class indices 0..K-1 (binary
+    0/1 or true/false). Matched as text; a number column's labels as numbers (``[1, 2, 3]``)."""
 
     def class_columns(self) -> tuple[str, ...]:
         """The per-class score columns (class_logits or class_probabilities; empty for an array column)."""
@@ -432,8 +434,12 @@ def _validate(cfg: JobConfig) -> None:
     if c.class_columns() and len(set(c.class_columns())) < 2:
         raise ConfigError(f"A multiclass task needs two or more distinct class columns, got {list(c.class_columns())}.")
     if c.class_names:
-        if cfg.task != "multiclass":
-            raise ConfigError(f"'columns.class_names' names the classes of task: multiclass; this task is {cfg.task!r}.")
+        if cfg.task == "regression":
+            raise ConfigError("'columns.class_names' names the classes of a binary or multiclass task; a regression "
+                              "label is a number.")
+        if cfg.task == "binary" and len(c.class_names) != 2:
+            raise ConfigError(f"'columns.class_names' of a binary task lists two labels, the negative class first, "
+                              f"got {list(c.class_names)}.")
         if len(c.class_names) < 2 or len(set(c.class_names)) < len(c.class_names):
             raise ConfigError(f"'columns.class_names' must list two or more distinct labels, in class order, got "
                               f"{list(c.class_names)}.")
@@ -701,6 +707,19 @@ def parse_yaml(text: str, what: str) -> Any:
     except yaml.YAMLError as e:
         raise ConfigError(f"{what} is not valid YAML: {yaml_error_line(e)}") from None
     return data
+
+
+def yaml_list(values: typing.Sequence[str]) -> str:
+    """``values`` as a YAML flow list a user can paste into a config or a ``--set``: plain words as they are,
+    anything YAML would read otherwise (``>50K``, ``yes``, ``1.0``, ``a, b``) in double quotes.
+
+    >>> yaml_list(["cat", "dog"]), yaml_list(["<=50K", ">50K"]), yaml_list(["no", "yes", "1"])
+    ('[cat, dog]', '["<=50K", ">50K"]', '["no", "yes", "1"]')
+    """
+    def one(v: str) -> str:
+        plain = re.fullmatch(r"[A-Za-z_][\w.\-]*", v) is not None and yaml.safe_load(v) == v
+        return v if plain else json.dumps(v, ensure_ascii=False)
+    return "[" + ", ".join(one(str(v)) for v in values) + "]"
 
 
 def yaml_error_line(e: Exception) -> str:

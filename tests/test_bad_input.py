@@ -558,10 +558,48 @@ def test_multiclass_labels_given_as_class_names_and_scores_in_another_order(spar
     assert line.endswith("If the score columns are those of ['cat', 'dog', 'bird'] in turn, set "
                          "columns.class_names: [cat, dog, bird].")
     for task, class_names, message in (
-            ("binary", ["a", "b"], "names the classes of task: multiclass; this task is 'binary'"),
-            ("multiclass", ["a", "a", "b"], "two or more distinct labels, in class order")):
+            ("multiclass", ["a", "a", "b"], "two or more distinct labels, in class order"),):
         with pytest.raises(ConfigError, match=re.escape(message)):
             config_from_dict({"task": task, "columns": {"class_names": class_names}})
+
+
+def test_binary_labels_given_as_text_with_class_names(spark, demo_config, tmp_path):
+    """Census-style labels '<=50K' / '>50K' (ctcalc train takes them with positive_label; evaluate said 'text that
+    is not a number' and showed one value): the error now offers columns.class_names, quoted for YAML, and with
+    it the metrics equal those of 0/1 labels exactly. The names given the wrong way round rank every row
+    backwards, and the warning says how to turn them."""
+    from ctcalc_spark.cli.cmd_evaluate import data_notes
+
+    rows = _rows()
+    rows.to_parquet(tmp_path / "numbers.parquet", index=False)
+    text = rows.assign(label=np.where(rows["label"] == 1, ">50K", "<=50K"))
+    text.to_parquet(tmp_path / "text.parquet", index=False)
+
+    def run(path, **columns):
+        cfg = demo_config(input={"path": str(tmp_path / path)}, columns=columns)
+        return cfg, evaluate(spark, cfg, DS, write=False)
+
+    want = run("numbers.parquet")[1].metrics
+    pd.testing.assert_frame_equal(run("text.parquet", class_names=["<=50K", ">50K"])[1].metrics, want)
+    with pytest.raises(InputError, match=re.escape(
+            "The label column 'label' holds the text labels ['<=50K', '>50K'], not 0/1: set columns.class_names: "
+            '["<=50K", ">50K"], the negative class first ([">50K", "<=50K"] if \'<=50K\' is the positive one).')):
+        run("text.parquet")
+    cfg, turned = run("text.parquet", class_names=[">50K", "<=50K"])
+    np.testing.assert_allclose(turned.metrics["auc"], 1 - want["auc"], rtol=1e-12)
+    [line] = [n for n in data_notes(turned, cfg) if "ranks the rows backwards" in n]
+    assert ('or columns.class_names with the positive class first (it takes the negative one first: ["<=50K", '
+            '">50K"] if the score is for \'>50K\') do that' in line)
+    with pytest.raises(InputError, match=r"1 rows: label not allowed for the task .* The label column 'label' holds "
+                                         r"\['unknown'\], not in columns.class_names \['<=50K', '>50K'\]"):
+        text.loc[7, "label"] = "unknown"
+        text.to_parquet(tmp_path / "text.parquet", index=False)
+        run("text.parquet", class_names=["<=50K", ">50K"])
+    for task, class_names, message in (("binary", ["a", "b", "c"], "a binary task lists two labels, the negative "
+                                                                    "class first"),
+                                       ("regression", ["a", "b"], "a regression label is a number")):
+        with pytest.raises(ConfigError, match=re.escape(message)):
+            config_from_dict({"task": task, "columns": {"class_names": class_names, "prediction": "p"}})
 
 
 def test_multiclass_probabilities_as_percentages_or_logits_are_named(spark, demo_config, tmp_path):

@@ -56,7 +56,7 @@ def data_notes(result: EvaluateResult, cfg: JobConfig) -> list[str]:
         if hint:
             out.append(hint)
     if cfg.task == "binary":
-        line = backwards_auc_line(m, cfg.columns.logit or cfg.columns.prediction or "score")
+        line = backwards_auc_line(m, cfg.columns.logit or cfg.columns.prediction or "score", cfg.columns.class_names)
         if line:
             out.append(line)
     if cfg.task == "binary" and cfg.columns.logit is not None and "bin" in result.summaries:

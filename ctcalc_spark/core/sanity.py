@@ -26,6 +26,7 @@ from typing import Any, Sequence
 import numpy as np
 import pandas as pd
 
+from ctcalc_spark.config import yaml_list
 from ctcalc_spark.core._math import sigmoid
 from ctcalc_spark.core.finalize import ALL
 from ctcalc_spark.core.summary import BinarySummary, extreme_bin
@@ -154,7 +155,7 @@ BACKWARDS_AUC_MIN_ROWS = 100
 """Rows per group below which :func:`backwards_auc_line` does not count a group (its AUC is too noisy)."""
 
 
-def backwards_auc_line(metrics: pd.DataFrame, score: str) -> str | None:
+def backwards_auc_line(metrics: pd.DataFrame, score: str, class_names: Sequence[str] = ()) -> str | None:
     """A warning when every model and run ranks the rows backwards (AUC below 0.5 in every whole-data group of
     100 rows or more): a score of the other class (1 − p, −z) or labels with 1 for the negative class give that,
     and the calibrated metric cannot repair it (a shift of the logit does not reorder rows)."""
@@ -167,10 +168,12 @@ def backwards_auc_line(metrics: pd.DataFrame, score: str) -> str | None:
     auc = auc[(pd.to_numeric(whole["n_rows"], errors="coerce") >= BACKWARDS_AUC_MIN_ROWS) & auc.notna()]
     if auc.empty or auc.max() >= 0.5:
         return None
+    labels = (f"columns.class_names with the positive class first (it takes the negative one first: "
+              f"{yaml_list(list(class_names)[::-1])} if the score is for {class_names[0]!r})") if class_names else \
+        "labels with 1 for the negative class"
     return (f"WARNING: every one of the {len(auc)} groups (day x model x run) ranks the rows backwards: AUC "
             f"{auc.min():.3f} to {auc.max():.3f}, below 0.5. A score of the other class ({score!r} as 1 − p or "
-            "−logit) or labels with 1 for the negative class do that; the calibrated metric does not repair it (a "
-            "shift does not reorder rows).")
+            f"−logit) or {labels} do that; the calibrated metric does not repair it (a shift does not reorder rows).")
 
 
 PROBABILITY_LIKE_MIN_ROWS = 100
@@ -269,8 +272,7 @@ def class_order_line(model: str, confusion: np.ndarray, *, names: Sequence[str] 
             "wrong classes.")
     if names is not None:  # the score column j belongs to the label named names[i] where best[i] == j
         order = [names[int(np.flatnonzero(best == j)[0])] for j in range(k)]
-        return (f"{head} If the score columns are those of {order} in turn, set columns.class_names: "
-                f"[{', '.join(order)}].")
+        return f"{head} If the score columns are those of {order} in turn, set columns.class_names: {yaml_list(order)}."
     moves = ", ".join(f"label {i} -> score {int(j)}" for i, j in enumerate(best) if i != j)
     return f"{head} The rows of each label score highest on another class ({moves}): check how the labels were encoded."
 

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, Callable, Sequence
 import numpy as np
 import pandas as pd
 
-from ctcalc_spark.config import JobConfig, fits_ds_format, guess_ds_formats, validate_ds
+from ctcalc_spark.config import JobConfig, fits_ds_format, guess_ds_formats, validate_ds, yaml_list
 from ctcalc_spark.core.finalize import (
     ALL,
     KEY_TYPES,
@@ -263,14 +263,14 @@ ISO_DAY = re.compile(r"^\d{4}-\d{2}-\d{2}")
 _DECIMAL_COMMA = re.compile(r"\s*[-+]?\d*,\d+(?:[eE][-+]?\d+)?\s*")
 
 
-def _text_number_hint(df: DataFrame, cfg: JobConfig) -> str | None:
+def _text_number_hint(df: DataFrame, cfg: JobConfig, *, skip_label: bool = False) -> str | None:
     """When a run stopped on text that is not a number: one such value and its column, and the fix for numbers
     written with a decimal comma (a query for one row per column, on this error path only)."""
     c = cfg.columns
     score = c.logit if cfg.task == "binary" and c.logit is not None else c.prediction
     types = dict(df.dtypes)
     for key, name in (("label", c.label), ("score", score), ("weight", c.weight)):
-        if name is None or types.get(name) != "string":
+        if name is None or types.get(name) != "string" or (key == "label" and skip_label):
             continue
         bad = (label_column(df, cfg) if key == "label" else number_column(df, name))[1]
         try:
@@ -291,8 +291,9 @@ def _text_number_hint(df: DataFrame, cfg: JobConfig) -> str | None:
 def _row_hints(df: DataFrame, cfg: JobConfig, tally: pd.DataFrame) -> list[str]:
     """The sentences that show what invalid rows hold, for the reasons in ``tally`` that have one."""
     codes = set(tally["invalid"])
-    hints = [_text_number_hint(df, cfg) if TEXT_NOT_NUMBER in codes else None,
-             _label_hint(df, cfg) if LABEL_NOT_ALLOWED in codes else None,
+    named = _class_label_hint(df, cfg, tally)  # text labels: what they are and the class_names that reads them
+    hints = [named, _text_number_hint(df, cfg, skip_label=named is not None) if TEXT_NOT_NUMBER in codes else None,
+             _label_hint(df, cfg) if LABEL_NOT_ALLOWED in codes and not cfg.columns.class_names else None,
              _probability_hint(df, cfg) if PROBABILITY_OUTSIDE in codes else None]
     return [h for h in hints if h]
 
@@ -335,9 +336,9 @@ CLASS_NAMES_SHOWN = 20
 
 
 def _class_label_hint(df: DataFrame, cfg: JobConfig, tally: pd.DataFrame) -> str | None:
-    """When a multiclass run stopped on its labels: the labels that are names, not class indices, with the
-    columns.class_names that reads them, or those not in columns.class_names (a query of a few distinct labels,
-    on this error path only)."""
+    """When a binary or multiclass run stopped on its labels: the labels that are names, not class indices, with
+    the columns.class_names that reads them, or those not in columns.class_names (a query of a few distinct
+    labels, on this error path only)."""
     from pyspark.sql import functions as F
 
     c = cfg.columns
@@ -346,8 +347,8 @@ def _class_label_hint(df: DataFrame, cfg: JobConfig, tally: pd.DataFrame) -> str
         if LABEL_NOT_ALLOWED not in codes:
             return None
         bad = F.expr(f"{class_name_label(df, cfg)} < 0.0D")
-    elif TEXT_NOT_NUMBER in codes and dict(df.dtypes).get(c.label) == "string":
-        bad = F.expr(str(number_column(df, c.label)[1]))
+    elif TEXT_NOT_NUMBER in codes and dict(df.dtypes).get(c.label) == "string" and cfg.task != "regression":
+        bad = F.expr(str(label_column(df, cfg)[1]))
     else:
         return None
     try:
@@ -362,9 +363,14 @@ def _class_label_hint(df: DataFrame, cfg: JobConfig, tally: pd.DataFrame) -> str
     if c.class_names:
         return (f"The label column {c.label!r} holds {shown}{more}, not in columns.class_names {list(c.class_names)}: "
                 "add them there in class order, or fix the labels upstream.")
-    names = ", ".join(shown)
+    names = yaml_list(shown)
+    if cfg.task == "binary":
+        if len(labels) != 2:
+            return f"The label column {c.label!r} holds text labels {shown}{more}, not 0/1."
+        return (f"The label column {c.label!r} holds the text labels {shown}, not 0/1: set columns.class_names: "
+                f"{names}, the negative class first ({yaml_list(shown[::-1])} if {shown[0]!r} is the positive one).")
     return (f"The label column {c.label!r} holds class names ({shown}{more}), not class indices: set "
-            f"columns.class_names: [{names}] with every class in the order of the class scores (scikit-learn's "
+            f"columns.class_names: {names} with every class in the order of the class scores (scikit-learn's "
             "predict_proba columns follow the model's classes_, sorted: that order).")
 
 
@@ -616,7 +622,7 @@ def _exact_sums(agg: pd.DataFrame, cfg: JobConfig, known: pd.DataFrame) -> pd.Da
 def _multiclass_rows(df: DataFrame, cfg: JobConfig) -> DataFrame:
     """Keys as strings, _y, _z (array<double>), _w, is_bias, invalid (before the class-count check)."""
     c = cfg.columns
-    y, y_text = (class_name_label(df, cfg), None) if c.class_names else number_column(df, c.label)
+    y, y_text = label_column(df, cfg)
     w, w_text = number_column(df, c.weight) if c.weight else ("1.0D", None)
     split_key = quoted(c.split) if c.split else quoted(str(c.example_id))
     per_class = [number_column(df, n) for n in c.class_columns()]

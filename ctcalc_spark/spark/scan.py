@@ -128,8 +128,9 @@ def number_column(df: DataFrame, name: str) -> tuple[str, str | None]:
 
 
 def class_name_label(df: DataFrame, cfg: JobConfig) -> str:
-    """SQL of a multiclass label given by ``columns.class_names``: its class index as a double, -1 for a label
-    that is not one of the names (an invalid label), null for a null label.
+    """SQL of a label given by ``columns.class_names``: its class index as a double (binary: 0 for the first
+    name, 1 for the second), -1 for a label that is not one of the names (an invalid label), null for a null
+    label.
 
     A text (or boolean) column is matched as text; a number column by value, which needs names that are numbers.
     """
@@ -155,7 +156,9 @@ def class_name_label(df: DataFrame, cfg: JobConfig) -> str:
 def label_column(df: DataFrame, cfg: JobConfig) -> tuple[str, str | None]:
     """:func:`number_column` of the label; a binary task's text labels may also be booleans written as text
     ('true'/'false', 't'/'f', 'yes'/'no', any case: Spark's boolean cast), as a CSV or JSON read without
-    types gives them."""
+    types gives them. With ``columns.class_names`` the label's class index (:func:`class_name_label`)."""
+    if cfg.columns.class_names:
+        return class_name_label(df, cfg), None
     y, text = number_column(df, cfg.columns.label)
     if text is None or cfg.task != "binary":
         return y, text
