@@ -398,7 +398,11 @@ def test_binary_labels_written_as_boolean_text_are_labels(spark, demo_config, tm
 @pytest.mark.parametrize("labels, hint", [
     (lambda y: 0.1 + 0.8 * y, r"The label column 'label' holds fractions \(0\.1 to 0\.9\): soft labels or rates, "
                               r"which the binary metrics do not take\. A row that stands for several events"),
-    (lambda y: 2 * y - 1, r"The label column 'label' holds -1 for negatives: map it to 0 upstream"),
+    (lambda y: 2 * y - 1, r"The label column 'label' holds only -1 and 1: two classes coded so, not 0/1\. Set "
+                          r"columns\.class_names: \[\"-1\", \"1\"\], the negative class first, or map the labels to "
+                          r"0/1 upstream\.$"),
+    (lambda y: y + 1, r"The label column 'label' holds only 1 and 2: two classes coded so, not 0/1\. Set "
+                      r"columns\.class_names: \[\"1\", \"2\"\], the negative class first"),
     (lambda y: y + (np.arange(len(y)) % 3 == 0), r"The label column 'label' holds whole numbers up to 2: classes "
                                                  r"need task: multiclass \(scores in columns.logit, or "
                                                  r"one column per class in columns.class_logits"),
@@ -406,13 +410,20 @@ def test_binary_labels_written_as_boolean_text_are_labels(spark, demo_config, tm
                                                              r"7\.5 besides 0 and 1\.$"),
 ])
 def test_labels_other_than_0_and_1_are_named_with_what_to_do(spark, demo_config, tmp_path, labels, hint):
-    """Binary labels of 0.1/0.9 (soft labels, rates), -1/1 or 0/1/2 stopped the run with 'label not allowed for
-    the task' and the 0/1 rule only: the message now says what the labels are and the way on, in both modes."""
+    """Binary labels of 0.1/0.9 (soft labels, rates), -1/1, 1/2 or 0/1/2 stopped the run with 'label not allowed
+    for the task' and the 0/1 rule only: the message now says what the labels are and the way on, in both modes
+    (-1/1 and 1/2: columns.class_names, which gives the metrics of 0/1 labels exactly)."""
     df = _rows()
     df["label"] = labels(df["label"].to_numpy()).astype(np.float64)
     _write(df, tmp_path / "eval")
     with pytest.raises(InputError, match=r"rows: label not allowed for the task .*" + hint):
         evaluate(spark, demo_config(), DS, write=False)
+    if "class_names" in hint:  # the advice works: the metrics of the 0/1 labels, exactly
+        _write(_rows(), tmp_path / "zero_one")
+        want = evaluate(spark, demo_config(input__path=str(tmp_path / "zero_one")), DS, write=False).metrics
+        names = sorted(df["label"].unique().astype(int).astype(str), key=int)
+        got = evaluate(spark, demo_config(columns={"class_names": names}), DS, write=False).metrics
+        pd.testing.assert_frame_equal(got, want)
     if (df["label"].isin([0.0, 1.0])).any():
         return
     with pytest.raises(InputError, match=rf"Every evaluation row for ds={DS} is invalid .*\)\. " + hint):

@@ -382,21 +382,26 @@ def _label_hint(df: DataFrame, cfg: JobConfig) -> str | None:
     if cfg.task != "binary":
         return None
     y = F.expr(label_column(df, cfg)[0])
-    try:
-        low, high, whole = df.where(~y.isin(0.0, 1.0)).agg(
-            F.min(y), F.max(y), F.min((y == F.floor(y)).cast("int"))).first()
+    other = ~y.isin(0.0, 1.0)
+    try:  # over all rows: which of 0 and 1 are there as well tells a 1/2 coding from classes 0, 1, 2
+        low, high, whole, zeros, ones = df.agg(
+            F.min(F.when(other, y)), F.max(F.when(other, y)), F.min(F.when(other, (y == F.floor(y)).cast("int"))),
+            F.count(F.when(y == 0.0, 1)), F.count(F.when(y == 1.0, 1))).first()
     except Exception:  # noqa: BLE001 - a hint only: the error it adds to stands without it
         return None
     if low is None or math.isnan(high) or math.isinf(low) or math.isinf(high):
         return None
     name = cfg.columns.label
+    pair = {-1.0: (-1.0, 1.0), 2.0: (1.0, 2.0)}.get(low) if low == high and zeros == 0 and ones else None
+    if pair is not None:  # two classes coded -1/1 or 1/2: class_names reads them as they are
+        names = yaml_list([f"{v:g}" for v in pair])
+        return (f"The label column {name!r} holds only {pair[0]:g} and {pair[1]:g}: two classes coded so, not 0/1. "
+                f"Set columns.class_names: {names}, the negative class first, or map the labels to 0/1 upstream.")
     if 0.0 < low and high < 1.0:
         return (f"The label column {name!r} holds fractions ({low:g} to {high:g}): soft labels or rates, which the "
                 "binary metrics do not take. A row that stands for several events (clicks out of impressions) "
                 "is two rows, label 1 weighted by the clicks and label 0 by the rest (columns.weight), which gives "
                 "the same log loss.")
-    if low == high == -1.0:
-        return f"The label column {name!r} holds -1 for negatives: map it to 0 upstream ((label + 1) / 2)."
     if whole and low >= 0.0:
         return (f"The label column {name!r} holds whole numbers up to {high:g}: classes need task: multiclass "
                 "(scores in columns.logit, or one column per class in columns.class_logits or "
