@@ -2,6 +2,7 @@
 numbers (same-window metrics and rolling rows), Spark Connect."""
 from __future__ import annotations
 
+import dataclasses
 import gzip
 import json
 import os
@@ -382,6 +383,30 @@ def test_csv_files_stream_like_the_batch_job_and_bad_ones_are_quarantined(spark,
                                                         options={"sep": ";"}))[1].fieldNames()
     with pytest.raises(ConfigError, match="A CSV stream without header lines needs 'stream.schema'"):
         read_stream(spark, _stream_config(demo_config, src, format="csv", options={"header": "false"}))
+
+
+def test_text_labels_with_class_names_stream_like_the_batch_job(spark, demo_config, tmp_path):
+    """columns.class_names reads text labels in the stream as in the batch job: labels 'neg'/'pos' give the
+    metrics of 0/1 labels to 1e-12. (The CSV stream's schema fixed the label as DOUBLE, so every line was a
+    malformed record: 1,800 of 1,800.)"""
+    gen, src = tmp_path / "gen", tmp_path / "src"
+    rows = write_stream_demo_files(str(gen), n_examples_per_day=300, n_runs=1, n_days=2, files_per_day=1)
+    src.mkdir()
+    t0 = time.time() - 600
+    for i, (ds, day) in enumerate(rows.groupby("ds")):
+        day = day.assign(event_time=day["event_time"].dt.strftime("%Y-%m-%d %H:%M:%S.%f"),
+                         label=np.where(day["label"] == 1, "pos", "neg"))
+        (src / f"day-{ds}.csv").write_text(day.to_csv(index=False))
+        os.utime(src / f"day-{ds}.csv", (t0 + i, t0 + i))
+    cfg = _stream_config(demo_config, src, format="csv")
+    cfg = dataclasses.replace(cfg, columns=dataclasses.replace(cfg.columns, class_names=("neg", "pos")))
+    res = run_stream(spark, cfg, trigger="availableNow", close_at_end=True)
+    assert sum(b["rows"] for b in res.batches) == len(rows)
+    metrics = read_stream_metrics(spark, cfg)
+    batch_metrics, _ = _batch_reference(spark, demo_config, gen, tmp_path / "batch", ["2026-11-15", "2026-11-16"])
+    key = ["ds", "model", "run", "slice_name"]
+    _close(metrics.sort_values(key).reset_index(drop=True), batch_metrics.sort_values(key).reset_index(drop=True),
+           SAME_COLS, "class_names stream vs batch")
 
 
 def test_rows_without_event_time_alone_stop_an_error_mode_batch_with_their_count(demo_config, tmp_path):

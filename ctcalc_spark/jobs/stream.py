@@ -677,7 +677,8 @@ class BatchHandler:
 def default_schema(cfg: JobConfig) -> str:
     """DDL of the rows when the source cannot tell (JSON files, Kafka values): keys as strings, scores as doubles."""
     c = cfg.columns
-    cols = [(c.model, "STRING"), (c.run, "STRING"), (c.label, "DOUBLE"), (c.logit, "DOUBLE"),
+    label = "STRING" if c.class_names else "DOUBLE"  # class names are read as text
+    cols = [(c.model, "STRING"), (c.run, "STRING"), (c.label, label), (c.logit, "DOUBLE"),
             (c.prediction, "DOUBLE"), (c.weight, "DOUBLE"), (c.example_id, "STRING"), (c.split, "STRING"),
             *[(s, "STRING") for s in c.slices], (cfg.stream.event_time, "TIMESTAMP")]
     if cfg.task == "multiclass":
@@ -716,14 +717,16 @@ def _csv_schema(spark: SparkSession, cfg: JobConfig) -> StructType:
     """The schema of a CSV stream's rows, in the files' column order: Spark's CSV type inference on the first
     landed file (by name) with a header and a row, as the batch job reads the same files with ``inferSchema``;
     integers widened to BIGINT and floats to DOUBLE, so a later file's larger values still fit. The label, score
-    and weight columns are DOUBLE and the event time a TIMESTAMP whatever the file holds, so a line with text
-    there is a malformed record rather than a reason to read the whole column as text."""
+    and weight columns are DOUBLE (the label STRING with ``columns.class_names``) and the event time a TIMESTAMP
+    whatever the file holds, so a line with text there is a malformed record rather than a reason to read the
+    whole column as text."""
     from pyspark.sql.types import (
         DoubleType,
         FloatType,
         IntegerType,
         LongType,
         ShortType,
+        StringType,
         StructField,
         StructType,
         TimestampType,
@@ -739,6 +742,8 @@ def _csv_schema(spark: SparkSession, cfg: JobConfig) -> StructType:
     c = cfg.columns
     fixed = {**{n: DoubleType() for n in (c.label, c.logit, c.prediction, c.weight) if n},
              s.event_time: TimestampType()}
+    if c.class_names:  # labels named by columns.class_names are matched as text
+        fixed[c.label] = StringType()
     for entry in files.list(str(s.path)):
         if entry.is_dir or entry.name.startswith((".", "_")):
             continue
