@@ -582,6 +582,8 @@ def test_missing_columns_are_named_by_their_config_keys_with_guesses_from_the_na
     assert guess_columns(["rid", "logit"], {"example_id": "example_id", "logit": "logit"}, used=["logit"]) == {
         "example_id": ["rid"]}
     assert guess_columns(["model_run"], {"m": "model", "r": "run"}) == {}  # fits both: no guess
+    assert guess_columns(["store", "actual", "yhat"], {"label": "label", "p": "prediction"}) == {  # a forecast's
+        "label": ["actual"], "prediction": ["yhat"]}
     assert guess_columns(["xyz"], {"ds": "ds"}) == {}
 
 

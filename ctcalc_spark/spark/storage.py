@@ -125,9 +125,11 @@ COLUMN_HINTS: dict[str, tuple[str, ...]] = {
     "model": ("model", "model_name", "model_id", "pipeline", "variant", "arm"),
     "run": ("run", "run_id", "seed", "trial", "replica", "replicate"),
     "ds": ("ds", "date", "day", "dt", "event_date", "partition_date", "event_day"),
-    "label": ("label", "target", "y", "click", "clicked", "is_click", "converted", "conversion", "outcome"),
+    "label": ("label", "target", "y", "click", "clicked", "is_click", "converted", "conversion", "outcome", "actual",
+              "y_true", "truth", "ground_truth"),
     "logit": ("logit", "logits", "margin", "raw_score", "log_odds"),
-    "prediction": ("prediction", "pred", "prob", "probability", "proba", "pctr", "p_ctr", "ctr", "p_click"),
+    "prediction": ("prediction", "pred", "prob", "probability", "proba", "pctr", "p_ctr", "ctr", "p_click", "forecast",
+                   "yhat", "y_hat", "y_pred", "predicted"),
     "weight": ("weight", "sample_weight", "w"),
     "example_id": ("example_id", "id", "row_id", "rid", "request_id", "impression_id", "uid", "uuid", "key"),
 }
