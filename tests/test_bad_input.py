@@ -538,7 +538,8 @@ def test_multiclass_labels_given_as_class_names_and_scores_in_another_order(spar
     probs = ["p0", "p1", "p2"]
 
     def run(path, **columns):
-        cfg = demo_config(task="multiclass", split={"bias_fraction": 0.2, "salt": "t"}, input__path=str(tmp_path / path),
+        cfg = demo_config(task="multiclass", split={"bias_fraction": 0.2, "salt": "t"},
+                          input__path=str(tmp_path / path),
                           columns={"logit": None, "class_probabilities": probs, **columns})
         return cfg, evaluate(spark, cfg, DS, write=False)
 
@@ -632,8 +633,9 @@ def test_multiclass_probabilities_as_percentages_or_logits_are_named(spark, demo
                           columns={"logit": None, "class_probabilities": ["p0", "p1", "p2"]})
         return evaluate(spark, cfg, DS, write=False)
 
-    with pytest.raises(InputError, match=re.escape(f"The class probability columns ['p0', 'p1', 'p2'] hold values up "
-                                                   f"to {high:g}: if they are percentages, divide them by 100 upstream.")):
+    with pytest.raises(InputError, match=re.escape(f"The class probability columns ['p0', 'p1', 'p2'] hold values "
+                                                   f"up to {high:g}: if they are percentages, divide them by 100 "
+                                                   "upstream.")):
         run("pct")
     with pytest.raises(InputError, match=re.escape(f"hold values from {low:g} to ") + r".* negative ones among them: "
                        + re.escape("logits (log-odds) look like that. If they are, set columns.class_logits: "
@@ -913,11 +915,13 @@ def test_a_date_column_in_nanoseconds_reads_with_nanos_as_long_and_epoch_ns(spar
         run(tmp_path / "nanos.parquet")
     spark.conf.set("spark.sql.legacy.parquet.nanosAsLong", "true")
     try:
-        pd.testing.assert_frame_equal(run(tmp_path / "nanos.parquet", ds_format="epoch_ns"), run(tmp_path / "iso.parquet"))
+        pd.testing.assert_frame_equal(run(tmp_path / "nanos.parquet", ds_format="epoch_ns"),
+                                      run(tmp_path / "iso.parquet"))
         with pytest.raises(InputError, match=r"holds values like '1795\d{15}', not YYYY-MM-DD: set columns.ds_format: "
                                              r"'epoch_ns'\.$"):
             run(tmp_path / "nanos.parquet")
     finally:
         spark.conf.unset("spark.sql.legacy.parquet.nanosAsLong")
     assert guess_ds_formats(["1795219200000000", "1795305599999999"]) == ["epoch_us"]
-    assert input_day("epoch_ns", "1970-01-02") == "86400000000000" and input_day("epoch_us", "1970-01-02") == "86400000000"
+    assert input_day("epoch_ns", "1970-01-02") == "86400000000000"
+    assert input_day("epoch_us", "1970-01-02") == "86400000000"

@@ -549,7 +549,7 @@ def test_a_pretty_printed_json_file_is_told_about_multiline(spark, demo_config, 
     assert evaluate(spark, fixed, DS, write=False).metrics["n_rows"].tolist() == [200]
 
 
-def test_missing_columns_are_named_by_their_config_keys_with_guesses_from_the_names_present(spark, demo_config, tmp_path):
+def test_missing_columns_are_named_by_their_config_keys_with_guesses_from_the_names(spark, demo_config, tmp_path):
     """A user's own export with other names: the error named only the missing names; it now names their
     ``columns.`` keys and the columns that look like them, as --set options (only a guess: never applied)."""
     from ctcalc_spark.spark.storage import guess_columns
@@ -882,7 +882,8 @@ def test_allow_missing_days_skips_days_without_rows_and_says_which(spark, demo_c
     assert sorted(p.name for p in (tmp_path / "out" / "metrics").iterdir()) == [f"ds={d}" for d in done.days]
     # none at all: still an error, and the days of the input's ds= folders are named (one listing)
     with pytest.raises(InputError, match=r"^No evaluation rows for ds=2026-12-01\.\.2026-12-02 \(2 days\) in '[^']*'; "
-                                         r"check .*\. The input's ds= folders hold 3 days: 2026-11-15\.\.2026-11-17\.$"):
+                                         r"check .*\. The input's ds= folders hold 3 days: "
+                                         r"2026-11-15\.\.2026-11-17\.$"):
         evaluate(spark, cfg, "2026-12-01..2026-12-02", allow_missing_days=True)
     rng = np.random.default_rng(0)
     _write(pd.DataFrame({"model": "m", "run": 0, "ds": ["2026-11-15", "2026-11-17"] * 50, "example_id": range(100),

@@ -213,7 +213,8 @@ def test_cli_from_a_csv_with_a_header_to_a_rolling_comparison(spark, tmp_path, c
     # the pair, the one the read had kept); a model compared with itself is a config error, not a report.
     common = ["--config", str(conf), "--engine", "local", "--bootstrap", "100"]
     for days, table in ((["--ds", "2026-01-05"], "metrics"), (["--ds-from", "2026-01-05", "--ds-to", "2026-01-07"],
-                                                             "summaries"), (["--ds", "2026-01-05..2026-01-07"], "summaries"),
+                                                             "summaries"),
+                        (["--ds", "2026-01-05..2026-01-07"], "summaries"),
                         (["--ds-from", "2026-01-05", "--ds-to", "2026-01-07", "--rolling", "--window", "day"],
                          "summaries")):
         assert main(["compare", *common, "--a", "candidate", "--b", "basline", *days]) == EXIT_INPUT

@@ -141,7 +141,8 @@ def guess_columns(have: Sequence[str], missing: Mapping[str, str], used: Iterabl
 
     A name that is one of the key's usual names (``COLUMN_HINTS``; letter case and separators ignored) wins;
     else one holding such a name as a word of 3 letters or more (``model_id`` for the model). Columns the
-    config already uses (``used``), or that suggest two keys equally, are left out: a guess is only shown, never applied.
+    config already uses (``used``), or that suggest two keys equally, are left out: a guess is only shown, never
+    applied.
     """
     def words(name: str) -> list[str]:
         return [w for w in re.split(r"[^0-9a-z]+", re.sub(r"([a-z])([A-Z])", r"\1_\2", name).lower()) if w]
