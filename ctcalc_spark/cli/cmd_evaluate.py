@@ -27,12 +27,12 @@ def data_notes(result: EvaluateResult, cfg: JobConfig) -> list[str]:
     from ctcalc_spark.core.finalize import ALL
     from ctcalc_spark.core.sanity import (
         backwards_auc_line,
+        class_order_line,
+        clipped_label_class_line,
         effective_limit,
         extreme_lines,
         many_slice_values_lines,
         median_information,
-        class_order_line,
-        clipped_label_class_line,
         probability_like_class_logits_line,
         probability_like_logits_line,
         small_bias_hint,

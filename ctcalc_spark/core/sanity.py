@@ -30,6 +30,7 @@ from ctcalc_spark.config import yaml_list
 from ctcalc_spark.core._math import sigmoid
 from ctcalc_spark.core.finalize import ALL
 from ctcalc_spark.core.summary import BinarySummary, extreme_bin
+from ctcalc_spark.core.windows import day_runs
 from ctcalc_spark.errors import DegenerateBiasError, InputError
 
 Z_95 = 1.959963984540054
@@ -136,8 +137,6 @@ def unequal_rows_line(per_run: pd.DataFrame, models: Sequence[str], where: str, 
 def _absent_days_text(rows: pd.DataFrame, models: Sequence[str]) -> str:
     """' Days without rows: nn (runs 0, 1, 2) 2026-03-03.' from a ``missing_days`` column (comma-separated days
     per run, as compare over a range of days fills it); '' without one or when every run has every day."""
-    from ctcalc_spark.core.windows import day_runs
-
     if "missing_days" not in rows:
         return ""
     parts = []

@@ -9,8 +9,8 @@ import datetime as dt
 import logging
 import math
 import re
-from functools import reduce
 from dataclasses import dataclass, field
+from functools import reduce
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 import numpy as np
@@ -669,7 +669,7 @@ def _class_confusion(bias_pdf: pd.DataFrame, model: str) -> dict[str, np.ndarray
     out: dict[str, np.ndarray] = {}
     for name, grp in bias_pdf.groupby(model, sort=True):
         sizes = grp["_z"].map(len)
-        if grp.empty or sizes.nunique() != 1:
+        if sizes.nunique() != 1:
             continue
         k = int(sizes.iloc[0])
         top = np.stack(grp["_z"].to_numpy()).argmax(axis=1)
@@ -821,9 +821,7 @@ def _evaluate_multiclass(spark: SparkSession, cfg: JobConfig, days: list[str], d
         try:
             uncounted = _invalid_counts(tally, cfg)[1]
         except InputError as e:
-            hints = [_class_label_hint(df, cfg, tally),
-                     _probability_hint(df, cfg) if PROBABILITY_OUTSIDE in set(tally["invalid"]) else None]
-            raise InputError(" ".join(filter(None, [str(e), *hints]))) from None
+            raise InputError(" ".join([str(e), *_row_hints(df, cfg, tally)])) from None
     agg = agg[~stray]
     out = []
     for _, r in agg.iterrows():

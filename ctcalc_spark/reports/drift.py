@@ -35,6 +35,7 @@ from ctcalc_spark.core.sanity import Z_95
 from ctcalc_spark.core.summary import BinarySummary, RegressionSummary
 from ctcalc_spark.core.windows import (
     METRIC_NAME,
+    Window,
     WindowSpec,
     attach_exact,
     day_runs,
@@ -348,8 +349,7 @@ def build_report(inp: ReportInput, cfg: JobConfig, start: str, end: str, *, spec
 def _missing_days_warning(rows: pd.DataFrame, start: str, end: str, source: str) -> list[str]:
     """A warning naming the days of [start, end] without daily summaries: their windows are short of days or
     missing from the page, which the window counts alone did not tell."""
-    first, last = dt.date.fromisoformat(start), dt.date.fromisoformat(end)
-    asked = [(first + dt.timedelta(days=i)).isoformat() for i in range((last - first).days + 1)]
+    asked = Window(start, end, f"{start}..{end}").days()
     missing = sorted(set(asked) - set(rows["ds"].astype(str)))
     if not missing:
         return []

@@ -445,18 +445,22 @@ def read_input(spark: SparkSession, cfg: JobConfig, days: Sequence[str] | None =
 def input_day_folders(cfg: JobConfig) -> list[str]:
     """The values of a local path input's ``<columns.ds>=<value>`` folders, sorted (the null partition left out);
     empty for any other input. One listing of the input's root."""
+    from urllib.parse import unquote
+
     root, name = cfg.input.path, cfg.columns.ds
     if cfg.input.table or not root or name is None or not is_local(str(root)):
         return []
-    try:
-        entries = FileStore(absolute(str(root))).list(absolute(str(root)))
-    except (OSError, ConfigError):
-        return []
-    from urllib.parse import unquote
-
     prefix = f"{name}="
-    return sorted(unquote(e.name[len(prefix):]) for e in entries
-                  if e.is_dir and e.name.startswith(prefix) and e.name != prefix + NULL_PARTITION)
+    return sorted(unquote(n[len(prefix):]) for n in _folder_names(absolute(str(root))) or ()
+                  if n.startswith(prefix) and n != prefix + NULL_PARTITION)
+
+
+def _folder_names(root: str) -> set[str] | None:
+    """The names of the folders directly under a local ``root``; None when it cannot be listed."""
+    try:
+        return {e.name for e in FileStore(root).list(root) if e.is_dir}
+    except (OSError, ConfigError):
+        return None
 
 
 def _day_folders(root: str, ds_column: str | None, days: Sequence[str] | None,
@@ -466,11 +470,8 @@ def _day_folders(root: str, ds_column: str | None, days: Sequence[str] | None,
     nothing); None to read the root."""
     if not days or ds_column is None or not is_local(root):
         return None
-    try:
-        names = {e.name for e in FileStore(root).list(root) if e.is_dir}
-    except (OSError, ConfigError):
-        return None
-    if not any(n.startswith(f"{ds_column}=") for n in names):
+    names = _folder_names(root)
+    if names is None or not any(n.startswith(f"{ds_column}=") for n in names):
         return None
     values = [input_day(ds_format, d) for d in days]
     found = [f"{root}/{ds_column}={d}" for d in [*values, NULL_PARTITION] if f"{ds_column}={d}" in names]
