@@ -5,7 +5,6 @@ are written by one transaction of the storage layer (:mod:`ctcalc_spark.spark.st
 """
 from __future__ import annotations
 
-import datetime as dt
 import logging
 import math
 import re
@@ -27,7 +26,7 @@ from ctcalc_spark.core.finalize import (
     metrics_from_summaries,
 )
 from ctcalc_spark.core.solvers import solve_temperature
-from ctcalc_spark.core.windows import day_runs
+from ctcalc_spark.core.windows import Window, day_runs
 from ctcalc_spark.errors import ConfigError, DegenerateBiasError, InputError
 from ctcalc_spark.spark.names import col, quoted
 from ctcalc_spark.spark.scan import (
@@ -115,10 +114,9 @@ def table_path(cfg: JobConfig, table: str) -> str:
 
 def day_range(start: str, end: str) -> list[str]:
     """Every day from ``start`` to ``end`` inclusive."""
-    d0, d1 = dt.date.fromisoformat(validate_ds(start)), dt.date.fromisoformat(validate_ds(end))
-    if d1 < d0:
+    if validate_ds(end) < validate_ds(start):
         raise ConfigError(f"The range {start}..{end} ends before it starts.")
-    return [(d0 + dt.timedelta(days=i)).isoformat() for i in range((d1 - d0).days + 1)]
+    return Window(start, end, f"{start}..{end}").days()
 
 
 def day_span(days: Sequence[str]) -> str:
