@@ -956,9 +956,35 @@ def run_stream(
         raise
     finally:
         if query.isActive:
-            query.stop()
+            stop_query(query)
     closed = run.close_open_windows() if close_at_end else []
     return StreamResult(run.reports, closed, run.paths)
+
+
+class _InterruptedBatchFilter(logging.Filter):
+    """Drops py4j's ERROR record, with its Python and Java tracebacks, of a batch that ``query.stop()``
+    interrupted (a ``java.lang.InterruptedException`` in the foreachBatch call): expected when stopping, and
+    Spark replays that batch at the next start. One INFO line says so instead."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        error = record.exc_info[1] if record.exc_info else None
+        if error is not None and "java.lang.InterruptedException" in str(error):
+            log.info("the batch that had just started was interrupted by the stop; Spark replays it at the next "
+                     "start")
+            return False
+        return True
+
+
+def stop_query(query: Any) -> None:
+    """``query.stop()`` without py4j's traceback for a batch the stop interrupts (a stop requested while the
+    query was idle can still meet a batch its trigger starts at that moment)."""
+    py4j_log = logging.getLogger("py4j.clientserver")
+    quiet = _InterruptedBatchFilter()
+    py4j_log.addFilter(quiet)
+    try:
+        query.stop()
+    finally:
+        py4j_log.removeFilter(quiet)
 
 
 def _await_or_stop(query: Any, timeout_s: float | None, stop_requested: Callable[[], bool]) -> None:
