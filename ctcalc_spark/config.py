@@ -165,6 +165,10 @@ class InputConfig:
     skip_unreadable_files: bool = False
     """Skip files Spark cannot read (corrupt, truncated, other column types: Spark's ``ignoreCorruptFiles``) and
     report which were skipped, instead of failing the run."""
+    model_paths: Mapping[str, str] = field(default_factory=dict)
+    """One path per model, when each pipeline's scores are a table of their own: ``{baseline: scores/a, candidate:
+    scores/b}``. Each is read as ``path`` is (``format``, ``options``, its ``<ds>=<day>`` folders) and their rows are
+    one table, the key giving the ``columns.model`` of each path's rows (so the tables have no model column)."""
     duplicate_ids: str = "ignore"
     """Rows sharing (day, model, run, example_id): 'ignore' (not checked, no cost), 'count' (counted and reported,
     one more pass over the ids) or 'error' (counted; any duplicate stops the run)."""
@@ -379,16 +383,24 @@ def undated_day(cfg: JobConfig, days: Sequence[str] | None) -> str | None:
 def require_input(cfg: JobConfig) -> None:
     """ConfigError unless the config names the evaluation table. Only the jobs that read it need it (evaluate,
     ``rolling --scan``): rolling, compare and report read the outputs, so their configs may leave it out."""
-    if cfg.input.path is None and cfg.input.table is None:
+    if cfg.input.path is None and cfg.input.table is None and not cfg.input.model_paths:
         raise ConfigError("This job reads the evaluation rows: set 'input.path' (a file or folder, e.g. --set "
-                          "input.path=scores) or 'input.table' (a metastore table).")
+                          "input.path=scores), 'input.table' (a metastore table) or 'input.model_paths' (one path "
+                          "per model).")
 
 
 def _validate(cfg: JobConfig) -> None:
     if cfg.task not in TASKS:
         raise ConfigError(f"'task' must be one of {list(TASKS)}, got {cfg.task!r}.")
-    if cfg.input.path is not None and cfg.input.table is not None:
-        raise ConfigError("Set one of 'input.path' (a file or folder) or 'input.table' (a metastore table), not both.")
+    given = [k for k in ("path", "table", "model_paths") if getattr(cfg.input, k)]
+    if len(given) > 1:
+        raise ConfigError("Set one of 'input.path' (a file or folder), 'input.table' (a metastore table) or "
+                          "'input.model_paths' (one path per model), not "
+                          + " and ".join(f"'input.{k}'" for k in given) + ".")
+    for name, path in cfg.input.model_paths.items():
+        if not str(name).strip() or not str(path).strip():
+            raise ConfigError("'input.model_paths' maps each model's name to the path of its scores, e.g. "
+                              f"{{baseline: scores/baseline, candidate: scores/candidate}}; got {name!r}: {path!r}.")
     if cfg.input.format not in INPUT_FORMATS:
         raise ConfigError(f"'input.format' must be one of {list(INPUT_FORMATS)}, got {cfg.input.format!r}; "
                           "any other source can be registered as a table and read with 'input.table'.")
@@ -670,6 +682,8 @@ def _build(cls: type, data: Mapping[str, Any], where: str) -> Any:
             kwargs[name] = _coerce(hint, value, f"{where}{name}")
             if name in PATH_KEYS and isinstance(kwargs[name], str) and kwargs[name].startswith("~"):
                 kwargs[name] = os.path.expanduser(kwargs[name])
+            if name == "model_paths":
+                kwargs[name] = {k: os.path.expanduser(v) for k, v in kwargs[name].items()}
     try:
         return cls(**kwargs)
     except TypeError as e:

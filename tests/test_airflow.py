@@ -943,3 +943,19 @@ def test_dags_on_a_spark_connect_connection(scheduler, scenario, connect_server)
     comparisons = [json.loads((scratch / w / "out" / "compare" / "lr_a_vs_fm_b" / "comparison.json").read_text())
                    for w in ("compare_connect", "compare")]
     assert json_differences(*comparisons) == [], json_differences(*comparisons)[:5]
+
+
+def test_one_path_per_model_reaches_the_jobs_as_absolute_paths_and_waits_for_a_marker():
+    from ctcalc_spark.errors import ConfigError
+    from ctcalc_spark.orchestration import tasks as orch
+
+    over = {"input.path": None, "input.model_paths": {"base": "scores/base", "cand": "s3a://bucket/cand"}}
+    variables = {orch.VAR_CONFIG: "conf/demo.yaml", orch.VAR_OVERRIDES: json.dumps(over)}
+    with pytest.raises(ConfigError, match=r"one path per model \(input\.model_paths\), so there is no one folder "
+                                          r"to wait for: set ctcalc_ready_marker"):
+        orch.run_settings("2026-11-16", variables=variables, parse=_parse())
+    s = orch.run_settings("2026-11-16", variables={**variables, orch.VAR_READY_MARKER: "/flags/{ds}.done"},
+                          parse=_parse())
+    assert s["ready"] == {"mode": "marker", "marker": "/flags/2026-11-16.done"} and s["eval_partition"] is None
+    sets = dict(a.split("=", 1) for a in s["overrides"])
+    assert json.loads(sets["input.model_paths"]) == {"base": str(REPO / "scores/base"), "cand": "s3a://bucket/cand"}

@@ -514,13 +514,14 @@ def test_a_job_without_config_takes_its_keys_from_set(tmp_path):
                            "(the other keys keep their defaults).\n")
     proc = run_cli(["evaluate", "--ds", "2026-11-21", "--set", "output.path=out"], cwd=tmp_path, expect=EXIT_CONFIG)
     assert proc.stderr == ("ctcalc evaluate: error: This job reads the evaluation rows: set 'input.path' (a file or "
-                           "folder, e.g. --set input.path=scores) or 'input.table' (a metastore table).\n")
+                           "folder, e.g. --set input.path=scores), 'input.table' (a metastore table) or "
+                           "'input.model_paths' (one path per model).\n")
     cfg = config_from_args(Namespace(config=None, set=["input.path=scores", "split.bias_fraction=0.2"]))
     assert (cfg.input.path, cfg.split.bias_fraction, cfg.output.path) == ("scores", 0.2, "output")
     outputs_only = config_from_args(Namespace(config=None, set=["output.path=eval"]))
     with pytest.raises(ConfigError, match="This job reads the evaluation rows"):
         require_input(outputs_only)
-    with pytest.raises(ConfigError, match="not both"):
+    with pytest.raises(ConfigError, match=r"not 'input\.path' and 'input\.table'\.$"):
         config_from_args(Namespace(config=None, set=["input.path=a", "input.table=db.t"]))
 
 

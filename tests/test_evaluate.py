@@ -373,7 +373,7 @@ def test_a_day_is_only_ever_yyyy_mm_dd(bad):
 def test_unknown_config_key_is_rejected(tmp_path):
     with pytest.raises(ConfigError, match=r"Unknown config key\(s\) \['split.bias_fractoin'\]"):
         config_from_dict({"input": {"path": "x"}, "split": {"bias_fractoin": 0.2}})
-    with pytest.raises(ConfigError, match="not both"):
+    with pytest.raises(ConfigError, match=r"not 'input\.path' and 'input\.table'\.$"):
         config_from_dict({"input": {"path": "x", "table": "db.t"}})
 
 
@@ -891,3 +891,55 @@ def test_allow_missing_days_skips_days_without_rows_and_says_which(spark, demo_c
     with pytest.raises(InputError, match=r"^No evaluation rows for ds=2026-11-20 .* The input's ds= folders hold 2 "
                                          r"days: 2026-11-15, 2026-11-17\.$"):
         evaluate(spark, demo_config(task="multiclass", input__path=str(tmp_path / "mc")), "2026-11-20", write=False)
+
+
+def test_one_table_per_model_by_model_paths_equals_one_table_with_a_model_column(spark, demo_config, tmp_path):
+    """Each pipeline's scores in a folder of its own, without a model column: ``input.model_paths`` reads them as
+    one table, the key giving the model. Column types that differ between the folders (an int32 label and a
+    float32 logit in one, text labels in another) are read as the one-table job reads them."""
+    days = [DS, "2026-11-22"]
+    df = pd.concat([_binary_rows(ds=d, seed=i, models=("base", "cand", "text")) for i, d in enumerate(days)])
+    tables = {m: g.drop(columns="model") for m, g in df.groupby("model")}
+    tables["cand"] = tables["cand"].astype({"label": np.int32, "logit": np.float32})
+    tables["text"] = tables["text"].assign(label=tables["text"]["label"].map({0: "false", 1: "true"}))
+    for m, g in tables.items():
+        _write(g, tmp_path / m)
+    # the same rows as one table with a model column (float32 values read back as doubles, labels as 0/1)
+    _write(df.assign(logit=np.where(df["model"] == "cand", df["logit"].astype(np.float32), df["logit"])),
+           tmp_path / "eval")
+    paths = {m: str(tmp_path / m) for m in ("base", "cand", "text")}
+    one = evaluate(spark, demo_config(), f"{days[0]}..{days[1]}", write=False).metrics
+    split = evaluate(spark, demo_config(input__path=None, input__model_paths=paths), f"{days[0]}..{days[1]}",
+                     write=False).metrics
+    keys = ["ds", "model", "run"]
+    pd.testing.assert_frame_equal(split.sort_values(keys).reset_index(drop=True),
+                                  one.sort_values(keys).reset_index(drop=True))
+    assert sorted(split["model"].unique()) == ["base", "cand", "text"] and len(split) == 12
+    assert (split["status"] == "ok").all() and (split["n_invalid"] == 0).all()
+
+
+def test_model_paths_name_the_model_whose_table_does_not_fit(spark, demo_config, tmp_path):
+    rows = _binary_rows(models=("a",))
+    _write(rows.drop(columns="model"), tmp_path / "a")
+    _write(rows, tmp_path / "has_model")
+    _write(rows.drop(columns=["model", "label"]).assign(clicked=rows["label"]), tmp_path / "no_label")
+    _write(rows.drop(columns=["model", "logit"]).assign(logit=[{"v": 1.0}] * len(rows)), tmp_path / "struct")
+
+    def cfg(other):
+        return demo_config(input__path=None, input__model_paths={"a": str(tmp_path / "a"), "b": str(tmp_path / other)})
+
+    with pytest.raises(InputError, match=r"^The table of model 'b' \(input\.model_paths: .*/has_model\) has a column "
+                                         r"'model', the model column, while input\.model_paths names its model"):
+        evaluate(spark, cfg("has_model"), DS, write=False)
+    with pytest.raises(InputError, match=r"^The table of model 'b' \(input\.model_paths: .*/no_label\) lacks "
+                                         r"column\(s\) \['label'\].* columns\.label: 'clicked'"):
+        evaluate(spark, cfg("no_label"), DS, write=False)
+    with pytest.raises(InputError, match=r"^The tables of input\.model_paths cannot be read as one: .*Their column "
+                                         r"types: a: .*logit double.*; b: .*logit struct<v:double>"):
+        evaluate(spark, cfg("struct"), DS, write=False)
+    with pytest.raises(ConfigError, match=r"^Set one of 'input\.path' .* not 'input\.path' and "
+                                          r"'input\.model_paths'\.$"):
+        demo_config(input__model_paths={"a": str(tmp_path / "a")})
+    with pytest.raises(ConfigError, match=r"'input\.model_paths' maps each model's name to the path of its scores"):
+        demo_config(input__path=None, input__model_paths={"a": ""})
+    assert not (tmp_path / "out").exists()

@@ -57,6 +57,7 @@ from ctcalc_spark.spark.storage import (
     DS,
     OutputStore,
     input_day_folders,
+    input_name,
     input_read_errors,
     load_input,
     read_input,
@@ -241,7 +242,7 @@ def _input_checks(spark: SparkSession, cfg: JobConfig, df: DataFrame, days: list
 
 def _check_days(days: Sequence[str], present: Sequence[str], cfg: JobConfig, allow_missing: bool) -> list[str]:
     missing = sorted(set(days) - set(present))
-    where = cfg.input.table or cfg.input.path
+    where = input_name(cfg)
     # as runs of days: a year asked of a 90-day table was 10 days and "265 more"
     shown = day_runs(missing, shown=5) + (f" ({len(missing)} days)" if len(missing) > 1 else "")
     if missing and (not allow_missing or len(missing) == len(days)):
@@ -513,7 +514,7 @@ def evaluate(
     if write:
         OutputStore(cfg, spark).check_before_work("evaluate", days, task=cfg.task)
     df = read_input(spark, cfg, days)
-    step(f"scanning {day_span(days)} of {cfg.input.table or cfg.input.path}")
+    step(f"scanning {day_span(days)} of {input_name(cfg)}")
     if cfg.task == "multiclass":
         if known_bias is not None:
             raise ConfigError("A known bias is supported for binary and regression tasks, not multiclass.")

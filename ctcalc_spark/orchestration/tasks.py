@@ -292,6 +292,8 @@ def run_settings(
     overrides = dict(overrides)
     if cfg.input.path:
         overrides["input.path"] = absolute(cfg.input.path)
+    if cfg.input.model_paths:
+        overrides["input.model_paths"] = {k: absolute(v) for k, v in cfg.input.model_paths.items()}
     overrides["output.path"] = absolute(cfg.output.path)
     sets = [f"{k}={v if isinstance(v, str) else json.dumps(v)}" for k, v in overrides.items()]
     set_args = [a for s in sets for a in ("--set", s)]
@@ -367,6 +369,12 @@ def _readiness(mode: Any, marker: Any, sensor_path: str | None, cfg: Any, ds: st
         return {"mode": mode, "table": cfg.input.table, "column": cfg.columns.ds, "ds": input_ds}
     if marker:
         return {"mode": mode, "marker": absolute(day_placeholders(str(marker), ds, input_ds))}
+    if not sensor_path and cfg.input.model_paths:
+        raise ConfigError(
+            f"The config reads one path per model (input.model_paths), so there is no one folder to wait for: set "
+            f"{VAR_READY_MARKER} to the marker file written when all of a day's scores are complete ('{{ds}}' is "
+            "replaced by the date, '{ds_nodash}' by YYYYMMDD, '{input_ds}' by the day as the input's date column "
+            "writes it).")
     if not sensor_path:
         raise ConfigError(
             f"The config reads the metastore table {cfg.input.table!r}: set {VAR_READINESS}=partition to wait for "

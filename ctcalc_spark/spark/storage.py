@@ -263,10 +263,70 @@ def check_column_types(dtypes: Mapping[str, str], cfg: JobConfig) -> None:
                              f"upstream or point 'columns.{key}' at another column.")
 
 
+def input_name(cfg: JobConfig) -> str:
+    """The evaluation input as messages name it: the table, the path, or each model's path."""
+    if cfg.input.model_paths:
+        return "input.model_paths (" + ", ".join(f"{k}: {v}" for k, v in cfg.input.model_paths.items()) + ")"
+    return str(cfg.input.table or cfg.input.path)
+
+
+def path_inputs(cfg: JobConfig) -> list[tuple[str | None, JobConfig]]:
+    """(model, config) for each path the input reads: one per ``input.model_paths`` entry, its path as
+    ``input.path``; else (None, ``cfg``)."""
+    if not cfg.input.model_paths:
+        return [(None, cfg)]
+    from dataclasses import replace
+
+    return [(name, replace(cfg, input=replace(cfg.input, path=path, model_paths={})))
+            for name, path in cfg.input.model_paths.items()]
+
+
+def _model_tables(spark: SparkSession, cfg: JobConfig, days: Sequence[str] | None) -> DataFrame:
+    """The tables of ``input.model_paths`` as one: each path's columns the config names, and the model column
+    holding its key. A path whose table lacks a column, or has a model column of its own, is named."""
+    from functools import reduce
+
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import StructType
+
+    model = cfg.columns.model
+    wanted = [n for n in required_columns(cfg) if n != model]
+    frames = []
+    for name, sub in path_inputs(cfg):
+        df = load_input(spark, sub, days)
+        what = f"The table of model {name!r} (input.model_paths: {sub.input.path})"
+        if model in df.columns:
+            raise InputError(f"{what} has a column {model!r}, the model column, while input.model_paths names its "
+                             f"model: read a table that holds several models' rows with input.path, or drop the "
+                             f"column from this one (or name another column by columns.model).")
+        structs = {f.name: f.dataType.fieldNames() for f in df.schema.fields if isinstance(f.dataType, StructType)}
+        check_columns(df.columns, wanted, structs, what=what, keys=column_keys(cfg))
+        extra = [n for n in df.columns if n == dict(cfg.input.options).get("columnNameOfCorruptRecord",
+                                                                           "_corrupt_record")]
+        frames.append(df.select(*[col(n) for n in wanted + extra]).withColumn(model, F.lit(str(name))))
+    # A column that is text in one table and numbers or dates in another is read as text in all: Spark's union
+    # would cast the text to the other type and fail on the first value that is not one ('yes' as a label).
+    kinds = {n: {dict(f.dtypes)[n] for f in frames} for n in wanted}
+    text = [n for n, k in kinds.items() if len(k) > 1 and "string" in k]
+    frames = [f.withColumns({n: col(n).cast("string") for n in text}) if text else f for f in frames]
+    try:
+        out = reduce(lambda a, b: a.unionByName(b, allowMissingColumns=True), frames)
+        out.columns  # resolves the union: columns of types that do not combine fail here
+    except Exception as e:  # noqa: BLE001 - AnalysisException: one line naming each path's types
+        types = "; ".join(f"{name}: " + ", ".join(f"{n} {t}" for n, t in f.dtypes if n in wanted)
+                          for (name, _), f in zip(path_inputs(cfg), frames))
+        raise InputError(f"The tables of input.model_paths cannot be read as one: {_first_line(e).rstrip('.')}. "
+                         f"Their column types: {types}. Write the same types in each (e.g. the label as an integer "
+                         "everywhere).") from None
+    return out
+
+
 def load_input(spark: SparkSession, cfg: JobConfig, days: Sequence[str] | None = None) -> DataFrame:
     """The input table or folder as the reader sees it (only the folders of ``days`` in a ``<ds>=<day>``
     layout); one-line InputError if it cannot be opened."""
     require_input(cfg)
+    if cfg.input.model_paths:
+        return _model_tables(spark, cfg, days)
     try:
         if cfg.input.table:
             df = spark.table(cfg.input.table)
@@ -290,7 +350,7 @@ def load_input(spark: SparkSession, cfg: JobConfig, days: Sequence[str] | None =
     except CtcalcError:
         raise
     except Exception as e:  # noqa: BLE001 - AnalysisException and friends: one line, no Java stack
-        where = cfg.input.table or cfg.input.path
+        where = input_name(cfg)
         connector = None if cfg.input.table else connector_error(e, str(cfg.input.path))
         if connector is not None:
             raise ConfigError(connector) from None
@@ -447,6 +507,8 @@ def input_day_folders(cfg: JobConfig) -> list[str]:
     empty for any other input. One listing of the input's root."""
     from urllib.parse import unquote
 
+    if cfg.input.model_paths:
+        return sorted({d for _, sub in path_inputs(cfg) for d in input_day_folders(sub)})
     root, name = cfg.input.path, cfg.columns.ds
     if cfg.input.table or not root or name is None or not is_local(str(root)):
         return []
@@ -623,6 +685,8 @@ def unread_files(spark: SparkSession, cfg: JobConfig, days: Sequence[str] | None
     One more pass over the columns the scan reads, so it runs only with that option. In a ``<ds>=<day>``
     folder layout only the folders of ``days`` are read (as the scan does); in any other layout, every file.
     """
+    if cfg.input.model_paths:
+        return [f for _, sub in path_inputs(cfg) for f in unread_files(spark, sub, days)]
     from pyspark.sql import functions as F
 
     df = load_input(spark, cfg, days)
@@ -632,7 +696,7 @@ def unread_files(spark: SparkSession, cfg: JobConfig, days: Sequence[str] | None
         wanted = {*(input_day(cfg.columns.ds_format, d) for d in days), NULL_PARTITION}
         listed = [f for f in listed if f.split(part, 1)[1].split("/", 1)[0] in wanted]
         df = df.where(_in_days(_day_sql(df, cfg), df, cfg, days))
-    values = F.hash(*[col(n) for n in required_columns(cfg)])  # makes the pass read what the scan reads
+    values = F.hash(*[col(n) for n in required_columns(cfg) if n in df.columns])  # reads what the scan reads
     seen = df.groupBy(F.col("_metadata.file_path").alias("f")).agg(F.max(values).alias("h")).collect()
     got = {_plain_path(r["f"]) for r in seen}
     return [f for f in listed if f not in got]
