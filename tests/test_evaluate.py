@@ -355,6 +355,14 @@ def test_missing_day_and_bad_date(spark, demo_config, tmp_path):
         evaluate(spark, demo_config(), "2026-01-01")
     with pytest.raises(ConfigError, match="--ds must be a date"):
         evaluate(spark, demo_config(), "yesterday")
+    # one file, no ds= folders to list: the days its rows hold are read (the message said only 'check the dates')
+    one = pd.concat([_binary_rows(models=("a",), runs=(0,), n=50, ds=d)
+                     for d in ("2026-11-18", "2026-11-19", "2026-11-21", "2026-12-01")])
+    one.to_parquet(tmp_path / "one.parquet")
+    with pytest.raises(InputError, match=r"^No evaluation rows for ds=2026-01-01 in '.*one\.parquet'; check the dates "
+                                         r"and the 'columns\.ds' name\. The table's 'ds' column holds 4 days: "
+                                         r"2026-11-18\.\.2026-11-19, 2026-11-21, 2026-12-01\.$"):
+        evaluate(spark, demo_config(input__path=str(tmp_path / "one.parquet")), "2026-01-01")
 
 
 @pytest.mark.parametrize("bad", ["20261121", "2026-W47-1", "2026-13-01", "2026-1-01", "2026-11-21T00", "'; DROP"])

@@ -420,7 +420,29 @@ def _absent_days_hints(spark: SparkSession, cfg: JobConfig, days: Sequence[str],
             held = day_runs(folders) if iso else f"{folders[0]} to {folders[-1]}"
             hints.append(f"The input's {cfg.columns.ds}= folders hold {len(folders):,} "
                          f"day{'s' if len(folders) != 1 else ''}: {held}.")
+        elif hints[0] is None:
+            hints.append(_days_held(spark, cfg))
     return [h for h in hints if h]
+
+
+def _days_held(spark: SparkSession, cfg: JobConfig) -> str | None:
+    """The days the input's rows hold, as runs (a sentence), for a job that found none of the days it was given
+    in an input without ``<ds>=`` folders (a CSV, one Parquet file): one pass over the date column, on this error
+    path only."""
+    from pyspark.sql import functions as F
+
+    if cfg.columns.ds is None:
+        return None
+    try:
+        rows = read_input(spark, cfg).select(F.col(DS).cast("string").alias("d")).where("d IS NOT NULL") \
+            .distinct().limit(100_000).collect()
+    except Exception:  # noqa: BLE001 - a hint only: the error it adds to stands without it
+        return None
+    held = sorted(str(r["d"]) for r in rows if _is_iso_day(str(r["d"])))
+    if not held:
+        return None
+    return (f"The table's {cfg.columns.ds!r} column holds {len(held):,} day{'s' if len(held) != 1 else ''}: "
+            f"{day_runs(held)}.")
 
 
 def _is_iso_day(value: str) -> bool:
