@@ -566,3 +566,36 @@ def test_failed_task_lines_are_left_out_only_of_quiet_local_sessions(monkeypatch
     assert quiet and shown not in quiet["spark.driver.extraJavaOptions"]
     assert shown in _log_settings({"spark.log.level": "INFO"}, "local[2]")["spark.driver.extraJavaOptions"]
     assert shown in _log_settings({"spark.log.level": "WARN"}, "spark://10.0.0.5:7077")["spark.driver.extraJavaOptions"]
+
+
+def test_a_relative_path_beside_the_config_but_not_in_the_working_folder_is_named(tmp_path, monkeypatch):
+    """A command run from another folder than the project's read the config's relative paths from there and said
+    only 'Path does not exist' (evaluate) or 'available: none' (compare, rolling, report)."""
+    from argparse import Namespace
+
+    from ctcalc_spark.cli.common import check_relative_paths, config_from_args
+
+    project = tmp_path / "proj"
+    (project / "conf").mkdir(parents=True)
+    (project / "data").mkdir()
+    (project / "data" / "scores.csv").write_text("model,run,ds,label,logit,example_id\n")
+    (project / "out" / "metrics").mkdir(parents=True)
+    config = project / "conf" / "c.yaml"
+    config.write_text("input: {path: data/scores.csv, format: csv}\noutput: {path: out}\n")
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    proc = run_cli(["evaluate", "--config", str(config), "--ds", "2026-11-21"], cwd=elsewhere, expect=EXIT_CONFIG)
+    assert proc.stderr == (f"ctcalc evaluate: error: 'input.path' 'data/scores.csv' is not in the working folder "
+                           f"{elsewhere}, where relative paths start; it is in {project} ({project}/data/scores.csv). "
+                           f"Run the command from {project}, or write the paths in {config} absolute.\n")
+    proc = run_cli(["compare", "--config", str(config), "--a", "x", "--b", "y", "--ds", "2026-11-21"], cwd=elsewhere,
+                   expect=EXIT_CONFIG)
+    assert f"'output.path' 'out' is not in the working folder {elsewhere}" in proc.stderr
+    cfg = config_from_args(Namespace(config=str(config), set=[]))
+    monkeypatch.chdir(project)  # from the project: no complaint
+    check_relative_paths(cfg, str(config), ["input", "output"])
+    monkeypatch.chdir(elsewhere)  # an output evaluate is to write there is no mistake; nor is a config of no file
+    check_relative_paths(cfg, str(config), [])
+    check_relative_paths(cfg, None, ["input", "output"])
+    with pytest.raises(ConfigError, match=r"^'output\.path' 'out' is not in the working folder"):
+        check_relative_paths(cfg, str(config), ["output"])

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 from ctcalc_spark.cli.common import (
     ENGINE_HELP,
     add_config_arguments,
+    check_relative_paths,
     config_from_args,
     period_arguments,
     reads_through_spark,
@@ -99,6 +100,7 @@ def run(args: argparse.Namespace) -> int:
     )
 
     cfg = config_from_args(args)
+    check_relative_paths(cfg, args.config, ["output"])
     out = _report_folder(args, cfg)
     spark = _spark(args, cfg)
     days = resolve_days(cfg, args.ds, args.ds_from, args.ds_to, spark)
@@ -175,6 +177,7 @@ def _run_rolling(args: argparse.Namespace) -> int:
     if args.single_run:
         raise ConfigError("--single-run checks one day's runs; run it without --rolling.")
     cfg = config_from_args(args)
+    check_relative_paths(cfg, args.config, ["output"])
     spec = WindowSpec(args.window or cfg.rolling.window, args.days or cfg.rolling.days)
     out = _report_folder(args, cfg, "rolling_" + (f"{spec.days}d" if spec.kind == "rolling" else spec.kind))
     res = rolling_comparison(cfg, args.a, args.b, args.ds_from, args.ds_to, spec=spec, spark=_spark(args, cfg),

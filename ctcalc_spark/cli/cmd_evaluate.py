@@ -5,7 +5,13 @@ import argparse
 import sys
 from typing import TYPE_CHECKING
 
-from ctcalc_spark.cli.common import Progress, add_config_arguments, config_from_args, session_for
+from ctcalc_spark.cli.common import (
+    Progress,
+    add_config_arguments,
+    check_relative_paths,
+    config_from_args,
+    session_for,
+)
 
 if TYPE_CHECKING:
     from ctcalc_spark.config import JobConfig
@@ -99,6 +105,7 @@ def run(args: argparse.Namespace) -> int:
     require_input(cfg)  # these fail before Spark starts: no input, a malformed --ds, a range without a date column
     days = parse_days(args.ds)
     undated_day(cfg, days)
+    check_relative_paths(cfg, args.config, ["input"])
     spark = session_for(args, cfg, "ctcalc-evaluate")
     result = evaluate(spark, cfg, days, allow_missing_days=args.allow_missing_days,
                       progress=Progress("ctcalc evaluate"))

@@ -7,6 +7,7 @@ import sys
 from ctcalc_spark.cli.common import (
     ENGINE_HELP,
     add_config_arguments,
+    check_relative_paths,
     config_from_args,
     period_arguments,
     reads_through_spark,
@@ -57,6 +58,7 @@ def run(args: argparse.Namespace) -> int:
     cfg = config_from_args(args)
     validate_ds(args.start, "--start")
     validate_ds(args.end, "--end")
+    check_relative_paths(cfg, args.config, ["output"])
     spec = WindowSpec(args.window or cfg.rolling.window, args.days or cfg.rolling.days)
     out = args.out or report_root(cfg.output.path) / "reports"
     check_report_folder(out)  # before the work: the tables may be read-only, the report folder must not be

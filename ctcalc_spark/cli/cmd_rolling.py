@@ -4,7 +4,13 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING
 
-from ctcalc_spark.cli.common import Progress, add_config_arguments, config_from_args, session_for
+from ctcalc_spark.cli.common import (
+    Progress,
+    add_config_arguments,
+    check_relative_paths,
+    config_from_args,
+    session_for,
+)
 from ctcalc_spark.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -39,6 +45,7 @@ def run(args: argparse.Namespace) -> int:
         raise ConfigError(f"--affected takes the one day whose rows changed (--ds DAY) and recomputes every later "
                           f"rolling partition that depends on it; got {len(days)} days. Give the earliest day that "
                           "changed: the later ones are among those it recomputes.")
+    check_relative_paths(cfg, args.config, ["input" if args.scan else "output"])
     spark = session_for(args, cfg, "ctcalc-rolling")
     if args.scan:
         # Day by day, in order: a day's bias is known only once its previous window is written, and each day's

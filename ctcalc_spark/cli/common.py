@@ -3,9 +3,10 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 from ctcalc_spark.config import JobConfig, apply_overrides, config_from_dict, load_config, parse_yaml
 from ctcalc_spark.errors import ConfigError
@@ -63,8 +64,29 @@ def set_overrides(items: list[str]) -> dict[str, Any]:
     return overrides
 
 
+def check_relative_paths(cfg: JobConfig, config: str | None, reads: Sequence[str]) -> None:
+    """ConfigError for a relative path a command reads (``reads``: 'input', 'output') that is not in the working
+    folder but is beside the ``config`` file (in its folder or one of the two above it): a command run from
+    another folder than the project's. Relative paths start at the working folder, as in any command; the error
+    says where the path is. Called after a command's own argument checks, before Spark starts."""
+    if config is None:
+        return
+    paths = ([("input.path", cfg.input.path), *((f"input.model_paths.{k}", v)
+                                                for k, v in cfg.input.model_paths.items())] if "input" in reads else [])
+    paths += [("output.path", cfg.output.path)] if "output" in reads else []
+    folder = Path(config).resolve().parent
+    for key, path in paths:
+        if not path or "://" in path or os.path.isabs(path) or any(c in path for c in "*?[{") or Path(path).exists():
+            continue
+        for base in (folder, *folder.parents[:2]):
+            if (base / path).exists():
+                raise ConfigError(
+                    f"'{key}' {path!r} is not in the working folder {Path.cwd()}, where relative paths start; it is "
+                    f"in {base} ({base / path}). Run the command from {base}, or write the paths in {config} "
+                    "absolute.")
+
+
 def config_from_args(args: argparse.Namespace) -> JobConfig:
-    """Load --config with the --set overrides applied (values parsed as YAML scalars)."""
     overrides = set_overrides(args.set)
     if args.config is None:  # every key from --set, the rest the defaults (docs/evaluate.md)
         if not overrides:
