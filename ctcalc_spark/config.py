@@ -187,6 +187,8 @@ class ColumnsConfig:
 
     model: str = "model"
     run: str = "run"
+    """The training run (seed) column. Null (YAML ``run: null``) when each model was trained once and the table
+    has no such column: every row is then run ``'0'`` (``one_run`` is true; the outputs keep a ``run`` column)."""
     ds: str | None = "ds"
     """The date column; null for a fixed evaluation set without dates (every row is the ``--ds`` given)."""
     ds_format: str | None = None
@@ -212,6 +214,15 @@ class ColumnsConfig:
     column or array element), e.g. ``[bird, cat, dog]`` for scikit-learn's sorted ``classes_``; binary, the
     negative class then the positive one (``["<=50K", ">50K"]``). Empty: labels are class indices 0..K-1 (binary
     0/1 or true/false). Matched as text; a number column's labels as numbers (``[1, 2, 3]``)."""
+
+    one_run: bool = field(default=False, metadata={"internal": True})
+    """Set by ``run: null`` (not a YAML key): the input has no run column and every row is run ``ONE_RUN``. A
+    field of the constructor, so ``dataclasses.replace`` keeps it."""
+
+    def __post_init__(self) -> None:
+        if self.run is None:  # type: ignore[comparison-overlap] - YAML null, let through by _build
+            object.__setattr__(self, "run", "run")
+            object.__setattr__(self, "one_run", True)
 
     def class_columns(self) -> tuple[str, ...]:
         """The per-class score columns (class_logits or class_probabilities; empty for an array column)."""
@@ -566,7 +577,7 @@ def _validate_column_names(cfg: JobConfig) -> None:
     c = cfg.columns
     lists = ("slices", "class_logits", "class_probabilities")
     named = [(f"columns.{f.name}", getattr(c, f.name)) for f in dataclasses.fields(c)
-             if f.name not in (*lists, "class_names")]  # class_names are label values, not columns
+             if not f.metadata.get("internal") and f.name not in (*lists, "class_names")]  # class_names: labels
     for key, name in [*named, *((f"columns.{k}", s) for k in lists for s in getattr(c, k))]:
         if name is not None and not name.strip():
             raise ConfigError(f"'{key}' must be a column name, got {name!r}.")
@@ -667,7 +678,7 @@ def _build(cls: type, data: Mapping[str, Any], where: str) -> Any:
     if not isinstance(data, Mapping):
         raise ConfigError(f"'{where.rstrip('.') or 'config'}' must be a mapping, got {data!r} ({type(data).__name__}).")
     hints = get_type_hints(cls)
-    known = {f.name for f in dataclasses.fields(cls)}
+    known = {f.name for f in dataclasses.fields(cls) if not f.metadata.get("internal")}
     unknown = sorted(set(data) - known)
     if unknown:
         raise ConfigError(
@@ -676,6 +687,9 @@ def _build(cls: type, data: Mapping[str, Any], where: str) -> Any:
     kwargs: dict[str, Any] = {}
     for name, value in data.items():
         hint = hints[name]
+        if value is None and f"{where}{name}" in NULL_MEANS_ABSENT:
+            kwargs[name] = None
+            continue
         if dataclasses.is_dataclass(hint):
             kwargs[name] = _build(hint, value or {}, f"{where}{name}.")
         else:
@@ -689,6 +703,12 @@ def _build(cls: type, data: Mapping[str, Any], where: str) -> Any:
     except TypeError as e:
         raise ConfigError(f"Invalid config section '{where or 'root'}': {e}") from e
 
+
+NULL_MEANS_ABSENT = frozenset({"columns.run"})
+"""Keys of a column name whose null says the input has no such column (the dataclass fills in what stands for it)."""
+
+ONE_RUN = "0"
+"""The run of every row when the input has no run column (``columns.run: null``)."""
 
 PATH_KEYS = frozenset({"path", "checkpoint", "models_dir"})
 """Config keys holding a local path or URI: a leading ``~`` is the home folder, as in a shell (it was read as a
@@ -810,5 +830,10 @@ def load_config(path: str | Path, overrides: Mapping[str, Any] | None = None) ->
 
 
 def config_to_dict(cfg: JobConfig) -> dict[str, Any]:
-    """Plain nested dict of a config (for logging and for writing the effective config)."""
-    return dataclasses.asdict(cfg)
+    """Plain nested dict of a config (for logging and for writing the effective config), as config_from_dict
+    reads it."""
+    data = dataclasses.asdict(cfg)
+    columns = data["columns"]
+    if columns.pop("one_run"):
+        columns["run"] = None
+    return data

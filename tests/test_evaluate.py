@@ -951,3 +951,27 @@ def test_model_paths_name_the_model_whose_table_does_not_fit(spark, demo_config,
     with pytest.raises(ConfigError, match=r"'input\.model_paths' maps each model's name to the path of its scores"):
         demo_config(input__path=None, input__model_paths={"a": ""})
     assert not (tmp_path / "out").exists()
+
+
+def test_models_trained_once_without_a_run_column_by_run_null(spark, demo_config, tmp_path):
+    """A table of one training run per model has no run column: ``columns.run: null`` makes every row run '0',
+    with the metrics of the same rows given a run column of 0 (it was 'lacks column(s) ['run']' and ''columns.run'
+    must be a string, got None')."""
+    from ctcalc_spark.config import config_to_dict
+
+    df = _binary_rows(runs=(0,), weights=True)
+    _write(df.drop(columns="run"), tmp_path / "eval")
+    _write(df, tmp_path / "with_run")
+    with pytest.raises(InputError, match=r"lacks column\(s\) \['run'\].* A table of models trained once each, without "
+                                         r"a run column: set columns\.run: null \(every row run '0'\)\.$"):
+        evaluate(spark, demo_config(columns={"weight": "weight"}), DS, write=False)
+    cfg = demo_config(columns={"weight": "weight", "run": None})
+    assert (cfg.columns.run, cfg.columns.one_run) == ("run", True)
+    assert config_from_dict(config_to_dict(cfg)) == cfg and config_to_dict(cfg)["columns"]["run"] is None
+    once = evaluate(spark, cfg, DS).metrics
+    ref = evaluate(spark, demo_config(columns={"weight": "weight"}, input__path=str(tmp_path / "with_run")), DS,
+                   write=False).metrics
+    pd.testing.assert_frame_equal(once, ref)
+    assert list(once["run"]) == ["0", "0"] and (once["status"] == "ok").all()
+    with pytest.raises(ConfigError, match=r"Unknown config key\(s\) \['columns\.one_run'\]"):
+        demo_config(columns={"one_run": True})

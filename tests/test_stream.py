@@ -385,19 +385,25 @@ def test_csv_files_stream_like_the_batch_job_and_bad_ones_are_quarantined(spark,
         read_stream(spark, _stream_config(demo_config, src, format="csv", options={"header": "false"}))
 
 
-def test_text_labels_with_class_names_stream_like_the_batch_job(spark, demo_config, tmp_path):
-    """columns.class_names reads text labels in the stream as in the batch job: labels 'neg'/'pos' give the
-    metrics of 0/1 labels to 1e-12. (The CSV stream's schema fixed the label as DOUBLE, so every line was a
-    malformed record: 1,800 of 1,800.)"""
+def _csv_days(tmp_path: Path, change) -> tuple[Path, Path, pd.DataFrame]:
+    """Two days of the stream demo's rows (one run) in tmp_path/gen as the batch job reads them, and in
+    tmp_path/src as one CSV file a day, each day's rows passed through ``change`` first; returns gen, src, rows."""
     gen, src = tmp_path / "gen", tmp_path / "src"
     rows = write_stream_demo_files(str(gen), n_examples_per_day=300, n_runs=1, n_days=2, files_per_day=1)
     src.mkdir()
     t0 = time.time() - 600
     for i, (ds, day) in enumerate(rows.groupby("ds")):
-        day = day.assign(event_time=day["event_time"].dt.strftime("%Y-%m-%d %H:%M:%S.%f"),
-                         label=np.where(day["label"] == 1, "pos", "neg"))
+        day = change(day.assign(event_time=day["event_time"].dt.strftime("%Y-%m-%d %H:%M:%S.%f")))
         (src / f"day-{ds}.csv").write_text(day.to_csv(index=False))
         os.utime(src / f"day-{ds}.csv", (t0 + i, t0 + i))
+    return gen, src, rows
+
+
+def test_text_labels_with_class_names_stream_like_the_batch_job(spark, demo_config, tmp_path):
+    """columns.class_names reads text labels in the stream as in the batch job: labels 'neg'/'pos' give the
+    metrics of 0/1 labels to 1e-12. (The CSV stream's schema fixed the label as DOUBLE, so every line was a
+    malformed record: 1,800 of 1,800.)"""
+    gen, src, rows = _csv_days(tmp_path, lambda day: day.assign(label=np.where(day["label"] == 1, "pos", "neg")))
     cfg = _stream_config(demo_config, src, format="csv")
     cfg = dataclasses.replace(cfg, columns=dataclasses.replace(cfg.columns, class_names=("neg", "pos")))
     res = run_stream(spark, cfg, trigger="availableNow", close_at_end=True)
@@ -561,3 +567,19 @@ def test_stream_cli_logs_each_batch_as_it_ends_and_prints_what_it_wrote(tmp_path
     again = run_cli(args, timeout=300)  # nothing new landed
     assert again.stdout.startswith("no new batches (nothing landed since the last committed batch)\n")
     assert "INFO ctcalc_spark.jobs.stream: batch" not in again.stderr
+
+
+def test_models_trained_once_stream_without_a_run_column(spark, demo_config, tmp_path):
+    """``columns.run: null`` in a stream: files without a run column give the batch job's metrics of run 0."""
+    gen, src, rows = _csv_days(tmp_path, lambda day: day.drop(columns="run"))
+    cfg = _stream_config(demo_config, src, format="csv")
+    cfg = dataclasses.replace(cfg, columns=dataclasses.replace(cfg.columns, run=None))
+    assert cfg.columns.one_run
+    res = run_stream(spark, cfg, trigger="availableNow", close_at_end=True)
+    assert sum(b["rows"] for b in res.batches) == len(rows) and not any(b["invalid"] for b in res.batches)
+    metrics = read_stream_metrics(spark, cfg)
+    batch_metrics, _ = _batch_reference(spark, demo_config, gen, tmp_path / "batch", ["2026-11-15", "2026-11-16"])
+    assert set(metrics["run"]) == set(batch_metrics["run"]) == {"0"}
+    key = ["ds", "model", "run", "slice_name"]
+    _close(metrics.sort_values(key).reset_index(drop=True), batch_metrics.sort_values(key).reset_index(drop=True),
+           SAME_COLS, "run: null stream vs batch")

@@ -46,7 +46,7 @@ import numpy as np
 import pandas as pd
 
 from ctcalc_spark import errors
-from ctcalc_spark.config import JobConfig, StreamConfig, duration_seconds
+from ctcalc_spark.config import ONE_RUN, JobConfig, StreamConfig, duration_seconds
 from ctcalc_spark.core.finalize import ALL, METRIC_TYPES, SUMMARY_TYPES, metrics_from_summaries
 from ctcalc_spark.core.windows import (
     ROLLING_TYPES,
@@ -557,6 +557,8 @@ class BatchHandler:
             wm = state.watermark_us
             late = (start + F.lit(self.window_us) <= F.lit(wm)) if wm is not None else F.lit(False)
             rows = got.frame.withColumn("_window_us", start).withColumn("_late", late)
+            if self.cfg.columns.one_run:  # columns.run: null, each model trained once
+                rows = rows.withColumn(self.cfg.columns.run, F.lit(ONE_RUN))
             agg = summary_aggregation(rows, self.cfg, extra_keys=["_window_us", "_late"]).toPandas()
             lap("aggregate")
             summaries, row_counts = self._split(agg, batch_id, report)
@@ -678,7 +680,7 @@ def default_schema(cfg: JobConfig) -> str:
     """DDL of the rows when the source cannot tell (JSON files, Kafka values): keys as strings, scores as doubles."""
     c = cfg.columns
     label = "STRING" if c.class_names else "DOUBLE"  # class names are read as text
-    cols = [(c.model, "STRING"), (c.run, "STRING"), (c.label, label), (c.logit, "DOUBLE"),
+    cols = [(c.model, "STRING"), (None if c.one_run else c.run, "STRING"), (c.label, label), (c.logit, "DOUBLE"),
             (c.prediction, "DOUBLE"), (c.weight, "DOUBLE"), (c.example_id, "STRING"), (c.split, "STRING"),
             *[(s, "STRING") for s in c.slices], (cfg.stream.event_time, "TIMESTAMP")]
     if cfg.task == "multiclass":

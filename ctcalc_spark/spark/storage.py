@@ -44,6 +44,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Iterable, Iterator, Mapping, Sequence
 
 from ctcalc_spark.config import (
+    ONE_RUN,
     EPOCH_FORMATS,
     JobConfig,
     OutputConfig,
@@ -106,7 +107,8 @@ def required_columns(cfg: JobConfig) -> list[str]:
     """Every input column the configuration names."""
     c = cfg.columns
     scores = list(c.class_columns()) or [c.logit]
-    names = [c.model, c.run, c.ds, c.label, *scores, c.prediction, c.weight, c.split, *c.slices]
+    names = [c.model, None if c.one_run else c.run, c.ds, c.label, *scores, c.prediction, c.weight, c.split,
+             *c.slices]
     if c.split is None:
         names.append(c.example_id)
     return list(dict.fromkeys(n for n in names if n is not None))
@@ -219,8 +221,10 @@ def _guess_line(have: Sequence[str], named: Mapping[str, str], used: Sequence[st
     """The keys of the missing columns, and the columns their names suggest, ready to pass as --set."""
     guesses = guess_columns(have, named, used)
     line = "They are named by " + ", ".join(f"columns.{k} ({m!r})" for m, k in named.items()) + "."
+    once = (" A table of models trained once each, without a run column: set columns.run: null (every row run "
+            "'0').") if "run" in named.values() and "run" not in guesses else ""
     if not guesses:
-        return line
+        return line + once
     sure = {k: cols[0] for k, cols in guesses.items() if len(cols) == 1}
     line += " Guessed from the names present, so check them: " + "; ".join(
         f"columns.{k}: {cols[0]!r}" if len(cols) == 1 else f"columns.{k}: one of {cols}" for k, cols in guesses.items())
@@ -229,7 +233,7 @@ def _guess_line(have: Sequence[str], named: Mapping[str, str], used: Sequence[st
     unguessed = [k for k in dict.fromkeys(named.values()) if k not in guesses]
     if unguessed:
         line += "; no guess for " + ", ".join(f"columns.{k}" for k in unguessed)
-    return line + "."
+    return line + "." + once
 
 
 _VALUE_LIKE = re.compile(r"[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?|\d{4}-\d{2}-\d{2}([ T][\d:.]+)?|true|false",
@@ -493,6 +497,8 @@ def read_input(spark: SparkSession, cfg: JobConfig, days: Sequence[str] | None =
     from pyspark.sql.types import StructType
 
     df = load_input(spark, cfg, days)
+    if cfg.columns.one_run:  # columns.run: null, each model trained once
+        df = df.withColumn(cfg.columns.run, F.lit(ONE_RUN))
     structs = {f.name: f.dataType.fieldNames() for f in df.schema.fields if isinstance(f.dataType, StructType)}
     check_columns(df.columns, required_columns(cfg), structs, keys=column_keys(cfg))
     check_column_types(dict(df.dtypes), cfg)
