@@ -114,6 +114,12 @@ def test_verdict_flags_disagreement_and_few_runs() -> None:
     with pytest.raises(InputError, match=r">= 2 runs per pipeline, got 1 of 'A' and 2 of 'B': .* Score more runs of "
                                          r"each"):  # it pointed at single_run_noise, a library function
         compare_runs([1.0], [1.0], [2.0, 3.0], [2.0, 3.0])
+    # what the runs there are give, per metric (the error gave the counts only: a table of one run each had nothing)
+    with pytest.raises(InputError, match=r"What the runs there are give: log_loss A 0\.52 vs B 0\.5 \(mean of 2 "
+                                         r"runs\), B lower; calibrated_log_loss A 0\.5 vs B 0\.51 \(mean of 2 runs\), "
+                                         r"A lower; with fewer than 2 runs of a pipeline nothing tells how much of such "
+                                         r"a difference is seed noise\.$"):
+        compare_runs([0.52], [0.50], [0.49, 0.51], [0.50, 0.52])
 
 
 def test_single_run_noise_normal_and_empirical() -> None:

@@ -50,6 +50,28 @@ def _pair_scores(r_a: np.ndarray, r_b: np.ndarray) -> np.ndarray:
     return (d < 0).astype(np.float64) + 0.5 * (d == 0)
 
 
+def _few_runs_values(values: dict[str, tuple[np.ndarray, np.ndarray]], name_a: str, name_b: str) -> str:
+    """For a comparison refused for want of runs: what the runs there are give, per metric, with no claim on
+    how much of a difference is seed noise ('' when a pipeline has no run).
+
+    >>> line = _few_runs_values({"log_loss": (np.array([0.52]), np.array([0.50, 0.54]))}, "a", "b")
+    >>> line.split(";")[0]
+    ' What the runs there are give: log_loss a 0.52 vs b 0.52 (mean of 2 runs), equal'
+    """
+    if any(min(a.size, b.size) == 0 for a, b in values.values()):
+        return ""
+
+    def side(v: np.ndarray, name: str) -> str:
+        return f"{name} {v.mean():.6g}" + (f" (mean of {v.size} runs)" if v.size > 1 else "")
+
+    parts = []
+    for metric, (a, b) in values.items():
+        lower = "equal" if a.mean() == b.mean() else f"{name_a if a.mean() < b.mean() else name_b} lower"
+        parts.append(f"{metric} {side(a, name_a)} vs {side(b, name_b)}, {lower}")
+    return (" What the runs there are give: " + "; ".join(parts) + "; with fewer than 2 runs of a pipeline nothing "
+            "tells how much of such a difference is seed noise.")
+
+
 def metric_accuracy(r_a: ArrayLike, r_b: ArrayLike) -> float:
     """P(R_A < R_B) + ½·P(R_A = R_B) over all run pairs (lower metric = better).
 
@@ -237,7 +259,8 @@ def compare_runs(
             f"A comparison needs >= 2 runs per pipeline, got {va.size} of {name_a!r} and {vb.size} of {name_b!r}: "
             "its accuracy is the share of run pairs a metric ranks the right way round, so it needs the spread of "
             "several training runs (seeds) of each pipeline. Score more runs of each (e.g. `ctcalc train` with "
-            "'seeds:' in its config, then `ctcalc score` and `ctcalc evaluate`)."
+            "'seeds:' in its config, then `ctcalc score` and `ctcalc evaluate`)." + _few_runs_values(
+                {metric: (va, vb), calibrated_metric: (ca, cb)}, name_a, name_b)
         )
     cis = bootstrap_accuracy(
         {metric: va, calibrated_metric: ca}, {metric: vb, calibrated_metric: cb}, n_boot=n_boot, level=level, seed=seed
