@@ -116,9 +116,9 @@ def test_verdict_flags_disagreement_and_few_runs() -> None:
         compare_runs([1.0], [1.0], [2.0, 3.0], [2.0, 3.0])
     # what the runs there are give, per metric (the error gave the counts only: a table of one run each had nothing)
     with pytest.raises(InputError, match=r"What the runs there are give: log_loss A 0\.52 vs B 0\.5 \(mean of 2 "
-                                         r"runs\), B lower; calibrated_log_loss A 0\.5 vs B 0\.51 \(mean of 2 runs\), "
-                                         r"A lower; with fewer than 2 runs of a pipeline nothing tells how much of such "
-                                         r"a difference is seed noise\.$"):
+                                         r"runs\), B lower; calibrated_log_loss A 0\.5 vs B 0\.51 \(mean of 2 "
+                                         r"runs\), A lower; with fewer than 2 runs of a pipeline nothing tells how "
+                                         r"much of such a difference is seed noise\.$"):
         compare_runs([0.52], [0.50], [0.49, 0.51], [0.50, 0.52])
 
 
