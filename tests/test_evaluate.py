@@ -975,3 +975,26 @@ def test_models_trained_once_without_a_run_column_by_run_null(spark, demo_config
     assert list(once["run"]) == ["0", "0"] and (once["status"] == "ok").all()
     with pytest.raises(ConfigError, match=r"Unknown config key\(s\) \['columns\.one_run'\]"):
         demo_config(columns={"one_run": True})
+
+
+def test_an_empty_folder_an_empty_days_folder_and_a_table_without_rows_are_named(spark, demo_config, tmp_path):
+    """An empty input folder said Spark's 'Unable to infer schema for Parquet. It must be specified manually.'; a
+    day's folder that a writer made and has not written to yet said the same for the whole table; a file of no
+    rows said only 'check the dates'."""
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(InputError, match=r"^Cannot read the evaluation table '.*empty': .* The folder is empty: there "
+                                         r"are no files to read the table's columns and rows from\.$"):
+        evaluate(spark, demo_config(input__path=str(tmp_path / "empty")), DS, write=False)
+    _write(_binary_rows(models=("a",), runs=(0,), n=200), tmp_path / "eval")
+    (tmp_path / "eval" / "ds=2026-11-22").mkdir()
+    (tmp_path / "eval" / "ds=2026-11-22" / "_SUCCESS").touch()
+    with pytest.raises(InputError, match=r"^No evaluation rows for ds=2026-11-22 in .* The input's ds=2026-11-22 "
+                                         r"folder holds no data file \(made by a writer that has not written yet, or "
+                                         r"wrote no rows\)\. The input's ds= folders hold 1 day: 2026-11-21\.$"):
+        evaluate(spark, demo_config(), "2026-11-22", write=False)
+    done = evaluate(spark, demo_config(), f"{DS}..2026-11-22", write=False, allow_missing_days=True)
+    assert done.days == [DS]
+    _binary_rows(n=10).iloc[:0].to_parquet(tmp_path / "none.parquet")
+    with pytest.raises(InputError, match=r"^No evaluation rows for ds=2026-11-21 .*'columns\.ds' name\. The table has "
+                                         r"no rows at all\.$"):
+        evaluate(spark, demo_config(input__path=str(tmp_path / "none.parquet")), DS, write=False)

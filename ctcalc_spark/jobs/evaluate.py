@@ -56,6 +56,7 @@ from ctcalc_spark.spark.scan import (
 from ctcalc_spark.spark.storage import (
     DS,
     OutputStore,
+    empty_day_folders,
     input_day_folders,
     input_name,
     input_read_errors,
@@ -413,6 +414,11 @@ def _absent_days_hints(spark: SparkSession, cfg: JobConfig, days: Sequence[str],
     the config expects) and, when none of the days was found in a ``<ds>=`` folder layout, which days its folders
     hold (one listing)."""
     hints = [_date_format_hint(spark, cfg)]
+    empty = empty_day_folders(cfg, sorted(set(days) - set(present.dropna().astype(str))))
+    if empty:
+        shown = ", ".join(empty[:5]) + (f" and {len(empty) - 5} more" if len(empty) > 5 else "")
+        hints.append(f"The input's {shown} folder{'s' if len(empty) > 1 else ''} hold{'' if len(empty) > 1 else 's'} "
+                     "no data file (made by a writer that has not written yet, or wrote no rows).")
     if not set(days) & set(present.dropna().astype(str)):
         folders = input_day_folders(cfg)
         if folders:
@@ -439,6 +445,8 @@ def _days_held(spark: SparkSession, cfg: JobConfig) -> str | None:
     except Exception:  # noqa: BLE001 - a hint only: the error it adds to stands without it
         return None
     held = sorted(str(r["d"]) for r in rows if _is_iso_day(str(r["d"])))
+    if not rows:
+        return "The table has no rows at all." if load_input(spark, cfg).limit(1).count() == 0 else None
     if not held:
         return None
     return (f"The table's {cfg.columns.ds!r} column holds {len(held):,} day{'s' if len(held) != 1 else ''}: "

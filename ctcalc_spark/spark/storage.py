@@ -359,11 +359,21 @@ def load_input(spark: SparkSession, cfg: JobConfig, days: Sequence[str] | None =
         if connector is not None:
             raise ConfigError(connector) from None
         hint = NANOS_HINT if "TIMESTAMP(NANOS" in str(e) else missing_source_hint(e, cfg.input.format)
+        if "UNABLE_TO_INFER_SCHEMA" in str(e) and not cfg.input.table:
+            hint = _no_data_files_hint(str(cfg.input.path)) or hint
         java = java_root_cause(e)
         cause = java[0] if java is not None else _first_line(e)
         line = f"Cannot read the evaluation table {where!r}: {cause.rstrip('.')}.{hint}"
         raise (unreadable_file_error(e, cfg) or InputError(line)) from None
     return nested_columns(df, required_columns(cfg))
+
+
+def _no_data_files_hint(path: str) -> str:
+    """For Spark's 'Unable to infer schema' on a local folder without a data file: that it is empty ('' for any
+    other path)."""
+    if not is_local(path) or not os.path.isdir(local_path(absolute(path))) or _has_data_files(absolute(path)):
+        return ""
+    return " The folder is empty: there are no files to read the table's columns and rows from."
 
 
 def nested_columns(df: DataFrame, names: Iterable[str]) -> DataFrame:
@@ -518,9 +528,26 @@ def input_day_folders(cfg: JobConfig) -> list[str]:
     root, name = cfg.input.path, cfg.columns.ds
     if cfg.input.table or not root or name is None or not is_local(str(root)):
         return []
-    prefix = f"{name}="
-    return sorted(unquote(n[len(prefix):]) for n in _folder_names(absolute(str(root))) or ()
-                  if n.startswith(prefix) and n != prefix + NULL_PARTITION)
+    prefix, where = f"{name}=", absolute(str(root))
+    return sorted(unquote(n[len(prefix):]) for n in _folder_names(where) or ()
+                  if n.startswith(prefix) and n != prefix + NULL_PARTITION and _has_data_files(f"{where}/{n}"))
+
+
+def empty_day_folders(cfg: JobConfig, days: Sequence[str]) -> list[str]:
+    """The ``<columns.ds>=<day>`` folders of ``days`` that a local path input has but that hold no data file (a
+    writer that made the folder and has not written, or wrote no rows), as ``ds=<day>`` names."""
+    subs = [sub for _, sub in path_inputs(cfg)]
+    name = cfg.columns.ds
+    out = []
+    for sub in subs:
+        root = sub.input.path
+        if sub.input.table or not root or name is None or not is_local(str(root)):
+            continue
+        where = absolute(str(root))
+        names = _folder_names(where) or set()
+        out += [f"{name}={v}" for v in (input_day(cfg.columns.ds_format, d) for d in days)
+                if f"{name}={v}" in names and not _has_data_files(f"{where}/{name}={v}")]
+    return sorted(set(out))
 
 
 def _folder_names(root: str) -> set[str] | None:
@@ -543,7 +570,15 @@ def _day_folders(root: str, ds_column: str | None, days: Sequence[str] | None,
         return None
     values = [input_day(ds_format, d) for d in days]
     found = [f"{root}/{ds_column}={d}" for d in [*values, NULL_PARTITION] if f"{ds_column}={d}" in names]
+    # a day's folder without a data file yet (a writer that made it and has not written, or wrote no rows) is no
+    # day of the table: Spark could not read its columns from it ('Unable to infer schema ... specified manually')
+    found = [f for f in found if _has_data_files(f)]
     return found or None
+
+
+def _has_data_files(folder: str) -> bool:
+    """Whether a local folder holds a file below it that is not hidden (``_SUCCESS``, ``.crc`` files are)."""
+    return any(not n.startswith((".", "_")) for _, _, names in os.walk(local_path(folder)) for n in names)
 
 
 NULL_PARTITION = "__HIVE_DEFAULT_PARTITION__"
