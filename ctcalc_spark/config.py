@@ -452,8 +452,16 @@ def _validate(cfg: JobConfig) -> None:
     if c.class_logits and c.class_probabilities:
         raise ConfigError("Set 'columns.class_logits' or 'columns.class_probabilities', not both.")
     if c.class_columns() and cfg.task != "multiclass":
+        two = ""
+        if cfg.task == "binary" and len(c.class_columns()) == 2:
+            positive = c.class_columns()[1]
+            key = "prediction" if c.class_probabilities else "logit"
+            two = (f" A binary model's two class columns (predict_proba's) carry one score: read the positive class's, "
+                   f"columns.{key}: {positive}" + (" and columns.logit: null" if key == "prediction" else "")
+                   + f" (as options: --set columns.{key}={positive}"
+                   + (" --set columns.logit=null" if key == "prediction" else "") + ").")
         raise ConfigError(f"'columns.class_logits' and 'columns.class_probabilities' are for task: multiclass; this "
-                          f"task is {cfg.task!r} (its score is 'columns.logit' or 'columns.prediction').")
+                          f"task is {cfg.task!r} (its score is 'columns.logit' or 'columns.prediction').{two}")
     if c.class_columns() and len(set(c.class_columns())) < 2:
         raise ConfigError(f"A multiclass task needs two or more distinct class columns, got {list(c.class_columns())}.")
     if c.class_names:

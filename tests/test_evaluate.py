@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import glob
 import json
+import re
 import os
 
 import numpy as np
@@ -998,3 +999,30 @@ def test_an_empty_folder_an_empty_days_folder_and_a_table_without_rows_are_named
     with pytest.raises(InputError, match=r"^No evaluation rows for ds=2026-11-21 .*'columns\.ds' name\. The table has "
                                          r"no rows at all\.$"):
         evaluate(spark, demo_config(input__path=str(tmp_path / "none.parquet")), DS, write=False)
+
+
+def test_a_binary_predict_proba_pair_is_read_by_its_positive_column(spark, demo_config, tmp_path):
+    """A binary model's predict_proba written as two columns p0/p1: the missing-logit error and the multiclass-keys
+    error both said what the task needs but not which column to read."""
+    df = _binary_rows(models=("a",), n=3000)
+    p = expit(df["logit"].to_numpy())
+    _write(df.drop(columns="logit").assign(p0=1 - p, p1=p), tmp_path / "eval")
+    fix = "set columns.logit: null and columns.prediction: p1 (as options: --set columns.logit=null --set " \
+          "columns.prediction=p1)."
+    with pytest.raises(InputError, match=r"lacks column\(s\) \['logit'\].* If p0/p1 are a binary model's two "
+                                         r"class probabilities \(predict_proba's\), read the positive class's: "
+                                         + re.escape(fix)):
+        evaluate(spark, demo_config(), DS, write=False)
+    with pytest.raises(ConfigError, match=r"are for task: multiclass; .* read the positive class's, "
+                                          r"columns\.prediction: p1 and columns\.logit: null"):
+        demo_config(columns={"class_probabilities": ["p0", "p1"]})
+    got = evaluate(spark, demo_config(columns={"logit": None, "prediction": "p1"}), DS, write=False).metrics
+    for _, row in got.iterrows():
+        g = df[df["run"] == int(row["run"])]
+        assert row["log_loss"] == pytest.approx(log_loss_from_logits(g["label"].to_numpy(float),
+                                                                     g["logit"].to_numpy()), rel=1e-9)
+    # a single column named as a probability is offered too; names of features ending 0/1 are not a pair
+    from ctcalc_spark.spark.storage import _probability_guess
+
+    assert "If 'pctr' holds probabilities, not logits" in _probability_guess(["model", "pctr"], ["model"])
+    assert _probability_guess(["feature0", "feature1"], []) == ""

@@ -217,12 +217,34 @@ def check_columns(present: Iterable[str], required: Iterable[str], structs: Mapp
         raise InputError(f"{what} lacks column(s) {missing}; present columns: {sorted(have)}. {fix}")
 
 
+_PROBABILITY_STEMS = frozenset({"p", "prob", "proba", "probability", "probabilities", "pred", "prediction", "score",
+                                "class"})
+"""Last words of the names of a pair of class-probability columns (``p0``/``p1``, ``prob_0``/``prob_1``)."""
+
+
+def _probability_guess(have: Sequence[str], used: Sequence[str]) -> str:
+    """For a missing logit column: a present column that reads as a probability (``columns.prediction``'s usual
+    names, or the positive class's of a pair ``p0``/``p1`` as a binary predict_proba writes), as a sentence."""
+    free = [h for h in have if h not in set(used)]
+    pairs = [h for h in free if h[-1:] == "1" and h[:-1] + "0" in free
+             and re.split(r"[^0-9a-z]+", h[:-1].lower().rstrip("_-"))[-1] in _PROBABILITY_STEMS]
+    cols = pairs or guess_columns(free, {"logit": "prediction"}).get("prediction", [])
+    if len(cols) != 1:
+        return ""
+    what = (f"If {cols[0][:-1]}0/{cols[0]} are a binary model's two class probabilities (predict_proba's), read the "
+            "positive class's" if pairs else f"If {cols[0]!r} holds probabilities, not logits")
+    return (f" {what}: set columns.logit: null and columns.prediction: {cols[0]} (as options: --set columns.logit=null "
+            f"--set columns.prediction={cols[0]}).")
+
+
 def _guess_line(have: Sequence[str], named: Mapping[str, str], used: Sequence[str]) -> str:
     """The keys of the missing columns, and the columns their names suggest, ready to pass as --set."""
     guesses = guess_columns(have, named, used)
     line = "They are named by " + ", ".join(f"columns.{k} ({m!r})" for m, k in named.items()) + "."
     once = (" A table of models trained once each, without a run column: set columns.run: null (every row run "
             "'0').") if "run" in named.values() and "run" not in guesses else ""
+    if "logit" in named.values() and "logit" not in guesses:
+        once += _probability_guess(have, used)
     if not guesses:
         return line + once
     sure = {k: cols[0] for k, cols in guesses.items() if len(cols) == 1}
