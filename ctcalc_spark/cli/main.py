@@ -32,7 +32,7 @@ COMMANDS = {
     "rolling": ("ctcalc_spark.cli.cmd_rolling",
                 "Previous-window (rolling) calibrated metrics from stored daily summaries."),
     "report": ("ctcalc_spark.cli.cmd_report",
-               "Drift report (HTML with embedded plots, CSV, JSON) over --start..--end."),
+               "Drift report (HTML with embedded plots, CSV, JSON) over a period (--ds START..END)."),
     "stream": ("ctcalc_spark.cli.cmd_stream",
                "Structured Streaming: calibrated metrics per event-time window as each window closes."),
     "demo": ("ctcalc_spark.cli.cmd_demo", "Generate the demo table and run the evaluate job end to end on it."),
