@@ -1026,3 +1026,30 @@ def test_a_binary_predict_proba_pair_is_read_by_its_positive_column(spark, demo_
 
     assert "If 'pctr' holds probabilities, not logits" in _probability_guess(["model", "pctr"], ["model"])
     assert _probability_guess(["feature0", "feature1"], []) == ""
+
+
+def test_a_run_that_would_remove_another_runs_models_from_a_day_stops_before_writing(spark, demo_config, tmp_path,
+                                                                                      caplog):
+    """One pipeline evaluated as its scores land, then the other: the second run replaced the day's partitions
+    whole and the first pipeline's metrics vanished without a word."""
+    df = _binary_rows(n=1000)
+    for m, g in df.groupby("model"):
+        _write(g.drop(columns="model"), tmp_path / m)
+
+    def only(*models):
+        return demo_config(input__path=None, input__model_paths={m: str(tmp_path / m) for m in models})
+
+    evaluate(spark, only("a"), DS)
+    with pytest.raises(InputError, match=r"^The metrics table already holds model runs this run has not got: "
+                                         r"ds=2026-11-21 'a' \(runs 0, 1\)\. A day's partitions are replaced whole, "
+                                         r"so writing would remove them\. Evaluate every model of a day in one run .*"
+                                         r"or pass --replace-runs to remove them\. Nothing was written\.$"):
+        evaluate(spark, only("b"), DS)
+    assert sorted(pd.read_parquet(tmp_path / "out" / "metrics")["model"].unique()) == ["a"]
+    both = evaluate(spark, only("a", "b"), DS)  # every model of the day: no complaint, and a rerun is none either
+    evaluate(spark, only("b", "a"), DS)
+    assert sorted(both.metrics["model"].unique()) == ["a", "b"]
+    with caplog.at_level("WARNING", logger="ctcalc_spark.jobs.evaluate"):
+        evaluate(spark, only("b"), DS, replace_runs=True)
+    assert "'a' (runs 0, 1)" in caplog.text and "removed, as --replace-runs asks" in caplog.text
+    assert sorted(pd.read_parquet(tmp_path / "out" / "metrics")["model"].unique()) == ["b"]

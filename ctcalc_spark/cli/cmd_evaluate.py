@@ -25,6 +25,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_config_arguments(parser)
     parser.add_argument("--allow-missing-days", action="store_true",
                         help="with a range: skip days without evaluation rows instead of failing")
+    parser.add_argument("--replace-runs", action="store_true",
+                        help="let this run remove the model runs an earlier run wrote for its days and it has not "
+                             "got (a day's partitions are replaced whole; without it such a run stops before writing)")
 
 
 def data_notes(result: EvaluateResult, cfg: JobConfig) -> list[str]:
@@ -108,7 +111,7 @@ def run(args: argparse.Namespace) -> int:
     check_relative_paths(cfg, args.config, ["input"])
     spark = session_for(args, cfg, "ctcalc-evaluate")
     result = evaluate(spark, cfg, days, allow_missing_days=args.allow_missing_days,
-                      progress=Progress("ctcalc evaluate"))
+                      progress=Progress("ctcalc evaluate"), replace_runs=args.replace_runs)
     m = result.metrics
     not_ok = m[m["status"] != "ok"]
     print(f"{day_span(result.days)}: {len(m):,} metrics rows ({len(not_ok):,} without a calibrated value) -> "

@@ -519,6 +519,7 @@ def evaluate(
     known_bias: pd.DataFrame | None = None,
     allow_missing_days: bool = False,
     progress: Callable[[str], None] | None = None,
+    replace_runs: bool = False,
 ) -> EvaluateResult:
     """Scan the evaluation rows of one day or several (``ds``: a day, 'START..END', or a list) once and
     write each day's summaries and metrics partitions.
@@ -593,6 +594,7 @@ def evaluate(
     if write:
         step(f"writing {len(metrics):,} metrics rows and {len(summaries):,} summary rows of {day_span(done)}")
         s_types = {"ds": "string", **{k: "string" for k in group_columns(cfg)}, **SUMMARY_TYPES[cfg.task]}
+        _check_dropped_runs(OutputStore(cfg, spark), metrics, done, replace_runs)
         with OutputStore(cfg, spark).transaction("evaluate", done) as tx:
             result.paths["summaries"] = tx.write("summaries", summaries, s_types)
             if exact is not None:
@@ -605,6 +607,42 @@ def evaluate(
             result.paths["metrics"] = tx.write("metrics", metrics, _metric_types(cfg.task))
         result.run_id = tx.run_id
     return result
+
+
+def _check_dropped_runs(store: OutputStore, metrics: pd.DataFrame, days: Sequence[str], replace: bool) -> None:
+    """Before a write: InputError when the metrics partitions of ``days`` hold (model, run)s this run has not got.
+
+    A day's partitions are replaced whole, so an earlier run's models would vanish without a word: one pipeline
+    evaluated as its scores land and then the other (``input.model_paths`` of one each), or a rerun after a run's
+    scores were lost. ``replace`` (``--replace-runs``) lets them go, with a warning naming them. One listing of the
+    metrics table; the earlier rows are read only for days it already holds.
+    """
+    held = sorted(set(store.days("metrics")) & set(days))
+    if not held:
+        return
+    keys = ["ds", "model", "run"]
+    old = store.read("metrics", days=held)
+    if old.empty or not set(keys) <= set(old.columns):
+        return
+    old = old[keys].astype(str).drop_duplicates()
+    new = metrics[keys].astype(str).drop_duplicates()
+    gone = old.merge(new, how="left", on=keys, indicator=True)
+    gone = gone[gone["_merge"] == "left_only"].drop(columns="_merge")
+    if gone.empty:
+        return
+    parts = []
+    for (ds, model), g in gone.groupby(["ds", "model"], sort=True):
+        runs = sorted(g["run"], key=lambda r: (len(r), r))
+        parts.append(f"ds={ds} {model!r} (run{'s' if len(runs) > 1 else ''} {', '.join(runs[:10])}"
+                     f"{f' and {len(runs) - 10} more' if len(runs) > 10 else ''})")
+    shown = "; ".join(parts[:5]) + (f"; and {len(parts) - 5} more" if len(parts) > 5 else "")
+    what = (f"The metrics table already holds model runs this run has not got: {shown}. A day's partitions are "
+            "replaced whole, so writing would remove them")
+    if replace:
+        log.warning("%s: removed, as --replace-runs asks.", what)
+        return
+    raise InputError(f"{what}. Evaluate every model of a day in one run (input.model_paths reads one folder per "
+                     "model), or pass --replace-runs to remove them. Nothing was written.")
 
 
 def _check_extreme(metrics: pd.DataFrame, cfg: JobConfig) -> None:
@@ -897,6 +935,7 @@ def _evaluate_multiclass(spark: SparkSession, cfg: JobConfig, days: list[str], d
     _input_checks(spark, cfg, df, days, result)
     if write:
         step(f"writing {len(metrics):,} metrics rows of {day_span(done)}")
+        _check_dropped_runs(OutputStore(cfg, spark), metrics, done, replace_runs)
         with OutputStore(cfg, spark).transaction("evaluate", done) as tx:
             result.paths["metrics"] = tx.write("metrics", metrics, _metric_types("multiclass"))
         result.run_id = tx.run_id
