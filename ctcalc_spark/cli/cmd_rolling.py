@@ -27,6 +27,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="also recompute every later rolling partition that depends on --ds (late data)")
     parser.add_argument("--allow-missing-days", action="store_true",
                         help="with a range: skip days that have no summaries instead of failing")
+    parser.add_argument("--replace-runs", action="store_true",
+                        help="with --scan: let the scan remove the model runs an earlier run wrote for its days and "
+                             "it has not got (as evaluate --replace-runs)")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -54,7 +57,8 @@ def run(args: argparse.Namespace) -> int:
         days = sorted(days)
         for day in days:
             known = previous_window_bias(cfg, day, spark)
-            res = evaluate(spark, cfg, day, known_bias=known, progress=Progress("ctcalc rolling"))
+            res = evaluate(spark, cfg, day, known_bias=known, progress=Progress("ctcalc rolling"),
+                           replace_runs=args.replace_runs)
             print(f"evaluate ds={day} with {len(known)} known biases: {len(res.exact)} exact calibrated sums "
                   f"-> {res.paths.get('calibrated_exact', '-')}")
     if args.affected:

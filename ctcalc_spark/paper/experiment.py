@@ -212,7 +212,8 @@ def run_experiment(
         spark = build_session(jcfg.spark, app_name="ctcalc-experiment")
     days = report.days
     for ds in days:
-        res = evaluate(spark, jcfg, ds)
+        # the experiment owns its output: a rerun with fewer seeds replaces the days whole
+        res = evaluate(spark, jcfg, ds, replace_runs=True)
         bad = res.metrics[res.metrics["status"] != "ok"]
         if len(bad):
             log(f"      ds={ds}: {len(bad)} metrics rows without a calibrated value: "
