@@ -1053,3 +1053,14 @@ def test_a_run_that_would_remove_another_runs_models_from_a_day_stops_before_wri
         evaluate(spark, only("b"), DS, replace_runs=True)
     assert "'a' (runs 0, 1)" in caplog.text and "removed, as --replace-runs asks" in caplog.text
     assert sorted(pd.read_parquet(tmp_path / "out" / "metrics")["model"].unique()) == ["b"]
+    # the multiclass job (a path of its own) checks the same
+    rng = np.random.default_rng(1)
+    mc = pd.DataFrame({"model": np.repeat(["a", "b"], 300), "run": 0, "ds": DS, "example_id": np.tile(range(300), 2),
+                       "label": rng.integers(0, 3, 600), "logit": list(rng.normal(size=(600, 3)))})
+    _write(mc, tmp_path / "mc")
+    cfg = demo_config(task="multiclass", input__path=str(tmp_path / "mc"), output__path=str(tmp_path / "mc_out"))
+    evaluate(spark, cfg, DS)
+    _write(mc[mc["model"] == "b"], tmp_path / "mc_b")
+    with pytest.raises(InputError, match=r"already holds model runs this run has not got: ds=2026-11-21 'a' \(run 0\)"):
+        evaluate(spark, demo_config(task="multiclass", input__path=str(tmp_path / "mc_b"),
+                                    output__path=str(tmp_path / "mc_out")), DS)

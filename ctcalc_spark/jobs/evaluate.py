@@ -549,7 +549,7 @@ def evaluate(
     if cfg.task == "multiclass":
         if known_bias is not None:
             raise ConfigError("A known bias is supported for binary and regression tasks, not multiclass.")
-        return _evaluate_multiclass(spark, cfg, days, df, write, allow_missing_days, step)
+        return _evaluate_multiclass(spark, cfg, days, df, write, allow_missing_days, step, replace_runs)
     kb = _known_bias_frame(spark, cfg, known_bias)
     with input_read_errors(cfg):
         one_day = {DS: days[0]} if len(days) == 1 else None  # the rows' day is that one or null
@@ -773,7 +773,7 @@ def _multiclass_ce(z, y, t):  # type: ignore[no-untyped-def]
 
 
 def _evaluate_multiclass(spark: SparkSession, cfg: JobConfig, days: list[str], df: DataFrame, write: bool,
-                         allow_missing: bool, step: Callable[[str], None]) -> EvaluateResult:
+                         allow_missing: bool, step: Callable[[str], None], replace_runs: bool) -> EvaluateResult:
     from pyspark.sql import functions as F
 
     c = cfg.columns
