@@ -453,13 +453,15 @@ def _validate(cfg: JobConfig) -> None:
         raise ConfigError("Set 'columns.class_logits' or 'columns.class_probabilities', not both.")
     if c.class_columns() and cfg.task != "multiclass":
         two = ""
-        if cfg.task == "binary" and len(c.class_columns()) == 2:
-            positive = c.class_columns()[1]
-            key = "prediction" if c.class_probabilities else "logit"
-            two = (f" A binary model's two class columns (predict_proba's) carry one score: read the positive class's, "
-                   f"columns.{key}: {positive}" + (" and columns.logit: null" if key == "prediction" else "")
-                   + f" (as options: --set columns.{key}={positive}"
-                   + (" --set columns.logit=null" if key == "prediction" else "") + ").")
+        if cfg.task == "binary" and len(c.class_probabilities) == 2:
+            positive = c.class_probabilities[1]
+            two = (f" A binary model's two class probabilities (predict_proba's) carry one score: read the positive "
+                   f"class's, columns.prediction: {positive} and columns.logit: null (as options: --set "
+                   f"columns.prediction={positive} --set columns.logit=null).")
+        elif cfg.task == "binary" and len(c.class_logits) == 2:
+            z0, z1 = c.class_logits
+            two = (f" A binary model's logit is the positive class's minus the negative's ({z1} - {z0}): write that "
+                   "difference as one column upstream and name it in columns.logit.")
         raise ConfigError(f"'columns.class_logits' and 'columns.class_probabilities' are for task: multiclass; this "
                           f"task is {cfg.task!r} (its score is 'columns.logit' or 'columns.prediction').{two}")
     if c.class_columns() and len(set(c.class_columns())) < 2:

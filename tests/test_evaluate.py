@@ -1016,6 +1016,9 @@ def test_a_binary_predict_proba_pair_is_read_by_its_positive_column(spark, demo_
     with pytest.raises(ConfigError, match=r"are for task: multiclass; .* read the positive class's, "
                                           r"columns\.prediction: p1 and columns\.logit: null"):
         demo_config(columns={"class_probabilities": ["p0", "p1"]})
+    with pytest.raises(ConfigError, match=r"A binary model's logit is the positive class's minus the negative's "
+                                          r"\(z1 - z0\): write that difference as one column upstream"):
+        demo_config(columns={"class_logits": ["z0", "z1"]})  # z1 alone is no logit unless z0 is 0
     got = evaluate(spark, demo_config(columns={"logit": None, "prediction": "p1"}), DS, write=False).metrics
     for _, row in got.iterrows():
         g = df[df["run"] == int(row["run"])]

@@ -44,8 +44,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Iterable, Iterator, Mapping, Sequence
 
 from ctcalc_spark.config import (
-    ONE_RUN,
     EPOCH_FORMATS,
+    ONE_RUN,
     JobConfig,
     OutputConfig,
     input_day,
@@ -327,8 +327,8 @@ def _model_tables(spark: SparkSession, cfg: JobConfig, days: Sequence[str] | Non
                              f"column from this one (or name another column by columns.model).")
         structs = {f.name: f.dataType.fieldNames() for f in df.schema.fields if isinstance(f.dataType, StructType)}
         check_columns(df.columns, wanted, structs, what=what, keys=column_keys(cfg))
-        extra = [n for n in df.columns if n == dict(cfg.input.options).get("columnNameOfCorruptRecord",
-                                                                           "_corrupt_record")]
+        corrupt = dict(cfg.input.options).get("columnNameOfCorruptRecord", "_corrupt_record")  # JSON's, kept
+        extra = [corrupt] if corrupt in df.columns else []
         frames.append(df.select(*[col(n) for n in wanted + extra]).withColumn(model, F.lit(str(name))))
     # A column that is text in one table and numbers or dates in another is read as text in all: Spark's union
     # would cast the text to the other type and fail on the first value that is not one ('yes' as a label).
