@@ -592,9 +592,9 @@ def evaluate(
     if exact is not None:
         result.exact = exact
     if write:
+        _check_dropped_runs(OutputStore(cfg, spark), metrics, done, replace_runs)
         step(f"writing {len(metrics):,} metrics rows and {len(summaries):,} summary rows of {day_span(done)}")
         s_types = {"ds": "string", **{k: "string" for k in group_columns(cfg)}, **SUMMARY_TYPES[cfg.task]}
-        _check_dropped_runs(OutputStore(cfg, spark), metrics, done, replace_runs)
         with OutputStore(cfg, spark).transaction("evaluate", done) as tx:
             result.paths["summaries"] = tx.write("summaries", summaries, s_types)
             if exact is not None:
@@ -934,8 +934,8 @@ def _evaluate_multiclass(spark: SparkSession, cfg: JobConfig, days: list[str], d
     result.class_confusion = _class_confusion(bias_pdf, c.model)
     _input_checks(spark, cfg, df, days, result)
     if write:
-        step(f"writing {len(metrics):,} metrics rows of {day_span(done)}")
         _check_dropped_runs(OutputStore(cfg, spark), metrics, done, replace_runs)
+        step(f"writing {len(metrics):,} metrics rows of {day_span(done)}")
         with OutputStore(cfg, spark).transaction("evaluate", done) as tx:
             result.paths["metrics"] = tx.write("metrics", metrics, _metric_types("multiclass"))
         result.run_id = tx.run_id
