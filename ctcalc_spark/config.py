@@ -173,6 +173,11 @@ class InputConfig:
     """Rows sharing (day, model, run, example_id): 'ignore' (not checked, no cost), 'count' (counted and reported,
     one more pass over the ids) or 'error' (counted; any duplicate stops the run)."""
 
+    def sources(self) -> list[str]:
+        """The keys that name the input here ('path', 'table', 'model_paths'): one, or none for a job that reads
+        only the outputs."""
+        return [k for k in ("path", "table", "model_paths") if getattr(self, k)]
+
     def reader_options(self) -> dict[str, str]:
         """The options the reader gets: ``options`` as text, with a CSV's header line read unless they say not."""
         options = {str(k): str(v) for k, v in dict(self.options).items()}
@@ -394,7 +399,7 @@ def undated_day(cfg: JobConfig, days: Sequence[str] | None) -> str | None:
 def require_input(cfg: JobConfig) -> None:
     """ConfigError unless the config names the evaluation table. Only the jobs that read it need it (evaluate,
     ``rolling --scan``): rolling, compare and report read the outputs, so their configs may leave it out."""
-    if cfg.input.path is None and cfg.input.table is None and not cfg.input.model_paths:
+    if not cfg.input.sources():
         raise ConfigError("This job reads the evaluation rows: set 'input.path' (a file or folder, e.g. --set "
                           "input.path=scores), 'input.table' (a metastore table) or 'input.model_paths' (one path "
                           "per model).")
@@ -403,7 +408,7 @@ def require_input(cfg: JobConfig) -> None:
 def _validate(cfg: JobConfig) -> None:
     if cfg.task not in TASKS:
         raise ConfigError(f"'task' must be one of {list(TASKS)}, got {cfg.task!r}.")
-    given = [k for k in ("path", "table", "model_paths") if getattr(cfg.input, k)]
+    given = cfg.input.sources()
     if len(given) > 1:
         raise ConfigError("Set one of 'input.path' (a file or folder), 'input.table' (a metastore table) or "
                           "'input.model_paths' (one path per model), not "

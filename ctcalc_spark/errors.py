@@ -19,6 +19,15 @@ EXIT_INTERRUPTED = 130  # Ctrl-C (128 + SIGINT)
 EXIT_TERMINATED = 143  # SIGTERM (128 + 15): a scheduler stopped the task
 
 
+def listed(items: list[str], shown: int = 5, sep: str = ", ") -> str:
+    """The first ``shown`` of ``items`` joined by ``sep``, and how many more, for a message.
+
+    >>> listed(["a", "b", "c"], 2)
+    'a, b and 1 more'
+    """
+    return sep.join(items[:shown]) + (f" and {len(items) - shown} more" if len(items) > shown else "")
+
+
 _PY4J_CALL = re.compile(r"An error occurred while calling [\w$]+\.(\w+)\.")
 
 

@@ -27,7 +27,7 @@ from ctcalc_spark.core.finalize import (
 )
 from ctcalc_spark.core.solvers import solve_temperature
 from ctcalc_spark.core.windows import Window, day_runs
-from ctcalc_spark.errors import ConfigError, DegenerateBiasError, InputError
+from ctcalc_spark.errors import ConfigError, DegenerateBiasError, InputError, listed
 from ctcalc_spark.spark.names import col, quoted
 from ctcalc_spark.spark.scan import (
     EXACT_COLUMNS,
@@ -414,12 +414,12 @@ def _absent_days_hints(spark: SparkSession, cfg: JobConfig, days: Sequence[str],
     the config expects) and, when none of the days was found in a ``<ds>=`` folder layout, which days its folders
     hold (one listing)."""
     hints = [_date_format_hint(spark, cfg)]
-    empty = empty_day_folders(cfg, sorted(set(days) - set(present.dropna().astype(str))))
+    found = set(present.dropna().astype(str))
+    empty = empty_day_folders(cfg, sorted(set(days) - found))
     if empty:
-        shown = ", ".join(empty[:5]) + (f" and {len(empty) - 5} more" if len(empty) > 5 else "")
-        hints.append(f"The input's {shown} folder{'s' if len(empty) > 1 else ''} hold{'' if len(empty) > 1 else 's'} "
+        hints.append(f"The input's {listed(empty)} folder{'s' if len(empty) > 1 else ''} hold{'' if len(empty) > 1 else 's'} "
                      "no data file (made by a writer that has not written yet, or wrote no rows).")
-    if not set(days) & set(present.dropna().astype(str)):
+    if not set(days) & found:
         folders = input_day_folders(cfg)
         if folders:
             iso = all(_is_iso_day(v) for v in folders)
@@ -444,9 +444,9 @@ def _days_held(spark: SparkSession, cfg: JobConfig) -> str | None:
             .distinct().limit(100_000).collect()
     except Exception:  # noqa: BLE001 - a hint only: the error it adds to stands without it
         return None
-    held = sorted(str(r["d"]) for r in rows if _is_iso_day(str(r["d"])))
-    if not rows:
+    if not rows:  # no dated row: none at all, or only rows without a date (counted by the scan's checks)
         return "The table has no rows at all." if load_input(spark, cfg).limit(1).count() == 0 else None
+    held = sorted(str(r["d"]) for r in rows if _is_iso_day(str(r["d"])))
     if not held:
         return None
     return (f"The table's {cfg.columns.ds!r} column holds {len(held):,} day{'s' if len(held) != 1 else ''}: "
@@ -633,9 +633,8 @@ def _check_dropped_runs(store: OutputStore, metrics: pd.DataFrame, days: Sequenc
     parts = []
     for (ds, model), g in gone.groupby(["ds", "model"], sort=True):
         runs = sorted(g["run"], key=lambda r: (len(r), r))
-        parts.append(f"ds={ds} {model!r} (run{'s' if len(runs) > 1 else ''} {', '.join(runs[:10])}"
-                     f"{f' and {len(runs) - 10} more' if len(runs) > 10 else ''})")
-    shown = "; ".join(parts[:5]) + (f"; and {len(parts) - 5} more" if len(parts) > 5 else "")
+        parts.append(f"ds={ds} {model!r} (run{'s' if len(runs) > 1 else ''} {listed(runs, 10)})")
+    shown = listed(parts, 5, "; ")
     what = (f"The metrics table already holds model runs this run has not got: {shown}. A day's partitions are "
             "replaced whole, so writing would remove them")
     if replace:

@@ -53,7 +53,7 @@ from ctcalc_spark.config import (
     undated_day,
     validate_ds,
 )
-from ctcalc_spark.errors import ConcurrentRunError, ConfigError, CtcalcError, InputError, java_root_cause
+from ctcalc_spark.errors import ConcurrentRunError, ConfigError, CtcalcError, InputError, java_root_cause, listed
 from ctcalc_spark.pathsafe import unwritable_reason
 from ctcalc_spark.spark import interrupt
 from ctcalc_spark.spark.files import FileStore, absolute, connector_error, is_local, local_path, supports_exchange
@@ -541,35 +541,36 @@ def read_input(spark: SparkSession, cfg: JobConfig, days: Sequence[str] | None =
 
 
 def input_day_folders(cfg: JobConfig) -> list[str]:
-    """The values of a local path input's ``<columns.ds>=<value>`` folders, sorted (the null partition left out);
-    empty for any other input. One listing of the input's root."""
-    from urllib.parse import unquote
-
-    if cfg.input.model_paths:
-        return sorted({d for _, sub in path_inputs(cfg) for d in input_day_folders(sub)})
-    root, name = cfg.input.path, cfg.columns.ds
-    if cfg.input.table or not root or name is None or not is_local(str(root)):
-        return []
-    prefix, where = f"{name}=", absolute(str(root))
-    return sorted(unquote(n[len(prefix):]) for n in _folder_names(where) or ()
-                  if n.startswith(prefix) and n != prefix + NULL_PARTITION and _has_data_files(f"{where}/{n}"))
+    """The values of a local path input's ``<columns.ds>=<value>`` folders that hold data, sorted (the null
+    partition left out); empty for any other input. One listing of the input's root (of each model's path)."""
+    return sorted(v for v, has_data in _input_day_folders(cfg).items() if has_data and v != NULL_PARTITION)
 
 
 def empty_day_folders(cfg: JobConfig, days: Sequence[str]) -> list[str]:
     """The ``<columns.ds>=<day>`` folders of ``days`` that a local path input has but that hold no data file (a
-    writer that made the folder and has not written, or wrote no rows), as ``ds=<day>`` names."""
-    subs = [sub for _, sub in path_inputs(cfg)]
-    name = cfg.columns.ds
-    out = []
-    for sub in subs:
+    writer that made the folder and has not written, or wrote no rows)."""
+    found = _input_day_folders(cfg)
+    return [f"{cfg.columns.ds}={v}" for v in sorted({input_day(cfg.columns.ds_format, d) for d in days})
+            if found.get(v) is False]
+
+
+def _input_day_folders(cfg: JobConfig) -> dict[str, bool]:
+    """Each ``<columns.ds>=<value>`` folder value of a local path input (of any of ``input.model_paths``), and
+    whether it holds a data file (in any of them); empty for any other input."""
+    from urllib.parse import unquote
+
+    name, prefix = cfg.columns.ds, f"{cfg.columns.ds}="
+    found: dict[str, bool] = {}
+    for _, sub in path_inputs(cfg):
         root = sub.input.path
         if sub.input.table or not root or name is None or not is_local(str(root)):
             continue
         where = absolute(str(root))
-        names = _folder_names(where) or set()
-        out += [f"{name}={v}" for v in (input_day(cfg.columns.ds_format, d) for d in days)
-                if f"{name}={v}" in names and not _has_data_files(f"{where}/{name}={v}")]
-    return sorted(set(out))
+        for n in _folder_names(where) or ():
+            if n.startswith(prefix):
+                value = unquote(n[len(prefix):])
+                found[value] = found.get(value, False) or _has_data_files(f"{where}/{n}")
+    return found
 
 
 def _folder_names(root: str) -> set[str] | None:
@@ -1062,7 +1063,7 @@ class OutputStore:
         if foreign.empty:
             return
         days = sorted(foreign["ds"].astype(str).unique()) if "ds" in foreign else []
-        shown = ", ".join(days[:5]) + (f" and {len(days) - 5} more" if len(days) > 5 else "")
+        shown = listed(days)
         other = [t for t, kinds in SUMMARY_TYPES.items() if t != task and all(
             n in foreign.columns and foreign[n].notna().all() for n in kinds)]
         by = f"a {other[0]} job" if other else "a job of another task"
@@ -1269,8 +1270,7 @@ class OutputStore:
                     f"by {', '.join(keys)}, so that rows of different window specs coexist. Move {folder!r} aside and "
                     "run the job again for the days you need.")
             if foreign:
-                shown = ", ".join(repr(n) for n in foreign[:3]) + (f" and {len(foreign) - 3} more" if len(foreign) > 3
-                                                                    else "")
+                shown = listed([repr(n) for n in foreign], 3)
                 raise ConfigError(
                     f"output.path {self.output.path!r} has a {table!r} folder that is not a ctcalc table: it holds "
                     f"{shown}, where ctcalc keeps only {keys[0]}=<value> partition folders. The job would write its "
@@ -1313,7 +1313,7 @@ class OutputStore:
             shared = sorted(set(days) & set(theirs)) if isinstance(theirs, list) else list(days)
             if not shared:
                 continue
-            shown = ", ".join(shared[:5]) + (f" and {len(shared) - 5} more" if len(shared) > 5 else "")
+            shown = listed(shared)
             if record.get("host") == socket.gethostname():
                 alive = "its process is running"
             else:  # another host: only the heartbeat tells
