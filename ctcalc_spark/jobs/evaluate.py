@@ -417,8 +417,9 @@ def _absent_days_hints(spark: SparkSession, cfg: JobConfig, days: Sequence[str],
     found = set(present.dropna().astype(str))
     empty = empty_day_folders(cfg, sorted(set(days) - found))
     if empty:
-        hints.append(f"The input's {listed(empty)} folder{'s' if len(empty) > 1 else ''} hold{'' if len(empty) > 1 else 's'} "
-                     "no data file (made by a writer that has not written yet, or wrote no rows).")
+        many = len(empty) > 1
+        hints.append(f"The input's {listed(empty)} folder{'s hold' if many else ' holds'} no data file (made by a "
+                     "writer that has not written yet, or wrote no rows).")
     if not set(days) & found:
         folders = input_day_folders(cfg)
         if folders:
