@@ -594,8 +594,10 @@ def test_a_relative_path_beside_the_config_but_not_in_the_working_folder_is_name
     cfg = config_from_args(Namespace(config=str(config), set=[]))
     monkeypatch.chdir(project)  # from the project: no complaint
     check_relative_paths(cfg, str(config), ["input", "output"])
-    monkeypatch.chdir(elsewhere)  # an output evaluate is to write there is no mistake; nor is a config of no file
-    check_relative_paths(cfg, str(config), [])
-    check_relative_paths(cfg, None, ["input", "output"])
+    monkeypatch.chdir(elsewhere)
+    # evaluate checks what it reads, not the output it is to write here ('out' is beside the config as well)
+    absolute_input = config_from_args(Namespace(config=str(config), set=[f"input.path={project}/data/scores.csv"]))
+    check_relative_paths(absolute_input, str(config), ["input"])
+    check_relative_paths(cfg, None, ["input", "output"])  # only --set keys: no config file to look beside
     with pytest.raises(ConfigError, match=r"^'output\.path' 'out' is not in the working folder"):
         check_relative_paths(cfg, str(config), ["output"])
