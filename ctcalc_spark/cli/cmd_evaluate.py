@@ -33,6 +33,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def data_notes(result: EvaluateResult, cfg: JobConfig) -> list[str]:
     """Lines about the data behind the metrics: groups without a calibrated value and why, a hint when the
     val-bias parts are too small for a stable c*, and warnings about extreme logits or clipped probabilities."""
+    import pandas as pd
+
     from ctcalc_spark.core.finalize import ALL
     from ctcalc_spark.core.sanity import (
         backwards_auc_line,
@@ -42,6 +44,7 @@ def data_notes(result: EvaluateResult, cfg: JobConfig) -> list[str]:
         extreme_lines,
         many_slice_values_lines,
         median_information,
+        one_label_line,
         probability_like_class_logits_line,
         probability_like_logits_line,
         small_bias_hint,
@@ -54,14 +57,21 @@ def data_notes(result: EvaluateResult, cfg: JobConfig) -> list[str]:
     line = status_line(whole["status"], "groups (day x model x run)")
     if line:
         out.append(line)
-    if cfg.task in ("binary", "regression") and not whole.empty:
+    two_labels = whole
+    if cfg.task == "binary":
+        line = one_label_line(whole, str(cfg.columns.label), cfg.columns.class_names)
+        if line:
+            out.append(line)
+        # groups of one label get no bias from any number of rows: the size hint is about the others
+        two_labels = whole[~pd.to_numeric(whole["base_rate"], errors="coerce").isin([0.0, 1.0])]
+    if cfg.task in ("binary", "regression") and not two_labels.empty:
         c = cfg.columns
         info = median_information(result.summaries, ["ds", c.model, c.run], cfg.histogram.bin_width) \
             if cfg.task == "binary" else None
-        hint = small_bias_hint(median_bias_rows=float(whole["n_bias"].median()),
-                               median_rows=float(whole["n_rows"].median()), information=info,
+        hint = small_bias_hint(median_bias_rows=float(two_labels["n_bias"].median()),
+                               median_rows=float(two_labels["n_rows"].median()), information=info,
                                bias_fraction=cfg.split.bias_fraction, task=cfg.task,
-                               rows_per_day=float(whole["n_rows"].median()))
+                               rows_per_day=float(two_labels["n_rows"].median()))
         if hint:
             out.append(hint)
     if cfg.task == "binary":

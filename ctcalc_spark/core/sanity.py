@@ -175,6 +175,28 @@ def backwards_auc_line(metrics: pd.DataFrame, score: str, class_names: Sequence[
             f"−logit) or {labels} do that; the calibrated metric does not repair it (a shift does not reorder rows).")
 
 
+def one_label_line(whole: pd.DataFrame, label: str, class_names: Sequence[str] = ()) -> str | None:
+    """Groups (day x model x run) whose every row has one label (base rate 0 or 1), or None when there are none.
+
+    No number of rows fits a bias to them (c* runs off to ∓∞) and their AUC is undefined; a table whose labels
+    have not been joined yet, or ``columns.label`` naming a flag that is always 0, gives exactly that.
+    """
+    if whole.empty or "base_rate" not in whole:
+        return None
+    rate = pd.to_numeric(whole["base_rate"], errors="coerce")
+    negative, positive = int((rate == 0.0).sum()), int((rate == 1.0).sum())
+    if negative + positive == 0:
+        return None
+    names = (repr(class_names[0]), repr(class_names[1])) if len(class_names) == 2 else ("0", "1")
+    kinds = "; ".join(f"{n} hold only {names[k]}" for k, n in ((0, negative), (1, positive)) if n)
+    which = f"All {len(whole)}" if negative + positive == len(whole) else f"{negative + positive} of the {len(whole)}"
+    return (f"WARNING: {which} groups (day x model x run) have one label on every row ({kinds} in {label!r}): "
+            "no bias can be fitted to one class (c* runs off to infinity) and the AUC is undefined; the vanilla "
+            "log loss is still written. If the labels have not landed yet (a join that runs later), evaluate the "
+            f"day again once they have; if {label!r} is not the label (a flag that is always 0), set "
+            "columns.label to the column that is.")
+
+
 PROBABILITY_LIKE_MIN_ROWS = 100
 """Rows below which :func:`probability_like_logits_line` says nothing (a handful of logits may all be small)."""
 
