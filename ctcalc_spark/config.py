@@ -148,8 +148,24 @@ def validate_ds(ds: str, what: str = "--ds") -> str:
     except (TypeError, ValueError):
         ok = False
     if not ok:
-        raise ConfigError(f"{what} must be a date like 2026-11-21, got {ds!r}.")
+        meant = _iso_form(ds)
+        raise ConfigError(f"{what} must be a date like 2026-11-21, got {ds!r}"
+                          + (f" (write it {meant})." if meant else "."))
     return ds
+
+
+def _iso_form(text: object) -> str | None:
+    """The YYYY-MM-DD day that a date written another unambiguous way names (20261121, 2026/11/21, 2026.11.21,
+    2026-11-21T00:00:00, 2026-11-21 00:00), or None."""
+    if not isinstance(text, str):
+        return None
+    m = re.fullmatch(r"\s*(\d{4})([-/.]?)(\d{1,2})\2(\d{1,2})(?:[T ]\d{1,2}:\d{2}(?::\d{2}(?:\.\d*)?)?Z?)?\s*", text)
+    if not m or (not m.group(2) and (len(m.group(3)) != 2 or len(m.group(4)) != 2)):
+        return None
+    try:
+        return dt.date(int(m.group(1)), int(m.group(3)), int(m.group(4))).isoformat()
+    except ValueError:
+        return None
 
 
 @dataclass(frozen=True)

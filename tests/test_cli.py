@@ -270,10 +270,13 @@ def test_demo_progress_on_stderr_results_on_stdout_then_quiet_and_bad_input(spar
     (["report", "--start", "2026-11-15", "--end", "2026-11-40"], "--end", "2026-11-40"),
     (["compare", "--a", "x", "--b", "y", "--ds-from", "2026-11-15", "--ds-to", "20261120", "--engine", "spark"],
      "--ds-to", "20261120"),
+    (["evaluate", "--ds", "2026/11/20"], "--ds", "2026/11/20"),
 ])
 def test_a_malformed_date_is_refused_naming_its_option_before_spark_starts(tmp_path, args, flag, value):
+    """A day written another unambiguous way (20261120, 2026/11/20) is refused, not guessed, with the form to use."""
     proc = run_cli([*args, "--config", str(example_config("demo.yaml"))], cwd=tmp_path, expect=EXIT_CONFIG)
-    assert proc.stderr == f"ctcalc {args[0]}: error: {flag} must be a date like 2026-11-21, got '{value}'.\n"
+    meant = " (write it 2026-11-20)" if value.startswith("2026") and value.endswith("20") else ""
+    assert proc.stderr == f"ctcalc {args[0]}: error: {flag} must be a date like 2026-11-21, got '{value}'{meant}.\n"
     # (a started JVM prints its own line first: 'WARNING: Using incubator modules')
 
 
@@ -296,7 +299,8 @@ def test_a_period_given_as_ds_start_end_for_compare_and_report():
             ("2026-11-03..2026-11-01", None, "START 2026-11-03 is after END 2026-11-01."),
             ("2026-11-01,2026-11-03", None, "one day or one range START..END, not a list; give --ds-from and --ds-to"),
             ("2026-11-01..2026-11-03", "2026-11-01", "names the period already: give it, or --ds-from and --ds-to"),
-            ("2026-11-01..20261103", None, "--ds (its END) must be a date like 2026-11-21, got '20261103'.")):
+            ("2026-11-01..20261103", None, "--ds (its END) must be a date like 2026-11-21, got '20261103' (write it "
+                                            "2026-11-03).")):
         with pytest.raises(ConfigError, match=re.escape(message)):
             period(ds, first)
 

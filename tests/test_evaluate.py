@@ -379,6 +379,22 @@ def test_a_day_is_only_ever_yyyy_mm_dd(bad):
         parse_days(f"2026-11-20,{bad}")
 
 
+
+def test_a_day_written_another_way_names_the_form_to_use_and_a_range_may_have_spaces():
+    """'--ds 2026/11/20' said only 'must be a date like 2026-11-21'; '2026-11-20 .. 2026-11-21' was refused for
+    the space after '..' (compare and report took it)."""
+    from ctcalc_spark.config import validate_ds
+
+    for text, meant in (("20261120", "2026-11-20"), ("2026/11/20", "2026-11-20"), ("2026.1.5", "2026-01-05"),
+                        ("2026-11-20T00:00:00Z", "2026-11-20"), ("2026-11-20 13:05", "2026-11-20")):
+        with pytest.raises(ConfigError, match=re.escape(f"got {text!r} (write it {meant}).")):
+            validate_ds(text)
+    for text in ("yesterday", "2026-11-31", "20261", "2026-W47-1", "2026/11-20"):
+        with pytest.raises(ConfigError, match=re.escape(f"got {text!r}.")):
+            validate_ds(text)
+    assert parse_days("2026-11-20 .. 2026-11-22, 2026-11-25") == ["2026-11-20", "2026-11-21", "2026-11-22",
+                                                                 "2026-11-25"]
+
 def test_unknown_config_key_is_rejected(tmp_path):
     with pytest.raises(ConfigError, match=r"Unknown config key\(s\) \['split.bias_fractoin'\]"):
         config_from_dict({"input": {"path": "x"}, "split": {"bias_fractoin": 0.2}})

@@ -137,7 +137,7 @@ def parse_days(spec: str | Sequence[str]) -> list[str]:
         for item in str(part).split(","):
             item = item.strip()
             if ".." in item:
-                days.update(day_range(*item.split("..", 1)))
+                days.update(day_range(*(end.strip() for end in item.split("..", 1))))
             elif item:
                 days.add(validate_ds(item))
     if not days:
