@@ -280,6 +280,23 @@ def test_a_malformed_date_is_refused_naming_its_option_before_spark_starts(tmp_p
     # (a started JVM prints its own line first: 'WARNING: Using incubator modules')
 
 
+@pytest.mark.parametrize("args", [["rolling", "--ds", "2026-11-20"], ["rolling", "--ds", "2026-11-20", "--scan"],
+                                  ["compare", "--a", "a", "--b", "b", "--ds", "2026-11-18..2026-11-20", "--rolling"]])
+def test_rolling_of_a_multiclass_task_says_why_and_what_there_is_before_spark_starts(tmp_path, args):
+    """It said 'The rolling job supports binary and regression tasks, got 'multiclass'.' (rolling, after starting
+    Spark; compare --rolling the same in its own words); --scan would first have evaluated the days."""
+    (tmp_path / "mc.yaml").write_text("task: multiclass\ninput: {path: mc.parquet}\noutput: {path: out}\n"
+                                      "columns: {class_logits: [z0, z1, z2], logit: null}\n")
+    proc = run_cli([*args, "--config", "mc.yaml"], cwd=tmp_path, expect=EXIT_CONFIG)
+    assert proc.stderr == (
+        f"ctcalc {args[0]}: error: Previous-window (rolling) calibration fits each window's bias from the stored daily "
+        "summaries, which binary and regression have; task 'multiclass' fits a temperature, which needs its val-bias "
+        "rows and has no summary to merge over days, so previous-window calibration is not available for it. `ctcalc "
+        "evaluate` writes each day's calibrated multiclass metrics, and `ctcalc compare --ds DAY` compares pipelines "
+        "on them a day at a time.\n")
+    assert not (tmp_path / "out").exists()
+
+
 def test_a_period_given_as_ds_start_end_for_compare_and_report():
     """compare (--ds-from/--ds-to) and report (--start/--end) also take evaluate's --ds START..END."""
     import argparse

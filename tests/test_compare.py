@@ -122,6 +122,20 @@ def test_verdict_flags_disagreement_and_few_runs() -> None:
         compare_runs([0.52], [0.50], [0.49, 0.51], [0.50, 0.52])
 
 
+def test_verdict_names_the_pipeline_both_shares_are_of_when_one_metric_ties() -> None:
+    """Vanilla: a beats b in 1 of 4 run pairs; calibrated: in 2 of 4 (a tie at 50 %). The verdict said 'ranked
+    with a ahead 50.0% of the time under the calibrated metric vs 75.0% under the vanilla metric': the 75 % was b's.
+    Both shares are now of b, the pipeline both metrics rank ahead (one of them on neither side)."""
+    c = compare_runs([2.2, 3.0], [1.0, 3.0], [2.0, 2.5], [2.0, 2.5], name_a="a", name_b="b", n_boot=200)
+    assert (c.vanilla.acc, c.calibrated.acc, c.ahead) == (0.25, 0.5, "b")
+    assert ("Trained once each, the pipelines would be ranked with b ahead 50.0% of the time under the calibrated "
+            "metric vs 75.0% under the vanilla metric.") in c.verdict
+    tie = compare_runs([1.0, 3.0], [1.0, 3.0], [2.0, 2.5], [2.0, 2.5], name_a="a", name_b="b", n_boot=200)
+    assert "either pipeline would be ranked ahead half the time under both metrics" in tie.verdict
+    ahead_a = compare_runs([1.0, 1.1], [1.0, 1.1], [2.0, 2.5], [2.0, 2.5], name_a="a", name_b="b", n_boot=200)
+    assert "ranked with a ahead 100.0% of the time under the calibrated metric vs 100.0%" in ahead_a.verdict
+
+
 def test_single_run_noise_normal_and_empirical() -> None:
     base = np.array([0.0, 1.0, 2.0, 3.0])  # std (ddof=1) = 1.2910
     s = base.std(ddof=1)

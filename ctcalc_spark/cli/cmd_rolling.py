@@ -35,10 +35,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from ctcalc_spark.core.windows import WindowSpec
     from ctcalc_spark.jobs.evaluate import day_span, evaluate, parse_days
-    from ctcalc_spark.jobs.rolling import affected_days, previous_window_bias, run_rolling
+    from ctcalc_spark.jobs.rolling import affected_days, check_rolling_task, previous_window_bias, run_rolling
     from ctcalc_spark.spark.storage import OutputStore
 
     cfg = config_from_args(args)
+    check_rolling_task(cfg)  # before Spark starts, and before --scan evaluates days it could not roll
     days = parse_days(args.ds)
     if args.scan:
         from ctcalc_spark.config import require_input

@@ -350,15 +350,18 @@ def verdict(c: Comparison) -> str:
     """Plain-language reading of a comparison (what to conclude, how reliable one run would be)."""
     v, k = c.vanilla, c.calibrated
     parts = [_one_metric_sentence(v, c.name_a, c.name_b, c.level), _one_metric_sentence(k, c.name_a, c.name_b, c.level)]
-    winner_cal = c.name_a if k.acc >= 0.5 else c.name_b
-    single = max(k.acc, 1.0 - k.acc)
-    single_v = max(v.acc, 1.0 - v.acc)
-    agree = (v.acc - 0.5) * (k.acc - 0.5) >= 0
-    if agree:
+    # Both shares are of the pipeline both metrics rank ahead: with one Acc exactly 50 % the other one decides
+    # (it read 'a ahead 50 % under the calibrated metric vs 75 % under the vanilla' where the vanilla 75 % was b's).
+    side = _direction(v.acc, k.acc)
+    if side:
+        winner = c.name_a if side > 0 else c.name_b
+        single, single_v = (k.acc, v.acc) if side > 0 else (1.0 - k.acc, 1.0 - v.acc)
         parts.append(
-            f"Trained once each, the pipelines would be ranked with {winner_cal} ahead {_pct(single)} of the time "
+            f"Trained once each, the pipelines would be ranked with {winner} ahead {_pct(single)} of the time "
             f"under the calibrated metric vs {_pct(single_v)} under the vanilla metric."
         )
+    elif v.acc == k.acc == 0.5:
+        parts.append("Trained once each, either pipeline would be ranked ahead half the time under both metrics.")
     else:
         parts.append(
             "The two metrics disagree on the direction. The calibrated metric removes a single global bias shift; "

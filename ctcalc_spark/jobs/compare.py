@@ -250,8 +250,9 @@ def rolling_comparison(cfg: JobConfig, model_a: str, model_b: str, ds_from: str,
     from ctcalc_spark.core.rolling_compare import comparison_windows, compare_rolling, days_needed, run_table
     from ctcalc_spark.core.sanity import extreme_counts
 
-    if cfg.task not in ("binary", "regression"):
-        raise ConfigError(f"Rolling comparison supports the binary and regression tasks, got {cfg.task!r}.")
+    from ctcalc_spark.jobs.rolling import check_rolling_task
+
+    check_rolling_task(cfg)
     _distinct_pair(model_a, model_b)
     lo, hi = _span(ds_from, ds_to)
     spec = spec or WindowSpec.from_config(cfg.rolling)

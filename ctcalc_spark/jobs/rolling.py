@@ -95,13 +95,22 @@ def previous_window_bias(cfg: JobConfig, ds: str, spark: SparkSession | None = N
     return pd.DataFrame(out, columns=["model", "run", "c"])
 
 
+def check_rolling_task(cfg: JobConfig) -> None:
+    """ConfigError for the multiclass task (before Spark starts, from the CLI): rolling has nothing to fit it on."""
+    if cfg.task not in ("binary", "regression"):
+        raise ConfigError(
+            f"Previous-window (rolling) calibration fits each window's bias from the stored daily summaries, which "
+            f"binary and regression have; task {cfg.task!r} fits a temperature, which needs its val-bias rows and has no summary to merge "
+            "over days, so previous-window calibration is not available for it. `ctcalc evaluate` writes each day's "
+            "calibrated multiclass metrics, and `ctcalc compare --ds DAY` compares pipelines on them a day at a time.")
+
+
 def compute_rolling(cfg: JobConfig, ds: str | Sequence[str], spark: SparkSession | None = None, *,
                     allow_missing_days: bool = False) -> RollingResult:
     """The rolling rows of the window containing each day of ``ds`` (days up to that day), without writing."""
     t0 = time.perf_counter()
     days = parse_days(ds)
-    if cfg.task not in ("binary", "regression"):
-        raise ConfigError(f"The rolling job supports binary and regression tasks, got {cfg.task!r}.")
+    check_rolling_task(cfg)
     spec = WindowSpec.from_config(cfg.rolling)
     store = OutputStore(cfg, spark)
     available = store.days("summaries")
