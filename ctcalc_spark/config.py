@@ -236,6 +236,14 @@ class ColumnsConfig:
     negative class then the positive one (``["<=50K", ">50K"]``). Empty: labels are class indices 0..K-1 (binary
     0/1 or true/false). Matched as text; a number column's labels as numbers (``[1, 2, 3]``)."""
 
+    model_scores: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    """A table with one score column per model (and run) on the same rows, as one scoring job writes it for
+    several models: ``{baseline: p_base, candidate: p_cand}``, or a list per model, one column per run (runs 0, 1,
+    ... by position): ``{baseline: [p_base_s0, p_base_s1]}``. Each row is read once per column, as that model's
+    (and run's) score in the column that ``logit`` or ``prediction`` names (set just one of them); a model given
+    one column takes its run from the ``run`` column (or ``'0'`` with ``run: null``). The table has no model
+    column then."""
+
     one_run: bool = field(default=False, metadata={"internal": True})
     """Set by ``run: null`` (not a YAML key): the input has no run column and every row is run ``ONE_RUN``. A
     field of the constructor, so ``dataclasses.replace`` keeps it."""
@@ -248,6 +256,16 @@ class ColumnsConfig:
     def class_columns(self) -> tuple[str, ...]:
         """The per-class score columns (class_logits or class_probabilities; empty for an array column)."""
         return self.class_logits or self.class_probabilities
+
+    def score_target(self) -> str | None:
+        """The score column ``model_scores`` stacks into: ``logit`` or ``prediction``, whichever is set (None when
+        both or neither are, which validation refuses)."""
+        named = [n for n in (self.logit, self.prediction) if n is not None]
+        return named[0] if len(named) == 1 else None
+
+    def model_score_columns(self) -> list[str]:
+        """Every column ``model_scores`` names, in order."""
+        return [name for names in self.model_scores.values() for name in names]
 
 
 @dataclass(frozen=True)
@@ -421,6 +439,39 @@ def require_input(cfg: JobConfig) -> None:
                           "per model).")
 
 
+def _validate_model_scores(cfg: JobConfig) -> None:
+    c = cfg.columns
+    if not c.model_scores:
+        return
+    example = "{baseline: p_base, candidate: p_cand} (a list per model for several runs: [p_base_s0, p_base_s1])"
+    for name, names in c.model_scores.items():
+        if not name.strip() or not names or not all(n.strip() for n in names):
+            raise ConfigError(f"'columns.model_scores' maps each model's name to its score column, e.g. {example}; "
+                              f"got {name!r}: {list(names)}.")
+    every = c.model_score_columns()
+    twice = sorted({n for n in every if every.count(n) > 1})
+    if twice:
+        raise ConfigError(f"'columns.model_scores' names the column(s) {twice} more than once: each column is one "
+                          "model's (and run's) scores.")
+    if cfg.input.model_paths:
+        raise ConfigError("Set 'input.model_paths' (a table per model) or 'columns.model_scores' (a column per model "
+                          "in one table), not both.")
+    if c.class_columns():
+        raise ConfigError("'columns.model_scores' gives each model one score column; a multiclass model's class "
+                          "columns (columns.class_logits / class_probabilities) cannot be named per model. Write each "
+                          "model's class logits as one array column, or stack the models' rows upstream.")
+    if c.score_target() is None:
+        raise ConfigError("'columns.model_scores' stacks each model's column into one score column, named by "
+                          "'columns.logit' (logits) or 'columns.prediction' (probabilities, forecasts): set one of "
+                          f"them and the other to null; got columns.logit: {c.logit!r}, columns.prediction: "
+                          f"{c.prediction!r}.")
+    clash = [n for n in (c.model, c.score_target()) if n in every]
+    if clash:
+        raise ConfigError(f"'columns.model_scores' names {clash[0]!r}, which is also the name the stacked rows' "
+                          f"{'model' if clash[0] == c.model else 'score'} column takes; name that column another "
+                          "way under 'columns:'.")
+
+
 def _validate(cfg: JobConfig) -> None:
     if cfg.task not in TASKS:
         raise ConfigError(f"'task' must be one of {list(TASKS)}, got {cfg.task!r}.")
@@ -433,6 +484,7 @@ def _validate(cfg: JobConfig) -> None:
         if not str(name).strip() or not str(path).strip():
             raise ConfigError("'input.model_paths' maps each model's name to the path of its scores, e.g. "
                               f"{{baseline: scores/baseline, candidate: scores/candidate}}; got {name!r}: {path!r}.")
+    _validate_model_scores(cfg)
     if cfg.input.format not in INPUT_FORMATS:
         raise ConfigError(f"'input.format' must be one of {list(INPUT_FORMATS)}, got {cfg.input.format!r}; "
                           "any other source can be registered as a table and read with 'input.table'.")
@@ -608,7 +660,8 @@ def _validate_column_names(cfg: JobConfig) -> None:
     c = cfg.columns
     lists = ("slices", "class_logits", "class_probabilities")
     named = [(f"columns.{f.name}", getattr(c, f.name)) for f in dataclasses.fields(c)
-             if not f.metadata.get("internal") and f.name not in (*lists, "class_names")]  # class_names: labels
+             if not f.metadata.get("internal") and f.name not in (*lists, "class_names", "model_scores")]
+    # class_names: labels; model_scores: its own check
     for key, name in [*named, *((f"columns.{k}", s) for k in lists for s in getattr(c, k))]:
         if name is not None and not name.strip():
             raise ConfigError(f"'{key}' must be a column name, got {name!r}.")
@@ -721,6 +774,8 @@ def _build(cls: type, data: Mapping[str, Any], where: str) -> Any:
         if value is None and f"{where}{name}" in NULL_MEANS_ABSENT:
             kwargs[name] = None
             continue
+        if name == "model_scores" and isinstance(value, Mapping):  # one column: one run, as a list of one
+            value = {k: [v] if isinstance(v, (str, int)) and not isinstance(v, bool) else v for k, v in value.items()}
         if dataclasses.is_dataclass(hint):
             kwargs[name] = _build(hint, value or {}, f"{where}{name}.")
         else:
@@ -729,6 +784,8 @@ def _build(cls: type, data: Mapping[str, Any], where: str) -> Any:
                 kwargs[name] = os.path.expanduser(kwargs[name])
             if name == "model_paths":
                 kwargs[name] = {k: os.path.expanduser(v) for k, v in kwargs[name].items()}
+            if name == "model_scores":
+                kwargs[name] = {str(k): v for k, v in kwargs[name].items()}
     try:
         return cls(**kwargs)
     except TypeError as e:

@@ -969,6 +969,98 @@ def test_model_paths_name_the_model_whose_table_does_not_fit(spark, demo_config,
         demo_config(input__path=None, input__model_paths={"a": ""})
 
 
+def test_one_score_column_per_model_by_model_scores_equals_the_stacked_table(spark, demo_config, tmp_path):
+    """One scoring job that scores the evaluation rows with several models writes a column per model (and run) on
+    the same rows: ``columns.model_scores`` reads each column as its model's (run's) rows. The metrics equal those
+    of the same rows stacked with model and run columns exactly, over a range of days, with a weight, a slice,
+    columns of different number types and models of one column (their run from the run column, or '0')."""
+    from ctcalc_spark.config import config_to_dict
+
+    days = [DS, "2026-11-22"]
+    long = pd.concat([_binary_rows(n=2000, ds=d, seed=i, weights=True, slices=True) for i, d in enumerate(days)])
+    long["weight"] = long.groupby(["ds", "example_id"])["weight"].transform("first")  # one weight per row
+    keys = ["ds", "example_id", "label", "weight", "country"]
+    wide = long.pivot_table(index=keys, columns=["model", "run"], values="logit").reset_index()
+    wide.columns = [f"{m}{r}" if r != "" else m for m, r in wide.columns]
+    _write(wide.astype({"b1": np.float32}), tmp_path / "wide")
+    long = long.assign(logit=np.where((long["model"] == "b") & (long["run"] == 1),
+                                      long["logit"].astype(np.float32), long["logit"]))
+    _write(long, tmp_path / "eval")
+    both = {"columns": {"weight": "weight", "slices": ["country"]}}
+    want = evaluate(spark, demo_config(**both), f"{days[0]}..{days[1]}", write=False).metrics
+    cfg = demo_config(input__path=str(tmp_path / "wide"),
+                      columns={**both["columns"], "model_scores": {"a": ["a0", "a1"], "b": ["b0", "b1"]}})
+    assert config_from_dict(config_to_dict(cfg)) == cfg
+    got = evaluate(spark, cfg, f"{days[0]}..{days[1]}", write=False).metrics
+    order = ["ds", "model", "run", "slice_name", "slice_value"]
+    pd.testing.assert_frame_equal(got.sort_values(order).reset_index(drop=True),
+                                  want.sort_values(order).reset_index(drop=True))
+    assert len(got) == 2 * 2 * 2 * 3 and (got["status"] == "ok").all()
+    # one column per model: its run is the run column's (here every row run 1), or '0' with columns.run: null
+    _write(wide.assign(run=1), tmp_path / "wide_run")
+    once = {"a": "a1", "b": "b1"}
+    got = evaluate(spark, demo_config(input__path=str(tmp_path / "wide_run"), columns={**both["columns"],
+                                      "model_scores": once}), DS, write=False).metrics
+    ref = want[(want["ds"] == DS) & (want["run"] == "1")]
+    pd.testing.assert_frame_equal(got.sort_values(order).reset_index(drop=True),
+                                  ref.sort_values(order).reset_index(drop=True))
+    got = evaluate(spark, demo_config(input__path=str(tmp_path / "wide"), columns={
+        **both["columns"], "model_scores": once, "run": None}), DS, write=False).metrics
+    assert (got["run"] == "0").all()
+    np.testing.assert_array_equal(got.sort_values(order)["log_loss"], ref.sort_values(order)["log_loss"])
+
+
+def test_model_scores_mistakes_are_named(spark, demo_config, tmp_path):
+    rows = _binary_rows(models=("a",), runs=(0,))
+    wide = rows.drop(columns=["model", "logit"]).assign(pa=rows["logit"], pb=rows["logit"] + 0.1)
+    _write(wide, tmp_path / "eval")
+
+    def run(frame=None, **columns):
+        if frame is not None:
+            _write(frame, tmp_path / (name := f"t{len(list(tmp_path.iterdir()))}"))
+        path = str(tmp_path / (name if frame is not None else "eval"))
+        cfg = demo_config(input__path=path, columns={"model_scores": {"a": "pa", "b": "pb"}, **columns})
+        return evaluate(spark, cfg, DS, write=False)
+
+    assert len(run().metrics) == 2
+    # without it, a table whose columns look like a score per model gets the mapping to set
+    _write(wide.drop(columns=["pa", "pb"]).assign(score_baseline=1.0, score_candidate=2.0), tmp_path / "named")
+    with pytest.raises(InputError, match=re.escape(
+            "['score_baseline', 'score_candidate'] look like one score column per model on the same rows: set "
+            "columns.model_scores: {baseline: score_baseline, candidate: score_candidate} (each column is read")):
+        evaluate(spark, demo_config(input__path=str(tmp_path / "named")), DS, write=False)
+    with pytest.raises(InputError, match=r"^The evaluation table lacks the column\(s\) \['pb'\] that "
+                                         r"columns\.model_scores names; present columns: "):
+        run(wide.drop(columns="pb"))
+    with pytest.raises(InputError, match=r"has the column\(s\) \['model'\] besides those columns\.model_scores "
+                                         r"names"):
+        run(wide.assign(model="x"))
+    with pytest.raises(InputError, match=r"has the column\(s\) \['run'\] besides .* take those names for their "
+                                         r"model, run and score"):
+        run(model_scores={"a": ["pa", "pb"]})
+    with pytest.raises(InputError, match=r"types that do not combine: pa double, pb struct<v:double>"):
+        run(wide.assign(pb=[{"v": 1.0}] * len(wide)))
+    for columns, message in (
+            ({"prediction": "p"}, r"set one of them and the other to null; got columns\.logit: 'logit', "
+                                  r"columns\.prediction: 'p'"),
+            ({"model_scores": {"a": "pa", "b": "pa"}}, r"names the column\(s\) \['pa'\] more than once"),
+            ({"model_scores": {"a": "logit"}}, r"names 'logit', which is also the name the stacked rows' score"),
+            ({"model_scores": {"a": []}}, r"maps each model's name to its score column"),
+            ({"model_scores": "pa"}, r"'columns\.model_scores' must be a mapping")):
+        with pytest.raises(ConfigError, match=message):
+            demo_config(columns={"model_scores": {"a": "pa", "b": "pb"}, **columns})
+    with pytest.raises(ConfigError, match=r"not both"):
+        demo_config(input__path=None, input__model_paths={"a": "x"}, columns={"model_scores": {"a": "pa"}})
+    with pytest.raises(ConfigError, match=r"class columns .* cannot be named per model"):
+        demo_config(task="multiclass", columns={"model_scores": {"a": "pa"}, "class_logits": ["z0", "z1"],
+                                                "logit": None})
+    from ctcalc_spark.jobs.stream import check_stream_task
+
+    with pytest.raises(ConfigError, match=r"'columns\.model_scores' \(a score column per model\) is read by the "
+                                          r"batch jobs"):
+        check_stream_task(demo_config(columns={"model_scores": {"a": "pa"}}))
+
+
 def test_models_trained_once_without_a_run_column_by_run_null(spark, demo_config, tmp_path):
     """A table of one training run per model has no run column: ``columns.run: null`` makes every row run '0',
     with the metrics of the same rows given a run column of 0 (it was 'lacks column(s) ['run']' and ''columns.run'

@@ -380,6 +380,10 @@ def check_stream_task(cfg: JobConfig) -> None:
     if cfg.task not in ("binary", "regression"):
         raise ConfigError(f"The stream supports task binary/regression, got {cfg.task!r} (multiclass needs its "
                           "val-bias rows, not mergeable summaries; use the batch evaluate job).")
+    if cfg.columns.model_scores:
+        raise ConfigError("'columns.model_scores' (a score column per model) is read by the batch jobs; the stream "
+                          "reads rows of one model and run each, with the model in 'columns.model'. Land such rows, "
+                          "or evaluate the wide files with `ctcalc evaluate`.")
 
 
 def check_stream_folders(cfg: JobConfig) -> None:

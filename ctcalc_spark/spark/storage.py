@@ -114,6 +114,65 @@ def required_columns(cfg: JobConfig) -> list[str]:
     return list(dict.fromkeys(n for n in names if n is not None))
 
 
+def source_columns(cfg: JobConfig) -> list[str]:
+    """The columns the input table itself must have: :func:`required_columns`, except that with
+    ``columns.model_scores`` its score columns stand in for the model and score columns (and for the run column
+    when no model takes its run from it)."""
+    c = cfg.columns
+    names = required_columns(cfg)
+    if not c.model_scores:
+        return names
+    drop = {c.model, c.score_target()}
+    if all(len(v) > 1 for v in c.model_scores.values()):
+        drop.add(c.run)
+    return list(dict.fromkeys([n for n in names if n not in drop] + c.model_score_columns()))
+
+
+def stack_model_scores(df: DataFrame, cfg: JobConfig) -> DataFrame:
+    """The rows of a table with one score column per model (``columns.model_scores``) once per column: the model
+    column holds the model, the run column the run (the list position, or the table's run column for a model of
+    one column), and the score column that ``columns.logit``/``prediction`` names the column's value. One
+    generator (``inline``) in the scan's own plan: no extra pass."""
+    from pyspark.sql import functions as F
+
+    c = cfg.columns
+    target, every = c.score_target(), c.model_score_columns()
+    assert target is not None  # validation refuses it
+    missing = [n for n in every if n not in df.columns]
+    if missing:
+        raise InputError(f"The evaluation table lacks the column(s) {missing} that columns.model_scores names; present "
+                         f"columns: {sorted(df.columns)}. Name each model's score column as the table spells it.")
+    taken = [n for n in (c.model, target) if n in df.columns]
+    lists = [m for m, names in c.model_scores.items() if len(names) > 1]
+    if lists and c.run in df.columns and not c.one_run:
+        taken.append(c.run)
+    if taken:
+        raise InputError(f"The evaluation table has the column(s) {taken} besides those columns.model_scores names, "
+                         f"while the stacked rows take those names for their model{', run' if c.run in taken else ''} "
+                         "and score: read a table of one row per model and run without columns.model_scores, or "
+                         "name the stacked columns another way under 'columns:' (columns.model, columns.run, "
+                         "columns.logit / columns.prediction).")
+    types = {n: t for n, t in df.dtypes if n in every}
+    kinds = set(types.values())
+    numeric = {k for k in kinds if k in NUMERIC_TYPES or k.startswith("decimal")}
+    if len(kinds) == 1:
+        kind = next(iter(kinds))
+    elif numeric == kinds:
+        kind = "string" if "string" in kinds else "double"  # text holding numbers is parsed per row by the scan
+    elif all(k.startswith("array") for k in kinds):
+        kind = "array<double>"
+    else:
+        raise InputError("The score columns of columns.model_scores have types that do not combine: "
+                         + ", ".join(f"{n} {t}" for n, t in types.items()) + ". Write them as numbers in each.")
+    run_of = {m: [F.col(c.run).cast("string")] if len(names) == 1 and not c.one_run
+              else [F.lit(ONE_RUN if len(names) == 1 else str(i)) for i in range(len(names))]
+              for m, names in c.model_scores.items()}
+    stacked = [F.struct(F.lit(m).alias(c.model), run.alias(c.run), col(n).cast(kind).alias(target))
+               for m, names in c.model_scores.items() for n, run in zip(names, run_of[m])]
+    keep = [n for n in df.columns if n not in set(every) | {c.run}]
+    return df.select(*[col(n) for n in keep], F.inline(F.array(*stacked)))
+
+
 def column_keys(cfg: JobConfig) -> dict[str, str]:
     """Column name -> the ``columns.`` key that names it, for the one-column keys a guess can fill."""
     c = cfg.columns
@@ -237,6 +296,29 @@ def _probability_guess(have: Sequence[str], used: Sequence[str]) -> str:
             f"--set columns.prediction={cols[0]}).")
 
 
+_SCORE_STEMS = ("score", "logit", "pred", "prob", "ctr", "margin", "yhat", "forecast", "output")
+"""Parts of a column name that mark it as a model's score, for :func:`_model_scores_guess`."""
+
+
+def _model_scores_guess(have: Sequence[str], used: Sequence[str]) -> str:
+    """For a missing model column: two or more present columns that read as scores (``score_baseline``,
+    ``p_candidate``) suggest a table of one score column per model, as a sentence with the mapping to set."""
+    free = [h for h in have if h not in set(used)]
+    scores = [h for h in free if any(stem in h.lower() for stem in _SCORE_STEMS)]
+    if len(scores) < 2:
+        return ""
+    words = [re.split(r"[_\-. ]+", h) for h in scores]  # common leading and trailing words are not the model
+    head = len(os.path.commonprefix(words))
+    tail = len(os.path.commonprefix([w[::-1] for w in words]))
+    names = ["_".join(w[head:len(w) - tail]) for w in words]
+    if not all(names) or len(set(names)) < len(names):
+        names = scores
+    mapping = "{" + ", ".join(f"{n}: {h}" for n, h in zip(names, scores)) + "}"
+    return (f" {scores} look like one score column per model on the same rows: set columns.model_scores: {mapping} "
+            "(each column is read as its model's rows; as logits, unless you set columns.logit: null and "
+            "columns.prediction: score, the stacked column's name, for probabilities).")
+
+
 def _guess_line(have: Sequence[str], named: Mapping[str, str], used: Sequence[str]) -> str:
     """The keys of the missing columns, and the columns their names suggest, ready to pass as --set."""
     guesses = guess_columns(have, named, used)
@@ -245,6 +327,8 @@ def _guess_line(have: Sequence[str], named: Mapping[str, str], used: Sequence[st
             "'0').") if "run" in named.values() and "run" not in guesses else ""
     if "logit" in named.values() and "logit" not in guesses:
         once += _probability_guess(have, used)
+    if "model" in named.values() and "model" not in guesses:
+        once += _model_scores_guess(have, used)
     if not guesses:
         return line + once
     sure = {k: cols[0] for k, cols in guesses.items() if len(cols) == 1}
@@ -387,7 +471,7 @@ def load_input(spark: SparkSession, cfg: JobConfig, days: Sequence[str] | None =
         cause = java[0] if java is not None else _first_line(e)
         line = f"Cannot read the evaluation table {where!r}: {cause.rstrip('.')}.{hint}"
         raise (unreadable_file_error(e, cfg) or InputError(line)) from None
-    return nested_columns(df, required_columns(cfg))
+    return nested_columns(df, source_columns(cfg))
 
 
 def _no_data_files_hint(path: str) -> str:
@@ -529,7 +613,9 @@ def read_input(spark: SparkSession, cfg: JobConfig, days: Sequence[str] | None =
     from pyspark.sql.types import StructType
 
     df = load_input(spark, cfg, days)
-    if cfg.columns.one_run:  # columns.run: null, each model trained once
+    if cfg.columns.model_scores:  # one score column per model (and run): a row per column
+        df = stack_model_scores(df, cfg)
+    elif cfg.columns.one_run:  # columns.run: null, each model trained once
         df = df.withColumn(cfg.columns.run, F.lit(ONE_RUN))
     structs = {f.name: f.dataType.fieldNames() for f in df.schema.fields if isinstance(f.dataType, StructType)}
     check_columns(df.columns, required_columns(cfg), structs, keys=column_keys(cfg))
@@ -760,7 +846,7 @@ def unread_files(spark: SparkSession, cfg: JobConfig, days: Sequence[str] | None
         wanted = {*(input_day(cfg.columns.ds_format, d) for d in days), NULL_PARTITION}
         listed = [f for f in listed if f.split(part, 1)[1].split("/", 1)[0] in wanted]
         df = df.where(_in_days(_day_sql(df, cfg), df, cfg, days))
-    values = F.hash(*[col(n) for n in required_columns(cfg) if n in df.columns])  # reads what the scan reads
+    values = F.hash(*[col(n) for n in source_columns(cfg) if n in df.columns])  # reads what the scan reads
     seen = df.groupBy(F.col("_metadata.file_path").alias("f")).agg(F.max(values).alias("h")).collect()
     got = {_plain_path(r["f"]) for r in seen}
     return [f for f in listed if f not in got]
