@@ -100,9 +100,10 @@ def check_rolling_task(cfg: JobConfig) -> None:
     if cfg.task not in ("binary", "regression"):
         raise ConfigError(
             f"Previous-window (rolling) calibration fits each window's bias from the stored daily summaries, which "
-            f"binary and regression have; task {cfg.task!r} fits a temperature, which needs its val-bias rows and has no summary to merge "
-            "over days, so previous-window calibration is not available for it. `ctcalc evaluate` writes each day's "
-            "calibrated multiclass metrics, and `ctcalc compare --ds DAY` compares pipelines on them a day at a time.")
+            f"binary and regression have; task {cfg.task!r} fits a temperature, which needs its val-bias rows and "
+            "has no summary to merge over days, so previous-window calibration is not available for it. `ctcalc "
+            "evaluate` writes each day's calibrated multiclass metrics, and `ctcalc compare --ds DAY` compares "
+            "pipelines on them a day at a time.")
 
 
 def compute_rolling(cfg: JobConfig, ds: str | Sequence[str], spark: SparkSession | None = None, *,
