@@ -945,17 +945,29 @@ def test_dags_on_a_spark_connect_connection(scheduler, scenario, connect_server)
     assert json_differences(*comparisons) == [], json_differences(*comparisons)[:5]
 
 
-def test_one_path_per_model_reaches_the_jobs_as_absolute_paths_and_waits_for_a_marker():
-    from ctcalc_spark.errors import ConfigError
+def test_one_path_per_model_reaches_the_jobs_as_absolute_paths_and_waits_for_each_models_day(tmp_path):
+    """Each pipeline's folder lands on its own schedule: the sensor waits for every model's day marker (it asked
+    for one marker file for all of them, ctcalc_ready_marker, which the scoring jobs do not write)."""
     from ctcalc_spark.orchestration import tasks as orch
 
-    over = {"input.path": None, "input.model_paths": {"base": "scores/base", "cand": "s3a://bucket/cand"}}
+    over = {"input.path": None, "input.model_paths": {"base": str(tmp_path / "base"), "cand": "scores/cand"}}
     variables = {orch.VAR_CONFIG: "conf/demo.yaml", orch.VAR_OVERRIDES: json.dumps(over)}
-    with pytest.raises(ConfigError, match=r"one path per model \(input\.model_paths\), so there is no one folder "
-                                          r"to wait for: set ctcalc_ready_marker"):
-        orch.run_settings("2026-11-16", variables=variables, parse=_parse())
+    s = orch.run_settings("2026-11-16", variables=variables, parse=_parse())
+    base, cand = tmp_path / "base" / "ds=2026-11-16", REPO / "scores/cand/ds=2026-11-16"
+    assert s["ready"] == {"mode": "marker", "markers": {"base": f"{base}/_SUCCESS", "cand": f"{cand}/_SUCCESS"}}
+    s["ready"]["markers"]["cand"] = str(tmp_path / "cand" / "ds=2026-11-16" / "_SUCCESS")
+    done, why = orch.input_ready(s["ready"])
+    assert not done and why.startswith("2 of 2 models not complete yet: base: waiting for ")
+    base.mkdir(parents=True)
+    (base / "_SUCCESS").touch()
+    done, why = orch.input_ready(s["ready"])
+    assert not done and why.startswith("1 of 2 models not complete yet: cand: waiting for ")
+    (tmp_path / "cand" / "ds=2026-11-16").mkdir(parents=True)
+    (tmp_path / "cand" / "ds=2026-11-16" / "_SUCCESS").touch()
+    done, why = orch.input_ready(s["ready"])
+    assert done and why.startswith("every model's day is complete (base, cand): ")
     s = orch.run_settings("2026-11-16", variables={**variables, orch.VAR_READY_MARKER: "/flags/{ds}.done"},
                           parse=_parse())
     assert s["ready"] == {"mode": "marker", "marker": "/flags/2026-11-16.done"} and s["eval_partition"] is None
     sets = dict(a.split("=", 1) for a in s["overrides"])
-    assert json.loads(sets["input.model_paths"]) == {"base": str(REPO / "scores/base"), "cand": "s3a://bucket/cand"}
+    assert json.loads(sets["input.model_paths"]) == {"base": str(tmp_path / "base"), "cand": str(REPO / "scores/cand")}

@@ -370,11 +370,10 @@ def _readiness(mode: Any, marker: Any, sensor_path: str | None, cfg: Any, ds: st
     if marker:
         return {"mode": mode, "marker": absolute(day_placeholders(str(marker), ds, input_ds))}
     if not sensor_path and cfg.input.model_paths:
-        raise ConfigError(
-            f"The config reads one path per model (input.model_paths), so there is no one folder to wait for: set "
-            f"{VAR_READY_MARKER} to the marker file written when all of a day's scores are complete ('{{ds}}' is "
-            "replaced by the date, '{ds_nodash}' by YYYYMMDD, '{input_ds}' by the day as the input's date column "
-            "writes it).")
+        # one path per model, each landing on its own schedule: the day is ready when every model's is
+        return {"mode": mode, "markers": {
+            model: f"{absolute(path).rstrip('/')}/{cfg.columns.ds}={input_ds}/{SUCCESS_MARKER}"
+            for model, path in cfg.input.model_paths.items()}}
     if not sensor_path:
         raise ConfigError(
             f"The config reads the metastore table {cfg.input.table!r}: set {VAR_READINESS}=partition to wait for "
@@ -507,6 +506,14 @@ def input_ready(ready: Mapping[str, Any], spark_conf: Mapping[str, str] | None =
                 conn_id: str | None = None) -> tuple[bool, str]:
     """Check the readiness spec that :func:`run_settings` produced (``{"mode": "marker" | "partition", ...}``).
     A partition is looked up on the Spark Connect server of ``conn_id`` when that is a Connect connection."""
+    if ready["mode"] == "marker" and "markers" in ready:  # input.model_paths: one marker per model
+        checks = {model: marker_ready(marker) for model, marker in ready["markers"].items()}
+        waiting = {model: why for model, (done, why) in checks.items() if not done}
+        if not waiting:
+            return True, f"every model's day is complete ({', '.join(checks)}): " + "; ".join(
+                why for _, why in checks.values())
+        return False, (f"{len(waiting)} of {len(checks)} models not complete yet: "
+                       + "; ".join(f"{model}: {why}" for model, why in waiting.items()))
     if ready["mode"] == "marker":
         return marker_ready(ready["marker"])
     spark = _local_session(spark_conf, "ctcalc-readiness", spark_connect_url(conn_id))
