@@ -1010,6 +1010,30 @@ def test_one_score_column_per_model_by_model_scores_equals_the_stacked_table(spa
     np.testing.assert_array_equal(got.sort_values(order)["log_loss"], ref.sort_values(order)["log_loss"])
 
 
+def test_model_scores_of_multiclass_array_columns_equal_the_stacked_table(spark, demo_config, tmp_path):
+    """A multiclass model's scores are one array column, so a wide table has one array column per model."""
+    rng = np.random.default_rng(3)
+    n = 600
+    y = rng.integers(0, 3, n)
+    frames = []
+    for m in ("a", "b"):
+        z = rng.normal(size=(n, 3))
+        z[np.arange(n), y] += 1.0
+        frames.append(pd.DataFrame({"model": m, "run": 0, "ds": DS, "example_id": np.arange(n), "label": y,
+                                    "logit": list(z)}))
+    long = pd.concat(frames, ignore_index=True)
+    _write(long, tmp_path / "eval")
+    wide = frames[0].drop(columns=["model", "logit"]).assign(za=frames[0]["logit"], zb=frames[1]["logit"])
+    _write(wide, tmp_path / "wide")
+    split = {"bias_fraction": 0.2, "salt": "t"}
+    want = evaluate(spark, demo_config(task="multiclass", split=split), DS, write=False).metrics
+    got = evaluate(spark, demo_config(task="multiclass", split=split, input__path=str(tmp_path / "wide"),
+                                      columns={"model_scores": {"a": "za", "b": "zb"}}), DS, write=False).metrics
+    pd.testing.assert_frame_equal(got.sort_values(["model"]).reset_index(drop=True),
+                                  want.sort_values(["model"]).reset_index(drop=True))
+    assert len(got) == 2 and (got["status"] == "ok").all()
+
+
 def test_model_scores_mistakes_are_named(spark, demo_config, tmp_path):
     rows = _binary_rows(models=("a",), runs=(0,))
     wide = rows.drop(columns=["model", "logit"]).assign(pa=rows["logit"], pb=rows["logit"] + 0.1)
