@@ -548,9 +548,20 @@ def test_csv_files_with_their_columns_in_another_order_stop_the_run(spark, demo_
                       output={"path": str(tmp_path / "out")})
     with pytest.raises(InputError, match=r"CSV file .*/scored/[ab]\.csv of the evaluation table does not match the "
                                          r"other files: its header has column '(run|example_id)' where the table "
-                                         r"has '(example_id|run)'.*Write every file with the same columns"):
+                                         r"has '(example_id|run)'.*Write every file with the same columns") as e:
         evaluate(spark, cfg, DS)
     assert not (tmp_path / "out").exists()
+    # each header, and how the failing file differs (the files' first lines, on this error path only)
+    header = ", ".join(cols)
+    assert (f"The files have 2 different headers: 1 file (a.csv): {header}; 1 file (b.csv): {', '.join(swapped)}. "
+            f"{e.value.args[0].split('CSV file ')[1].split('/')[-1].split(' ')[0]} has the same columns in another "
+            "order.") in str(e.value)
+    added = [*cols[:3], "extra", *cols[3:]]  # a column added upstream, in the middle
+    df[df["run"] == 1].assign(extra=1.5)[added].to_csv(folder / "b.csv", index=False)
+    with pytest.raises(InputError, match=r"1 file \(b\.csv\): " + re.escape(", ".join(added)) +
+                                         r"\. (a\.csv lacks \['extra'\] that the others have|b\.csv has \['extra'\] "
+                                         r"that the others lack)\."):
+        evaluate(spark, cfg, DS)
     # the same columns in the same order pass; a user's enforceSchema: 'true' reads by position as Spark does
     df[df["run"] == 1].to_csv(folder / "b.csv", index=False)
     assert evaluate(spark, cfg, DS, write=False).metrics["n_rows"].tolist() == [500, 500]

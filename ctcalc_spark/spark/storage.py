@@ -736,7 +736,7 @@ def unreadable_file_error(error: BaseException, cfg: JobConfig) -> InputError | 
     fix = "fix or replace the file" if cfg.input.skip_unreadable_files else (
         "fix or remove the file, or set input.skip_unreadable_files: true to skip unreadable files (they are listed)")
     if "CSV header does not conform to the schema" in str(error) or _CSV_HEADER_COUNT.search(cause):
-        return InputError(csv_header_message(path, lines))
+        return InputError(csv_header_message(path, lines, cfg))
     ext = path.rsplit(".", 1)[-1].lower() if "." in path.rsplit("/", 1)[-1] else ""
     other = {"csv": "csv", "json": "json", "jsonl": "json", "parquet": "parquet", "orc": "orc", "avro": "avro"}.get(ext)
     told = (f" input.format is {cfg.input.format!r}, and the file's name ends in .{ext}: if the files are "
@@ -770,8 +770,9 @@ def missing_source_hint(error: BaseException, fmt: str) -> str:
             f"under spark.conf ({note}){more}, or pass --packages to spark-submit.")
 
 
-def csv_header_message(path: str, lines: Sequence[str]) -> str:
-    """The error for a CSV file whose header differs from the table's columns (Spark's header check)."""
+def csv_header_message(path: str, lines: Sequence[str], cfg: JobConfig | None = None) -> str:
+    """The error for a CSV file whose header differs from the table's columns (Spark's header check); for a
+    local input, the headers its files have (first lines only, on this error path)."""
     m = next((m for m in map(_CSV_HEADER.search, lines) if m), None)
     if m is not None:
         what = f"its header has column {m.group(2)!r} where the table has {m.group(1)!r}"
@@ -779,10 +780,55 @@ def csv_header_message(path: str, lines: Sequence[str]) -> str:
         count = next((m for m in map(_CSV_HEADER_COUNT.search, lines) if m), None)
         what = "its header has another number of columns than the table" + (
             f" ({count.group(1).strip().rstrip('.')[:200]})" if count is not None and count.group(1).strip() else "")
+    headers = _csv_headers(cfg, path) if cfg is not None else ""
     return (f"CSV file {path} of the evaluation table does not match the other files: {what} (the table's "
-            "column names and order come from one file's header). Spark reads CSV columns by position, so this "
-            "file would be read into the wrong columns. Write every file with the same columns in the same order "
-            "(or set input.options: {enforceSchema: 'true'} to read by position regardless, at your own risk).")
+            f"column names and order come from one file's header).{headers} Spark reads CSV columns by position, so "
+            "this file would be read into the wrong columns. Write every file with the same columns in the same "
+            "order (or set input.options: {enforceSchema: 'true'} to read by position regardless, at your own risk).")
+
+
+MAX_HEADER_FILES = 2000
+"""CSV files whose first line :func:`_csv_headers` reads at most."""
+
+
+def _csv_headers(cfg: JobConfig, path: str) -> str:
+    """' The files have N headers: …; <path> has [...] that the others lack …' for a local CSV input whose files
+    have more than one header ('' for any other input, or when they cannot be read)."""
+    import csv
+
+    root = str(cfg.input.path or "")
+    if not root or ("://" in root and not root.startswith("file:")):
+        return ""
+    root = _plain_path(root)
+    sep = next((str(v) for k, v in cfg.input.options.items() if str(k).lower() in ("sep", "delimiter")), ",")
+    files = [root] if os.path.isfile(root) else sorted(
+        os.path.join(d, f) for d, subs, names in os.walk(root) for f in names
+        if not f.startswith(("_", ".")) and not any(part.startswith(("_", ".")) for part in
+                                                    os.path.relpath(d, root).split(os.sep) if part != "."))
+    groups: dict[tuple[str, ...], list[str]] = {}
+    try:
+        for f in files[:MAX_HEADER_FILES]:
+            with open(f, newline="", encoding="utf-8-sig", errors="replace") as handle:
+                groups.setdefault(tuple(next(csv.reader(handle, delimiter=sep[:1] or ","), [])), []).append(f)
+    except OSError:
+        return ""
+    if len(groups) < 2:
+        return ""
+    mine = next((h for h, names in groups.items() if os.path.abspath(path) in map(os.path.abspath, names)), None)
+    parts = [f"{len(names)} file{'s' if len(names) > 1 else ''} ({os.path.relpath(names[0], root)}"
+             f"{', …' if len(names) > 1 else ''}): {', '.join(h)}"
+             for h, names in sorted(groups.items(), key=lambda kv: -len(kv[1]))]
+    line = f" The files have {len(groups)} different headers: " + "; ".join(parts[:4]) + \
+        (f"; and {len(parts) - 4} more" if len(parts) > 4 else "") + "."
+    others = [h for h in groups if h != mine]
+    if mine is not None and len(others) == 1:
+        extra = [c for c in mine if c not in others[0]]
+        lacks = [c for c in others[0] if c not in mine]
+        said = [f"has {extra} that the others lack" if extra else "",
+                f"lacks {lacks} that the others have" if lacks else ""]
+        said = [t for t in said if t] or ["has the same columns in another order"]
+        line += f" {os.path.relpath(path, root) if os.path.isdir(root) else path} " + " and ".join(said) + "."
+    return line
 
 
 def _plain_path(path: str) -> str:
