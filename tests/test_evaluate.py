@@ -571,6 +571,26 @@ def test_csv_files_with_their_columns_in_another_order_stop_the_run(spark, demo_
     assert len(evaluate(spark, forced, DS, write=False).metrics) > 2  # the ids read as runs
 
 
+def test_the_csv_header_listing_says_when_it_read_only_the_first_files(demo_config, tmp_path, monkeypatch):
+    """The listing reads at most MAX_HEADER_FILES first lines; past that it says so instead of counting the
+    headers of only those as the table's. Hidden files and folders (_SUCCESS, _staging/) are not read."""
+    from ctcalc_spark.spark import storage
+
+    folder = tmp_path / "scored"
+    (folder / "_staging").mkdir(parents=True)
+    for name, header in (("a.csv", "x,y"), ("b.csv", "y,x"), ("c.csv", "x,y"), ("_SUCCESS", ""),
+                         ("_staging/d.csv", "z")):
+        (folder / name).write_text(header + "\n")
+    cfg = demo_config(input={"path": str(folder), "format": "csv"})
+    assert storage._csv_headers(cfg, str(folder / "b.csv")) == (
+        " The files have 2 different headers: 2 files (a.csv, …): x, y; 1 file (b.csv): y, x. b.csv has the same "
+        "columns in another order.")
+    monkeypatch.setattr(storage, "MAX_HEADER_FILES", 2)
+    assert storage._csv_headers(cfg, str(folder / "b.csv")).startswith(
+        " The first 2 files have 2 different headers: 1 file (a.csv): x, y; 1 file (b.csv): y, x.")
+    assert storage._csv_headers(demo_config(input={"path": "s3a://bucket/scored", "format": "csv"}), "x") == ""
+
+
 def test_a_pretty_printed_json_file_is_told_about_multiline(spark, demo_config, tmp_path):
     """pandas' to_json(orient='records', indent=2) spans lines: Spark parsed none of them, the table had only
     '_corrupt_record', and the error said to rename the columns in the data."""
@@ -1051,10 +1071,12 @@ def test_model_scores_mistakes_are_named(spark, demo_config, tmp_path):
     _write(wide, tmp_path / "eval")
 
     def run(frame=None, **columns):
+        """Evaluate ``frame`` (written to a folder of its own; None: the good wide table) with the mapping."""
+        path = tmp_path / "eval"
         if frame is not None:
-            _write(frame, tmp_path / (name := f"t{len(list(tmp_path.iterdir()))}"))
-        path = str(tmp_path / (name if frame is not None else "eval"))
-        cfg = demo_config(input__path=path, columns={"model_scores": {"a": "pa", "b": "pb"}, **columns})
+            path = tmp_path / f"t{len(list(tmp_path.iterdir()))}"
+            _write(frame, path)
+        cfg = demo_config(input__path=str(path), columns={"model_scores": {"a": "pa", "b": "pb"}, **columns})
         return evaluate(spark, cfg, DS, write=False)
 
     assert len(run().metrics) == 2

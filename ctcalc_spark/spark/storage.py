@@ -30,6 +30,7 @@ only once every task's files are in it). Transactional table formats (Delta, Ice
 from __future__ import annotations
 
 import datetime as dt
+import itertools
 import json
 import logging
 import os
@@ -164,11 +165,14 @@ def stack_model_scores(df: DataFrame, cfg: JobConfig) -> DataFrame:
     else:
         raise InputError("The score columns of columns.model_scores have types that do not combine: "
                          + ", ".join(f"{n} {t}" for n, t in types.items()) + ". Write them as numbers in each.")
-    run_of = {m: [F.col(c.run).cast("string")] if len(names) == 1 and not c.one_run
-              else [F.lit(ONE_RUN if len(names) == 1 else str(i)) for i in range(len(names))]
-              for m, names in c.model_scores.items()}
-    stacked = [F.struct(F.lit(m).alias(c.model), run.alias(c.run), col(n).cast(kind).alias(target))
-               for m, names in c.model_scores.items() for n, run in zip(names, run_of[m])]
+    def run(names: Sequence[str], i: int) -> Column:
+        """The table's run column for a model of one column (unless it has none: ONE_RUN); else the position."""
+        if len(names) == 1:
+            return F.lit(ONE_RUN) if c.one_run else F.col(c.run).cast("string")
+        return F.lit(str(i))
+
+    stacked = [F.struct(F.lit(m).alias(c.model), run(names, i).alias(c.run), col(n).cast(kind).alias(target))
+               for m, names in c.model_scores.items() for i, n in enumerate(names)]
     keep = [n for n in df.columns if n not in set(every) | {c.run}]
     return df.select(*[col(n) for n in keep], F.inline(F.array(*stacked)))
 
@@ -685,9 +689,17 @@ def _day_folders(root: str, ds_column: str | None, days: Sequence[str] | None,
     return found or None
 
 
+def _data_files(folder: str) -> Iterator[str]:
+    """The files below a local folder that are not hidden, as Spark lists a table's files: names and folders
+    starting with '.' or '_' (``_SUCCESS``, ``.crc`` files, ``_staging/``) are left out."""
+    for where, subs, names in os.walk(local_path(folder)):
+        subs[:] = sorted(d for d in subs if not d.startswith((".", "_")))
+        yield from (os.path.join(where, n) for n in sorted(names) if not n.startswith((".", "_")))
+
+
 def _has_data_files(folder: str) -> bool:
-    """Whether a local folder holds a file below it that is not hidden (``_SUCCESS``, ``.crc`` files are)."""
-    return any(not n.startswith((".", "_")) for _, _, names in os.walk(local_path(folder)) for n in names)
+    """Whether a local folder holds a file below it that is not hidden (:func:`_data_files`)."""
+    return next(_data_files(folder), None) is not None
 
 
 NULL_PARTITION = "__HIVE_DEFAULT_PARTITION__"
@@ -796,15 +808,12 @@ def _csv_headers(cfg: JobConfig, path: str) -> str:
     have more than one header ('' for any other input, or when they cannot be read)."""
     import csv
 
-    root = str(cfg.input.path or "")
-    if not root or ("://" in root and not root.startswith("file:")):
+    if not cfg.input.path or not is_local(cfg.input.path):
         return ""
-    root = _plain_path(root)
+    root = local_path(absolute(cfg.input.path))
     sep = next((str(v) for k, v in cfg.input.options.items() if str(k).lower() in ("sep", "delimiter")), ",")
-    files = [root] if os.path.isfile(root) else sorted(
-        os.path.join(d, f) for d, subs, names in os.walk(root) for f in names
-        if not f.startswith(("_", ".")) and not any(part.startswith(("_", ".")) for part in
-                                                    os.path.relpath(d, root).split(os.sep) if part != "."))
+    files = [root] if os.path.isfile(root) else list(itertools.islice(_data_files(root), MAX_HEADER_FILES + 1))
+    more = len(files) > MAX_HEADER_FILES
     groups: dict[tuple[str, ...], list[str]] = {}
     try:
         for f in files[:MAX_HEADER_FILES]:
@@ -818,7 +827,8 @@ def _csv_headers(cfg: JobConfig, path: str) -> str:
     parts = [f"{len(names)} file{'s' if len(names) > 1 else ''} ({os.path.relpath(names[0], root)}"
              f"{', …' if len(names) > 1 else ''}): {', '.join(h)}"
              for h, names in sorted(groups.items(), key=lambda kv: -len(kv[1]))]
-    line = f" The files have {len(groups)} different headers: " + "; ".join(parts[:4]) + \
+    which = f"The first {MAX_HEADER_FILES:,} files" if more else "The files"
+    line = f" {which} have {len(groups)} different headers: " + "; ".join(parts[:4]) + \
         (f"; and {len(parts) - 4} more" if len(parts) > 4 else "") + "."
     others = [h for h in groups if h != mine]
     if mine is not None and len(others) == 1:
