@@ -33,8 +33,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def data_notes(result: EvaluateResult, cfg: JobConfig) -> list[str]:
     """Lines about the data behind the metrics: groups without a calibrated value and why, a hint when the
     val-bias parts are too small for a stable c*, and warnings about extreme logits or clipped probabilities."""
-    import pandas as pd
-
     from ctcalc_spark.core.finalize import ALL
     from ctcalc_spark.core.sanity import (
         backwards_auc_line,
@@ -44,6 +42,7 @@ def data_notes(result: EvaluateResult, cfg: JobConfig) -> list[str]:
         extreme_lines,
         many_slice_values_lines,
         median_information,
+        one_label,
         one_label_line,
         probability_like_class_logits_line,
         probability_like_logits_line,
@@ -62,8 +61,7 @@ def data_notes(result: EvaluateResult, cfg: JobConfig) -> list[str]:
         line = one_label_line(whole, str(cfg.columns.label), cfg.columns.class_names)
         if line:
             out.append(line)
-        # groups of one label get no bias from any number of rows: the size hint is about the others
-        two_labels = whole[~pd.to_numeric(whole["base_rate"], errors="coerce").isin([0.0, 1.0])]
+        two_labels = whole[~one_label(whole)]  # no number of rows fits a bias to one label: the hint is the others
     if cfg.task in ("binary", "regression") and not two_labels.empty:
         c = cfg.columns
         info = median_information(result.summaries, ["ds", c.model, c.run], cfg.histogram.bin_width) \

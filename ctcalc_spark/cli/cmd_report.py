@@ -1,4 +1,5 @@
-"""``ctcalc report``: the drift report (HTML with embedded plots, CSV, JSON) over a period (--ds START..END, or --start and --end)."""
+"""``ctcalc report``: the drift report (HTML with embedded plots, CSV, JSON) over a period (--ds START..END, or
+--start and --end)."""
 from __future__ import annotations
 
 import argparse

@@ -87,6 +87,7 @@ def check_relative_paths(cfg: JobConfig, config: str | None, reads: Sequence[str
 
 
 def config_from_args(args: argparse.Namespace) -> JobConfig:
+    """Load --config with the --set overrides applied (values parsed as YAML scalars)."""
     overrides = set_overrides(args.set)
     if args.config is None:  # every key from --set, the rest the defaults (docs/evaluate.md)
         if not overrides:

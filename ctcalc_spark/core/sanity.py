@@ -175,18 +175,25 @@ def backwards_auc_line(metrics: pd.DataFrame, score: str, class_names: Sequence[
             f"−logit) or {labels} do that; the calibrated metric does not repair it (a shift does not reorder rows).")
 
 
+def one_label(whole: pd.DataFrame) -> pd.Series:
+    """Which metrics rows' groups have one label on every row (base rate exactly 0 or 1); all False without a
+    base rate (regression, multiclass). A zero-weight group's base rate is null: not one of them."""
+    if "base_rate" not in whole:
+        return pd.Series(False, index=whole.index)
+    return pd.to_numeric(whole["base_rate"], errors="coerce").isin([0.0, 1.0])
+
+
 def one_label_line(whole: pd.DataFrame, label: str, class_names: Sequence[str] = ()) -> str | None:
-    """Groups (day x model x run) whose every row has one label (base rate 0 or 1), or None when there are none.
+    """Groups (day x model x run) whose every row has one label (:func:`one_label`), or None when there are none.
 
     No number of rows fits a bias to them (c* runs off to ∓∞) and their AUC is undefined; a table whose labels
     have not been joined yet, or ``columns.label`` naming a flag that is always 0, gives exactly that.
     """
-    if whole.empty or "base_rate" not in whole:
+    single = one_label(whole)
+    if not single.any():
         return None
     rate = pd.to_numeric(whole["base_rate"], errors="coerce")
-    negative, positive = int((rate == 0.0).sum()), int((rate == 1.0).sum())
-    if negative + positive == 0:
-        return None
+    negative, positive = int((single & (rate == 0.0)).sum()), int((single & (rate == 1.0)).sum())
     names = (repr(class_names[0]), repr(class_names[1])) if len(class_names) == 2 else ("0", "1")
     kinds = "; ".join(f"{n} hold only {names[k]}" for k, n in ((0, negative), (1, positive)) if n)
     which = f"All {len(whole)}" if negative + positive == len(whole) else f"{negative + positive} of the {len(whole)}"
