@@ -1111,11 +1111,6 @@ def test_model_scores_mistakes_are_named(spark, demo_config, tmp_path):
     with pytest.raises(ConfigError, match=r"class columns .* cannot be named per model"):
         demo_config(task="multiclass", columns={"model_scores": {"a": "pa"}, "class_logits": ["z0", "z1"],
                                                 "logit": None})
-    from ctcalc_spark.jobs.stream import check_stream_task
-
-    with pytest.raises(ConfigError, match=r"'columns\.model_scores' \(a score column per model\) is read by the "
-                                          r"batch jobs"):
-        check_stream_task(demo_config(columns={"model_scores": {"a": "pa"}}))
 
 
 def test_models_trained_once_without_a_run_column_by_run_null(spark, demo_config, tmp_path):

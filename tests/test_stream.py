@@ -35,6 +35,7 @@ from ctcalc_spark.jobs.rolling import compute_rolling
 from ctcalc_spark.jobs.stream import (
     KAFKA_PACKAGE,
     StreamBatchError,
+    default_schema,
     read_stream,
     read_stream_counts,
     read_stream_metrics,
@@ -385,11 +386,11 @@ def test_csv_files_stream_like_the_batch_job_and_bad_ones_are_quarantined(spark,
         read_stream(spark, _stream_config(demo_config, src, format="csv", options={"header": "false"}))
 
 
-def _csv_days(tmp_path: Path, change) -> tuple[Path, Path, pd.DataFrame]:
-    """Two days of the stream demo's rows (one run) in tmp_path/gen as the batch job reads them, and in
-    tmp_path/src as one CSV file a day, each day's rows passed through ``change`` first; returns gen, src, rows."""
+def _csv_days(tmp_path: Path, change, n_runs: int = 1) -> tuple[Path, Path, pd.DataFrame]:
+    """Two days of the stream demo's rows in tmp_path/gen as the batch job reads them, and in tmp_path/src as
+    one CSV file a day, each day's rows passed through ``change`` first; returns gen, src, rows."""
     gen, src = tmp_path / "gen", tmp_path / "src"
-    rows = write_stream_demo_files(str(gen), n_examples_per_day=300, n_runs=1, n_days=2, files_per_day=1)
+    rows = write_stream_demo_files(str(gen), n_examples_per_day=300, n_runs=n_runs, n_days=2, files_per_day=1)
     src.mkdir()
     t0 = time.time() - 600
     for i, (ds, day) in enumerate(rows.groupby("ds")):
@@ -519,6 +520,10 @@ def test_stream_config_validation(demo_config):
 
     assert window_micros(cfg) == (900 * 10**6, 7200 * 10**6)
     assert window_spec(cfg).label == "fixed_900s"
+    # JSON files and Kafka values without stream.schema: the score columns of columns.model_scores, as doubles
+    wide = demo_config(columns={"model_scores": {"a": ["pa0", "pa1"], "b": ["pb0", "pb1"]}})
+    assert default_schema(wide) == ("`label` DOUBLE, `example_id` STRING, `event_time` TIMESTAMP, "
+                                    "`pa0` DOUBLE, `pa1` DOUBLE, `pb0` DOUBLE, `pb1` DOUBLE")
 
 
 def test_kafka_without_connector_names_the_package(spark, demo_config):
@@ -583,3 +588,36 @@ def test_models_trained_once_stream_without_a_run_column(spark, demo_config, tmp
     key = ["ds", "model", "run", "slice_name"]
     _close(metrics.sort_values(key).reset_index(drop=True), batch_metrics.sort_values(key).reset_index(drop=True),
            SAME_COLS, "run: null stream vs batch")
+
+
+def test_one_score_column_per_model_streams_like_the_batch_job(spark, demo_config, tmp_path):
+    """``columns.model_scores`` in a stream: CSV files of one row per example with a score column per model and
+    run give the batch job's metrics of the same rows stacked (1e-12), each landed row counted once per column.
+    (The stream refused the mapping: 'is read by the batch jobs'.) A model column beside the mapping is named
+    before any batch runs."""
+    def wide(day: pd.DataFrame) -> pd.DataFrame:
+        keys = ["ds", "example_id", "label", "event_time"]
+        table = day.pivot_table(index=keys, columns=["model", "run"], values="logit").reset_index()
+        table.columns = [f"{m}_{r}" if r != "" else m for m, r in table.columns]
+        assert len(table) * 6 == len(day)  # one label per example: every (model, run) row fits in one wide row
+        return table
+
+    gen, src, rows = _csv_days(tmp_path, wide, n_runs=2)
+    models = sorted(rows["model"].unique())
+    assert len(models) == 3
+    cfg = _stream_config(demo_config, src, format="csv")
+    mapping = {m: [f"{m}_0", f"{m}_1"] for m in models}
+    cfg = dataclasses.replace(cfg, columns=dataclasses.replace(cfg.columns, model_scores=mapping))
+    res = run_stream(spark, cfg, trigger="availableNow", close_at_end=True)
+    assert sum(b["rows"] for b in res.batches) == len(rows) and not any(b["invalid"] for b in res.batches)
+    metrics = read_stream_metrics(spark, cfg)
+    batch_metrics, _ = _batch_reference(spark, demo_config, gen, tmp_path / "batch", ["2026-11-15", "2026-11-16"])
+    key = ["ds", "model", "run", "slice_name"]
+    got, want = (t.sort_values(key).reset_index(drop=True) for t in (metrics, batch_metrics))
+    assert got[key + ["status"]].equals(want[key + ["status"]]) and len(got) == 2 * 3 * 2
+    _close(got, want, SAME_COLS, "model_scores stream vs batch")
+    (tmp_path / "src2").mkdir()
+    (tmp_path / "src2" / "a.csv").write_text((src / "day-2026-11-15.csv").read_text().replace("ds,", "model,", 1))
+    other = dataclasses.replace(cfg, stream=dataclasses.replace(cfg.stream, path=str(tmp_path / "src2")))
+    with pytest.raises(InputError, match=r"has the column\(s\) \['model'\] besides those columns\.model_scores names"):
+        read_stream(spark, other)

@@ -64,7 +64,7 @@ from ctcalc_spark.jobs.evaluate import check_finite
 from ctcalc_spark.spark.files import FileStore, absolute, is_local, local_path
 from ctcalc_spark.spark import names
 from ctcalc_spark.spark.scan import INVALID_REASONS, decode_aggregate, group_columns, summary_aggregation
-from ctcalc_spark.spark.storage import OutputStore, check_columns, column_keys, required_columns
+from ctcalc_spark.spark.storage import OutputStore, check_columns, column_keys, source_columns, stack_model_scores
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -380,10 +380,6 @@ def check_stream_task(cfg: JobConfig) -> None:
     if cfg.task not in ("binary", "regression"):
         raise ConfigError(f"The stream supports task binary/regression, got {cfg.task!r} (multiclass needs its "
                           "val-bias rows, not mergeable summaries; use the batch evaluate job).")
-    if cfg.columns.model_scores:
-        raise ConfigError("'columns.model_scores' (a score column per model) is read by the batch jobs; the stream "
-                          "reads rows of one model and run each, with the model in 'columns.model'. Land such rows, "
-                          "or evaluate the wide files with `ctcalc evaluate`.")
 
 
 def check_stream_folders(cfg: JobConfig) -> None:
@@ -488,6 +484,14 @@ class BatchHandler:
         out.frame = frame
         return out
 
+    def _stacked(self, got: _BatchRows) -> _BatchRows:
+        """With ``columns.model_scores``, a landed row per model (and run) column, as the batch job reads it:
+        the batch's rows counted as evaluation rows, one per score column of a landed row."""
+        if not self.cfg.columns.model_scores or got.frame is None:
+            return got
+        width = len(self.cfg.columns.model_score_columns())
+        return dataclasses.replace(got, frame=stack_model_scores(got.frame, self.cfg), n_rows=got.n_rows * width)
+
     def _unreadable(self, footers: FileStore | str, path: str, length: int, read: int) -> tuple[
             str | None, int | None]:
         """(why the file is quarantined or None, its footer row count if known) from the rows Spark read.
@@ -547,7 +551,7 @@ class BatchHandler:
         def lap(name: str) -> None:
             phase[name] = round(time.perf_counter() - t0 - sum(phase.values()), 3)
 
-        got = self._read(batch_df)
+        got = self._stacked(self._read(batch_df))
         lap("read")
         report: dict[str, Any] = {"batch_id": batch_id, "token": self.token, "rows": got.n_rows, "on_time": 0,
                                   **{k: 0 for k in COUNT_KINDS}, "quarantined": got.quarantined, "closed": [],
@@ -689,6 +693,10 @@ def default_schema(cfg: JobConfig) -> str:
             *[(s, "STRING") for s in c.slices], (cfg.stream.event_time, "TIMESTAMP")]
     if cfg.task == "multiclass":
         cols[3] = (c.logit, "ARRAY<DOUBLE>")
+    if c.model_scores:  # the score columns stand in for the model, score (and run) columns
+        drop = {c.model, c.score_target()} | ({c.run} if all(len(v) > 1 for v in c.model_scores.values()) else set())
+        score = "ARRAY<DOUBLE>" if cfg.task == "multiclass" else "DOUBLE"
+        cols = [x for x in cols if x[0] not in drop] + [(n, score) for n in c.model_score_columns()]
     seen: set[str] = set()
     parts = []
     for name, kind in cols:
@@ -699,7 +707,9 @@ def default_schema(cfg: JobConfig) -> str:
 
 
 def _needed_columns(cfg: JobConfig) -> list[str]:
-    return [n for n in required_columns(cfg) if n != cfg.columns.ds] + [cfg.stream.event_time]
+    """The columns a landed row must have: those the batch job's table must (with ``columns.model_scores``, its
+    score columns in place of the model and score columns), the event time instead of the date."""
+    return [n for n in source_columns(cfg) if n != cfg.columns.ds] + [cfg.stream.event_time]
 
 
 def _reader_options(s: StreamConfig) -> dict[str, str]:
@@ -746,7 +756,7 @@ def _csv_schema(spark: SparkSession, cfg: JobConfig) -> StructType:
     files = FileStore(str(s.path))
     wide = {IntegerType: LongType(), ShortType: LongType(), FloatType: DoubleType()}
     c = cfg.columns
-    fixed = {**{n: DoubleType() for n in (c.label, c.logit, c.prediction, c.weight) if n},
+    fixed = {**{n: DoubleType() for n in (c.label, c.logit, c.prediction, c.weight, *c.model_score_columns()) if n},
              s.event_time: TimestampType()}
     if c.class_names:  # labels named by columns.class_names are matched as text
         fixed[c.label] = StringType()
@@ -810,6 +820,8 @@ def read_stream(spark: SparkSession, cfg: JobConfig) -> tuple[DataFrame, StructT
         except ConfigError as e:  # a file system pyarrow cannot reach: Spark may still read it
             log.info("not creating %s: %s", s.path, e)
         schema = _row_schema(spark, cfg)
+        if cfg.columns.model_scores:  # the mapping's mistakes (a model column beside it, types) before any batch
+            stack_model_scores(spark.createDataFrame([], schema), cfg)
         reader = spark.readStream.format("binaryFile").schema(FILE_LIST_SCHEMA)
         if s.max_files_per_trigger:
             reader = reader.option("maxFilesPerTrigger", s.max_files_per_trigger)
@@ -831,6 +843,8 @@ def read_stream(spark: SparkSession, cfg: JobConfig) -> tuple[DataFrame, StructT
     parsed = F.from_json(F.col("value").cast("string"), s.schema or default_schema(cfg))
     df = raw.select(parsed.alias("_r")).select("_r.*")
     check_columns(df.columns, _needed_columns(cfg), what="The stream's schema", keys=column_keys(cfg))
+    if cfg.columns.model_scores:
+        stack_model_scores(df, cfg)
     return df, None
 
 
