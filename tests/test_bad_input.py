@@ -265,6 +265,12 @@ def test_set_names_one_key_inside_spark_conf_and_the_other_free_key_sections(tmp
     assert cfg.output.tables == {"metrics": "db.m"} and cfg.output.database == "ct"
     with pytest.raises(ConfigError, match="Unknown config key"):  # a section's name itself is not free
         load_config(config, set_overrides(["spark.confx.a=1"]))
+    # a glob (an alias to YAML) or a value starting with a character YAML reserves is the text as typed; it was
+    # "the value is not valid YAML: while scanning an alias"
+    assert set_overrides(["input.options.pathGlobFilter=*.csv", "output.tables.metrics=@x", "a=`b`"]) == {
+        "input.options.pathGlobFilter": "*.csv", "output.tables.metrics": "@x", "a": "`b`"}
+    with pytest.raises(ConfigError, match=r"--set a=\{b: the value is not valid YAML"):
+        set_overrides(["a={b"])
 
 
 def test_a_bad_spark_setting_exits_3_with_one_line(tmp_path, capsys):

@@ -591,6 +591,45 @@ def test_the_csv_header_listing_says_when_it_read_only_the_first_files(demo_conf
     assert storage._csv_headers(demo_config(input={"path": "s3a://bucket/scored", "format": "csv"}), "x") == ""
 
 
+def test_a_file_named_unlike_the_tables_files_is_told_about_and_gzip_headers_are_read(spark, demo_config, tmp_path):
+    """A README.txt in a folder of daily CSV exports was read by Spark as one more CSV file; the error listed the
+    headers, with the .csv.gz files' compressed bytes as theirs ('\x1f\x8b…'), and said nothing of the stray
+    file. Now the listing reads gzip/bzip2 files as Spark does, the error says the file is not named like the
+    others and gives input.options: {pathGlobFilter: ...}, and with it the job reads only the table's files
+    (the same metrics as without the stray file). A Parquet folder's stray file gets the same hint."""
+    import bz2
+    import gzip
+
+    df = _binary_rows(models=("a",), runs=(0, 1, 2), n=300)
+    csvs, pq_folder = tmp_path / "csv", tmp_path / "pq"
+    csvs.mkdir()
+    pq_folder.mkdir()
+    parts = dict(zip(("0.csv", "1.csv.gz", "2.CSV.bz2"), (df[df["run"] == r] for r in (0, 1, 2))))
+    (csvs / "0.csv").write_text(parts["0.csv"].to_csv(index=False))
+    (csvs / "1.csv.gz").write_bytes(gzip.compress(parts["1.csv.gz"].to_csv(index=False).encode()))
+    (csvs / "2.CSV.bz2").write_bytes(bz2.compress(parts["2.CSV.bz2"].to_csv(index=False).encode()))
+    want = evaluate(spark, demo_config(input={"path": str(csvs), "format": "csv"}), DS, write=False).metrics
+    assert sorted(want["run"]) == ["0", "1", "2"]
+    (csvs / "README.txt").write_text("scores of job 17\n")
+    with pytest.raises(InputError) as e:
+        evaluate(spark, demo_config(input={"path": str(csvs), "format": "csv"}), DS, write=False)
+    header = ", ".join(df.columns)
+    assert (f"README.txt is not named like the folder's other files (3 end in .csv): if it is not part of the "
+            f"table, move it out of '{csvs}', or set input.options: {{pathGlobFilter: '*.csv*'}} so Spark reads "
+            "only the files named so. The files have 2 different headers: 3 files (0.csv, …): "
+            f"{header}; 1 file (README.txt): scores of job 17.") in str(e.value)
+    got = evaluate(spark, demo_config(input={"path": str(csvs), "format": "csv", "options": {
+        "pathGlobFilter": "*.{csv,csv.gz,CSV.bz2}"}}), DS, write=False).metrics
+    pd.testing.assert_frame_equal(got, want)
+    for run, part in df.groupby("run"):
+        part.to_parquet(pq_folder / f"run-{run}.parquet", index=False)
+    (pq_folder / "notes.md").write_text("# scores\n")
+    with pytest.raises(InputError, match=r"^Cannot read file .*/notes\.md of the evaluation table: .* notes\.md is "
+                                         r"not named like the folder's other files \(\d+ end in \.parquet\): .*"
+                                         r"\{pathGlobFilter: '\*\.parquet'\}"):
+        evaluate(spark, demo_config(input={"path": str(pq_folder)}), DS, write=False)
+
+
 def test_a_pretty_printed_json_file_is_told_about_multiline(spark, demo_config, tmp_path):
     """pandas' to_json(orient='records', indent=2) spans lines: Spark parsed none of them, the table had only
     '_corrupt_record', and the error said to rename the columns in the data."""

@@ -54,13 +54,20 @@ def period_arguments(args: argparse.Namespace, first: str, last: str, *, first_f
 
 
 def set_overrides(items: list[str]) -> dict[str, Any]:
-    """``--set KEY=VALUE`` items as dotted overrides (values parsed as YAML scalars)."""
+    """``--set KEY=VALUE`` items as dotted overrides (values parsed as YAML scalars). A value YAML cannot read that
+    is no list, mapping or quoted text is the text as typed: a glob such as ``*.csv`` (an alias to YAML) or
+    ``@team`` (a reserved character)."""
     overrides: dict[str, Any] = {}
     for item in items:
         if "=" not in item:
             raise ConfigError(f"--set expects KEY=VALUE, got {item!r}.")
         key, value = item.split("=", 1)
-        overrides[key.strip()] = parse_yaml(value, f"--set {item}: the value")
+        try:
+            overrides[key.strip()] = parse_yaml(value, f"--set {item}: the value")
+        except ConfigError:
+            if value.lstrip()[:1] in ("[", "{", '"', "'") or "\n" in value:
+                raise
+            overrides[key.strip()] = value
     return overrides
 
 

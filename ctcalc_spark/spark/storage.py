@@ -30,6 +30,7 @@ only once every task's files are in it). Transactional table formats (Delta, Ice
 from __future__ import annotations
 
 import datetime as dt
+import fnmatch
 import itertools
 import json
 import logging
@@ -659,7 +660,8 @@ def _input_day_folders(cfg: JobConfig) -> dict[str, bool]:
         for n in _folder_names(where) or ():
             if n.startswith(prefix):
                 value = unquote(n[len(prefix):])
-                found[value] = found.get(value, False) or _has_data_files(f"{where}/{n}")
+                found[value] = found.get(value, False) or _has_data_files(f"{where}/{n}",
+                                                                         input_glob(sub.input.options))
     return found
 
 
@@ -689,17 +691,75 @@ def _day_folders(root: str, ds_column: str | None, days: Sequence[str] | None,
     return found or None
 
 
-def _data_files(folder: str) -> Iterator[str]:
+def _data_files(folder: str, glob: str | None = None) -> Iterator[str]:
     """The files below a local folder that are not hidden, as Spark lists a table's files: names and folders
-    starting with '.' or '_' (``_SUCCESS``, ``.crc`` files, ``_staging/``) are left out."""
+    starting with '.' or '_' (``_SUCCESS``, ``.crc`` files, ``_staging/``) are left out, and with ``glob`` (the
+    reader's ``pathGlobFilter``) names it does not match."""
+    patterns = _expand_braces(glob) if glob else []
     for where, subs, names in os.walk(local_path(folder)):
         subs[:] = sorted(d for d in subs if not d.startswith((".", "_")))
-        yield from (os.path.join(where, n) for n in sorted(names) if not n.startswith((".", "_")))
+        yield from (os.path.join(where, n) for n in sorted(names) if not n.startswith((".", "_"))
+                    and (not patterns or any(fnmatch.fnmatchcase(n, p) for p in patterns)))
 
 
-def _has_data_files(folder: str) -> bool:
+def _has_data_files(folder: str, glob: str | None = None) -> bool:
     """Whether a local folder holds a file below it that is not hidden (:func:`_data_files`)."""
-    return next(_data_files(folder), None) is not None
+    return next(_data_files(folder, glob), None) is not None
+
+
+def _expand_braces(glob: str) -> list[str]:
+    """A Hadoop glob's ``{a,b}`` alternatives as fnmatch patterns: ``*.{csv,tsv}`` -> ``*.csv``, ``*.tsv``."""
+    m = re.search(r"\{([^{}]*)\}", glob)
+    if m is None:
+        return [glob]
+    return [x for alt in m.group(1).split(",") for x in _expand_braces(glob[:m.start()] + alt + glob[m.end():])]
+
+
+def input_glob(options: Mapping[str, Any]) -> str | None:
+    """The reader's ``pathGlobFilter`` among ``input.options`` (Spark matches option keys in any case)."""
+    return next((str(v) for k, v in options.items() if str(k).lower() == "pathglobfilter"), None)
+
+
+COMPRESSION_SUFFIXES = (".gz", ".bz2", ".lz4", ".snappy", ".deflate", ".zst")
+"""Endings of the compressed files Spark's text readers decompress by name."""
+
+
+def _name_kind(name: str) -> str:
+    """The type a data file's name tells, compression left off, in lower case: 'part-0.CSV.gz' -> '.csv'."""
+    low = name.lower()
+    for suffix in COMPRESSION_SUFFIXES:
+        if low.endswith(suffix):
+            low = low[:-len(suffix)]
+            break
+    return os.path.splitext(low)[1]
+
+
+def stray_file_hint(cfg: JobConfig, path: str) -> str:
+    """For a file of a local input folder that Spark could not read as the table's: when its name ends unlike
+    most of the folder's files (a README.txt among .csv files), that it may not belong there and how to read
+    only the table's files; '' otherwise."""
+    root = cfg.input.path
+    if not root or not is_local(str(root)) or not os.path.isdir(local_path(absolute(str(root)))):
+        return ""
+    names = [os.path.basename(f) for f in
+             itertools.islice(_data_files(absolute(str(root)), input_glob(cfg.input.options)), MAX_HEADER_FILES)]
+    kinds: dict[str, list[str]] = {}
+    for n in names:
+        kinds.setdefault(_name_kind(n), []).append(n)
+    top = max(kinds, key=lambda k: len(kinds[k]), default="")
+    if not top or _name_kind(os.path.basename(path)) == top or len(kinds[top]) < 2:
+        return ""
+    endings = [os.path.splitext(n[:len(n) - len(_compression(n))])[1] for n in kinds[top]]
+    spelled = max(set(endings), key=endings.count)  # as the files spell it: the filter tells case apart
+    pattern = f"*{spelled}*" if any(_compression(n) for n in kinds[top]) else f"*{spelled}"
+    return (f" {os.path.basename(path)} is not named like the folder's other files ({len(kinds[top]):,} end in "
+            f"{spelled}): if it is not part of the table, move it out of {str(root)!r}, or set input.options: "
+            f"{{pathGlobFilter: '{pattern}'}} so Spark reads only the files named so.")
+
+
+def _compression(name: str) -> str:
+    """The compression ending of a file's name ('' for none)."""
+    return next((s for s in COMPRESSION_SUFFIXES if name.lower().endswith(s)), "")
 
 
 NULL_PARTITION = "__HIVE_DEFAULT_PARTITION__"
@@ -754,7 +814,7 @@ def unreadable_file_error(error: BaseException, cfg: JobConfig) -> InputError | 
     told = (f" input.format is {cfg.input.format!r}, and the file's name ends in .{ext}: if the files are "
             f"{other.upper()}, set input.format: {other}.") if other and other != cfg.input.format else ""
     return InputError(f"Cannot read file {path} of the evaluation table: {cause.rstrip('.')[:300]}.{told} "
-                      f"{fix[0].upper()}{fix[1:]}.")
+                      f"{fix[0].upper()}{fix[1:]}.{stray_file_hint(cfg, path)}")
 
 
 def missing_source_hint(error: BaseException, fmt: str) -> str:
@@ -793,10 +853,12 @@ def csv_header_message(path: str, lines: Sequence[str], cfg: JobConfig | None = 
         what = "its header has another number of columns than the table" + (
             f" ({count.group(1).strip().rstrip('.')[:200]})" if count is not None and count.group(1).strip() else "")
     headers = _csv_headers(cfg, path) if cfg is not None else ""
+    stray = stray_file_hint(cfg, path) if cfg is not None else ""
     return (f"CSV file {path} of the evaluation table does not match the other files: {what} (the table's "
-            f"column names and order come from one file's header).{headers} Spark reads CSV columns by position, so "
-            "this file would be read into the wrong columns. Write every file with the same columns in the same "
-            "order (or set input.options: {enforceSchema: 'true'} to read by position regardless, at your own risk).")
+            f"column names and order come from one file's header).{stray}{headers} Spark reads CSV columns by "
+            "position, so this file would be read into the wrong columns. Write every file with the same columns in "
+            "the same order (or set input.options: {enforceSchema: 'true'} to read by position regardless, at your "
+            "own risk).")
 
 
 MAX_HEADER_FILES = 2000
@@ -805,21 +867,28 @@ MAX_HEADER_FILES = 2000
 
 def _csv_headers(cfg: JobConfig, path: str) -> str:
     """' The files have N headers: …; <path> has [...] that the others lack …' for a local CSV input whose files
-    have more than one header ('' for any other input, or when they cannot be read)."""
+    have more than one header ('' for any other input, or when they cannot be read); gzip and bzip2 files are
+    read as Spark reads them."""
+    import bz2
     import csv
+    import gzip
 
     if not cfg.input.path or not is_local(cfg.input.path):
         return ""
     root = local_path(absolute(cfg.input.path))
     sep = next((str(v) for k, v in cfg.input.options.items() if str(k).lower() in ("sep", "delimiter")), ",")
-    files = [root] if os.path.isfile(root) else list(itertools.islice(_data_files(root), MAX_HEADER_FILES + 1))
+    files = [root] if os.path.isfile(root) else list(
+        itertools.islice(_data_files(root, input_glob(cfg.input.options)), MAX_HEADER_FILES + 1))
     more = len(files) > MAX_HEADER_FILES
     groups: dict[tuple[str, ...], list[str]] = {}
     try:
         for f in files[:MAX_HEADER_FILES]:
-            with open(f, newline="", encoding="utf-8-sig", errors="replace") as handle:
+            opener = {".gz": gzip.open, ".bz2": bz2.open, "": open}.get(_compression(f))
+            if opener is None:  # lz4, snappy, …: Hadoop's codecs, not Python's; its header is not read here
+                continue
+            with opener(f, "rt", newline="", encoding="utf-8-sig", errors="replace") as handle:
                 groups.setdefault(tuple(next(csv.reader(handle, delimiter=sep[:1] or ","), [])), []).append(f)
-    except OSError:
+    except (OSError, EOFError):
         return ""
     if len(groups) < 2:
         return ""
