@@ -784,11 +784,22 @@ def test_malformed_json_records_are_invalid_rows(spark, demo_config, tmp_path):
     (tmp_path / "eval" / "rows.json").write_text("\n".join(lines) + "\n")
     cfg = dict(input={"path": str(tmp_path / "eval"), "format": "json"})
     # used to become an all-null row that the ds filter dropped: n_rows 400, n_invalid 0, no word
-    with pytest.raises(InputError, match=r"1 rows: malformed record \(the reader could not parse it\)"):
+    with pytest.raises(InputError, match=r"1 rows: malformed record \(the reader could not parse it\).* The "
+                                         r"malformed records are in .*/eval/rows\.json \(1\)\.$"):
         evaluate(spark, demo_config(**cfg), DS, write=False)
     result = evaluate(spark, demo_config(on_invalid="drop", **cfg), DS, write=False)
     assert result.metrics.loc[0, "n_rows"] == N
     assert result.uncounted.to_dict("records") == [{"ds": None, "reason": INVALID_REASONS[8], "n_rows": 1}]
+    # a file that is no export of the table (a README among JSON exports): named, with the filter that leaves it out
+    (tmp_path / "eval" / "rows.json").write_text("\n".join(lines[:10] + lines[11:]) + "\n")
+    (tmp_path / "eval" / "more.json").write_text("\n".join(lines[:3]) + "\n")
+    (tmp_path / "eval" / "README.txt").write_text("scores of job 17\nsee the wiki\n")
+    with pytest.raises(InputError, match=r"2 rows: malformed record .* The malformed records are in .*/eval/"
+                                         r"README\.txt \(2\)\. README\.txt is not named like the folder's other "
+                                         r"files \(2 end in \.json\): .*\{pathGlobFilter: '\*\.json'\}"):
+        evaluate(spark, demo_config(**cfg), DS, write=False)
+    filtered = {"input": {**cfg["input"], "options": {"pathGlobFilter": "*.json"}}}
+    assert evaluate(spark, demo_config(**filtered), DS, write=False).metrics.loc[0, "n_rows"] == N + 3
 
 
 def test_duplicate_ids_are_counted_per_group_or_stop_the_run(spark, demo_config, tmp_path):

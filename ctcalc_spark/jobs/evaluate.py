@@ -10,7 +10,7 @@ import math
 import re
 from dataclasses import dataclass, field
 from functools import reduce
-from typing import TYPE_CHECKING, Any, Callable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Sequence
 
 import numpy as np
 import pandas as pd
@@ -34,11 +34,13 @@ from ctcalc_spark.spark.scan import (
     INVALID_REASONS,
     KNOWN_BIAS_COLUMN,
     LABEL_NOT_ALLOWED,
+    MALFORMED_RECORD,
     PROBABILITY_OUTSIDE,
     TEXT_NOT_NUMBER,
     UNATTRIBUTED_CODES,
     bad_weight,
     class_name_label,
+    corrupt_record_column,
     decode_aggregate,
     first_checks,
     group_columns,
@@ -61,7 +63,9 @@ from ctcalc_spark.spark.storage import (
     input_name,
     input_read_errors,
     load_input,
+    plain_file_path,
     read_input,
+    stray_file_hint,
     unread_files,
 )
 
@@ -288,14 +292,42 @@ def _text_number_hint(df: DataFrame, cfg: JobConfig, *, skip_label: bool = False
     return None
 
 
-def _row_hints(df: DataFrame, cfg: JobConfig, tally: pd.DataFrame) -> list[str]:
-    """The sentences that show what invalid rows hold, for the reasons in ``tally`` that have one."""
-    codes = set(tally["invalid"])
+def _row_hints(df: DataFrame, cfg: JobConfig, tally: pd.DataFrame, more_codes: Iterable[int] = ()) -> list[str]:
+    """The sentences that show what invalid rows hold, for the reasons in ``tally`` (and ``more_codes``: those of
+    rows without a date) that have one."""
+    codes = set(tally["invalid"]) | set(more_codes)
     named = _class_label_hint(df, cfg, tally)  # text labels: what they are and the class_names that reads them
     hints = [named, _text_number_hint(df, cfg, skip_label=named is not None) if TEXT_NOT_NUMBER in codes else None,
              _label_hint(df, cfg) if LABEL_NOT_ALLOWED in codes and not cfg.columns.class_names else None,
-             _probability_hint(df, cfg) if PROBABILITY_OUTSIDE in codes else None]
+             _probability_hint(df, cfg) if PROBABILITY_OUTSIDE in codes else None,
+             _malformed_hint(df, cfg) if MALFORMED_RECORD in codes else None]
     return [h for h in hints if h]
+
+
+MALFORMED_FILES_SHOWN = 5
+"""Files a malformed-record hint names at most."""
+
+
+def _malformed_hint(df: DataFrame, cfg: JobConfig) -> str | None:
+    """When a run stopped on malformed records: the files that hold them (one pass over those rows, on this error
+    path only), and for a local folder a file named unlike the others (a README.txt among JSON exports)."""
+    from pyspark.sql import functions as F
+
+    corrupt = corrupt_record_column(df, cfg)
+    if corrupt is None:
+        return None
+    try:
+        rows = (df.where(F.col(corrupt).isNotNull()).groupBy(F.input_file_name().alias("f")).count()
+                .orderBy(F.desc("count"), "f").limit(MALFORMED_FILES_SHOWN + 1).collect())
+    except Exception:  # noqa: BLE001 - a hint only: the error it adds to stands without it
+        return None
+    files = [(plain_file_path(r["f"]), int(r["count"])) for r in rows if r["f"]]
+    if not files:
+        return None
+    shown = ", ".join(f"{f} ({n:,})" for f, n in files[:MALFORMED_FILES_SHOWN])
+    more = " and more" if len(files) > MALFORMED_FILES_SHOWN else ""
+    strays = [stray_file_hint(cfg, f) for f, _ in files[:MALFORMED_FILES_SHOWN]]
+    return f"The malformed records are in {shown}{more}.{next((h for h in strays if h), '')}"
 
 
 def _probability_hint(df: DataFrame, cfg: JobConfig) -> str | None:
@@ -567,7 +599,7 @@ def evaluate(
     try:
         invalid, uncounted = _invalid_counts(pd.concat([tally, no_date], ignore_index=True), cfg)
     except InputError as e:
-        raise InputError(" ".join([str(e), *_row_hints(df, cfg, tally)])) from None
+        raise InputError(" ".join([str(e), *_row_hints(df, cfg, tally, no_date["invalid"])])) from None
     empty = sorted(set(dated["ds"]) - set(summaries["ds"]))
     if empty:
         why = reason_counts(tally)

@@ -40,7 +40,9 @@ PROBABILITY_OUTSIDE = 3
 """The code of a binary probability outside [0, 1] (the evaluate job then says what the column holds)."""
 TEXT_NOT_NUMBER = 7
 """The code of text that is not a number (the evaluate job then shows one such value)."""
-UNATTRIBUTED_CODES = (8, 9)
+MALFORMED_RECORD = 8
+"""The code of a record the reader could not parse (the evaluate job then names the files that hold them)."""
+UNATTRIBUTED_CODES = (MALFORMED_RECORD, 9)
 """Codes of rows that no (model, run) owns: counted per day, outside the metrics rows."""
 NULL_SLICE = "__null__"
 """slice_value of the rows whose slice column is null (a slice of its own, like any other value)."""

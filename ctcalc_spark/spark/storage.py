@@ -798,13 +798,13 @@ def unreadable_file_error(error: BaseException, cfg: JobConfig) -> InputError | 
     m = next((m for m in map(_READ_FAILURE.search, lines) if m), None)
     if m is None:
         return None
-    path = _plain_path(m.group(1))
+    path = plain_file_path(m.group(1))
     cause = re.sub(r"\s*SQLSTATE: \w+\s*$", "", m.group(2)).strip()
     if not cause:  # the reason is on the Java side: the next 'Caused by' line, without the exception's class
         at = next(i for i, ln in enumerate(lines) if m.group(0) in ln)
         line = next((ln for ln in lines[at + 1:] if ln.startswith("Caused by:") and "FAILED_READ_FILE" not in ln), "")
         cause = re.sub(r"^Caused by:\s*([\w.$]+(Exception|Error):\s*)?", "", line)
-        cause = " ".join("the file" if _plain_path(w) == path else w for w in cause.split()) or "no reason given"
+        cause = " ".join("the file" if plain_file_path(w) == path else w for w in cause.split()) or "no reason given"
     fix = "fix or replace the file" if cfg.input.skip_unreadable_files else (
         "fix or remove the file, or set input.skip_unreadable_files: true to skip unreadable files (they are listed)")
     if "CSV header does not conform to the schema" in str(error) or _CSV_HEADER_COUNT.search(cause):
@@ -910,7 +910,7 @@ def _csv_headers(cfg: JobConfig, path: str) -> str:
     return line
 
 
-def _plain_path(path: str) -> str:
+def plain_file_path(path: str) -> str:
     """A local file URI as a path (file:///tmp/x and file:/tmp/x -> /tmp/x); percent-escapes decoded."""
     from urllib.parse import unquote
 
@@ -965,7 +965,7 @@ def unread_files(spark: SparkSession, cfg: JobConfig, days: Sequence[str] | None
     from pyspark.sql import functions as F
 
     df = load_input(spark, cfg, days)
-    listed = sorted({_plain_path(f) for f in df.inputFiles()})
+    listed = sorted({plain_file_path(f) for f in df.inputFiles()})
     part = f"/{cfg.columns.ds}=" if cfg.columns.ds else ""
     if part and days is not None and listed and all(part in f for f in listed):
         wanted = {*(input_day(cfg.columns.ds_format, d) for d in days), NULL_PARTITION}
@@ -973,7 +973,7 @@ def unread_files(spark: SparkSession, cfg: JobConfig, days: Sequence[str] | None
         df = df.where(_in_days(_day_sql(df, cfg), df, cfg, days))
     values = F.hash(*[col(n) for n in source_columns(cfg) if n in df.columns])  # reads what the scan reads
     seen = df.groupBy(F.col("_metadata.file_path").alias("f")).agg(F.max(values).alias("h")).collect()
-    got = {_plain_path(r["f"]) for r in seen}
+    got = {plain_file_path(r["f"]) for r in seen}
     return [f for f in listed if f not in got]
 
 
