@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import re
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -863,6 +864,70 @@ def _corrupt_day(tmp_path, kind):
     return str(folder / "f1.parquet")
 
 
+def test_a_file_of_another_type_than_input_format_is_named_from_its_first_bytes(spark, demo_config, tmp_path):
+    """A Feather file read as CSV gave "lacks column(s) [...]; present columns: ['ARROW1\\x00…']. Rename them in
+    the data"; a CSV read as JSON said a pretty-printed document needs multiLine; a CSV without a name ending
+    (part-00000) read as Parquet said only 'Could not read footer'; a gzip file not named .gz was read as
+    bytes. Each now says what the file is and what to do, from its first 512 bytes (on these error paths only)."""
+    import gzip
+
+    rows = _rows()
+    cases = {"scores.feather": (rows.to_feather, "csv", r"scores\.feather is an Arrow IPC \(Feather\) file, which "
+                                r"Spark does not read: write the table as Parquet \(pandas: pd\.read_feather\(path\)"
+                                r"\.to_parquet\('scores\.parquet'\)\) and read that\.$"),
+             "scores.csv": (lambda p: rows.to_csv(p, index=False), "json",
+                            r"scores\.csv is a text file: set input\.format: csv\.$"),
+             "scores.jsonl": (lambda p: rows.to_json(p, orient="records", lines=True), "csv",
+                              r"scores\.jsonl is a text file that looks like JSON: set input\.format: json\.$"),
+             "scores.parquet": (lambda p: rows.to_parquet(p, index=False), "csv",
+                                r"scores\.parquet is a Parquet file: set input\.format: parquet\.$"),
+             "export.csv": (lambda p: Path(p).write_bytes(gzip.compress(rows.to_csv(index=False).encode())), "csv",
+                            r"export\.csv is gz-compressed, but its name does not end in \.gz: Spark decompresses by "
+                            r"the name: rename it to end in \.gz \(e\.g\. export\.csv\.gz\)\.$")}
+    for name, (write, fmt, message) in cases.items():
+        folder = tmp_path / name.replace(".", "_")
+        folder.mkdir()
+        write(str(folder / name))
+        with pytest.raises(InputError, match=r"^Cannot read the evaluation table '.*' as input\.format " + fmt +
+                                             r": " + message):
+            evaluate(spark, demo_config(input={"path": str(folder / name), "format": fmt}), DS, write=False)
+    folder = tmp_path / "spark_out"  # Spark's own CSV output: part files without a name ending
+    folder.mkdir()
+    rows.to_csv(folder / "part-00000", index=False)
+    with pytest.raises(InputError, match=r"^Cannot read file .*/part-00000 of the evaluation table: .* part-00000 is a "
+                                         r"text file: set input\.format: csv\. Fix or remove the file"):
+        evaluate(spark, demo_config(input={"path": str(folder)}), DS, write=False)
+    # the same rows read with the right setting: no error
+    got = evaluate(spark, demo_config(input={"path": str(folder), "format": "csv"}), DS, write=False).metrics
+    assert got.loc[0, "n_rows"] == len(rows)
+
+
+def test_file_kinds_from_their_first_bytes(tmp_path):
+    import pickle
+    import sqlite3
+    import zipfile
+
+    from ctcalc_spark.spark.filekind import kind_hint, sniff
+
+    with zipfile.ZipFile(tmp_path / "book.xlsx", "w") as z:
+        z.writestr("[Content_Types].xml", "<Types/>")
+        z.writestr("xl/workbook.xml", "<workbook/>")
+    with zipfile.ZipFile(tmp_path / "scores.zip", "w") as z:
+        z.writestr("scores.csv", "a,b\n1,2\n")
+    (tmp_path / "rows.pkl").write_bytes(pickle.dumps({"a": [1, 2]}, protocol=4))
+    sqlite3.connect(tmp_path / "db.sqlite").execute("create table t (a int)").connection.commit()
+    (tmp_path / "blob.bin").write_bytes(bytes(range(256)))
+    (tmp_path / "utf8.csv").write_bytes(b"model," * 85 + b"a" + "é\n".encode())  # é's bytes at 511 and 512
+    assert sniff(str(tmp_path / "book.xlsx")).what == "an Excel workbook (.xlsx), which Spark does not read"
+    assert "save the sheet as CSV" in kind_hint(str(tmp_path / "book.xlsx"), "csv")
+    assert kind_hint(str(tmp_path / "scores.zip"), "csv") == (
+        " scores.zip is a zip archive, which Spark does not read: unzip it and read the files inside.")
+    assert "pd.read_pickle(path)" in kind_hint(str(tmp_path / "rows.pkl"), "csv")
+    assert sniff(str(tmp_path / "db.sqlite")).what == "an SQLite database, which Spark does not read"
+    assert sniff(str(tmp_path / "blob.bin")) is None and sniff(str(tmp_path / "missing")) is None
+    assert kind_hint(str(tmp_path / "utf8.csv"), "csv") == ""  # a multi-byte character cut at byte 512 is text
+
+
 def test_an_input_format_that_is_not_the_files_or_not_installed_is_named(spark, demo_config, tmp_path):
     """A folder of CSV exports read with the default input.format parquet said only 'Could not read footer …';
     input.format delta / avro without their packages said 'ClassNotFoundException: delta.DefaultSource'. The
@@ -871,9 +936,8 @@ def test_an_input_format_that_is_not_the_files_or_not_installed_is_named(spark, 
 
     (tmp_path / "eval").mkdir()
     _rows().to_csv(tmp_path / "eval" / "export.csv", index=False)
-    with pytest.raises(InputError, match=r"Cannot read file .*/export\.csv of the evaluation table: .* input\.format is "
-                                         r"'parquet', and the file's name ends in \.csv: if the files are CSV, set "
-                                         r"input\.format: csv\."):
+    with pytest.raises(InputError, match=r"Cannot read file .*/export\.csv of the evaluation table: .* export\.csv is "
+                                         r"a text file: set input\.format: csv\."):
         evaluate(spark, demo_config(), DS, write=False)
     with pytest.raises(InputError, match=r"delta\.DefaultSource\. input\.format delta needs its reader on Spark's "
                                          r"class path: add 'io\.delta:delta-spark_2\.13:<version>' to "

@@ -479,6 +479,28 @@ def load_input(spark: SparkSession, cfg: JobConfig, days: Sequence[str] | None =
     return nested_columns(df, source_columns(cfg))
 
 
+SNIFFED_FILES = 20
+"""Files of a local input folder whose first bytes :func:`foreign_file_error` reads at most."""
+
+
+def foreign_file_error(cfg: JobConfig) -> InputError | None:
+    """When a local text input (CSV, JSON) lacks columns: the error that says a file is of another type (a
+    Feather file read as CSV, a CSV read as JSON, a gzip file not named .gz), from its first bytes; None when
+    the files are the text ``input.format`` says, or the input is not local."""
+    from ctcalc_spark.spark.filekind import kind_hint
+
+    root = cfg.input.path
+    if cfg.input.format not in ("csv", "json") or not root or not is_local(str(root)):
+        return None
+    where = local_path(absolute(str(root)))
+    files = [where] if os.path.isfile(where) else list(
+        itertools.islice(_data_files(where, input_glob(cfg.input.options)), SNIFFED_FILES))
+    hint = next((h for h in (kind_hint(f, cfg.input.format) for f in files) if h), "")
+    if not hint:
+        return None
+    return InputError(f"Cannot read the evaluation table {str(root)!r} as input.format {cfg.input.format}:{hint}")
+
+
 def _no_data_files_hint(path: str) -> str:
     """For Spark's 'Unable to infer schema' on a local folder without a data file: that it is empty ('' for any
     other path)."""
@@ -618,6 +640,10 @@ def read_input(spark: SparkSession, cfg: JobConfig, days: Sequence[str] | None =
     from pyspark.sql.types import StructType
 
     df = load_input(spark, cfg, days)
+    if any(n not in df.columns for n in source_columns(cfg)):
+        foreign = foreign_file_error(cfg)
+        if foreign is not None:
+            raise foreign
     if cfg.columns.model_scores:  # one score column per model (and run): a row per column
         df = stack_model_scores(df, cfg)
     elif cfg.columns.one_run:  # columns.run: null, each model trained once
@@ -809,12 +835,22 @@ def unreadable_file_error(error: BaseException, cfg: JobConfig) -> InputError | 
         "fix or remove the file, or set input.skip_unreadable_files: true to skip unreadable files (they are listed)")
     if "CSV header does not conform to the schema" in str(error) or _CSV_HEADER_COUNT.search(cause):
         return InputError(csv_header_message(path, lines, cfg))
+    stray = stray_file_hint(cfg, path)
+    told = "" if stray else _kind_told(path, cfg.input.format)
+    return InputError(f"Cannot read file {path} of the evaluation table: {cause.rstrip('.')[:300]}.{told} "
+                      f"{fix[0].upper()}{fix[1:]}.{stray}")
+
+
+def _kind_told(path: str, fmt: str) -> str:
+    """What a file Spark could not read as ``fmt`` is: from its first bytes when local, else from its name."""
+    from ctcalc_spark.spark.filekind import kind_hint
+
+    if is_local(path) and os.path.isfile(local_path(path)):
+        return kind_hint(local_path(path), fmt)
     ext = path.rsplit(".", 1)[-1].lower() if "." in path.rsplit("/", 1)[-1] else ""
     other = {"csv": "csv", "json": "json", "jsonl": "json", "parquet": "parquet", "orc": "orc", "avro": "avro"}.get(ext)
-    told = (f" input.format is {cfg.input.format!r}, and the file's name ends in .{ext}: if the files are "
-            f"{other.upper()}, set input.format: {other}.") if other and other != cfg.input.format else ""
-    return InputError(f"Cannot read file {path} of the evaluation table: {cause.rstrip('.')[:300]}.{told} "
-                      f"{fix[0].upper()}{fix[1:]}.{stray_file_hint(cfg, path)}")
+    return (f" input.format is {fmt!r}, and the file's name ends in .{ext}: if the files are "
+            f"{other.upper()}, set input.format: {other}.") if other and other != fmt else ""
 
 
 def missing_source_hint(error: BaseException, fmt: str) -> str:
