@@ -902,6 +902,31 @@ def test_a_file_of_another_type_than_input_format_is_named_from_its_first_bytes(
     assert got.loc[0, "n_rows"] == len(rows)
 
 
+def test_text_that_is_not_utf8_stops_the_run_before_a_write(spark, demo_config, tmp_path):
+    """A CSV exported by Excel on Windows (cp1252) with slices 'Köln', 'Kèln': Spark read it as UTF-8 and wrote
+    slices 'K\ufffdln' (one slice for both cities) without a word. Now it stops before a write and names the
+    values and the encoding option; with ISO-8859-1 the cities are read as written; an encoding Spark 4 allows
+    only with its legacy setting is told so."""
+    rows = _rows().assign(city=np.resize(["Köln", "Kèln", "Zürich"], N), model="modèle")
+    (tmp_path / "eval").mkdir()
+    (tmp_path / "eval" / "x.csv").write_bytes(rows.to_csv(index=False).encode("cp1252"))
+    cfg = {"input": {"path": str(tmp_path / "eval"), "format": "csv"}, "output": {"path": str(tmp_path / "out")},
+           "columns": {"slices": ["city"]}}
+    with pytest.raises(InputError, match=re.escape(
+            "Text in the evaluation table is not UTF-8, the encoding Spark reads CSV with: 'model': ['mod\ufffdle']; "
+            "'city': ['K\ufffdln', 'Z\ufffdrich'] ('\ufffd' stands for bytes it could not read, so values that differ "
+            "there would count as one). Set input.options: {encoding: 'ISO-8859-1'} for Western European files")):
+        evaluate(spark, demo_config(**cfg), DS)
+    assert not (tmp_path / "out").exists()
+    latin = {**cfg, "input": {**cfg["input"], "options": {"encoding": "ISO-8859-1"}}}
+    got = evaluate(spark, demo_config(**latin), DS, write=False).metrics
+    assert set(got["slice_value"]) == {"__all__", "Köln", "Kèln", "Zürich"} and set(got["model"]) == {"modèle"}
+    cp1252 = {**cfg, "input": {**cfg["input"], "options": {"encoding": "windows-1252"}}}
+    with pytest.raises(InputError, match=r"but got windows-1252\..* also set spark\.conf: "
+                                         r"\{spark\.sql\.legacy\.javaCharsets: 'true'\}\.$"):
+        evaluate(spark, demo_config(**cp1252), DS, write=False)
+
+
 def test_file_kinds_from_their_first_bytes(tmp_path):
     import pickle
     import sqlite3

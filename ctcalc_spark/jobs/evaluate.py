@@ -63,6 +63,7 @@ from ctcalc_spark.spark.storage import (
     input_name,
     input_read_errors,
     load_input,
+    LEGACY_CHARSETS_HINT,
     plain_file_path,
     read_input,
     stray_file_hint,
@@ -235,7 +236,9 @@ def _duplicate_ids(df: DataFrame, cfg: JobConfig) -> pd.DataFrame:
 
 
 def _input_checks(spark: SparkSession, cfg: JobConfig, df: DataFrame, days: list[str], result: EvaluateResult) -> None:
-    """The opt-in checks that cost a pass of their own: repeated ids, files Spark skipped."""
+    """Before a write: text keys that are not UTF-8; and the opt-in checks that cost a pass of their own: repeated
+    ids, files Spark skipped."""
+    _check_encoding(result.metrics, cfg)
     if cfg.input.duplicate_ids != "ignore":
         result.duplicates = _duplicate_ids(df, cfg)
     if cfg.input.skip_unreadable_files:
@@ -243,6 +246,39 @@ def _input_checks(spark: SparkSession, cfg: JobConfig, df: DataFrame, days: list
         if result.skipped_files:
             log.warning("%d input files were skipped as unreadable (input.skip_unreadable_files): %s",
                         len(result.skipped_files), result.skipped_files[:20])
+
+
+REPLACEMENT_CHARACTER = "\ufffd"
+"""What Spark's text readers put for bytes that are not UTF-8."""
+
+
+def _check_encoding(metrics: pd.DataFrame, cfg: JobConfig) -> None:
+    """InputError before a write when the model, run or slice values of a CSV or JSON input hold U+FFFD: the
+    files are in another encoding than the reader's (UTF-8 unless ``input.options`` name one), so 'Köln' read as
+    'K\ufffdln' names a slice wrongly, and 'Köln' and 'Kiln'… each with one byte unread become one slice. Free:
+    the values are the metrics rows' keys. An ``encoding`` of the user's own is taken as meant."""
+    if cfg.input.format not in ("csv", "json") or any(str(k).lower() in ("encoding", "charset")
+                                                       for k in cfg.input.options):
+        return
+    columns = {"model": cfg.columns.model, "run": cfg.columns.run, "slice_value": None}
+    found = {}
+    for key, name in columns.items():
+        if key not in metrics:
+            continue
+        values = [v for v in metrics[key].dropna().astype(str).unique() if REPLACEMENT_CHARACTER in v]
+        if values:
+            where = name if name is not None else ", ".join(
+                sorted(set(metrics.loc[metrics[key].astype(str).isin(values), "slice_name"])))
+            found[where] = sorted(values)[:3]
+    if not found:
+        return
+    shown = "; ".join(f"{name!r}: {values}" for name, values in found.items())
+    raise InputError(f"Text in the evaluation table is not UTF-8, the encoding Spark reads {cfg.input.format.upper()} "
+                     f"with: {shown} ({REPLACEMENT_CHARACTER!r} stands for bytes it could not read, so values that "
+                     "differ there would count as one). Set input.options: {encoding: 'ISO-8859-1'} for Western "
+                     "European files from Excel or Windows, or the files' own encoding (Spark reads ISO-8859-1, "
+                     f"US-ASCII, UTF-16 and UTF-32 as they are; {LEGACY_CHARSETS_HINT}), or write the files as UTF-8. "
+                     "Nothing was written.")
 
 
 def _check_days(days: Sequence[str], present: Sequence[str], cfg: JobConfig, allow_missing: bool) -> list[str]:

@@ -470,6 +470,8 @@ def load_input(spark: SparkSession, cfg: JobConfig, days: Sequence[str] | None =
         if connector is not None:
             raise ConfigError(connector) from None
         hint = NANOS_HINT if "TIMESTAMP(NANOS" in str(e) else missing_source_hint(e, cfg.input.format)
+        if "INVALID_PARAMETER_VALUE.CHARSET" in str(e):
+            hint = f" For {LEGACY_CHARSETS_HINT[4:]}."
         if "UNABLE_TO_INFER_SCHEMA" in str(e) and not cfg.input.table:
             hint = _no_data_files_hint(str(cfg.input.path)) or hint
         java = java_root_cause(e)
@@ -481,6 +483,11 @@ def load_input(spark: SparkSession, cfg: JobConfig, days: Sequence[str] | None =
 
 SNIFFED_FILES = 20
 """Files of a local input folder whose first bytes :func:`foreign_file_error` reads at most."""
+
+
+LEGACY_CHARSETS_HINT = ("for windows-1252 (its € and curly quotes), Shift_JIS, GBK and the other encodings Java "
+                        "knows, also set spark.conf: {spark.sql.legacy.javaCharsets: 'true'}")
+"""How Spark 4's text readers take an encoding beyond the few they allow by default."""
 
 
 def foreign_file_error(cfg: JobConfig) -> InputError | None:
