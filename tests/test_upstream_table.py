@@ -243,6 +243,37 @@ def test_a_missing_declared_column_lists_the_present_ones(census: dict[str, Path
         read_table(TableSource(path=str(tmp_path / "nope.csv"), format="csv"))
 
 
+def test_a_csv_in_another_encoding_is_read_with_csv_encoding(tmp_path: Path) -> None:
+    """A CSV from Excel on Windows (cp1252) stopped `ctcalc train` with pyarrow's 'invalid UTF8 data' and no way on;
+    csv_encoding (--encoding) reads it, with its letters as written."""
+    from ctcalc_spark.cli.main import main
+
+    path = tmp_path / "t.csv"
+    path.write_bytes("city,age,clicked\nKöln,30,1\nZürich,41,0\n".encode("cp1252"))
+    with pytest.raises(InputError, match=r"invalid UTF8 data\. The file is not UTF-8: give its encoding, --encoding "
+                                         r"cp1252 for a CSV from Excel on Windows \(csv_encoding in the config\)"):
+        read_table(TableSource(path=str(path), format="csv"))
+    table = read_table(TableSource(path=str(path), format="csv", csv_encoding="cp1252"))
+    assert table.column("city").to_pylist() == ["Köln", "Zürich"]
+    with pytest.raises(ConfigError, match=r"csv_encoding .*got 'utf-9'"):
+        TableSource(path=str(path), format="csv", csv_encoding="utf-9")
+    assert upstream_overrides_of(["--train", str(path), "--encoding", "cp1252"])["train_table.csv_encoding"] == "cp1252"
+    assert main(["train", "--train", str(path), "--format", "csv", "--encoding", "latin-1", "--categorical", "city",
+                 "--label", "clicked", "--models-dir", str(tmp_path / "m"), "--runs", "1", "-q"]) == 0
+
+
+def upstream_overrides_of(argv: list[str]) -> dict:
+    """The config overrides ``ctcalc train`` makes of ``argv``."""
+    import argparse
+
+    from ctcalc_spark.cli.common import add_column_arguments, add_table_arguments, upstream_overrides
+
+    parser = argparse.ArgumentParser()
+    add_table_arguments(parser, table="train")
+    add_column_arguments(parser)
+    return upstream_overrides(parser.parse_args(argv), table="train")
+
+
 def test_a_missing_column_names_the_delimiter_or_the_letter_case(census: dict[str, Path], tmp_path: Path) -> None:
     """A ';'-delimited CSV read with the default ',' is one column, and the error listed it without saying why (the
     evaluate job's reader already said so); a name in another letter case is named too."""

@@ -111,7 +111,7 @@ def config_from_args(args: argparse.Namespace) -> JobConfig:
 
 
 # Flags of `ctcalc train` / `ctcalc score` that set keys of ctcalc_spark.upstream.config.UpstreamConfig.
-_TABLE_FLAGS = (("format", "format"), ("delimiter", "csv_delimiter"))
+_TABLE_FLAGS = (("format", "format"), ("delimiter", "csv_delimiter"), ("encoding", "csv_encoding"))
 _COLUMN_FLAGS = ("categorical", "numeric", "label", "positive_label", "example_id", "ds_column", "passthrough",
                  "null_values")
 
@@ -124,6 +124,7 @@ def add_table_arguments(parser: argparse.ArgumentParser, *, table: str) -> None:
     parser.add_argument("--format", choices=["parquet", "csv", "json"], help=f"{table}_table.format")
     parser.add_argument("--no-header", action="store_true", help="CSV without a header line (columns _c0, _c1, ...)")
     parser.add_argument("--delimiter", help="CSV delimiter (default ',')")
+    parser.add_argument("--encoding", help="CSV text encoding (default utf-8; cp1252 for a CSV from Excel on Windows)")
     parser.add_argument("--passthrough", nargs="+", metavar="COL",
                         help="columns copied into the evaluation table, e.g. slice columns (columns.passthrough)")
     parser.add_argument("--models-dir", help="model files <dir>/<pipeline>/run<seed>.pt (models_dir)")

@@ -30,12 +30,20 @@ class TableSource:
     format: str = "parquet"
     csv_header: bool = True
     csv_delimiter: str = ","
+    csv_encoding: str = "utf-8"
 
     def __post_init__(self) -> None:
+        import codecs
+
         if self.format not in TABLE_FORMATS:
             raise ConfigError(f"Expected a table format in {list(TABLE_FORMATS)}, got {self.format!r}.")
         if len(self.csv_delimiter) != 1:
             raise ConfigError(f"Expected a one-character csv_delimiter, got {self.csv_delimiter!r}.")
+        try:
+            codecs.lookup(str(self.csv_encoding))
+        except LookupError:
+            raise ConfigError(f"Expected a text encoding Python knows as csv_encoding (utf-8, cp1252, latin-1, "
+                              f"shift_jis, …), got {self.csv_encoding!r}.") from None
 
 
 @dataclass(frozen=True)

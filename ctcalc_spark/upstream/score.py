@@ -536,7 +536,7 @@ def read_spark_table(spark: SparkSession, source: TableSource) -> SparkDataFrame
     reader = spark.read.format(source.format)
     if source.format == "csv":
         reader = reader.option("header", source.csv_header).option("sep", source.csv_delimiter).option(
-            "inferSchema", False).option("enforceSchema", not source.csv_header)
+            "inferSchema", False).option("enforceSchema", not source.csv_header).option("encoding", source.csv_encoding)
     try:
         return reader.load(absolute(str(source.path)))
     except Exception as e:  # AnalysisException: path missing or unreadable
