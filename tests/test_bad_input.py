@@ -1034,6 +1034,22 @@ def test_nanosecond_timestamps_from_pandas_get_the_way_to_write_them(spark, demo
     assert evaluate(spark, demo_config(), DS, write=False).metrics.loc[0, "n_rows"] == len(rows)
 
 
+def test_float16_scores_get_the_column_and_how_to_write_it(spark, demo_config, tmp_path):
+    """numpy float16 scores (a model served in half precision) written by pandas: Spark said only 'Illegal Parquet
+    type: FIXED_LEN_BYTE_ARRAY (FLOAT16)'. Now the error names the column and the cast; the advice works."""
+    rows = _rows().assign(logit=lambda d: d["logit"].astype(np.float16))
+    (tmp_path / "eval" / f"ds={DS}").mkdir(parents=True)
+    path = tmp_path / "eval" / f"ds={DS}" / "part-0.parquet"
+    rows.drop(columns="ds").to_parquet(path, index=False)
+    with pytest.raises(InputError, match=re.escape("(FLOAT16). SQLSTATE: 42846. The column(s) ['logit'] hold 16-bit "
+                                                   "floats (numpy float16), which Spark does not read: write them as "
+                                                   "float32 or float64 (pandas: df.astype({'logit': 'float32'})"
+                                                   ".to_parquet(path)).")):
+        evaluate(spark, demo_config(), DS, write=False)
+    rows.drop(columns="ds").astype({"logit": "float32"}).to_parquet(path, index=False)
+    assert evaluate(spark, demo_config(), DS, write=False).metrics.loc[0, "n_rows"] == len(rows)
+
+
 def test_a_date_column_in_nanoseconds_reads_with_nanos_as_long_and_epoch_ns(spark, demo_config, tmp_path):
     """pandas' datetime64[ns] date column (df.to_parquet's default) stopped the job until the file was written
     again; read as numbers (spark.sql.legacy.parquet.nanosAsLong) with columns.ds_format: epoch_ns, the rows

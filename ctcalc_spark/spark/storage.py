@@ -472,6 +472,8 @@ def load_input(spark: SparkSession, cfg: JobConfig, days: Sequence[str] | None =
         hint = NANOS_HINT if "TIMESTAMP(NANOS" in str(e) else missing_source_hint(e, cfg.input.format)
         if "INVALID_PARAMETER_VALUE.CHARSET" in str(e):
             hint = f" For {LEGACY_CHARSETS_HINT[4:]}."
+        if "FLOAT16" in str(e):
+            hint = _float16_hint(cfg)
         if "UNABLE_TO_INFER_SCHEMA" in str(e) and not cfg.input.table:
             hint = _no_data_files_hint(str(cfg.input.path)) or hint
         java = java_root_cause(e)
@@ -558,6 +560,31 @@ NANOS_HINT = (
     "allow_truncated_timestamps=True); pyarrow: pq.write_table(table, path, coerce_timestamps='us')), or read "
     "them as numbers of nanoseconds as they are: set spark.conf: {spark.sql.legacy.parquet.nanosAsLong: true}, "
     "and, when the date column is one of them, columns.ds_format: epoch_ns.")
+
+
+def _float16_hint(cfg: JobConfig) -> str:
+    """For Spark's 'Illegal Parquet type: FIXED_LEN_BYTE_ARRAY (FLOAT16)': the columns of 16-bit floats (from the
+    first local Parquet file's schema) and how to write them."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    names: list[str] = []
+    for _, sub in path_inputs(cfg):
+        root = sub.input.path
+        if not root or not is_local(str(root)):
+            continue
+        where = local_path(absolute(str(root)))
+        first = where if os.path.isfile(where) else next(
+            (f for f in _data_files(where, input_glob(sub.input.options)) if f.endswith(".parquet")), None)
+        try:
+            schema = pq.read_schema(first) if first else None
+        except (OSError, pa.ArrowInvalid):
+            schema = None
+        names += [f.name for f in schema or [] if pa.types.is_float16(f.type) and f.name not in names]
+    which = f"The column(s) {names} hold" if names else "A column holds"
+    cast = ", ".join(f"{n!r}: 'float32'" for n in names) or "'score': 'float32'"
+    return (f" {which} 16-bit floats (numpy float16), which Spark does not read: write them as float32 or float64 "
+            f"(pandas: df.astype({{{cast}}}).to_parquet(path)).")
 
 
 PARALLEL_LISTING = "spark.sql.sources.parallelPartitionDiscovery.threshold"
