@@ -913,7 +913,7 @@ def test_text_that_is_not_utf8_stops_the_run_before_a_write(spark, demo_config, 
     cfg = {"input": {"path": str(tmp_path / "eval"), "format": "csv"}, "output": {"path": str(tmp_path / "out")},
            "columns": {"slices": ["city"]}}
     with pytest.raises(InputError, match=re.escape(
-            "Text in the evaluation table is not UTF-8, the encoding Spark reads CSV with: 'model': ['mod\ufffdle']; "
+            "Text in the evaluation rows is not UTF-8, the encoding Spark reads CSV with: 'model': ['mod\ufffdle']; "
             "'city': ['K\ufffdln', 'Z\ufffdrich'] ('\ufffd' stands for bytes it could not read, so values that differ "
             "there would count as one). Set input.options: {encoding: 'ISO-8859-1'} for Western European files")):
         evaluate(spark, demo_config(**cfg), DS)

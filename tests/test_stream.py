@@ -621,3 +621,25 @@ def test_one_score_column_per_model_streams_like_the_batch_job(spark, demo_confi
     other = dataclasses.replace(cfg, stream=dataclasses.replace(cfg.stream, path=str(tmp_path / "src2")))
     with pytest.raises(InputError, match=r"has the column\(s\) \['model'\] besides those columns\.model_scores names"):
         read_stream(spark, other)
+
+
+def test_landed_text_that_is_not_utf8_fails_the_batch_until_read_with_its_encoding(spark, demo_config, tmp_path):
+    """CSV files from a Windows exporter (cp1252) with a slice 'Köln': the stream wrote the slice 'K\ufffdln'
+    without a word. Now the batch fails before its write, naming the values and stream.options' encoding; started
+    again with it, the batch is read again and the slice is 'Köln'."""
+    gen, src, rows = _csv_days(tmp_path, lambda d: d.assign(city=np.resize(["Köln", "Zürich"], len(d))))
+    for i, f in enumerate(sorted(src.glob("*.csv"))):
+        f.write_bytes(f.read_text().encode("cp1252"))
+        os.utime(f, (time.time() - 600 + i, time.time() - 600 + i))
+    cfg = _stream_config(demo_config, src, format="csv")
+    cfg = dataclasses.replace(cfg, columns=dataclasses.replace(cfg.columns, slices=("city",)))
+    run = _drain(spark, cfg, expect_error=True)
+    assert isinstance(run.error, InputError) and run.load_state().batch_id < 0  # nothing committed
+    assert ("Stream batch 0: Text in the evaluation rows is not UTF-8, the encoding Spark reads CSV with: 'city': "
+            "['K\ufffdln', 'Z\ufffdrich']") in str(run.error)
+    assert "Set stream.options: {encoding: 'ISO-8859-1'}" in str(run.error)
+    latin = dataclasses.replace(cfg, stream=dataclasses.replace(cfg.stream, options={"encoding": "ISO-8859-1"}))
+    run = _drain(spark, latin)
+    assert run.error is None and run.load_state().rows == len(rows)
+    metrics = read_stream_metrics(spark, latin)
+    assert set(metrics["slice_value"]) == {"__all__", "Köln", "Zürich"}

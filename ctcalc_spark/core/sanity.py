@@ -21,7 +21,7 @@ and c* is within ``±δ`` with 95 % probability when ``n ≥ (1.96 / δ)² / ī`
 from __future__ import annotations
 
 import math
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
@@ -486,3 +486,36 @@ def previous_window_hint(*, median_prev_rows: float, information: float | None, 
             f"within about ±{tolerance_of(median_prev_rows, info):.2g} {unit} (95 %) at best; about {needed:,} rows "
             f"give ±{BIAS_TOLERANCE:g}{rate}: a longer window{days} fits it better, though under drift its bias is "
             "older.")
+
+
+REPLACEMENT_CHARACTER = "\ufffd"
+"""What Spark's text readers put for bytes that are not UTF-8."""
+LEGACY_CHARSETS_HINT = ("for windows-1252 (its € and curly quotes), Shift_JIS, GBK and the other encodings Java "
+                        "knows, also set spark.conf: {spark.sql.legacy.javaCharsets: 'true'}")
+"""How Spark 4's text readers take an encoding beyond the few they allow by default."""
+
+
+def undecoded_values(frame: pd.DataFrame, columns: Mapping[str, str | None]) -> dict[str, list[str]]:
+    """{shown name: up to 3 values} of ``frame``'s columns (column -> the name to show) whose text holds
+    U+FFFD: files in another encoding than the reader's, so 'Köln' read as 'K\ufffdln' names a slice wrongly,
+    and 'Köln' and 'Kèln', each with one byte unread, become one group."""
+    found = {}
+    for column, name in columns.items():
+        if column not in frame or name is None:
+            continue
+        values = sorted(v for v in frame[column].dropna().astype(str).unique() if REPLACEMENT_CHARACTER in v)
+        if values:
+            found[name] = values[:3]
+    return found
+
+
+def not_utf8_message(found: Mapping[str, Sequence[str]], fmt: str, options: str) -> str:
+    """The error for :func:`undecoded_values`' findings in a ``fmt`` input read with the reader options at
+    config key ``options``."""
+    shown = "; ".join(f"{name!r}: {list(values)}" for name, values in found.items())
+    return (f"Text in the evaluation rows is not UTF-8, the encoding Spark reads {fmt.upper()} with: {shown} "
+            f"({REPLACEMENT_CHARACTER!r} stands for bytes it could not read, so values that differ there would count "
+            f"as one). Set {options}: {{encoding: 'ISO-8859-1'}} for Western European files from Excel or Windows, or "
+            "the files' own encoding (Spark reads ISO-8859-1, US-ASCII, UTF-16 and UTF-32 as they are; "
+            f"{LEGACY_CHARSETS_HINT}), or write the files as UTF-8.")
+

@@ -63,7 +63,7 @@ from ctcalc_spark.spark.storage import (
     input_name,
     input_read_errors,
     load_input,
-    LEGACY_CHARSETS_HINT,
+    own_encoding,
     plain_file_path,
     read_input,
     stray_file_hint,
@@ -248,37 +248,20 @@ def _input_checks(spark: SparkSession, cfg: JobConfig, df: DataFrame, days: list
                         len(result.skipped_files), result.skipped_files[:20])
 
 
-REPLACEMENT_CHARACTER = "\ufffd"
-"""What Spark's text readers put for bytes that are not UTF-8."""
-
-
 def _check_encoding(metrics: pd.DataFrame, cfg: JobConfig) -> None:
-    """InputError before a write when the model, run or slice values of a CSV or JSON input hold U+FFFD: the
-    files are in another encoding than the reader's (UTF-8 unless ``input.options`` name one), so 'Köln' read as
-    'K\ufffdln' names a slice wrongly, and 'Köln' and 'Kiln'… each with one byte unread become one slice. Free:
-    the values are the metrics rows' keys. An ``encoding`` of the user's own is taken as meant."""
-    if cfg.input.format not in ("csv", "json") or any(str(k).lower() in ("encoding", "charset")
-                                                       for k in cfg.input.options):
+    """InputError before a write when the model, run or slice values of a CSV or JSON input are not UTF-8
+    (:func:`~ctcalc_spark.core.sanity.undecoded_values`). Free: the values are the metrics rows' keys. An
+    ``encoding`` of the user's own is taken as meant."""
+    from ctcalc_spark.core.sanity import not_utf8_message, undecoded_values
+
+    if cfg.input.format not in ("csv", "json") or own_encoding(cfg.input.options):
         return
-    columns = {"model": cfg.columns.model, "run": cfg.columns.run, "slice_value": None}
-    found = {}
-    for key, name in columns.items():
-        if key not in metrics:
-            continue
-        values = [v for v in metrics[key].dropna().astype(str).unique() if REPLACEMENT_CHARACTER in v]
-        if values:
-            where = name if name is not None else ", ".join(
-                sorted(set(metrics.loc[metrics[key].astype(str).isin(values), "slice_name"])))
-            found[where] = sorted(values)[:3]
-    if not found:
-        return
-    shown = "; ".join(f"{name!r}: {values}" for name, values in found.items())
-    raise InputError(f"Text in the evaluation table is not UTF-8, the encoding Spark reads {cfg.input.format.upper()} "
-                     f"with: {shown} ({REPLACEMENT_CHARACTER!r} stands for bytes it could not read, so values that "
-                     "differ there would count as one). Set input.options: {encoding: 'ISO-8859-1'} for Western "
-                     "European files from Excel or Windows, or the files' own encoding (Spark reads ISO-8859-1, "
-                     f"US-ASCII, UTF-16 and UTF-32 as they are; {LEGACY_CHARSETS_HINT}), or write the files as UTF-8. "
-                     "Nothing was written.")
+    found = undecoded_values(metrics, {"model": cfg.columns.model, "run": cfg.columns.run})
+    slices = metrics[metrics["slice_name"] != ALL] if "slice_name" in metrics else metrics.iloc[:0]
+    for name, part in slices.groupby("slice_name"):
+        found.update(undecoded_values(part, {"slice_value": str(name)}))
+    if found:
+        raise InputError(not_utf8_message(found, cfg.input.format, "input.options") + " Nothing was written.")
 
 
 def _check_days(days: Sequence[str], present: Sequence[str], cfg: JobConfig, allow_missing: bool) -> list[str]:

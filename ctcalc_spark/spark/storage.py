@@ -471,6 +471,8 @@ def load_input(spark: SparkSession, cfg: JobConfig, days: Sequence[str] | None =
             raise ConfigError(connector) from None
         hint = NANOS_HINT if "TIMESTAMP(NANOS" in str(e) else missing_source_hint(e, cfg.input.format)
         if "INVALID_PARAMETER_VALUE.CHARSET" in str(e):
+            from ctcalc_spark.core.sanity import LEGACY_CHARSETS_HINT
+
             hint = f" For {LEGACY_CHARSETS_HINT[4:]}."
         if "FLOAT16" in str(e):
             hint = _float16_hint(cfg)
@@ -485,11 +487,6 @@ def load_input(spark: SparkSession, cfg: JobConfig, days: Sequence[str] | None =
 
 SNIFFED_FILES = 20
 """Files of a local input folder whose first bytes :func:`foreign_file_error` reads at most."""
-
-
-LEGACY_CHARSETS_HINT = ("for windows-1252 (its € and curly quotes), Shift_JIS, GBK and the other encodings Java "
-                        "knows, also set spark.conf: {spark.sql.legacy.javaCharsets: 'true'}")
-"""How Spark 4's text readers take an encoding beyond the few they allow by default."""
 
 
 def foreign_file_error(cfg: JobConfig) -> InputError | None:
@@ -778,6 +775,11 @@ def _expand_braces(glob: str) -> list[str]:
 def input_glob(options: Mapping[str, Any]) -> str | None:
     """The reader's ``pathGlobFilter`` among ``input.options`` (Spark matches option keys in any case)."""
     return next((str(v) for k, v in options.items() if str(k).lower() == "pathglobfilter"), None)
+
+
+def own_encoding(options: Mapping[str, Any]) -> bool:
+    """Whether reader options name an encoding (Spark's keys, in any case)."""
+    return any(str(k).lower() in ("encoding", "charset") for k in options)
 
 
 COMPRESSION_SUFFIXES = (".gz", ".bz2", ".lz4", ".snappy", ".deflate", ".zst")
