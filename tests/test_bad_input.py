@@ -900,6 +900,13 @@ def test_a_file_of_another_type_than_input_format_is_named_from_its_first_bytes(
     # the same rows read with the right setting: no error
     got = evaluate(spark, demo_config(input={"path": str(folder), "format": "csv"}), DS, write=False).metrics
     assert got.loc[0, "n_rows"] == len(rows)
+    # a file named as the format says is corrupt, not of another type: no 'set input.format: csv' for its text
+    (folder / "part-00000").unlink()
+    rows.to_parquet(folder / "a.parquet", index=False)
+    (folder / "b.parquet").write_text("not parquet\n" * 100)
+    with pytest.raises(InputError) as e:
+        evaluate(spark, demo_config(input={"path": str(folder)}), DS, write=False)
+    assert "b.parquet of the evaluation table" in str(e.value) and "input.format" not in str(e.value)
 
 
 def test_text_that_is_not_utf8_stops_the_run_before_a_write(spark, demo_config, tmp_path):

@@ -881,8 +881,8 @@ def _kind_told(path: str, fmt: str) -> str:
     """What a file Spark could not read as ``fmt`` is: from its first bytes when local, else from its name."""
     from ctcalc_spark.spark.filekind import kind_hint
 
-    if is_local(path) and os.path.isfile(local_path(path)):
-        return kind_hint(local_path(path), fmt)
+    if is_local(path) and os.path.isfile(local_path(path)):  # a file named as the format says is corrupt, not other
+        return "" if _name_kind(path) == f".{fmt}" else kind_hint(local_path(path), fmt)
     ext = path.rsplit(".", 1)[-1].lower() if "." in path.rsplit("/", 1)[-1] else ""
     other = {"csv": "csv", "json": "json", "jsonl": "json", "parquet": "parquet", "orc": "orc", "avro": "avro"}.get(ext)
     return (f" input.format is {fmt!r}, and the file's name ends in .{ext}: if the files are "
