@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
+import gzip
 from pathlib import Path
 from typing import Any
 
@@ -191,6 +192,25 @@ def test_csv_files_with_their_columns_in_another_order_are_read_alike_or_refused
     (folder / "b.csv").write_text("id,y\n3,1\n")
     assert sorted(map(tuple, read_spark_table(spark, TableSource(path=str(folder), format="csv")).collect())) == [
         ("1", "0"), ("2", "1"), ("3", "1")]
+
+
+def test_a_readme_beside_the_table_files_is_left_out_with_a_warning(spark: Any, tmp_path: Path, caplog: Any) -> None:
+    """A README.txt in the train folder was read first: its line became the table's only column ("lacks declared
+    column(s) ['city', 'age', 'clicked']; present columns: ['training data for job 17']"). A folder that also holds
+    files named as the format's reads those alone, locally and on Spark, and says which it left out."""
+    folder = tmp_path / "t"
+    (folder / "day=1").mkdir(parents=True)
+    (folder / "day=1" / "a.csv").write_text("id,y\n1,0\n2,1\n")
+    (folder / "day=1" / "b.csv.gz").write_bytes(gzip.compress(b"id,y\n3,1\n"))
+    (folder / "README.txt").write_text("training data for job 17\n")
+    with caplog.at_level("WARNING", logger="ctcalc_spark.upstream.table"):
+        local = read_table(TableSource(path=str(folder), format="csv"))
+    assert local.column_names == ["id", "y", "day"] and sorted(local.column("id").to_pylist()) == ["1", "2", "3"]
+    assert "read the 2 file(s) named as csv files; left out 1 other(s): ['README.txt']" in caplog.text
+    rows = read_spark_table(spark, TableSource(path=str(folder), format="csv")).collect()
+    assert sorted(r["id"] for r in rows) == ["1", "2", "3"]
+    (folder / "README.txt").unlink()  # nothing named otherwise: the folder whole, as before
+    assert read_table(TableSource(path=str(folder), format="csv")).num_rows == 3
 
 
 def test_config_file_and_declarations_are_validated(tmp_path: Path) -> None:

@@ -45,7 +45,7 @@ import pyarrow.parquet as pq
 import torch
 
 from ctcalc_spark.errors import InputError
-from ctcalc_spark.spark.files import absolute
+from ctcalc_spark.spark.files import absolute, is_local, local_path
 from ctcalc_spark.upstream.config import OUTPUT_COLUMNS, WRITE_MODES, TableColumns, TableSource
 from ctcalc_spark.upstream.models import CtrModel
 from ctcalc_spark.upstream.table import (
@@ -55,6 +55,8 @@ from ctcalc_spark.upstream.table import (
     check_columns,
     evaluation_keys,
     load_table_for,
+    named_files,
+    table_glob,
 )
 from ctcalc_spark.upstream.train import TableModel, load_table_model, resolve_device, torch_threads
 
@@ -534,6 +536,8 @@ def read_spark_table(spark: SparkSession, source: TableSource) -> SparkDataFrame
     if source.path is None:
         raise InputError("Expected a table path, got none; set the table's 'path' in the config or pass it as a flag.")
     reader = spark.read.format(source.format)
+    if is_local(str(source.path)) and named_files(local_path(absolute(str(source.path))), source.format) is not None:
+        reader = reader.option("pathGlobFilter", table_glob(source.format))  # a README beside the files: as locally
     if source.format == "csv":
         reader = reader.option("header", source.csv_header).option("sep", source.csv_delimiter).option(
             "inferSchema", False).option("enforceSchema", not source.csv_header).option("encoding", source.csv_encoding)

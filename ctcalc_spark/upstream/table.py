@@ -25,6 +25,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
+import logging
 import os
 from collections import Counter
 from collections.abc import Mapping, Sequence
@@ -43,6 +44,8 @@ import pyarrow.json as pajson
 from ctcalc_spark.errors import InputError
 from ctcalc_spark.spark.names import header_slips
 from ctcalc_spark.upstream.config import EncodingConfig, TableColumns, TableSource, check_ds_value
+
+log = logging.getLogger(__name__)
 
 NULL_INDEX = 0
 UNSEEN_INDEX = -1
@@ -91,17 +94,20 @@ def read_table(source: TableSource, columns: Sequence[str] | None = None) -> pa.
     if not os.path.exists(path):
         raise InputError(f"Expected a {source.format} table at {path!r}; it does not exist.")
     fmt = _file_format(source)
+    files = named_files(path, source.format)
+    where: Any = path if files is None else files
+    hive = {"partitioning": "hive"} if files is None else {"partitioning": "hive", "partition_base_dir": path}
     try:
-        dataset = pads.dataset(path, format=fmt, partitioning="hive")
+        dataset = pads.dataset(where, format=fmt, **hive)
         if source.format == "csv":
             fmt = _file_format(source, string_columns=dataset.schema.names)
-            dataset = pads.dataset(path, format=fmt, partitioning="hive")
+            dataset = pads.dataset(where, format=fmt, **hive)
         elif source.format == "json":  # timestamps stay the strings they are, as Spark reads JSON
             stamps = [f.name for f in dataset.schema if pa.types.is_timestamp(f.type)]
             if stamps:
                 schema = pa.schema([pa.field(f.name, pa.string()) if f.name in stamps else f for f in dataset.schema])
-                dataset = pads.dataset(path, format=_file_format(source, string_columns=stamps), schema=schema,
-                                       partitioning="hive")
+                dataset = pads.dataset(where, format=_file_format(source, string_columns=stamps), schema=schema,
+                                       **hive)
         table = dataset.to_table()
     except (pa.ArrowInvalid, OSError) as e:
         hint = _json_array_hint(path) if source.format == "json" else ""
@@ -115,6 +121,38 @@ def read_table(source: TableSource, columns: Sequence[str] | None = None) -> pa.
         check_columns(table.column_names, columns, what=f"table {path!r}")
         table = table.select(list(dict.fromkeys(columns)))
     return table
+
+
+TABLE_SUFFIXES = {"csv": (".csv", ".tsv"), "json": (".json", ".jsonl", ".ndjson"), "parquet": (".parquet", ".parq")}
+"""Name endings of a format's files (compressed ones too: ``.csv.gz``)."""
+
+
+def table_glob(fmt: str) -> str:
+    """A Hadoop glob of ``fmt``'s file names, for Spark's ``pathGlobFilter``: ``*.{csv,tsv}*``."""
+    return "*.{" + ",".join(s[1:] for s in TABLE_SUFFIXES[fmt]) + "}*"
+
+
+def named_files(folder: str, fmt: str) -> list[str] | None:
+    """The files of a folder that are named as ``fmt``'s (``.csv``, ``.csv.gz``, …) when it also holds files named
+    otherwise (a README.txt beside the exports, which would be read as rows, or its first line as the header),
+    the others named in a warning; None to read the folder whole (a file, or no file named otherwise)."""
+    if not os.path.isdir(folder):
+        return None
+    named, other = [], []
+    for where, subs, names in os.walk(folder):
+        subs[:] = sorted(d for d in subs if not d.startswith((".", "_")))
+        for n in sorted(names):
+            if n.startswith((".", "_")):
+                continue
+            stem = n.lower()
+            for compressed in (".gz", ".bz2", ".zst", ".lz4"):
+                stem = stem.removesuffix(compressed)
+            (named if stem.endswith(TABLE_SUFFIXES[fmt]) else other).append(os.path.join(where, n))
+    if not named or not other:
+        return None
+    log.warning("%s: read the %d file(s) named as %s files; left out %d other(s): %s", folder, len(named), fmt,
+                len(other), [os.path.relpath(f, folder) for f in other[:10]])
+    return named
 
 
 def _file_format(source: TableSource, string_columns: Sequence[str] = ()) -> pads.FileFormat:
