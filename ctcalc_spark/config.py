@@ -815,8 +815,26 @@ def read_yaml(path: str | Path, overrides: Mapping[str, Any] | None = None, *, e
         raise ConfigError(f"Config file {str(p)!r} does not exist; see {example} for examples.")
     if p.is_dir():
         raise ConfigError(f"Config file {str(p)!r} is a folder; give the YAML file in it (see {example}).")
-    data = parse_yaml(p.read_text(), f"Config file {str(p)!r}")
+    data = parse_yaml(yaml_text(p.read_bytes(), f"Config file {str(p)!r}"), f"Config file {str(p)!r}")
     return apply_overrides({} if data is None else data, overrides)
+
+
+def yaml_text(data: bytes, what: str) -> str:
+    """A YAML file's bytes as text: UTF-8 (a byte-order mark dropped), or UTF-16/UTF-32 with their byte-order mark
+    (Windows Notepad's "Unicode"), as YAML allows; anything else is a ConfigError naming the first byte that is
+    not UTF-8 and its line."""
+    import codecs
+
+    for bom, encoding in ((codecs.BOM_UTF32_LE, "utf-32"), (codecs.BOM_UTF32_BE, "utf-32"),
+                          (codecs.BOM_UTF16_LE, "utf-16"), (codecs.BOM_UTF16_BE, "utf-16")):
+        if data.startswith(bom):
+            return data.decode(encoding)
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as e:
+        line = data[:e.start].count(b"\n") + 1
+        raise ConfigError(f"{what} is not UTF-8 text: byte 0x{data[e.start]:02x} on line {line} is not UTF-8 (a file "
+                          "saved as ANSI/windows-1252, say). Save it as UTF-8.") from None
 
 
 def parse_yaml(text: str, what: str) -> Any:

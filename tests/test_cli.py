@@ -164,6 +164,23 @@ def test_stream_folders_that_cannot_be_written_exit_3_before_spark(tmp_path, cap
     assert not (tmp_path / "out").exists()
 
 
+def test_a_config_file_saved_as_utf16_reads_and_one_in_windows_1252_exits_3_with_one_line(tmp_path, capsys):
+    """Notepad's "Unicode" (UTF-16 with a byte-order mark) or ANSI (windows-1252, a comment with 'ü') ended in an
+    internal error: UnicodeDecodeError ... This is a bug."""
+    from ctcalc_spark.config import load_config
+
+    text = "task: binary  # Prüfung\ninput: {path: x}\nsplit: {salt: s}\n"
+    for name, data in (("utf8.yaml", text.encode()), ("bom.yaml", text.encode("utf-8-sig")),
+                       ("utf16.yaml", text.encode("utf-16")), ("utf32.yaml", text.encode("utf-32"))):
+        (tmp_path / name).write_bytes(data)
+        assert load_config(tmp_path / name) == load_config(tmp_path / "utf8.yaml")
+    (tmp_path / "ansi.yaml").write_bytes(("split: {salt: s}\n" + text).encode("cp1252"))
+    assert main(["evaluate", "--config", str(tmp_path / "ansi.yaml"), "--ds", "2026-11-21"]) == EXIT_CONFIG
+    assert capsys.readouterr().err.strip().endswith(
+        "ansi.yaml' is not UTF-8 text: byte 0xfc on line 2 is not UTF-8 (a file saved as ANSI/windows-1252, say). "
+        "Save it as UTF-8.")
+
+
 @pytest.mark.parametrize(("text", "sets", "message"), [
     # a key given twice: PyYAML kept the last one, so the first section was dropped without a word
     ("task: binary\ntask: regression\n", [], r"Config file '.*c\.yaml': key 'task' is given twice \(lines 1 and 2\); "
