@@ -643,3 +643,32 @@ def test_landed_text_that_is_not_utf8_fails_the_batch_until_read_with_its_encodi
     assert run.error is None and run.load_state().rows == len(rows)
     metrics = read_stream_metrics(spark, latin)
     assert set(metrics["slice_value"]) == {"__all__", "Köln", "Zürich"}
+
+
+def test_a_file_landing_under_a_temporary_name_is_not_read_twice(spark, demo_config, tmp_path):
+    """A writer that writes `day.csv.tmp` and renames it to `day.csv` when done: the stream read the half-written
+    .tmp file and then the renamed one, rows of the day counted up to twice, without a word. A temporary name is
+    now quarantined with the reason (the renamed file is read); stream.options' pathGlobFilter keeps such names
+    from being listed at all."""
+    gen, src, rows = _csv_days(tmp_path, lambda d: d)
+    first = sorted(src.glob("*.csv"))[0]
+    text = first.read_text()
+    partial = src / (first.name + ".tmp")
+    partial.write_text(text[: len(text) // 2].rsplit("\n", 1)[0] + "\n")
+    t0 = first.stat().st_mtime
+    os.utime(partial, (t0 - 10, t0 - 10))  # listed first, as it was written first
+    cfg = _stream_config(demo_config, src, format="csv", max_files_per_trigger=None)
+    res = run_stream(spark, cfg, trigger="availableNow", close_at_end=True)
+    assert sum(b["rows"] for b in res.batches) == len(rows)
+    quarantined = [q for b in res.batches for q in b["quarantined"]]
+    assert [Path(q["file"]).name for q in quarantined] == [partial.name]
+    assert quarantined[0]["reason"].startswith("a temporary name (.tmp): a file still being written")
+    metrics = read_stream_metrics(spark, cfg)
+    batch_metrics, _ = _batch_reference(spark, demo_config, gen, tmp_path / "batch", ["2026-11-15", "2026-11-16"])
+    key = ["ds", "model", "run", "slice_name"]
+    _close(metrics.sort_values(key).reset_index(drop=True), batch_metrics.sort_values(key).reset_index(drop=True),
+           SAME_COLS, "a .tmp file beside the stream's files")
+    filtered = _stream_config(demo_config, src, tmp_path / "filtered", format="csv", max_files_per_trigger=None,
+                              options={"pathGlobFilter": "*.csv"})
+    res = run_stream(spark, filtered, trigger="availableNow", close_at_end=True)
+    assert sum(b["rows"] for b in res.batches) == len(rows) and not any(b["quarantined"] for b in res.batches)

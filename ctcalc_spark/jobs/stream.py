@@ -64,7 +64,14 @@ from ctcalc_spark.jobs.evaluate import check_finite
 from ctcalc_spark.spark.files import FileStore, absolute, is_local, local_path
 from ctcalc_spark.spark import names
 from ctcalc_spark.spark.scan import INVALID_REASONS, decode_aggregate, group_columns, summary_aggregation
-from ctcalc_spark.spark.storage import OutputStore, check_columns, column_keys, source_columns, stack_model_scores
+from ctcalc_spark.spark.storage import (
+    OutputStore,
+    check_columns,
+    column_keys,
+    input_glob,
+    source_columns,
+    stack_model_scores,
+)
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -358,6 +365,23 @@ def _latest(a: int | None, b: int | None) -> int | None:
     return b if a is None else a if b is None else max(a, b)
 
 
+TEMPORARY_SUFFIXES = (".tmp", ".temp", ".part", ".partial", ".inprogress", ".crdownload", ".download", ".filepart",
+                      ".swp", ".writing", ".copying")
+"""Name endings of files still being written, which their writers rename when done."""
+
+
+def _temporary_reason(path: str, fmt: str) -> str | None:
+    """Why a landed file is not read because of its name (None: it is read): a temporary name, whose file its
+    writer renames when done, so its rows land again (complete) under the new name."""
+    name = unquote(path.rstrip("/").rsplit("/", 1)[-1])
+    suffix = next((x for x in TEMPORARY_SUFFIXES if name.lower().endswith(x)), None)
+    if suffix is None:
+        return None
+    return (f"a temporary name ({suffix}): a file still being written, which its writer renames when done (the "
+            "renamed file is read). Land files under a name starting with '.' or '_' and rename them, or set "
+            f"stream.options: {{pathGlobFilter: '*.{fmt}'}} so such names are not listed")
+
+
 def _file_key(path: str) -> str:
     """A file's identity across Spark's spellings (file:/x, file:///x, percent-encoded names)."""
     path = unquote(path)
@@ -442,8 +466,11 @@ class BatchHandler:
             stats = batch_df.agg(F.count(F.lit(1)).alias("n"), F.max(self._event_us()).alias("mx")).first()
             return _BatchRows(batch_df, int(stats["n"]), None if stats["mx"] is None else int(stats["mx"]))
         landed = [(r["path"], int(r["length"])) for r in batch_df.select("path", "length").collect()]
+        temporary = [{"file": p, "reason": _temporary_reason(p, s.format), "n_rows": None}
+                     for p, _ in landed if _temporary_reason(p, s.format)]
+        landed = [(p, n) for p, n in landed if not _temporary_reason(p, s.format)]
         if not landed:
-            return _BatchRows(None)
+            return _BatchRows(None, quarantined=temporary)
         spark = batch_df.sparkSession
         reader = (spark.read.format(s.format).schema(self.schema).options(**_reader_options(s))
                   .option("ignoreCorruptFiles", "true").option("ignoreMissingFiles", "true"))
@@ -458,7 +485,7 @@ class BatchHandler:
         if text_source:
             aggs.append(F.count(CORRUPT_RECORD).alias("malformed"))
         per_file = {_file_key(r[FILE_COLUMN]): r.asDict() for r in frame.groupBy(FILE_COLUMN).agg(*aggs).collect()}
-        out = _BatchRows(frame)
+        out = _BatchRows(frame, quarantined=temporary)
         excluded = []
         try:
             footers: FileStore | str = FileStore(str(s.path))
@@ -838,6 +865,9 @@ def read_stream(spark: SparkSession, cfg: JobConfig) -> tuple[DataFrame, StructT
         if cfg.columns.model_scores:  # the mapping's mistakes (a model column beside it, types) before any batch
             stack_model_scores(spark.createDataFrame([], schema), cfg)
         reader = spark.readStream.format("binaryFile").schema(FILE_LIST_SCHEMA)
+        glob = input_glob(s.options)
+        if glob:  # the files' names the stream lists at all (the rows' reader gets it too)
+            reader = reader.option("pathGlobFilter", glob)
         if s.max_files_per_trigger:
             reader = reader.option("maxFilesPerTrigger", s.max_files_per_trigger)
         return reader.load(s.path).select("path", "length"), schema
