@@ -615,11 +615,24 @@ def test_a_file_named_unlike_the_tables_files_is_told_about_and_gzip_headers_are
         evaluate(spark, demo_config(input={"path": str(csvs), "format": "csv"}), DS, write=False)
     header = ", ".join(df.columns)
     assert (f"README.txt is not named like the folder's other files (3 end in .csv): if it is not part of the "
-            f"table, move it out of '{csvs}', or set input.options: {{pathGlobFilter: '*.csv*'}} so Spark reads "
+            f"table, move it out of '{csvs}', or set input.options: "
+            "{pathGlobFilter: '*{.CSV.bz2,.csv,.csv.gz}'} so Spark reads "
             "only the files named so. The files have 2 different headers: 3 files (0.csv, …): "
             f"{header}; 1 file (README.txt): scores of job 17.") in str(e.value)
-    got = evaluate(spark, demo_config(input={"path": str(csvs), "format": "csv", "options": {
-        "pathGlobFilter": "*.{csv,csv.gz,CSV.bz2}"}}), DS, write=False).metrics
+    glob = {"pathGlobFilter": "*{.CSV.bz2,.csv,.csv.gz}"}
+    got = evaluate(spark, demo_config(input={"path": str(csvs), "format": "csv", "options": glob}), DS,
+                   write=False).metrics
+    pd.testing.assert_frame_equal(got, want)
+    # a file still being written under a temporary name: refused before Spark reads it (it was read, partial)
+    (csvs / "3.csv.tmp").write_text(parts["0.csv"].to_csv(index=False)[:500])
+    with pytest.raises(InputError, match=re.escape(
+            f"The evaluation table '{csvs}' holds file(s) under a temporary name, still being written: ['3.csv.tmp']. "
+            "Spark would read their rows with the rest: part of them now, and the same rows again once the writer "
+            "renames the file. Run again when the writer is done, or set input.options: {pathGlobFilter: "
+            "'*{.CSV.bz2,.csv,.csv.gz}'} to read only the files named so.")):
+        evaluate(spark, demo_config(input={"path": str(csvs), "format": "csv"}), DS, write=False)
+    got = evaluate(spark, demo_config(input={"path": str(csvs), "format": "csv", "options": glob}), DS,
+                   write=False).metrics
     pd.testing.assert_frame_equal(got, want)
     for run, part in df.groupby("run"):
         part.to_parquet(pq_folder / f"run-{run}.parquet", index=False)

@@ -71,6 +71,7 @@ from ctcalc_spark.spark.storage import (
     input_glob,
     source_columns,
     stack_model_scores,
+    temporary_suffix,
 )
 
 if TYPE_CHECKING:
@@ -365,16 +366,10 @@ def _latest(a: int | None, b: int | None) -> int | None:
     return b if a is None else a if b is None else max(a, b)
 
 
-TEMPORARY_SUFFIXES = (".tmp", ".temp", ".part", ".partial", ".inprogress", ".crdownload", ".download", ".filepart",
-                      ".swp", ".writing", ".copying")
-"""Name endings of files still being written, which their writers rename when done."""
-
-
 def _temporary_reason(path: str, fmt: str) -> str | None:
     """Why a landed file is not read because of its name (None: it is read): a temporary name, whose file its
     writer renames when done, so its rows land again (complete) under the new name."""
-    name = unquote(path.rstrip("/").rsplit("/", 1)[-1])
-    suffix = next((x for x in TEMPORARY_SUFFIXES if name.lower().endswith(x)), None)
+    suffix = temporary_suffix(unquote(path.rstrip("/").rsplit("/", 1)[-1]))
     if suffix is None:
         return None
     return (f"a temporary name ({suffix}): a file still being written, which its writer renames when done (the "

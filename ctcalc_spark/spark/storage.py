@@ -458,6 +458,7 @@ def load_input(spark: SparkSession, cfg: JobConfig, days: Sequence[str] | None =
             day_paths = _day_folders(root, cfg.columns.ds, days, cfg.columns.ds_format)
             if day_paths is None:
                 _check_output_outside(root, cfg)
+            _check_temporary_files(day_paths or [root], cfg)
             with _listing_on_driver(spark, is_local(root)):
                 df = reader.option("basePath", root).load(day_paths) if day_paths else reader.load(root)
                 df.columns  # resolves the schema (and lists the files) here
@@ -777,6 +778,48 @@ def input_glob(options: Mapping[str, Any]) -> str | None:
     return next((str(v) for k, v in options.items() if str(k).lower() == "pathglobfilter"), None)
 
 
+TEMPORARY_SUFFIXES = (".tmp", ".temp", ".part", ".partial", ".inprogress", ".crdownload", ".download", ".filepart",
+                      ".swp", ".writing", ".copying")
+"""Name endings of files still being written, which their writers rename when done."""
+TEMPORARY_SHOWN = 5
+"""Files under a temporary name an error names at most."""
+
+
+def temporary_suffix(name: str) -> str | None:
+    """The temporary ending of a file's name (``day.csv.tmp`` -> '.tmp'), or None."""
+    return next((x for x in TEMPORARY_SUFFIXES if name.lower().endswith(x)), None)
+
+
+def _check_temporary_files(paths: Sequence[str], cfg: JobConfig) -> None:
+    """InputError when a local input holds a data file under a temporary name (a writer still writing, which
+    renames it when done): Spark would read its rows with the rest, partial, and the same rows again once it is
+    renamed. Files the reader's ``pathGlobFilter`` leaves out are not looked at."""
+    if not all(is_local(p) for p in paths):
+        return
+    glob = input_glob(cfg.input.options)
+    found: list[str] = []
+    for p in paths:
+        where = local_path(p)
+        files = [where] if os.path.isfile(where) else _data_files(p, glob)
+        found += [f for f in files if temporary_suffix(os.path.basename(f))][:TEMPORARY_SHOWN - len(found)]
+        if len(found) >= TEMPORARY_SHOWN:
+            break
+    if not found:
+        return
+    root = local_path(absolute(str(cfg.input.path)))
+    shown = [os.path.relpath(f, root) if os.path.isdir(root) else f for f in found]
+    kind = _name_kind(found[0][:len(found[0]) - len(temporary_suffix(found[0]) or "")])
+    others = [os.path.basename(f) for p in paths if os.path.isdir(local_path(p))
+              for f in itertools.islice(_data_files(p, glob), MAX_HEADER_FILES)
+              if not temporary_suffix(f) and _name_kind(f) == kind]
+    pattern = _names_glob(others) if others else f"*{kind or '.' + cfg.input.format}"
+    raise InputError(f"The evaluation table {str(cfg.input.path)!r} holds file(s) under a temporary name, still being "
+                     f"written: {shown}{' and more' if len(found) >= TEMPORARY_SHOWN else ''}. Spark would read their "
+                     "rows with the rest: part of them now, and the same rows again once the writer renames the file. "
+                     f"Run again when the writer is done, or set input.options: {{pathGlobFilter: '{pattern}'}} to "
+                     "read only the files named so.")
+
+
 def own_encoding(options: Mapping[str, Any]) -> bool:
     """Whether reader options name an encoding (Spark's keys, in any case)."""
     return any(str(k).lower() in ("encoding", "charset") for k in options)
@@ -813,10 +856,16 @@ def stray_file_hint(cfg: JobConfig, path: str) -> str:
         return ""
     endings = [os.path.splitext(n[:len(n) - len(_compression(n))])[1] for n in kinds[top]]
     spelled = max(set(endings), key=endings.count)  # as the files spell it: the filter tells case apart
-    pattern = f"*{spelled}*" if any(_compression(n) for n in kinds[top]) else f"*{spelled}"
     return (f" {os.path.basename(path)} is not named like the folder's other files ({len(kinds[top]):,} end in "
             f"{spelled}): if it is not part of the table, move it out of {str(root)!r}, or set input.options: "
-            f"{{pathGlobFilter: '{pattern}'}} so Spark reads only the files named so.")
+            f"{{pathGlobFilter: '{_names_glob(kinds[top])}'}} so Spark reads only the files named so.")
+
+
+def _names_glob(names: Sequence[str]) -> str:
+    """The ``pathGlobFilter`` that matches files named as ``names`` end, as they spell it, compression included:
+    ``*.csv``, or ``*{.csv,.csv.gz}`` (not ``*.csv*``, which a ``day.csv.tmp`` matches too)."""
+    endings = sorted({n[len(os.path.splitext(n[:len(n) - len(_compression(n))])[0]):] for n in names})
+    return f"*{endings[0]}" if len(endings) == 1 else "*{" + ",".join(endings) + "}"
 
 
 def _compression(name: str) -> str:
