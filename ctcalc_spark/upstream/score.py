@@ -56,7 +56,6 @@ from ctcalc_spark.upstream.table import (
     evaluation_keys,
     load_table_for,
     named_files,
-    table_glob,
 )
 from ctcalc_spark.upstream.train import TableModel, load_table_model, resolve_device, torch_threads
 
@@ -536,13 +535,13 @@ def read_spark_table(spark: SparkSession, source: TableSource) -> SparkDataFrame
     if source.path is None:
         raise InputError("Expected a table path, got none; set the table's 'path' in the config or pass it as a flag.")
     reader = spark.read.format(source.format)
-    if is_local(str(source.path)) and named_files(local_path(absolute(str(source.path))), source.format) is not None:
-        reader = reader.option("pathGlobFilter", table_glob(source.format))  # a README beside the files: as locally
+    path = absolute(str(source.path))
+    named = named_files(local_path(path), source.format) if is_local(path) else None
     if source.format == "csv":
         reader = reader.option("header", source.csv_header).option("sep", source.csv_delimiter).option(
             "inferSchema", False).option("enforceSchema", not source.csv_header).option("encoding", source.csv_encoding)
-    try:
-        return reader.load(absolute(str(source.path)))
+    try:  # with a README beside the files: the same files as read_table reads
+        return reader.load(path) if named is None else reader.option("basePath", path).load(named)
     except Exception as e:  # AnalysisException: path missing or unreadable
         raise InputError(f"Cannot read {source.path!r} as {source.format}: {str(e).splitlines()[0]}") from e
 

@@ -127,11 +127,6 @@ TABLE_SUFFIXES = {"csv": (".csv", ".tsv"), "json": (".json", ".jsonl", ".ndjson"
 """Name endings of a format's files (compressed ones too: ``.csv.gz``)."""
 
 
-def table_glob(fmt: str) -> str:
-    """A Hadoop glob of ``fmt``'s file names, for Spark's ``pathGlobFilter``: ``*.{csv,tsv}*``."""
-    return "*.{" + ",".join(s[1:] for s in TABLE_SUFFIXES[fmt]) + "}*"
-
-
 def named_files(folder: str, fmt: str) -> list[str] | None:
     """The files of a folder that are named as ``fmt``'s (``.csv``, ``.csv.gz``, …) when it also holds files named
     otherwise (a README.txt beside the exports, which would be read as rows, or its first line as the header),
