@@ -731,7 +731,8 @@ def _coerce(hint: Any, value: Any, key: str) -> Any:
         if isinstance(value, int) and not isinstance(value, bool):
             return str(value)
         if not isinstance(value, str):
-            raise _bad_type(key, value, "a string", " Quote it in YAML if it is meant as text.")
+            raise _bad_type(key, value, "a string", _LIST_OF_PATHS.get(key, "") if isinstance(value, list) else
+                            " Quote it in YAML if it is meant as text.")
         return value
     if origin is tuple:
         if value is None:
@@ -817,6 +818,15 @@ def read_yaml(path: str | Path, overrides: Mapping[str, Any] | None = None, *, e
         raise ConfigError(f"Config file {str(p)!r} is a folder; give the YAML file in it (see {example}).")
     data = parse_yaml(yaml_text(p.read_bytes(), f"Config file {str(p)!r}"), f"Config file {str(p)!r}")
     return apply_overrides({} if data is None else data, overrides)
+
+
+_LIST_OF_PATHS = {
+    "input.path": " It is one path (a file, a folder or a glob): for several folders give a glob that matches them, "
+                  "e.g. '/data/{exports_a,exports_b}' (Spark reads every match as one table), or, when each folder "
+                  "holds one model's scores, input.model_paths: {model: folder, ...}.",
+    "stream.path": " A stream watches one folder: land every file there.",
+}
+"""What a list given for a path key gets: the way to read several."""
 
 
 def yaml_text(data: bytes, what: str) -> str:

@@ -643,6 +643,22 @@ def test_a_file_named_unlike_the_tables_files_is_told_about_and_gzip_headers_are
         evaluate(spark, demo_config(input={"path": str(pq_folder)}), DS, write=False)
 
 
+def test_several_folders_are_read_as_one_table_by_a_glob(spark, demo_config, tmp_path):
+    """The way the error for a list of paths gives: a glob with braces reads both folders as one table (the
+    local checks before Spark, which list a folder's files, take such a path as it is)."""
+    df = _binary_rows(models=("a",), runs=(0, 1), n=300)
+    for run in (0, 1):
+        (tmp_path / f"exports_{run}").mkdir()
+        df[df["run"] == run].to_csv(tmp_path / f"exports_{run}" / "scores.csv", index=False)
+        df[df["run"] == run].to_csv(tmp_path / "both.csv", index=False, mode="a", header=run == 0)
+    glob = evaluate(spark, demo_config(input={"path": str(tmp_path / "exports_{0,1}"), "format": "csv"}), DS,
+                    write=False).metrics
+    one = evaluate(spark, demo_config(input={"path": str(tmp_path / "both.csv"), "format": "csv"}), DS,
+                   write=False).metrics
+    pd.testing.assert_frame_equal(glob.sort_values("run").reset_index(drop=True),
+                                  one.sort_values("run").reset_index(drop=True))
+
+
 def test_a_pretty_printed_json_file_is_told_about_multiline(spark, demo_config, tmp_path):
     """pandas' to_json(orient='records', indent=2) spans lines: Spark parsed none of them, the table had only
     '_corrupt_record', and the error said to rename the columns in the data."""
