@@ -1046,6 +1046,28 @@ def test_nanosecond_timestamps_from_pandas_get_the_way_to_write_them(spark, demo
     assert evaluate(spark, demo_config(), DS, write=False).metrics.loc[0, "n_rows"] == len(rows)
 
 
+def test_a_column_only_later_days_have_is_told_with_merge_schema(spark, demo_config, tmp_path):
+    """A weight column added to the export from the second day on: a range over both days said the table lacks
+    'weight' and to rename it in the data, though the later files have it (Spark took one file's columns). The
+    error now says which files have it and gives mergeSchema; with it, the first day's rows are invalid rows
+    (null weight), named, and the later day evaluates."""
+    rows = _rows(weights=True)
+    for i, day in enumerate(["2026-11-20", DS]):
+        folder = tmp_path / "eval" / f"ds={day}"
+        folder.mkdir(parents=True)
+        (rows if i else rows.drop(columns="weight")).drop(columns="ds").to_parquet(folder / "p.parquet", index=False)
+    cfg = {"columns": {"weight": "weight"}}
+    with pytest.raises(InputError, match=re.escape(
+            "1 of the 2 files has ['weight'] (first: ds=2026-11-21/p.parquet), the other not (first: "
+            "ds=2026-11-20/p.parquet): Spark took the columns from one of those. Set input.options: {mergeSchema: "
+            "'true'}")):
+        evaluate(spark, demo_config(**cfg), f"2026-11-20..{DS}", write=False)
+    merged = demo_config(input__options={"mergeSchema": "true"}, **cfg)
+    with pytest.raises(InputError, match=rf"^Invalid evaluation rows for ds=2026-11-20: {N} rows: null weight"):
+        evaluate(spark, merged, f"2026-11-20..{DS}", write=False)
+    assert evaluate(spark, merged, DS, write=False).metrics.loc[0, "n_rows"] == N
+
+
 def test_float16_scores_get_the_column_and_how_to_write_it(spark, demo_config, tmp_path):
     """numpy float16 scores (a model served in half precision) written by pandas: Spark said only 'Illegal Parquet
     type: FIXED_LEN_BYTE_ARRAY (FLOAT16)'. Now the error names the column and the cast; the advice works."""

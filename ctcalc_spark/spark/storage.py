@@ -486,6 +486,36 @@ def load_input(spark: SparkSession, cfg: JobConfig, days: Sequence[str] | None =
     return nested_columns(df, source_columns(cfg))
 
 
+def _columns_in_some_files(cfg: JobConfig, missing: Sequence[str]) -> str:
+    """For a local Parquet input that lacks columns: which of its files have them, when some do (a column added
+    on a later day; Spark takes the columns from one file unless told to merge them), read from the files'
+    footers on this error path only; '' when none has them or the input is not such."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    root = cfg.input.path
+    if cfg.input.format != "parquet" or not root or not is_local(str(root)) or not missing:
+        return ""
+    where = local_path(absolute(str(root)))
+    if not os.path.isdir(where):
+        return ""
+    have: list[str] = []
+    lack: list[str] = []
+    for f in itertools.islice(_data_files(where, input_glob(cfg.input.options)), MAX_HEADER_FILES):
+        try:
+            names = set(pq.read_schema(f).names)
+        except (OSError, pa.ArrowInvalid):
+            continue
+        (have if any(m in names for m in missing) else lack).append(os.path.relpath(f, where))
+    if not have or not lack:
+        return ""
+    return (f"{len(have):,} of the {len(have) + len(lack):,} files {'has' if len(have) == 1 else 'have'} "
+            f"{list(missing)} (first: {have[0]}), {'the other' if len(lack) == 1 else 'the others'} not (first: "
+            f"{lack[0]}): Spark took the columns from one of those. Set input.options: "
+            "{mergeSchema: 'true'} to read every file's columns (rows of files without them are then invalid rows, "
+            "counted, with null there), or evaluate only the days whose files have them.")
+
+
 SNIFFED_FILES = 20
 """Files of a local input folder whose first bytes :func:`foreign_file_error` reads at most."""
 
@@ -681,7 +711,11 @@ def read_input(spark: SparkSession, cfg: JobConfig, days: Sequence[str] | None =
     elif cfg.columns.one_run:  # columns.run: null, each model trained once
         df = df.withColumn(cfg.columns.run, F.lit(ONE_RUN))
     structs = {f.name: f.dataType.fieldNames() for f in df.schema.fields if isinstance(f.dataType, StructType)}
-    check_columns(df.columns, required_columns(cfg), structs, keys=column_keys(cfg))
+    try:
+        check_columns(df.columns, required_columns(cfg), structs, keys=column_keys(cfg))
+    except InputError as e:
+        spread = _columns_in_some_files(cfg, [n for n in required_columns(cfg) if n not in df.columns])
+        raise (InputError(f"{e} {spread}") if spread else e) from None
     check_column_types(dict(df.dtypes), cfg)
     if cfg.columns.ds is None:
         return df.withColumn(DS, F.lit(undated_day(cfg, days)))
