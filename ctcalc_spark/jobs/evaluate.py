@@ -28,6 +28,7 @@ from ctcalc_spark.core.finalize import (
 from ctcalc_spark.core.solvers import solve_temperature
 from ctcalc_spark.core.windows import Window, day_runs
 from ctcalc_spark.errors import ConfigError, DegenerateBiasError, InputError, listed
+from ctcalc_spark.spark.filekind import own_encoding
 from ctcalc_spark.spark.names import col, quoted
 from ctcalc_spark.spark.scan import (
     EXACT_COLUMNS,
@@ -63,7 +64,6 @@ from ctcalc_spark.spark.storage import (
     input_name,
     input_read_errors,
     load_input,
-    own_encoding,
     plain_file_path,
     read_input,
     stray_file_hint,

@@ -61,6 +61,7 @@ from ctcalc_spark.core.windows import (
 )
 from ctcalc_spark.errors import ConfigError, CtcalcError, InputError
 from ctcalc_spark.jobs.evaluate import check_finite
+from ctcalc_spark.spark.filekind import input_glob, own_encoding, temporary_suffix
 from ctcalc_spark.spark.files import FileStore, absolute, is_local, local_path
 from ctcalc_spark.spark import names
 from ctcalc_spark.spark.scan import INVALID_REASONS, decode_aggregate, group_columns, summary_aggregation
@@ -68,10 +69,8 @@ from ctcalc_spark.spark.storage import (
     OutputStore,
     check_columns,
     column_keys,
-    input_glob,
     source_columns,
     stack_model_scores,
-    temporary_suffix,
 )
 
 if TYPE_CHECKING:
@@ -461,9 +460,9 @@ class BatchHandler:
             stats = batch_df.agg(F.count(F.lit(1)).alias("n"), F.max(self._event_us()).alias("mx")).first()
             return _BatchRows(batch_df, int(stats["n"]), None if stats["mx"] is None else int(stats["mx"]))
         landed = [(r["path"], int(r["length"])) for r in batch_df.select("path", "length").collect()]
-        temporary = [{"file": p, "reason": _temporary_reason(p, s.format), "n_rows": None}
-                     for p, _ in landed if _temporary_reason(p, s.format)]
-        landed = [(p, n) for p, n in landed if not _temporary_reason(p, s.format)]
+        reasons = {p: _temporary_reason(p, s.format) for p, _ in landed}
+        temporary = [{"file": p, "reason": why, "n_rows": None} for p, why in reasons.items() if why]
+        landed = [(p, n) for p, n in landed if not reasons[p]]
         if not landed:
             return _BatchRows(None, quarantined=temporary)
         spark = batch_df.sparkSession
@@ -649,7 +648,6 @@ class BatchHandler:
         """InputError (the batch fails before its write, and its replay until the files are read right) when
         the model, run or slice values of landed CSV/JSON files are not UTF-8, as in the batch job."""
         from ctcalc_spark.core.sanity import not_utf8_message, undecoded_values
-        from ctcalc_spark.spark.storage import own_encoding
 
         s, c = self.cfg.stream, self.cfg.columns
         if s.source != "file" or s.format not in RECORD_FORMATS or own_encoding(s.options):

@@ -1,12 +1,20 @@
-"""What a local input file is, from its first bytes, for the errors of a job that could not read it as
-``input.format`` says: a Feather file read as CSV gave column names like ``'ARROW1\\x00…'`` and "lacks
-column(s)", a CSV file read as Parquet gave "Could not read footer". Nothing here reads more than a file's
-first bytes, and only on those error paths.
+"""Local input files, without Spark: which files of a folder Spark reads (as it lists a table's files, with a
+reader's ``pathGlobFilter``), what their names and first bytes say they are.
+
+A job that could not read a file as ``input.format`` says tells from the first bytes what it is (a Feather file
+read as CSV gave column names like ``'ARROW1\\x00…'`` and "lacks column(s)", a CSV file read as Parquet gave
+"Could not read footer"); nothing reads more than a file's first bytes, and only on those error paths. The
+storage layer and ``ctcalc train``/``score`` share the listing and the name rules.
 """
 from __future__ import annotations
 
+import fnmatch
 import os
+import re
 from dataclasses import dataclass
+from typing import Any, Iterator, Mapping, Sequence
+
+from ctcalc_spark.spark.files import local_path
 
 SNIFF_BYTES = 512
 """Bytes of a file's start that :func:`sniff` reads."""
@@ -98,3 +106,71 @@ def kind_hint(path: str, fmt: str) -> str:
     if kind.spark_format is not None:
         return f" {name} is {kind.what}: set input.format: {kind.spark_format}."
     return f" {name} is {kind.what}: {kind.fix}."
+
+
+# ---- which files, and what their names say -------------------------------------------------------------
+
+def data_files(folder: str, glob: str | None = None) -> Iterator[str]:
+    """The files below a local folder that are not hidden, as Spark lists a table's files: names and folders
+    starting with '.' or '_' (``_SUCCESS``, ``.crc`` files, ``_staging/``) are left out, and with ``glob`` (the
+    reader's ``pathGlobFilter``) names it does not match."""
+    patterns = expand_braces(glob) if glob else []
+    for where, subs, names in os.walk(local_path(folder)):
+        subs[:] = sorted(d for d in subs if not d.startswith((".", "_")))
+        yield from (os.path.join(where, n) for n in sorted(names) if not n.startswith((".", "_"))
+                    and (not patterns or any(fnmatch.fnmatchcase(n, p) for p in patterns)))
+
+
+def has_data_files(folder: str, glob: str | None = None) -> bool:
+    """Whether a local folder holds a file below it that is not hidden (:func:`data_files`)."""
+    return next(data_files(folder, glob), None) is not None
+
+
+def expand_braces(glob: str) -> list[str]:
+    """A Hadoop glob's ``{a,b}`` alternatives as fnmatch patterns: ``*.{csv,tsv}`` -> ``*.csv``, ``*.tsv``."""
+    m = re.search(r"\{([^{}]*)\}", glob)
+    if m is None:
+        return [glob]
+    return [x for alt in m.group(1).split(",") for x in expand_braces(glob[:m.start()] + alt + glob[m.end():])]
+
+
+def input_glob(options: Mapping[str, Any]) -> str | None:
+    """The reader's ``pathGlobFilter`` among ``input.options`` (Spark matches option keys in any case)."""
+    return next((str(v) for k, v in options.items() if str(k).lower() == "pathglobfilter"), None)
+
+
+TEMPORARY_SUFFIXES = (".tmp", ".temp", ".part", ".partial", ".inprogress", ".crdownload", ".download", ".filepart",
+                      ".swp", ".writing", ".copying")
+"""Name endings of files still being written, which their writers rename when done."""
+
+
+def temporary_suffix(name: str) -> str | None:
+    """The temporary ending of a file's name (``day.csv.tmp`` -> '.tmp'), or None."""
+    return next((x for x in TEMPORARY_SUFFIXES if name.lower().endswith(x)), None)
+
+
+def own_encoding(options: Mapping[str, Any]) -> bool:
+    """Whether reader options name an encoding (Spark's keys, in any case)."""
+    return any(str(k).lower() in ("encoding", "charset") for k in options)
+
+
+COMPRESSION_SUFFIXES = (".gz", ".bz2", ".lz4", ".snappy", ".deflate", ".zst")
+"""Endings of the compressed files Spark's text readers decompress by name."""
+
+
+def name_kind(name: str) -> str:
+    """The type a data file's name tells, compression left off, in lower case: 'part-0.CSV.gz' -> '.csv'."""
+    low = name.lower()
+    return os.path.splitext(low[:len(low) - len(compression(low))])[1]
+
+
+def names_glob(names: Sequence[str]) -> str:
+    """The ``pathGlobFilter`` that matches files named as ``names`` end, as they spell it, compression included:
+    ``*.csv``, or ``*{.csv,.csv.gz}`` (not ``*.csv*``, which a ``day.csv.tmp`` matches too)."""
+    endings = sorted({n[len(os.path.splitext(n[:len(n) - len(compression(n))])[0]):] for n in names})
+    return f"*{endings[0]}" if len(endings) == 1 else "*{" + ",".join(endings) + "}"
+
+
+def compression(name: str) -> str:
+    """The compression ending of a file's name ('' for none)."""
+    return next((s for s in COMPRESSION_SUFFIXES if name.lower().endswith(s)), "")

@@ -30,7 +30,6 @@ only once every task's files are in it). Transactional table formats (Delta, Ice
 from __future__ import annotations
 
 import datetime as dt
-import fnmatch
 import itertools
 import json
 import logging
@@ -58,6 +57,16 @@ from ctcalc_spark.config import (
 from ctcalc_spark.errors import ConcurrentRunError, ConfigError, CtcalcError, InputError, java_root_cause, listed
 from ctcalc_spark.pathsafe import unwritable_reason
 from ctcalc_spark.spark import interrupt
+from ctcalc_spark.spark.filekind import (
+    compression,
+    data_files,
+    has_data_files,
+    input_glob,
+    kind_hint,
+    name_kind,
+    names_glob,
+    temporary_suffix,
+)
 from ctcalc_spark.spark.files import FileStore, absolute, connector_error, is_local, local_path, supports_exchange
 from ctcalc_spark.spark.names import col, header_slips, quoted
 
@@ -486,6 +495,19 @@ def load_input(spark: SparkSession, cfg: JobConfig, days: Sequence[str] | None =
     return nested_columns(df, source_columns(cfg))
 
 
+def local_input_files(cfg: JobConfig, limit: int) -> tuple[str, list[str]] | None:
+    """(the local ``input.path``, up to ``limit`` of the files Spark reads there: the path itself when it is a
+    file) for the messages that look at a local input's files; None for any other input (a table, an object
+    store, ``input.model_paths``)."""
+    root = cfg.input.path
+    if not root or not is_local(str(root)):
+        return None
+    where = local_path(absolute(str(root)))
+    if os.path.isfile(where):
+        return where, [where]
+    return where, list(itertools.islice(data_files(where, input_glob(cfg.input.options)), limit))
+
+
 def _columns_in_some_files(cfg: JobConfig, missing: Sequence[str]) -> str:
     """For a local Parquet input that lacks columns: which of its files have them, when some do (a column added
     on a later day; Spark takes the columns from one file unless told to merge them), read from the files'
@@ -493,15 +515,13 @@ def _columns_in_some_files(cfg: JobConfig, missing: Sequence[str]) -> str:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    root = cfg.input.path
-    if cfg.input.format != "parquet" or not root or not is_local(str(root)) or not missing:
+    local = local_input_files(cfg, MAX_HEADER_FILES) if cfg.input.format == "parquet" and missing else None
+    if local is None:
         return ""
-    where = local_path(absolute(str(root)))
-    if not os.path.isdir(where):
-        return ""
+    where, files = local
     have: list[str] = []
     lack: list[str] = []
-    for f in itertools.islice(_data_files(where, input_glob(cfg.input.options)), MAX_HEADER_FILES):
+    for f in files:
         try:
             names = set(pq.read_schema(f).names)
         except (OSError, pa.ArrowInvalid):
@@ -524,24 +544,18 @@ def foreign_file_error(cfg: JobConfig) -> InputError | None:
     """When a local text input (CSV, JSON) lacks columns: the error that says a file is of another type (a
     Feather file read as CSV, a CSV read as JSON, a gzip file not named .gz), from its first bytes; None when
     the files are the text ``input.format`` says, or the input is not local."""
-    from ctcalc_spark.spark.filekind import kind_hint
-
-    root = cfg.input.path
-    if cfg.input.format not in ("csv", "json") or not root or not is_local(str(root)):
-        return None
-    where = local_path(absolute(str(root)))
-    files = [where] if os.path.isfile(where) else list(
-        itertools.islice(_data_files(where, input_glob(cfg.input.options)), SNIFFED_FILES))
-    hint = next((h for h in (kind_hint(f, cfg.input.format) for f in files) if h), "")
+    local = local_input_files(cfg, SNIFFED_FILES) if cfg.input.format in ("csv", "json") else None
+    hint = next((h for h in (kind_hint(f, cfg.input.format) for f in local[1]) if h), "") if local else ""
     if not hint:
         return None
-    return InputError(f"Cannot read the evaluation table {str(root)!r} as input.format {cfg.input.format}:{hint}")
+    return InputError(f"Cannot read the evaluation table {str(cfg.input.path)!r} as input.format "
+                      f"{cfg.input.format}:{hint}")
 
 
 def _no_data_files_hint(path: str) -> str:
     """For Spark's 'Unable to infer schema' on a local folder without a data file: that it is empty ('' for any
     other path)."""
-    if not is_local(path) or not os.path.isdir(local_path(absolute(path))) or _has_data_files(absolute(path)):
+    if not is_local(path) or not os.path.isdir(local_path(absolute(path))) or has_data_files(absolute(path)):
         return ""
     return " The folder is empty: there are no files to read the table's columns and rows from."
 
@@ -598,12 +612,8 @@ def _float16_hint(cfg: JobConfig) -> str:
 
     names: list[str] = []
     for _, sub in path_inputs(cfg):
-        root = sub.input.path
-        if not root or not is_local(str(root)):
-            continue
-        where = local_path(absolute(str(root)))
-        first = where if os.path.isfile(where) else next(
-            (f for f in _data_files(where, input_glob(sub.input.options)) if f.endswith(".parquet")), None)
+        local = local_input_files(sub, MAX_HEADER_FILES)
+        first = next((f for f in local[1] if f.endswith(".parquet") or f == local[0]), None) if local else None
         try:
             schema = pq.read_schema(first) if first else None
         except (OSError, pa.ArrowInvalid):
@@ -752,7 +762,7 @@ def _input_day_folders(cfg: JobConfig) -> dict[str, bool]:
         for n in _folder_names(where) or ():
             if n.startswith(prefix):
                 value = unquote(n[len(prefix):])
-                found[value] = found.get(value, False) or _has_data_files(f"{where}/{n}",
+                found[value] = found.get(value, False) or has_data_files(f"{where}/{n}",
                                                                          input_glob(sub.input.options))
     return found
 
@@ -779,49 +789,12 @@ def _day_folders(root: str, ds_column: str | None, days: Sequence[str] | None,
     found = [f"{root}/{ds_column}={d}" for d in [*values, NULL_PARTITION] if f"{ds_column}={d}" in names]
     # a day's folder without a data file yet (a writer that made it and has not written, or wrote no rows) is no
     # day of the table: Spark could not read its columns from it ('Unable to infer schema ... specified manually')
-    found = [f for f in found if _has_data_files(f)]
+    found = [f for f in found if has_data_files(f)]
     return found or None
 
 
-def _data_files(folder: str, glob: str | None = None) -> Iterator[str]:
-    """The files below a local folder that are not hidden, as Spark lists a table's files: names and folders
-    starting with '.' or '_' (``_SUCCESS``, ``.crc`` files, ``_staging/``) are left out, and with ``glob`` (the
-    reader's ``pathGlobFilter``) names it does not match."""
-    patterns = _expand_braces(glob) if glob else []
-    for where, subs, names in os.walk(local_path(folder)):
-        subs[:] = sorted(d for d in subs if not d.startswith((".", "_")))
-        yield from (os.path.join(where, n) for n in sorted(names) if not n.startswith((".", "_"))
-                    and (not patterns or any(fnmatch.fnmatchcase(n, p) for p in patterns)))
-
-
-def _has_data_files(folder: str, glob: str | None = None) -> bool:
-    """Whether a local folder holds a file below it that is not hidden (:func:`_data_files`)."""
-    return next(_data_files(folder, glob), None) is not None
-
-
-def _expand_braces(glob: str) -> list[str]:
-    """A Hadoop glob's ``{a,b}`` alternatives as fnmatch patterns: ``*.{csv,tsv}`` -> ``*.csv``, ``*.tsv``."""
-    m = re.search(r"\{([^{}]*)\}", glob)
-    if m is None:
-        return [glob]
-    return [x for alt in m.group(1).split(",") for x in _expand_braces(glob[:m.start()] + alt + glob[m.end():])]
-
-
-def input_glob(options: Mapping[str, Any]) -> str | None:
-    """The reader's ``pathGlobFilter`` among ``input.options`` (Spark matches option keys in any case)."""
-    return next((str(v) for k, v in options.items() if str(k).lower() == "pathglobfilter"), None)
-
-
-TEMPORARY_SUFFIXES = (".tmp", ".temp", ".part", ".partial", ".inprogress", ".crdownload", ".download", ".filepart",
-                      ".swp", ".writing", ".copying")
-"""Name endings of files still being written, which their writers rename when done."""
 TEMPORARY_SHOWN = 5
 """Files under a temporary name an error names at most."""
-
-
-def temporary_suffix(name: str) -> str | None:
-    """The temporary ending of a file's name (``day.csv.tmp`` -> '.tmp'), or None."""
-    return next((x for x in TEMPORARY_SUFFIXES if name.lower().endswith(x)), None)
 
 
 def _check_temporary_files(paths: Sequence[str], cfg: JobConfig) -> None:
@@ -834,7 +807,7 @@ def _check_temporary_files(paths: Sequence[str], cfg: JobConfig) -> None:
     found: list[str] = []
     for p in paths:
         where = local_path(p)
-        files = [where] if os.path.isfile(where) else _data_files(p, glob)
+        files = [where] if os.path.isfile(where) else data_files(p, glob)
         found += [f for f in files if temporary_suffix(os.path.basename(f))][:TEMPORARY_SHOWN - len(found)]
         if len(found) >= TEMPORARY_SHOWN:
             break
@@ -842,11 +815,11 @@ def _check_temporary_files(paths: Sequence[str], cfg: JobConfig) -> None:
         return
     root = local_path(absolute(str(cfg.input.path)))
     shown = [os.path.relpath(f, root) if os.path.isdir(root) else f for f in found]
-    kind = _name_kind(found[0][:len(found[0]) - len(temporary_suffix(found[0]) or "")])
+    kind = name_kind(found[0][:len(found[0]) - len(temporary_suffix(found[0]) or "")])
     others = [os.path.basename(f) for p in paths if os.path.isdir(local_path(p))
-              for f in itertools.islice(_data_files(p, glob), MAX_HEADER_FILES)
-              if not temporary_suffix(f) and _name_kind(f) == kind]
-    pattern = _names_glob(others) if others else f"*{kind or '.' + cfg.input.format}"
+              for f in itertools.islice(data_files(p, glob), MAX_HEADER_FILES)
+              if not temporary_suffix(f) and name_kind(f) == kind]
+    pattern = names_glob(others) if others else f"*{kind or '.' + cfg.input.format}"
     raise InputError(f"The evaluation table {str(cfg.input.path)!r} holds file(s) under a temporary name, still being "
                      f"written: {shown}{' and more' if len(found) >= TEMPORARY_SHOWN else ''}. Spark would read their "
                      "rows with the rest: part of them now, and the same rows again once the writer renames the file. "
@@ -854,57 +827,25 @@ def _check_temporary_files(paths: Sequence[str], cfg: JobConfig) -> None:
                      "read only the files named so.")
 
 
-def own_encoding(options: Mapping[str, Any]) -> bool:
-    """Whether reader options name an encoding (Spark's keys, in any case)."""
-    return any(str(k).lower() in ("encoding", "charset") for k in options)
-
-
-COMPRESSION_SUFFIXES = (".gz", ".bz2", ".lz4", ".snappy", ".deflate", ".zst")
-"""Endings of the compressed files Spark's text readers decompress by name."""
-
-
-def _name_kind(name: str) -> str:
-    """The type a data file's name tells, compression left off, in lower case: 'part-0.CSV.gz' -> '.csv'."""
-    low = name.lower()
-    for suffix in COMPRESSION_SUFFIXES:
-        if low.endswith(suffix):
-            low = low[:-len(suffix)]
-            break
-    return os.path.splitext(low)[1]
-
-
 def stray_file_hint(cfg: JobConfig, path: str) -> str:
     """For a file of a local input folder that Spark could not read as the table's: when its name ends unlike
     most of the folder's files (a README.txt among .csv files), that it may not belong there and how to read
     only the table's files; '' otherwise."""
-    root = cfg.input.path
-    if not root or not is_local(str(root)) or not os.path.isdir(local_path(absolute(str(root)))):
+    local = local_input_files(cfg, MAX_HEADER_FILES)
+    if local is None or not os.path.isdir(local[0]):
         return ""
-    names = [os.path.basename(f) for f in
-             itertools.islice(_data_files(absolute(str(root)), input_glob(cfg.input.options)), MAX_HEADER_FILES)]
+    names = [os.path.basename(f) for f in local[1]]
     kinds: dict[str, list[str]] = {}
     for n in names:
-        kinds.setdefault(_name_kind(n), []).append(n)
+        kinds.setdefault(name_kind(n), []).append(n)
     top = max(kinds, key=lambda k: len(kinds[k]), default="")
-    if not top or _name_kind(os.path.basename(path)) == top or len(kinds[top]) < 2:
+    if not top or name_kind(os.path.basename(path)) == top or len(kinds[top]) < 2:
         return ""
-    endings = [os.path.splitext(n[:len(n) - len(_compression(n))])[1] for n in kinds[top]]
+    endings = [os.path.splitext(n[:len(n) - len(compression(n))])[1] for n in kinds[top]]
     spelled = max(set(endings), key=endings.count)  # as the files spell it: the filter tells case apart
     return (f" {os.path.basename(path)} is not named like the folder's other files ({len(kinds[top]):,} end in "
-            f"{spelled}): if it is not part of the table, move it out of {str(root)!r}, or set input.options: "
-            f"{{pathGlobFilter: '{_names_glob(kinds[top])}'}} so Spark reads only the files named so.")
-
-
-def _names_glob(names: Sequence[str]) -> str:
-    """The ``pathGlobFilter`` that matches files named as ``names`` end, as they spell it, compression included:
-    ``*.csv``, or ``*{.csv,.csv.gz}`` (not ``*.csv*``, which a ``day.csv.tmp`` matches too)."""
-    endings = sorted({n[len(os.path.splitext(n[:len(n) - len(_compression(n))])[0]):] for n in names})
-    return f"*{endings[0]}" if len(endings) == 1 else "*{" + ",".join(endings) + "}"
-
-
-def _compression(name: str) -> str:
-    """The compression ending of a file's name ('' for none)."""
-    return next((s for s in COMPRESSION_SUFFIXES if name.lower().endswith(s)), "")
+            f"{spelled}): if it is not part of the table, move it out of {str(cfg.input.path)!r}, or set "
+            f"input.options: {{pathGlobFilter: '{names_glob(kinds[top])}'}} so Spark reads only the files named so.")
 
 
 NULL_PARTITION = "__HIVE_DEFAULT_PARTITION__"
@@ -962,10 +903,8 @@ def unreadable_file_error(error: BaseException, cfg: JobConfig) -> InputError | 
 
 def _kind_told(path: str, fmt: str) -> str:
     """What a file Spark could not read as ``fmt`` is: from its first bytes when local, else from its name."""
-    from ctcalc_spark.spark.filekind import kind_hint
-
     if is_local(path) and os.path.isfile(local_path(path)):  # a file named as the format says is corrupt, not other
-        return "" if _name_kind(path) == f".{fmt}" else kind_hint(local_path(path), fmt)
+        return "" if name_kind(path) == f".{fmt}" else kind_hint(local_path(path), fmt)
     ext = path.rsplit(".", 1)[-1].lower() if "." in path.rsplit("/", 1)[-1] else ""
     other = {"csv": "csv", "json": "json", "jsonl": "json", "parquet": "parquet", "orc": "orc", "avro": "avro"}.get(ext)
     return (f" input.format is {fmt!r}, and the file's name ends in .{ext}: if the files are "
@@ -1028,17 +967,16 @@ def _csv_headers(cfg: JobConfig, path: str) -> str:
     import csv
     import gzip
 
-    if not cfg.input.path or not is_local(cfg.input.path):
+    local = local_input_files(cfg, MAX_HEADER_FILES + 1)
+    if local is None:
         return ""
-    root = local_path(absolute(cfg.input.path))
+    root, files = local
     sep = next((str(v) for k, v in cfg.input.options.items() if str(k).lower() in ("sep", "delimiter")), ",")
-    files = [root] if os.path.isfile(root) else list(
-        itertools.islice(_data_files(root, input_glob(cfg.input.options)), MAX_HEADER_FILES + 1))
     more = len(files) > MAX_HEADER_FILES
     groups: dict[tuple[str, ...], list[str]] = {}
     try:
         for f in files[:MAX_HEADER_FILES]:
-            opener = {".gz": gzip.open, ".bz2": bz2.open, "": open}.get(_compression(f))
+            opener = {".gz": gzip.open, ".bz2": bz2.open, "": open}.get(compression(f))
             if opener is None:  # lz4, snappy, …: Hadoop's codecs, not Python's; its header is not read here
                 continue
             with opener(f, "rt", newline="", encoding="utf-8-sig", errors="replace") as handle:

@@ -42,6 +42,7 @@ import pyarrow.dataset as pads
 import pyarrow.json as pajson
 
 from ctcalc_spark.errors import InputError
+from ctcalc_spark.spark.filekind import data_files, name_kind
 from ctcalc_spark.spark.names import header_slips
 from ctcalc_spark.upstream.config import EncodingConfig, TableColumns, TableSource, check_ds_value
 
@@ -134,15 +135,8 @@ def named_files(folder: str, fmt: str) -> list[str] | None:
     if not os.path.isdir(folder):
         return None
     named, other = [], []
-    for where, subs, names in os.walk(folder):
-        subs[:] = sorted(d for d in subs if not d.startswith((".", "_")))
-        for n in sorted(names):
-            if n.startswith((".", "_")):
-                continue
-            stem = n.lower()
-            for compressed in (".gz", ".bz2", ".zst", ".lz4"):
-                stem = stem.removesuffix(compressed)
-            (named if stem.endswith(TABLE_SUFFIXES[fmt]) else other).append(os.path.join(where, n))
+    for f in data_files(folder):
+        (named if name_kind(f) in TABLE_SUFFIXES[fmt] else other).append(f)
     if not named or not other:
         return None
     log.warning("%s: read the %d file(s) named as %s files; left out %d other(s): %s", folder, len(named), fmt,
