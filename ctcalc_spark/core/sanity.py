@@ -518,4 +518,3 @@ def not_utf8_message(found: Mapping[str, Sequence[str]], fmt: str, options: str)
             f"as one). Set {options}: {{encoding: 'ISO-8859-1'}} for Western European files from Excel or Windows, or "
             "the files' own encoding (Spark reads ISO-8859-1, US-ASCII, UTF-16 and UTF-32 as they are; "
             f"{LEGACY_CHARSETS_HINT}), or write the files as UTF-8.")
-
