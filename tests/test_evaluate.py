@@ -533,6 +533,38 @@ def test_csv_with_a_header_row_via_reader_options(spark, demo_config, tmp_path):
         evaluate(spark, demo_config(input={"path": str(headless), "format": "csv"}), DS, write=False)
 
 
+def test_a_csv_with_spaces_after_its_commas_or_an_excel_sep_line_gets_the_reader_option_or_the_fix(
+        spark, demo_config, tmp_path):
+    """A hand-made CSV with ', ' between fields was told to map every column to its name with a space (' run'),
+    leaving its values with one too (' 0'); Excel's 'sep=;' first line was read as the header, and the advice
+    to set sep: ';' led to a header of 'sep=' and '_c1'."""
+    df = _binary_rows(models=("a",), runs=(0, 1), n=500)
+    plain, spaced, excel = (tmp_path / n for n in ("plain.csv", "spaced.csv", "excel.csv"))
+    df.to_csv(plain, index=False, float_format="%.17g")
+    df.to_csv(spaced, index=False, float_format="%.17g")
+    spaced.write_text(spaced.read_text().replace(",", ", "))
+    excel.write_text("sep=;\n" + plain.read_text().replace(",", ";"))
+    with pytest.raises(InputError, match=r"'run' is ' run'.* For a CSV written with spaces around its commas, set "
+                                         r"input.options: \{ignoreLeadingWhiteSpace: 'true'\} instead: Spark then "
+                                         r"drops those spaces from the header's names and from every value\."):
+        evaluate(spark, demo_config(input={"path": str(spaced), "format": "csv"}), DS, write=False)
+    want = evaluate(spark, demo_config(input={"path": str(plain), "format": "csv"}), DS, write=False).metrics
+    got = evaluate(spark, demo_config(input={"path": str(spaced), "format": "csv",
+                                             "options": {"ignoreLeadingWhiteSpace": "true"}}), DS, write=False).metrics
+    assert got["run"].tolist() == want["run"].tolist() == ["0", "1"] and got["n_rows"].tolist() == [500, 500]
+    for c in ("log_loss", "calibrated_log_loss", "bias", "auc"):
+        np.testing.assert_allclose(got[c].astype(float), want[c].astype(float), rtol=1e-12)
+    fix = (r"The files' first line is 'sep=;', the line Excel writes \(and reads\) to name a CSV's delimiter, not "
+           r"the header: it was taken for the header and the header for a row\. Remove that line from the files")
+    with pytest.raises(InputError, match=r"present columns: \['sep=;'\]\. " + fix + r".*, and give the delimiter: "
+                                         r"input.options: \{sep: ';'\}\."):
+        evaluate(spark, demo_config(input={"path": str(excel), "format": "csv"}), DS, write=False)
+    with pytest.raises(InputError, match=r"present columns: \['_c1', 'sep='\]\. " + fix + r" \(e\.g\. sed -i 1d FILE, or export them "
+                                         r"without it\)\.$"):
+        evaluate(spark, demo_config(input={"path": str(excel), "format": "csv", "options": {"sep": ";"}}), DS,
+                 write=False)
+
+
 def test_csv_files_with_their_columns_in_another_order_stop_the_run(spark, demo_config, tmp_path):
     """Spark reads CSV columns by position under one file's header: a second export with 'run' and 'example_id'
     swapped was read into the wrong columns (800 runs, no calibrated value) with only a log warning."""
@@ -730,6 +762,16 @@ def test_a_missing_column_error_names_the_csv_delimiter_the_letter_case_spaces_o
     with pytest.raises(InputError, match=r"'score' names 2 columns of the CSV header, which Spark keeps apart by adding "
                                          r"each one's position: \['score5', 'score6'\]\. Keep one column"):
         check_columns(["model", "score5", "score6", "score_x"], ["model", "score"])
+    with pytest.raises(InputError, match=r"For a CSV written with spaces around its commas, set input.options: "
+                                         r"\{ignoreLeadingWhiteSpace: 'true', ignoreTrailingWhiteSpace: 'true'\}"):
+        check_columns(["model", "label ", " score"], ["model", "label", "score"])
+    with pytest.raises(InputError, match=r"is 'Model' in the data: set those names under 'columns:' in the config, "
+                                         r"or rename them in the data\.$"):  # no spaces: no reader option
+        check_columns(["Model", "run"], ["model", "run"])
+    with pytest.raises(InputError, match=r"first line is 'sep=\|'.*give the delimiter: input.options: \{sep: '\|'\}"):
+        check_columns(["SEP=|"], ["model"])
+    with pytest.raises(InputError, match=r"first line is 'sep=,'.*export them without it\)\.$"):  # Excel's default
+        check_columns(["sep=", "_c1"], ["model"])
     assert csv_header_checked("csv", {"header": "true"}) and csv_header_checked("csv", {"HEADER": "True"})
     assert not csv_header_checked("csv", {"header": "true", "enforceSchema": "true"})
     assert not csv_header_checked("csv", {}) and not csv_header_checked("parquet", {"header": "true"})

@@ -307,6 +307,16 @@ def test_a_missing_column_names_the_delimiter_or_the_letter_case(census: dict[st
                                          r"\(csv_delimiter in the config\)\."):
         train_table_models({"lr": ModelSpec(arch="lr")}, table, cols, seeds=[0])
     assert read_table(TableSource(path=str(semicolons), format="csv", csv_delimiter=";")).num_columns > 1
+    excel = tmp_path / "excel.csv"  # Excel's 'sep=;' first line: the header, then a parse failure with ';'
+    excel.write_text("sep=;\n" + semicolons.read_text())
+    fix = (r"The files' first line is 'sep=;', the line Excel writes \(and reads\) to name a CSV's delimiter, not "
+           r"the header: .* Remove that line from the files \(e.g. sed -i 1d FILE, or export them without it\)")
+    with pytest.raises(InputError, match=r"present columns: \['sep=;'\]\. " + fix + r", and give the delimiter: "
+                                         r"--delimiter ';' \(csv_delimiter in the config\)\."):
+        train_table_models({"lr": ModelSpec(arch="lr")}, read_table(TableSource(path=str(excel), format="csv")), cols,
+                           seeds=[0])
+    with pytest.raises(InputError, match=r"Cannot read .* as csv: .*excel.csv.*Expected 2 columns.*" + fix + r"\.$"):
+        read_table(TableSource(path=str(tmp_path), format="csv", csv_delimiter=";"), columns=["Sex"])
     table = read_table(TableSource(path=str(census["train"]), format="csv"))
     with pytest.raises(InputError, match=r"\['Sex'\]; present columns: .* letter case and spaces included, and 'Sex' "
                                          r"is 'sex' in the table"):

@@ -68,7 +68,7 @@ from ctcalc_spark.spark.filekind import (
     temporary_suffix,
 )
 from ctcalc_spark.spark.files import FileStore, absolute, connector_error, is_local, local_path, supports_exchange
-from ctcalc_spark.spark.names import col, header_slips, quoted
+from ctcalc_spark.spark.names import col, excel_sep_line, header_slips, quoted, sep_line_fix
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -240,21 +240,25 @@ def guess_columns(have: Sequence[str], missing: Mapping[str, str], used: Iterabl
 
 def check_columns(present: Iterable[str], required: Iterable[str], structs: Mapping[str, Sequence[str]] | None = None,
                   *, what: str = "The evaluation table", options: str = "input.options",
-                  keys: Mapping[str, str] | None = None) -> None:
+                  keys: Mapping[str, str] | None = None, reader_sep: str = ",") -> None:
     """Raise InputError listing the missing and the present columns (``structs``: the fields of struct columns,
     named when a missing name is one of them with a field it lacks); ``what`` starts the message and ``options``
     is the config key of the reader options a fix names (the stream's landed files: 'stream.options'); ``keys``
-    (column name -> ``columns.`` key, :func:`column_keys`) lets the message name the keys and guess columns."""
+    (column name -> ``columns.`` key, :func:`column_keys`) lets the message name the keys and guess columns;
+    ``reader_sep`` is a CSV reader's delimiter (:func:`csv_sep`)."""
     have, required = list(present), list(required)
     missing = [r for r in required if r not in have]
     if missing:
         nested = {m: m.split(".", 1)[0] for m in missing if m.split(".", 1)[0] in (structs or {})}
         headerless = bool(have) and all(re.fullmatch(r"_c\d+", c) for c in have)
         sep, cased = header_slips(have, missing)
+        excel = excel_sep_line(have, reader_sep)
         copies = {m: [h for h in have if re.fullmatch(re.escape(m) + r"\d+", h)] for m in missing}
         copies = {m: c for m, c in copies.items() if len(c) >= 2}
         values = [c for c in have if _VALUE_LIKE.fullmatch(c.strip())]
-        if have == ["_corrupt_record"]:  # Spark's JSON reader parsed no line as a record
+        if excel is not None:
+            fix = sep_line_fix(excel, reader_sep, f"{options}: {{sep: {excel!r}}}")
+        elif have == ["_corrupt_record"]:  # Spark's JSON reader parsed no line as a record
             fix = (f"Spark parsed no line of the JSON as a record on its own. A JSON document over several lines (a "
                    f"pretty-printed array, pandas' to_json(indent=...)) needs {options}: {{multiLine: 'true'}}; JSON "
                    "Lines (one record per line, to_json(orient='records', lines=True)) needs nothing.")
@@ -282,12 +286,23 @@ def check_columns(present: Iterable[str], required: Iterable[str], structs: Mapp
             fix = (f"Column names are matched exactly, letter case {'and spaces ' if spaced else ''}included, and "
                    f"{pairs} in the data: set those names under 'columns:' in the config, or rename them in the "
                    "data.")
+            trim = {k: v for k, v in (("ignoreLeadingWhiteSpace", any(h != h.lstrip() for h in cased.values())),
+                                      ("ignoreTrailingWhiteSpace", any(h != h.rstrip() for h in cased.values()))) if v}
+            if trim:  # a CSV written with ', ' between fields: Spark can drop the spaces of names and values alike
+                fix += (" For a CSV written with spaces around its commas, set " + f"{options}: {{"
+                        + ", ".join(f"{k}: 'true'" for k in trim) + "} instead: Spark then drops those spaces from "
+                        "the header's names and from every value.")
         else:
             fix = "Rename them in the data or map them under 'columns:' in the config."
             named = {m: (keys or {})[m] for m in missing if m in (keys or {})}
             if named:
                 fix += " " + _guess_line(have, named, [r for r in required if r in have])
         raise InputError(f"{what} lacks column(s) {missing}; present columns: {sorted(have)}. {fix}")
+
+
+def csv_sep(options: Mapping[str, Any]) -> str:
+    """The delimiter a CSV reader with ``options`` splits fields at (its ``sep`` or ``delimiter``, else ',')."""
+    return next((str(v) for k, v in options.items() if str(k).lower() in ("sep", "delimiter")), ",")
 
 
 _PROBABILITY_STEMS = frozenset({"p", "prob", "proba", "probability", "probabilities", "pred", "prediction", "score",
@@ -424,7 +439,8 @@ def _model_tables(spark: SparkSession, cfg: JobConfig, days: Sequence[str] | Non
                              f"model: read a table that holds several models' rows with input.path, or drop the "
                              f"column from this one (or name another column by columns.model).")
         structs = {f.name: f.dataType.fieldNames() for f in df.schema.fields if isinstance(f.dataType, StructType)}
-        check_columns(df.columns, wanted, structs, what=what, keys=column_keys(cfg))
+        check_columns(df.columns, wanted, structs, what=what, keys=column_keys(cfg),
+                      reader_sep=csv_sep(cfg.input.options))
         corrupt = dict(cfg.input.options).get("columnNameOfCorruptRecord", "_corrupt_record")  # JSON's, kept
         extra = [corrupt] if corrupt in df.columns else []
         frames.append(df.select(*[col(n) for n in wanted + extra]).withColumn(model, F.lit(str(name))))
@@ -722,7 +738,8 @@ def read_input(spark: SparkSession, cfg: JobConfig, days: Sequence[str] | None =
         df = df.withColumn(cfg.columns.run, F.lit(ONE_RUN))
     structs = {f.name: f.dataType.fieldNames() for f in df.schema.fields if isinstance(f.dataType, StructType)}
     try:
-        check_columns(df.columns, required_columns(cfg), structs, keys=column_keys(cfg))
+        check_columns(df.columns, required_columns(cfg), structs, keys=column_keys(cfg),
+                      reader_sep=csv_sep(cfg.input.options))
     except InputError as e:
         spread = _columns_in_some_files(cfg, [n for n in required_columns(cfg) if n not in df.columns])
         raise (InputError(f"{e} {spread}") if spread else e) from None
@@ -971,7 +988,7 @@ def _csv_headers(cfg: JobConfig, path: str) -> str:
     if local is None:
         return ""
     root, files = local
-    sep = next((str(v) for k, v in cfg.input.options.items() if str(k).lower() in ("sep", "delimiter")), ",")
+    sep = csv_sep(cfg.input.options)
     more = len(files) > MAX_HEADER_FILES
     groups: dict[tuple[str, ...], list[str]] = {}
     try:
