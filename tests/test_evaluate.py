@@ -559,8 +559,8 @@ def test_a_csv_with_spaces_after_its_commas_or_an_excel_sep_line_gets_the_reader
     with pytest.raises(InputError, match=r"present columns: \['sep=;'\]\. " + fix + r".*, and give the delimiter: "
                                          r"input.options: \{sep: ';'\}\."):
         evaluate(spark, demo_config(input={"path": str(excel), "format": "csv"}), DS, write=False)
-    with pytest.raises(InputError, match=r"present columns: \['_c1', 'sep='\]\. " + fix + r" \(e\.g\. sed -i 1d FILE, or export them "
-                                         r"without it\)\.$"):
+    with pytest.raises(InputError, match=r"present columns: \['_c1', 'sep='\]\. " + fix +
+                                         r" \(e\.g\. sed -i 1d FILE, or export them without it\)\.$"):
         evaluate(spark, demo_config(input={"path": str(excel), "format": "csv", "options": {"sep": ";"}}), DS,
                  write=False)
 
