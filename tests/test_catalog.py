@@ -153,3 +153,21 @@ print(json.dumps(out))
     leftovers = [p for pattern in (f"{STAGING_PREFIX}*", ".spark-staging-*", "_temporary")
                  for p in (tmp_path / "warehouse").rglob(pattern)]
     assert leftovers == []  # nothing a killed run would leave
+
+    # 6. a job started in another folder without a fixed metastore read a new, empty catalog of that folder's own
+    # and said that the database does not exist (or, in 'default', 'run evaluate first'): a note now says why, and the setting it gives reads the tables
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    plain = _config(tmp_path)
+    plain["spark"]["conf"].pop("spark.driver.extraJavaOptions")  # Derby's home: the folder a job starts in
+    moved = elsewhere / "catalog.yaml"
+    moved.write_text(yaml.safe_dump(plain))
+    lost = run_cli(["rolling", "--config", str(moved), "--ds", DAYS[1]], cwd=elsewhere, expect=3)
+    assert "The output database(s) ['ct'] do not exist in the session's catalog" in lost.stderr, lost.stderr
+    assert (f"note: Spark's Hive catalog made a new metastore for this run in {elsewhere}/metastore_db: without a "
+            "hive-site.xml or a metastore URL") in lost.stderr, lost.stderr
+    plain["spark"]["conf"]["spark.hadoop.javax.jdo.option.ConnectionURL"] = (
+        f"jdbc:derby:;databaseName={tmp_path / 'derby' / 'metastore_db'};create=true")
+    moved.write_text(yaml.safe_dump(plain))
+    found = run_cli(["rolling", "--config", str(moved), "--ds", DAYS[1]], cwd=elsewhere)
+    assert "-> ct.ctcalc_rolling (window_spec=day)" in found.stdout and "note:" not in found.stderr, found.stderr

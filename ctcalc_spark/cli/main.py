@@ -198,11 +198,14 @@ def connect_refusal(error: BaseException) -> str | None:
 def run_guarded(work: Callable[[], int | None], label: str) -> int:
     """Run ``work`` and turn what it raises into one message on stderr and the documented exit code."""
     try:
-        return int(work() or 0)
+        code = int(work() or 0)
+        _metastore_note()
+        return code
     except CtcalcError as e:
         if received() is not None:  # e.g. an input error made of Spark's cancellation
             return _interrupted(label)
         print(f"{label}: error: {e}", file=sys.stderr)
+        _metastore_note()
         return e.exit_code
     except ImportError as e:
         missing = MissingDependencyError.from_import_error(e)
@@ -217,6 +220,14 @@ def run_guarded(work: Callable[[], int | None], label: str) -> int:
             log.debug("%s ended after the signal with %s: %s", label, type(e).__name__, e)
             return _interrupted(label)
         return _failure(e, label)
+
+
+def _metastore_note() -> None:
+    """The note of :func:`ctcalc_spark.spark.session.new_metastore_note`, when there is one (Spark was started)."""
+    session = sys.modules.get("ctcalc_spark.spark.session")
+    note = session.new_metastore_note() if session is not None else None
+    if note:
+        print(f"note: {note}", file=sys.stderr)
 
 
 def _interrupted(label: str) -> int:

@@ -57,6 +57,28 @@ def is_connect(spark: SparkSession) -> bool:
     return type(spark).__module__.startswith("pyspark.sql.connect")
 
 
+EMBEDDED_METASTORE = "metastore_db"
+"""The folder Spark's Hive catalog keeps its embedded (Derby) metastore in, in the folder the JVM starts in,
+when no hive-site.xml or metastore URL says otherwise."""
+_metastore_before: dict[str, bool] = {}  # that folder's absolute path -> whether it existed when Spark started
+
+
+def new_metastore_note() -> str | None:
+    """A sentence when this process started Spark in a folder without an embedded Hive metastore and there is
+    one now: the run read and wrote a new, empty catalog of that folder's own, not the tables that jobs started
+    in other folders wrote (their error then says 'run evaluate first'). None otherwise."""
+    made = [p for p, existed in _metastore_before.items() if not existed and os.path.isdir(p)]
+    if not made:
+        return None
+    base = os.path.dirname(made[0])
+    return (f"Spark's Hive catalog made a new metastore for this run in {made[0]}: without a hive-site.xml or a "
+            "metastore URL, it keeps its catalog (an embedded Derby database) in the folder a job starts in, so "
+            "tables written by jobs started in other folders are not in it. Start every job in one folder, or "
+            "give the catalog one place in the config: spark.conf: {spark.hadoop.javax.jdo.option.ConnectionURL: "
+            f"'jdbc:derby:;databaseName={base}/{EMBEDDED_METASTORE};create=true', spark.sql.warehouse.dir: "
+            f"{base}/spark-warehouse}} (those folders, or the ones the tables were written with).")
+
+
 def build_session(
     cfg: SparkConfig | None = None, *, app_name: str = "ctcalc", submitted: bool = False, log_level: str | None = None
 ) -> SparkSession:
@@ -113,6 +135,9 @@ def build_session(
             fast = _fast_local_files(cfg, launch)
             own = {**fast, **_log_settings(launch, cfg.master)}
         builder = builder.master(cfg.master).config(map={**launch, **own, **BASE_CONF})
+    if not (remote and remote.startswith("sc://")):  # a JVM of this machine: its Hive catalog's default folder
+        here = os.path.abspath(EMBEDDED_METASTORE)
+        _metastore_before.setdefault(here, os.path.isdir(here))
     with warnings.catch_warnings():
         # A local Connect server takes launch settings at start; the client then tries them again as runtime
         # settings and warns for each static one. Those warnings are noise: _apply_runtime reports real misses.
