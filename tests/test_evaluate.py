@@ -1270,6 +1270,29 @@ def test_an_empty_folder_an_empty_days_folder_and_a_table_without_rows_are_named
         evaluate(spark, demo_config(input__path=str(tmp_path / "none.parquet")), DS, write=False)
 
 
+def test_files_in_plain_folders_get_recursive_file_lookup(spark, demo_config, tmp_path):
+    """Exports in year/month/day folders (2026/11/21/part.parquet): Spark reads a table's own files and those of
+    key=value folders only, and said 'Unable to infer schema for Parquet' of a folder full of data, or, beside a
+    file of its own, 'No evaluation rows' for the days in the folders."""
+    rows = _binary_rows(models=("a",), runs=(0, 1), n=300)
+    nested = tmp_path / "nested" / "2026" / "11" / "21"
+    nested.mkdir(parents=True)
+    rows.to_parquet(nested / "part-0.parquet", index=False)
+    hint = (r" Files of the folder lie in folders that are not key=value folders \(2026/11/21/part-0\.parquet\), and "
+            r"Spark reads a table's own files and those of key=value folders \(ds=2026-01-05/\) only: set "
+            r"input.options: \{recursiveFileLookup: 'true'\} to read every file below it\.")
+    with pytest.raises(InputError, match=r"^Cannot read the evaluation table '.*nested': .*" + hint + "$"):
+        evaluate(spark, demo_config(input__path=str(tmp_path / "nested")), DS, write=False)
+    rows.assign(ds="2026-11-20").to_parquet(tmp_path / "nested" / "older.parquet", index=False)
+    with pytest.raises(InputError, match=r"^No evaluation rows for ds=2026-11-21 in .*'columns\.ds' name\." + hint):
+        evaluate(spark, demo_config(input__path=str(tmp_path / "nested")), DS, write=False)
+    got = evaluate(spark, demo_config(input={"path": str(tmp_path / "nested"),
+                                             "options": {"recursiveFileLookup": "true"}}), DS, write=False).metrics
+    rows.to_parquet(tmp_path / "flat.parquet", index=False)
+    want = evaluate(spark, demo_config(input__path=str(tmp_path / "flat.parquet")), DS, write=False).metrics
+    pd.testing.assert_frame_equal(got, want)
+
+
 def test_a_binary_predict_proba_pair_is_read_by_its_positive_column(spark, demo_config, tmp_path):
     """A binary model's predict_proba written as two columns p0/p1: the missing-logit error and the multiclass-keys
     error both said what the task needs but not which column to read."""

@@ -672,3 +672,48 @@ def test_a_file_landing_under_a_temporary_name_is_not_read_twice(spark, demo_con
                               options={"pathGlobFilter": "*.csv"})
     res = run_stream(spark, filtered, trigger="availableNow", close_at_end=True)
     assert sum(b["rows"] for b in res.batches) == len(rows) and not any(b["quarantined"] for b in res.batches)
+
+
+def test_files_landing_in_day_folders_stream_like_the_batch_job(spark, demo_config, tmp_path, caplog):
+    """A writer that lands each day's CSV in a dt=<day>/ folder: every file was quarantined ('its header has
+    columns [...] where the stream reads [..., 'dt']': Spark adds the folder's key as a column, which the file
+    does not hold), and without stream.schema the stream found 'no CSV file with a header line'. Files in plain
+    folders (2026/11/15/) are not listed by Spark's file source at all: the stream said only 'nothing landed'."""
+    import logging
+
+    gen, flat, rows = _csv_days(tmp_path, lambda d: d)
+    batch_metrics, _ = _batch_reference(spark, demo_config, gen, tmp_path / "batch", DAYS[:2])
+    key = ["ds", "model", "run", "slice_name"]
+    for name, layout in (("dt", "dt={ds}"), ("ymd", "{y}/{m}/{d}")):
+        src = tmp_path / name
+        for f in sorted(flat.glob("day-*.csv")):
+            ds = f.stem[4:]
+            y, m, d = ds.split("-")
+            folder = src / layout.format(ds=ds, y=y, m=m, d=d)
+            folder.mkdir(parents=True)
+            shutil.copy2(f, folder / f.name)
+        options = {} if layout.startswith("dt") else {"recursiveFileLookup": "true"}
+        if options:  # without the option: a warning naming the files, and nothing read
+            caplog.clear()
+            with caplog.at_level(logging.WARNING, logger="ctcalc_spark.jobs.stream"):
+                res = run_stream(spark, _stream_config(demo_config, src, tmp_path / "unread", format="csv"),
+                                 trigger="availableNow", close_at_end=True)
+            assert sum(b["rows"] for b in res.batches) == 0
+            assert (f"2 file(s) below the stream's folder {src} lie in folders that are not key=value folders "
+                    f"(2026/11/15/day-2026-11-15.csv, 2026/11/16/day-2026-11-16.csv): Spark's file source lists only "
+                    "the folder's own files and those of key=value folders (dt=2026-01-05/), so the stream does not "
+                    "read them. Set stream.options: {recursiveFileLookup: 'true'}") in caplog.text
+        cfg = _stream_config(demo_config, src, tmp_path / f"out_{src.name}", format="csv", options=options)
+        res = run_stream(spark, cfg, trigger="availableNow", close_at_end=True)
+        assert sum(b["rows"] for b in res.batches) == len(rows), layout
+        assert not any(b["quarantined"] for b in res.batches), res.batches
+        metrics = read_stream_metrics(spark, cfg)
+        _close(metrics.sort_values(key).reset_index(drop=True), batch_metrics.sort_values(key).reset_index(drop=True),
+               SAME_COLS, f"files in {layout} folders")
+    # the folder's key is a column the rows carry, with each file's value (a slice here)
+    cfg = _stream_config(demo_config, tmp_path / "dt", tmp_path / "sliced", format="csv")
+    cfg = dataclasses.replace(cfg, columns=dataclasses.replace(cfg.columns, slices=("dt",)))
+    run_stream(spark, cfg, trigger="availableNow", close_at_end=True)
+    sliced = read_stream_metrics(spark, cfg)
+    by_dt = sliced[sliced["slice_name"] == "dt"]
+    assert sorted(set(zip(by_dt["ds"], by_dt["slice_value"]))) == [(d, d) for d in DAYS[:2]]

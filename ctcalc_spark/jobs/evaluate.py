@@ -67,6 +67,7 @@ from ctcalc_spark.spark.storage import (
     plain_file_path,
     read_input,
     stray_file_hint,
+    unlisted_files_hint,
     unread_files,
 )
 
@@ -273,8 +274,10 @@ def _check_days(days: Sequence[str], present: Sequence[str], cfg: JobConfig, all
         found = sorted(set(days) & set(present))
         held = "" if not found else (f" (of the {len(days)} days asked for, the table has rows for {len(found)}: "
                                      f"{day_runs(found)})")
+        unlisted = "" if cfg.input.table else unlisted_files_hint(str(cfg.input.path), cfg.input.options)
         raise InputError(f"No evaluation rows for ds={shown} in {where!r}{held}; check the dates and the 'columns.ds' "
-                         "name" + ("" if len(days) == 1 else ", or pass --allow-missing-days to skip such days") + ".")
+                         "name" + ("" if len(days) == 1 else ", or pass --allow-missing-days to skip such days") + "."
+                         + unlisted)
     if missing:
         log.warning("no evaluation rows for %d of %d days (skipped): %s", len(missing), len(days), shown)
     return missing

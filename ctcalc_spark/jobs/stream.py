@@ -39,7 +39,7 @@ import time
 import traceback
 import uuid
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping, Sequence
 from urllib.parse import unquote
 
 import numpy as np
@@ -61,7 +61,7 @@ from ctcalc_spark.core.windows import (
 )
 from ctcalc_spark.errors import ConfigError, CtcalcError, InputError
 from ctcalc_spark.jobs.evaluate import check_finite
-from ctcalc_spark.spark.filekind import input_glob, own_encoding, temporary_suffix
+from ctcalc_spark.spark.filekind import in_plain_folder, input_glob, own_encoding, temporary_suffix
 from ctcalc_spark.spark.files import FileStore, absolute, is_local, local_path
 from ctcalc_spark.spark import names
 from ctcalc_spark.spark.scan import INVALID_REASONS, decode_aggregate, group_columns, summary_aggregation
@@ -376,6 +376,12 @@ def _temporary_reason(path: str, fmt: str) -> str | None:
             f"stream.options: {{pathGlobFilter: '*.{fmt}'}} so such names are not listed")
 
 
+def _partition_keys(path: str) -> set[str]:
+    """The keys of the ``key=value`` folders a landed file lies in (``dt`` of ``landing/dt=2026-01-05/a.csv``):
+    columns Spark's partition discovery adds to the stream's rows, which the file itself does not hold."""
+    return {seg.split("=", 1)[0] for seg in unquote(path).rstrip("/").split("/")[:-1] if "=" in seg}
+
+
 def _file_key(path: str) -> str:
     """A file's identity across Spark's spellings (file:/x, file:///x, percent-encoded names)."""
     path = unquote(path)
@@ -466,7 +472,9 @@ class BatchHandler:
         if not landed:
             return _BatchRows(None, quarantined=temporary)
         spark = batch_df.sparkSession
+        # basePath: files landed in key=value folders (dt=2026-01-05/) get those columns' values, as in a stream
         reader = (spark.read.format(s.format).schema(self.schema).options(**_reader_options(s))
+                  .option("basePath", str(s.path))
                   .option("ignoreCorruptFiles", "true").option("ignoreMissingFiles", "true"))
         text_source = s.format in RECORD_FORMATS  # text records: a line that does not parse is counted, not fatal
         if text_source:
@@ -548,7 +556,9 @@ class BatchHandler:
         except Exception as e:  # noqa: BLE001 - OSError, ArrowInvalid: a corrupt .gz, say
             return f"unreadable file ({str(e).splitlines()[0][:200]})"
         if _csv_header(s):
-            want = [f.name for f in (self.schema.fields if self.schema is not None else []) if f.name != CORRUPT_RECORD]
+            folders = _partition_keys(path)  # a key=value folder's column is not in the file
+            want = [f.name for f in (self.schema.fields if self.schema is not None else [])
+                    if f.name != CORRUPT_RECORD and f.name not in folders]
             if head != want:
                 return (f"its header has columns {head} where the stream reads {want} (CSV columns are read by "
                         "position): land files with the same columns in the same order")
@@ -755,6 +765,12 @@ def _reader_options(s: StreamConfig) -> dict[str, str]:
     return options
 
 
+def _recursive(s: StreamConfig) -> bool:
+    """Whether ``stream.options`` set Spark's ``recursiveFileLookup`` (any letter case of key and value)."""
+    return any(str(k).lower() == "recursivefilelookup" and str(v).strip().lower() == "true"
+               for k, v in dict(s.options).items())
+
+
 def _csv_header(s: StreamConfig) -> bool:
     return _reader_options(s)["header"].strip().lower() == "true"
 
@@ -795,10 +811,7 @@ def _csv_schema(spark: SparkSession, cfg: JobConfig) -> StructType:
              s.event_time: TimestampType()}
     if c.class_names:  # labels named by columns.class_names are matched as text
         fixed[c.label] = StringType()
-    for entry in files.list(str(s.path)):
-        if entry.is_dir or entry.name.startswith((".", "_")):
-            continue
-        path = f"{str(s.path).rstrip('/')}/{entry.name}"
+    for path in _landed_files(files, str(s.path)):
         try:
             head, rows = files.csv_head(path, _csv_sep(s))
             if not (head and all(head) and rows):
@@ -810,6 +823,41 @@ def _csv_schema(spark: SparkSession, cfg: JobConfig) -> StructType:
                            for f in inferred])
     raise ConfigError(f"No CSV file with a header line in {s.path!r} yet to take the column order from; set "
                       f"'stream.schema' to the files' columns in their order (DDL), e.g. {example!r}.")
+
+
+def _landed_files(files: FileStore, root: str) -> Iterator[str]:
+    """The files below a stream's folder as Spark lists them, by name, those at the top first, then each
+    folder's in turn (``dt=2026-01-05/``, ``2026/01/05/``); names starting with '.' or '_' are left out."""
+    entries = [e for e in files.list(root) if not e.name.startswith((".", "_"))]
+    yield from (f"{root.rstrip('/')}/{e.name}" for e in entries if not e.is_dir)
+    for e in entries:
+        if e.is_dir:
+            yield from _landed_files(files, f"{root.rstrip('/')}/{e.name}")
+
+
+UNLISTED_LOOKED_AT = 10_000
+"""Files below a stream's folder that :func:`_warn_unlisted` looks at, at most."""
+
+
+def _warn_unlisted(s: StreamConfig) -> None:
+    """Warn of files in folders below the stream's that are not ``key=value`` folders (``2026/01/05/a.csv``):
+    Spark's file source lists only the folder's own files and those of key=value folders, so without
+    ``recursiveFileLookup`` the stream never reads them, and said only 'nothing landed'."""
+    from itertools import islice
+
+    root = str(s.path).rstrip("/")
+    try:
+        below = list(islice(_landed_files(FileStore(root), root), UNLISTED_LOOKED_AT))
+    except (ConfigError, OSError) as e:  # a file system pyarrow cannot reach: Spark lists it, this cannot
+        log.debug("not listing %s: %s", root, e)
+        return
+    unlisted = [p[len(root) + 1:] for p in below if in_plain_folder(p[len(root) + 1:])]
+    if unlisted:
+        log.warning("%d file(s) below the stream's folder %s lie in folders that are not key=value folders "
+                    "(%s): Spark's file source lists only the folder's own files and those of key=value folders "
+                    "(dt=2026-01-05/), so the stream does not read them. Set stream.options: {recursiveFileLookup: "
+                    "'true'} to read every file below the folder.", len(unlisted), root,
+                    ", ".join(unlisted[:3]) + (", …" if len(unlisted) > 3 else ""))
 
 
 def _row_schema(spark: SparkSession, cfg: JobConfig) -> StructType:
@@ -833,6 +881,8 @@ def _row_schema(spark: SparkSession, cfg: JobConfig) -> StructType:
             schema = spark.readStream.schema(schema).format(s.format).load(str(s.path)).schema
         except Exception as e:  # noqa: BLE001 - a bad DDL string: say which setting
             raise ConfigError(f"'stream.schema' is not a valid DDL schema: {str(e).splitlines()[0][:300]}") from e
+    elif s.format == "csv":  # one file's columns, and those of the key=value folders files land in (dt=…/)
+        schema = spark.readStream.schema(schema).format(s.format).load(str(s.path)).schema
     check_columns(schema.fieldNames(), _needed_columns(cfg), what="The stream's schema", options="stream.options",
                   keys=column_keys(cfg))
     if s.format in RECORD_FORMATS and CORRUPT_RECORD not in schema.fieldNames():
@@ -855,12 +905,16 @@ def read_stream(spark: SparkSession, cfg: JobConfig) -> tuple[DataFrame, StructT
         except ConfigError as e:  # a file system pyarrow cannot reach: Spark may still read it
             log.info("not creating %s: %s", s.path, e)
         schema = _row_schema(spark, cfg)
+        if not _recursive(s):
+            _warn_unlisted(s)
         if cfg.columns.model_scores:  # the mapping's mistakes (a model column beside it, types) before any batch
             stack_model_scores(spark.createDataFrame([], schema), cfg)
         reader = spark.readStream.format("binaryFile").schema(FILE_LIST_SCHEMA)
         glob = input_glob(s.options)
         if glob:  # the files' names the stream lists at all (the rows' reader gets it too)
             reader = reader.option("pathGlobFilter", glob)
+        if _recursive(s):  # every file below the folder, not only its own and those of key=value folders
+            reader = reader.option("recursiveFileLookup", "true")
         if s.max_files_per_trigger:
             reader = reader.option("maxFilesPerTrigger", s.max_files_per_trigger)
         return reader.load(s.path).select("path", "length"), schema

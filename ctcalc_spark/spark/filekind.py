@@ -121,6 +121,13 @@ def data_files(folder: str, glob: str | None = None) -> Iterator[str]:
                     and (not patterns or any(fnmatch.fnmatchcase(n, p) for p in patterns)))
 
 
+def in_plain_folder(relative: str) -> bool:
+    """Whether a file below a table's folder (its path relative to it, '/' or os.sep between folders) lies in a
+    folder that is not a ``key=value`` folder (``2026/01/05/a.csv``): Spark lists a table's own files and those
+    of key=value folders only, unless ``recursiveFileLookup`` is set."""
+    return any("=" not in seg for seg in relative.replace(os.sep, "/").split("/")[:-1])
+
+
 def has_data_files(folder: str, glob: str | None = None) -> bool:
     """Whether a local folder holds a file below it that is not hidden (:func:`data_files`)."""
     return next(data_files(folder, glob), None) is not None

@@ -61,6 +61,7 @@ from ctcalc_spark.spark.filekind import (
     compression,
     data_files,
     has_data_files,
+    in_plain_folder,
     input_glob,
     kind_hint,
     name_kind,
@@ -569,11 +570,32 @@ def foreign_file_error(cfg: JobConfig) -> InputError | None:
 
 
 def _no_data_files_hint(path: str) -> str:
-    """For Spark's 'Unable to infer schema' on a local folder without a data file: that it is empty ('' for any
-    other path)."""
-    if not is_local(path) or not os.path.isdir(local_path(absolute(path))) or has_data_files(absolute(path)):
+    """For Spark's 'Unable to infer schema' on a local folder: that it is empty, or that its files lie in
+    folders that are not ``key=value`` folders (:func:`unlisted_files_hint`); '' for any other path."""
+    if not is_local(path) or not os.path.isdir(local_path(absolute(path))):
         return ""
-    return " The folder is empty: there are no files to read the table's columns and rows from."
+    if not has_data_files(absolute(path)):
+        return " The folder is empty: there are no files to read the table's columns and rows from."
+    return unlisted_files_hint(path)
+
+
+def unlisted_files_hint(path: str, options: Mapping[str, Any] | None = None) -> str:
+    """A sentence when files below a local input folder lie in folders that are not ``key=value`` folders
+    (``2026/01/05/a.csv``), which Spark does not read unless ``options`` set ``recursiveFileLookup``; else ''."""
+    if any(str(k).lower() == "recursivefilelookup" and str(v).strip().lower() == "true"
+           for k, v in (options or {}).items()):
+        return ""
+    if not is_local(path) or not os.path.isdir(local_path(absolute(path))):
+        return ""
+    root = local_path(absolute(path)).rstrip("/")
+    below = (os.path.relpath(f, root) for f in itertools.islice(data_files(root), MAX_HEADER_FILES))
+    unlisted = [f for f in below if in_plain_folder(f)]
+    if not unlisted:
+        return ""
+    return (f" Files of the folder lie in folders that are not key=value folders ({', '.join(unlisted[:3])}"
+            f"{', …' if len(unlisted) > 3 else ''}), and Spark reads a table's own files and those of key=value "
+            "folders (ds=2026-01-05/) only: set input.options: {recursiveFileLookup: 'true'} to read every file "
+            "below it.")
 
 
 def nested_columns(df: DataFrame, names: Iterable[str]) -> DataFrame:
