@@ -1293,6 +1293,28 @@ def test_files_in_plain_folders_get_recursive_file_lookup(spark, demo_config, tm
     pd.testing.assert_frame_equal(got, want)
 
 
+def test_an_input_path_with_glob_characters_in_its_name_is_read_as_named(spark, demo_config, tmp_path):
+    """Spark reads [ ] { } * ? in a path as a glob pattern: a folder 'exports [v2]' or a file 'run{1}.csv' that
+    exists was 'PATH_NOT_FOUND'. A local path that exists under its very name is read as named; a glob stays one."""
+    from ctcalc_spark.spark.files import literal_path
+
+    rows = _binary_rows(models=("a",), runs=(0, 1), n=300)
+    _write(rows, tmp_path / "plain")
+    want = evaluate(spark, demo_config(input__path=str(tmp_path / "plain")), DS, write=False).metrics
+    days = tmp_path / "exports [v2]"  # a ds=<day> layout: the day's folder, basePath the folder as named
+    _write(rows, days)
+    got = evaluate(spark, demo_config(input__path=str(days), output__path=str(tmp_path / "out {x}")), DS)
+    pd.testing.assert_frame_equal(got.metrics, want)
+    assert (tmp_path / "out {x}" / "metrics" / f"ds={DS}").is_dir()
+    single = tmp_path / "run{1}?.csv"
+    rows.to_csv(single, index=False, float_format="%.17g")
+    got = evaluate(spark, demo_config(input={"path": str(single), "format": "csv"}), DS, write=False).metrics
+    np.testing.assert_allclose(got["log_loss"].astype(float), want["log_loss"].astype(float), rtol=1e-12)
+    assert literal_path(str(single)) == str(tmp_path / "run\\{1\\}\\?.csv")
+    assert literal_path(str(tmp_path / "*.csv")) == str(tmp_path / "*.csv")  # no such file: a glob
+    assert literal_path("s3a://bucket/exports [v2]") == "s3a://bucket/exports [v2]"  # not local: as given
+
+
 def test_a_binary_predict_proba_pair_is_read_by_its_positive_column(spark, demo_config, tmp_path):
     """A binary model's predict_proba written as two columns p0/p1: the missing-logit error and the multiclass-keys
     error both said what the task needs but not which column to read."""

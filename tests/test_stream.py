@@ -678,13 +678,14 @@ def test_files_landing_in_day_folders_stream_like_the_batch_job(spark, demo_conf
     """A writer that lands each day's CSV in a dt=<day>/ folder: every file was quarantined ('its header has
     columns [...] where the stream reads [..., 'dt']': Spark adds the folder's key as a column, which the file
     does not hold), and without stream.schema the stream found 'no CSV file with a header line'. Files in plain
-    folders (2026/11/15/) are not listed by Spark's file source at all: the stream said only 'nothing landed'."""
+    folders (2026/11/15/) are not listed by Spark's file source at all: the stream said only 'nothing landed'. A
+    folder named 'dt [v2]' is a glob pattern to Spark, which found no file in it."""
     import logging
 
     gen, flat, rows = _csv_days(tmp_path, lambda d: d)
     batch_metrics, _ = _batch_reference(spark, demo_config, gen, tmp_path / "batch", DAYS[:2])
     key = ["ds", "model", "run", "slice_name"]
-    for name, layout in (("dt", "dt={ds}"), ("ymd", "{y}/{m}/{d}")):
+    for name, layout in (("dt [v2]", "dt={ds}"), ("ymd", "{y}/{m}/{d}")):  # [v2]: a glob to Spark, escaped
         src = tmp_path / name
         for f in sorted(flat.glob("day-*.csv")):
             ds = f.stem[4:]
@@ -711,7 +712,7 @@ def test_files_landing_in_day_folders_stream_like_the_batch_job(spark, demo_conf
         _close(metrics.sort_values(key).reset_index(drop=True), batch_metrics.sort_values(key).reset_index(drop=True),
                SAME_COLS, f"files in {layout} folders")
     # the folder's key is a column the rows carry, with each file's value (a slice here)
-    cfg = _stream_config(demo_config, tmp_path / "dt", tmp_path / "sliced", format="csv")
+    cfg = _stream_config(demo_config, tmp_path / "dt [v2]", tmp_path / "sliced", format="csv")
     cfg = dataclasses.replace(cfg, columns=dataclasses.replace(cfg.columns, slices=("dt",)))
     run_stream(spark, cfg, trigger="availableNow", close_at_end=True)
     sliced = read_stream_metrics(spark, cfg)

@@ -62,7 +62,7 @@ from ctcalc_spark.core.windows import (
 from ctcalc_spark.errors import ConfigError, CtcalcError, InputError
 from ctcalc_spark.jobs.evaluate import check_finite
 from ctcalc_spark.spark.filekind import in_plain_folder, input_glob, own_encoding, temporary_suffix
-from ctcalc_spark.spark.files import FileStore, absolute, is_local, local_path
+from ctcalc_spark.spark.files import FileStore, absolute, is_local, literal_path, local_path
 from ctcalc_spark.spark import names
 from ctcalc_spark.spark.scan import INVALID_REASONS, decode_aggregate, group_columns, summary_aggregation
 from ctcalc_spark.spark.storage import (
@@ -472,14 +472,15 @@ class BatchHandler:
         if not landed:
             return _BatchRows(None, quarantined=temporary)
         spark = batch_df.sparkSession
-        # basePath: files landed in key=value folders (dt=2026-01-05/) get those columns' values, as in a stream
         reader = (spark.read.format(s.format).schema(self.schema).options(**_reader_options(s))
-                  .option("basePath", str(s.path))
                   .option("ignoreCorruptFiles", "true").option("ignoreMissingFiles", "true"))
+        if _base_path(s) is not None:  # files landed in key=value folders (dt=…/) get those columns' values
+            reader = reader.option("basePath", _base_path(s))
         text_source = s.format in RECORD_FORMATS  # text records: a line that does not parse is counted, not fatal
         if text_source:
             reader = reader.option("mode", "PERMISSIVE").option("columnNameOfCorruptRecord", CORRUPT_RECORD)
-        frame = reader.load([p for p, _ in landed]).withColumn(FILE_COLUMN, F.col("_metadata.file_path"))
+        frame = reader.load([literal_path(p) for p, _ in landed])
+        frame = frame.withColumn(FILE_COLUMN, F.col("_metadata.file_path"))
         # The hash makes this pass read every column the scan reads: a file corrupt in one column only (say the
         # logit's page) yields fewer rows here too, so it is quarantined instead of silently half-read.
         read_all = F.hash(*[names.col(n) for n in _needed_columns(self.cfg)])
@@ -765,6 +766,13 @@ def _reader_options(s: StreamConfig) -> dict[str, str]:
     return options
 
 
+def _base_path(s: StreamConfig) -> str | None:
+    """The stream's folder as Spark's ``basePath`` option (a folder, named as it is), None when
+    ``stream.path`` is a glob pattern."""
+    path = str(s.path)
+    return None if literal_path(path) == path and any(c in path for c in "{}[]*?") else path
+
+
 def _recursive(s: StreamConfig) -> bool:
     """Whether ``stream.options`` set Spark's ``recursiveFileLookup`` (any letter case of key and value)."""
     return any(str(k).lower() == "recursivefilelookup" and str(v).strip().lower() == "true"
@@ -816,7 +824,8 @@ def _csv_schema(spark: SparkSession, cfg: JobConfig) -> StructType:
             head, rows = files.csv_head(path, _csv_sep(s))
             if not (head and all(head) and rows):
                 continue
-            inferred = spark.read.options(**_reader_options(s)).option("inferSchema", "true").csv(path).schema
+            reader = spark.read.options(**_reader_options(s)).option("inferSchema", "true")
+            inferred = reader.csv(literal_path(path)).schema
         except Exception:  # noqa: BLE001 - an unreadable file: the handler quarantines it; try the next one
             continue
         return StructType([StructField(f.name, fixed.get(f.name, wide.get(type(f.dataType), f.dataType)), True)
@@ -870,7 +879,7 @@ def _row_schema(spark: SparkSession, cfg: JobConfig) -> StructType:
         schema = _csv_schema(spark, cfg)
     if schema is None and s.format == "parquet":
         try:
-            schema = spark.read.option("ignoreCorruptFiles", "true").parquet(str(s.path)).schema
+            schema = spark.read.option("ignoreCorruptFiles", "true").parquet(literal_path(str(s.path))).schema
         except Exception as e:  # no (readable) files yet: nothing to infer from
             raise ConfigError(f"No readable Parquet files in {s.path!r} to take the schema from; set "
                               f"'stream.schema' (DDL), e.g. {default_schema(cfg)!r}.") from e
@@ -878,11 +887,11 @@ def _row_schema(spark: SparkSession, cfg: JobConfig) -> StructType:
         schema = default_schema(cfg)
     if isinstance(schema, str):
         try:  # resolved by Spark (no files read), classic or Connect alike
-            schema = spark.readStream.schema(schema).format(s.format).load(str(s.path)).schema
+            schema = spark.readStream.schema(schema).format(s.format).load(literal_path(str(s.path))).schema
         except Exception as e:  # noqa: BLE001 - a bad DDL string: say which setting
             raise ConfigError(f"'stream.schema' is not a valid DDL schema: {str(e).splitlines()[0][:300]}") from e
     elif s.format == "csv":  # one file's columns, and those of the key=value folders files land in (dt=…/)
-        schema = spark.readStream.schema(schema).format(s.format).load(str(s.path)).schema
+        schema = spark.readStream.schema(schema).format(s.format).load(literal_path(str(s.path))).schema
     check_columns(schema.fieldNames(), _needed_columns(cfg), what="The stream's schema", options="stream.options",
                   keys=column_keys(cfg))
     if s.format in RECORD_FORMATS and CORRUPT_RECORD not in schema.fieldNames():
@@ -910,6 +919,8 @@ def read_stream(spark: SparkSession, cfg: JobConfig) -> tuple[DataFrame, StructT
         if cfg.columns.model_scores:  # the mapping's mistakes (a model column beside it, types) before any batch
             stack_model_scores(spark.createDataFrame([], schema), cfg)
         reader = spark.readStream.format("binaryFile").schema(FILE_LIST_SCHEMA)
+        if _base_path(s) is not None and literal_path(str(s.path)) != str(s.path):  # 'landing [v2]', escaped
+            reader = reader.option("basePath", _base_path(s))  # which key=value folders are partitions
         glob = input_glob(s.options)
         if glob:  # the files' names the stream lists at all (the rows' reader gets it too)
             reader = reader.option("pathGlobFilter", glob)
@@ -917,7 +928,7 @@ def read_stream(spark: SparkSession, cfg: JobConfig) -> tuple[DataFrame, StructT
             reader = reader.option("recursiveFileLookup", "true")
         if s.max_files_per_trigger:
             reader = reader.option("maxFilesPerTrigger", s.max_files_per_trigger)
-        return reader.load(s.path).select("path", "length"), schema
+        return reader.load(literal_path(str(s.path))).select("path", "length"), schema
     reader = (spark.readStream.format("kafka").option("kafka.bootstrap.servers", s.kafka_bootstrap_servers)
               .option("subscribe", s.kafka_topic).option("startingOffsets", s.kafka_starting_offsets)
               .option("failOnDataLoss", "true"))

@@ -53,6 +53,18 @@ def local_path(path: str) -> str:
     return path
 
 
+_GLOB_CHARACTERS = re.compile(r"([\\{}\[\]*?])")
+
+
+def literal_path(path: str) -> str:
+    """``path`` for Spark's readers, which read ``[ ] { } * ?`` in a path as a glob pattern: a local file or
+    folder that exists under that very name (``exports [v2]``, ``run{1}``, which Spark called a path that does
+    not exist) with those characters escaped; any other path as it is (a glob stays a glob)."""
+    if not is_local(path) or not _GLOB_CHARACTERS.search(path) or not os.path.exists(local_path(path)):
+        return path
+    return _GLOB_CHARACTERS.sub(r"\\\1", path)
+
+
 class FileStore:
     """File operations under one root URI; paths given to the methods are relative to nothing (full URIs)."""
 

@@ -68,7 +68,15 @@ from ctcalc_spark.spark.filekind import (
     names_glob,
     temporary_suffix,
 )
-from ctcalc_spark.spark.files import FileStore, absolute, connector_error, is_local, local_path, supports_exchange
+from ctcalc_spark.spark.files import (
+    FileStore,
+    absolute,
+    connector_error,
+    is_local,
+    literal_path,
+    local_path,
+    supports_exchange,
+)
 from ctcalc_spark.spark.names import col, excel_sep_line, header_slips, quoted, sep_line_fix
 
 if TYPE_CHECKING:
@@ -486,7 +494,8 @@ def load_input(spark: SparkSession, cfg: JobConfig, days: Sequence[str] | None =
                 _check_output_outside(root, cfg)
             _check_temporary_files(day_paths or [root], cfg)
             with _listing_on_driver(spark, is_local(root)):
-                df = reader.option("basePath", root).load(day_paths) if day_paths else reader.load(root)
+                literal = [literal_path(p) for p in day_paths or []]
+                df = reader.option("basePath", root).load(literal) if day_paths else reader.load(literal_path(root))
                 df.columns  # resolves the schema (and lists the files) here
         df.columns  # resolves the schema: a missing path or table fails here
     except CtcalcError:
@@ -1340,7 +1349,7 @@ class OutputStore:
         if self.catalog:
             df = spark.table(loc)
         else:
-            df = spark.read.format(self.output.format).option("mergeSchema", "true").load(loc)
+            df = spark.read.format(self.output.format).option("mergeSchema", "true").load(literal_path(loc))
         if days is not None:
             df = df.where(F.col("ds").isin(list(days)))
         for col, values in (where or {}).items():

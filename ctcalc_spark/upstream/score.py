@@ -45,7 +45,7 @@ import pyarrow.parquet as pq
 import torch
 
 from ctcalc_spark.errors import InputError
-from ctcalc_spark.spark.files import absolute, is_local, local_path
+from ctcalc_spark.spark.files import absolute, is_local, literal_path, local_path
 from ctcalc_spark.upstream.config import OUTPUT_COLUMNS, WRITE_MODES, TableColumns, TableSource
 from ctcalc_spark.upstream.models import CtrModel
 from ctcalc_spark.upstream.table import (
@@ -541,7 +541,8 @@ def read_spark_table(spark: SparkSession, source: TableSource) -> SparkDataFrame
         reader = reader.option("header", source.csv_header).option("sep", source.csv_delimiter).option(
             "inferSchema", False).option("enforceSchema", not source.csv_header).option("encoding", source.csv_encoding)
     try:  # with a README beside the files: the same files as read_table reads
-        return reader.load(path) if named is None else reader.option("basePath", path).load(named)
+        return (reader.load(literal_path(path)) if named is None
+                else reader.option("basePath", path).load([literal_path(n) for n in named]))
     except Exception as e:  # AnalysisException: path missing or unreadable
         raise InputError(f"Cannot read {source.path!r} as {source.format}: {str(e).splitlines()[0]}") from e
 
@@ -568,7 +569,7 @@ def write_spark_scores(scored: SparkDataFrame, out_path: str, *, mode: str = "pa
 def spark_table_report(spark: SparkSession, out_path: str, models: Sequence[tuple[str, int]]) -> ScoreReport:
     """Rows and files per ds partition of the whole evaluation table at ``out_path`` after a write (native scan,
     public APIs); with mode ``partitions`` it also counts days this call did not write, and says so."""
-    table = spark.read.parquet(absolute(str(out_path)))
+    table = spark.read.parquet(literal_path(absolute(str(out_path))))
     rows = {str(r["ds"]): int(r["count"]) for r in table.groupBy("ds").count().collect()}
     files: Counter[str] = Counter()
     for f in table.inputFiles():
