@@ -277,6 +277,10 @@ def test_set_names_one_key_inside_spark_conf_and_the_other_free_key_sections(tmp
         "input.options.pathGlobFilter": "*.csv", "output.tables.metrics": "@x", "a": "`b`"}
     with pytest.raises(ConfigError, match=r"--set a=\{b: the value is not valid YAML"):
         set_overrides(["a={b"])
+    # a quote character alone, for the CSV reader's escape or quote option: "found unexpected end of stream"
+    assert set_overrides(['input.options.escape="', "input.options.quote='"]) == {
+        "input.options.escape": '"', "input.options.quote": "'"}
+    assert set_overrides(["""a='"'""", "b=\"'\""]) == {"a": '"', "b": "'"}  # quoted in YAML, as before
 
 
 def test_a_bad_spark_setting_exits_3_with_one_line(tmp_path, capsys):

@@ -565,6 +565,40 @@ def test_a_csv_with_spaces_after_its_commas_or_an_excel_sep_line_gets_the_reader
                  write=False)
 
 
+def test_csv_quoting_spark_misreads_by_default_stops_the_run_with_the_option(spark, demo_config, tmp_path):
+    """A CSV written by pandas with a slice value holding quotes ('Blue "XL" shoe', written "Blue ""XL"" shoe") or a
+    line break: Spark's reader takes a backslash before a quote and a line for a record, so the slice was written
+    as '"Blue ""XL"" shoe"' and the rest of a broken value became a row without a date, without an error."""
+    df = _binary_rows(models=("a",), runs=(0, 1), n=400)
+    df.insert(1, "title", np.where(df["example_id"] % 5 == 0, 'Blue "XL" shoe, wide', "Red hat"))
+    quoted, broken = tmp_path / "quoted.csv", tmp_path / "broken.csv"
+    df.to_csv(quoted, index=False, float_format="%.17g")
+    df.assign(title=df["title"].str.replace('"XL" ', "XL\n", regex=False)).to_csv(broken, index=False,
+                                                                                float_format="%.17g")
+    base = {"format": "csv", "options": {"inferSchema": "true"}}
+    sliced = {"slices": ["title"]}
+    with pytest.raises(InputError, match=r"^The CSV file .*/quoted\.csv of the evaluation table has a quote inside a "
+                                         r"quoted field written twice \('Blue \"XL\" shoe, wide' in column 'title', "
+                                         r"as pandas.*input.options: \{escape: '\"'\} reads it\. Nothing was read\.$"):
+        evaluate(spark, demo_config(input={**base, "path": str(quoted)}, columns=sliced), DS, write=False)
+    with pytest.raises(InputError, match=r"a line break inside a quoted field \('Blue XL\\nshoe, wide' in column "
+                                         r"'title'\).*input.options: \{multiLine: 'true'\} reads it"):
+        evaluate(spark, demo_config(input={**base, "path": str(broken)}, columns=sliced), DS, write=False)
+    _write(df, tmp_path / "eval")
+    want = evaluate(spark, demo_config(columns=sliced, input__path=str(tmp_path / "eval")), DS, write=False).metrics
+    for path, option in ((quoted, {"escape": '"'}), (broken, {"escape": '"', "multiLine": "true"})):
+        got = evaluate(spark, demo_config(input={**base, "path": str(path),
+                                                 "options": {**base["options"], **option}}, columns=sliced),
+                       DS, write=False).metrics
+        values = {'Blue "XL" shoe, wide', "Red hat"} if path == quoted else {"Blue XL\nshoe, wide", "Red hat"}
+        assert set(got["slice_value"]) - {"__all__"} == values and got["n_rows"].tolist() == want["n_rows"].tolist()
+        np.testing.assert_allclose(got["log_loss"].astype(float), want["log_loss"].astype(float), rtol=1e-12)
+    spark_style = tmp_path / "spark_style.csv"  # Spark's own writer escapes with a backslash: read as it is
+    spark_style.write_text(quoted.read_text().replace('""', '\\"'))
+    assert len(evaluate(spark, demo_config(input={**base, "path": str(spark_style)}, columns=sliced), DS,
+                        write=False).metrics) > 2
+
+
 def test_csv_files_with_their_columns_in_another_order_stop_the_run(spark, demo_config, tmp_path):
     """Spark reads CSV columns by position under one file's header: a second export with 'run' and 'example_id'
     swapped was read into the wrong columns (800 runs, no calibrated value) with only a log warning."""

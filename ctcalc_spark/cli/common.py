@@ -55,8 +55,8 @@ def period_arguments(args: argparse.Namespace, first: str, last: str, *, first_f
 
 def set_overrides(items: list[str]) -> dict[str, Any]:
     """``--set KEY=VALUE`` items as dotted overrides (values parsed as YAML scalars). A value YAML cannot read that
-    is no list, mapping or quoted text is the text as typed: a glob such as ``*.csv`` (an alias to YAML) or
-    ``@team`` (a reserved character)."""
+    is no list, mapping or quoted text is the text as typed: a glob such as ``*.csv`` (an alias to YAML),
+    ``@team`` (a reserved character) or a quote character alone (``escape='"'``)."""
     overrides: dict[str, Any] = {}
     for item in items:
         if "=" not in item:
@@ -65,6 +65,9 @@ def set_overrides(items: list[str]) -> dict[str, Any]:
         try:
             overrides[key.strip()] = parse_yaml(value, f"--set {item}: the value")
         except ConfigError:
+            if value.strip() in ('"', "'"):  # a quote character alone, for the CSV options quote and escape
+                overrides[key.strip()] = value.strip()
+                continue
             if value.lstrip()[:1] in ("[", "{", '"', "'") or "\n" in value:
                 raise
             overrides[key.strip()] = value

@@ -493,6 +493,7 @@ def load_input(spark: SparkSession, cfg: JobConfig, days: Sequence[str] | None =
             if day_paths is None:
                 _check_output_outside(root, cfg)
             _check_temporary_files(day_paths or [root], cfg)
+            _check_csv_quoting(cfg)
             with _listing_on_driver(spark, is_local(root)):
                 literal = [literal_path(p) for p in day_paths or []]
                 df = reader.option("basePath", root).load(literal) if day_paths else reader.load(literal_path(root))
@@ -843,6 +844,81 @@ def _day_folders(root: str, ds_column: str | None, days: Sequence[str] | None,
 
 TEMPORARY_SHOWN = 5
 """Files under a temporary name an error names at most."""
+
+
+CSV_SAMPLE_BYTES = 1 << 18
+"""Bytes of a CSV file's start that :func:`_check_csv_quoting` reads."""
+CSV_SAMPLED_FILES = 3
+"""Files of a local CSV input that :func:`_check_csv_quoting` reads the start of."""
+
+
+def _check_csv_quoting(cfg: JobConfig) -> None:
+    """InputError when a local CSV input quotes fields in a way Spark's CSV reader, with its defaults, reads into
+    wrong values without a word (from the first ``CSV_SAMPLE_BYTES`` of its first ``CSV_SAMPLED_FILES`` files):
+
+    * a quote inside a quoted field written twice (``"Blue ""XL"" shoe"``, RFC 4180, as pandas, Excel and
+      Python's csv module write it), where Spark takes a backslash before a quote: the value is read with its
+      quotes, or split at a comma inside it; ``escape: '"'`` reads it;
+    * a line break inside a quoted field, where Spark reads each line as a record: the rest of the value
+      becomes a record of its own (a row without a date); ``multiLine: 'true'`` reads it.
+    """
+    import bz2
+    import codecs
+    import csv
+    import gzip
+    import io
+
+    if cfg.input.format != "csv":
+        return
+    options = {str(k).lower(): str(v) for k, v in cfg.input.options.items()}
+    check_escape = "escape" not in options
+    check_lines = options.get("multiline", "false").strip().lower() != "true"
+    local = local_input_files(cfg, CSV_SAMPLED_FILES) if check_escape or check_lines else None
+    if local is None:
+        return
+    root, files = local
+    quote = options.get("quote", '"')[:1] or '"'
+    sep = csv_sep(cfg.input.options).replace("\\t", "\t")[:1] or ","
+    try:
+        encoding = codecs.lookup(options.get("encoding", options.get("charset", "utf-8"))).name
+    except LookupError:  # a Java name Python does not know: read as UTF-8, which ASCII quotes and commas are
+        encoding = "utf-8"
+    inside = re.compile(f"(?<![{re.escape(sep)}\n\r]){re.escape(quote * 2)}(?![{re.escape(sep)}\n\r])")
+    header = options.get("header", "true").strip().lower() == "true"
+    for f in files:
+        opener = {".gz": gzip.open, ".bz2": bz2.open, "": open}.get(compression(f))
+        if opener is None:
+            continue
+        try:
+            with opener(f, "rb") as handle:
+                data = handle.read(CSV_SAMPLE_BYTES + 1)
+        except (OSError, EOFError):
+            continue
+        text = data[:CSV_SAMPLE_BYTES].decode(encoding, "replace")
+        rows = list(csv.reader(io.StringIO(text, newline=""), delimiter=sep, quotechar=quote, strict=False))
+        rows = rows[:-1] if len(data) > CSV_SAMPLE_BYTES else rows  # the last record may be cut short
+        names = rows[0] if header and rows else []
+        where = os.path.relpath(f, root) if os.path.isdir(root) else f
+        found = []
+        if check_escape and inside.search(text) and "\\" + quote not in text:
+            hit = next(((r, i) for r in rows for i, v in enumerate(r) if quote in v), None)
+            if hit is not None:
+                column = f" in column {names[hit[1]]!r}" if hit[1] < len(names) else ""
+                found.append(f"a quote inside a quoted field written twice ({hit[0][hit[1]]!r}{column}, as pandas, "
+                             "Excel and Python's csv module write it), where Spark's reader takes a backslash before "
+                             "a quote: it would read the value with its quotes, or split it at a comma inside; "
+                             f"input.options: {{escape: '{quote}'}} reads it")
+        if check_lines:
+            hit = next(((r, i) for r in rows for i, v in enumerate(r) if "\n" in v or "\r" in v), None)
+            if hit is not None:
+                column = f" in column {names[hit[1]]!r}" if hit[1] < len(names) else ""
+                found.append(f"a line break inside a quoted field ({hit[0][hit[1]]!r}{column}), where Spark's reader "
+                             "takes each line for a record: the rest of the value would be a record of its own (a "
+                             "row without a date); input.options: {multiLine: 'true'} reads it (each file whole, in "
+                             "one task)")
+        if found:
+            raise InputError(f"The CSV file {where} of the evaluation table has " + "; and ".join(found)
+                             + ". Nothing was read.")
 
 
 def _check_temporary_files(paths: Sequence[str], cfg: JobConfig) -> None:
