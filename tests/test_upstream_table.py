@@ -194,6 +194,17 @@ def test_csv_files_with_their_columns_in_another_order_are_read_alike_or_refused
         ("1", "0"), ("2", "1"), ("3", "1")]
 
 
+def test_quotes_inside_quoted_csv_fields_read_alike_locally_and_on_spark(spark: Any, tmp_path: Path) -> None:
+    """pandas and Excel write a quote inside a quoted field twice ("Blue ""XL"" shoe"); pyarrow reads that, and
+    Spark's reader (a backslash before a quote by default) gave '"Blue ""XL"" shoe"' and split at the comma."""
+    (tmp_path / "t.csv").write_text('id,title,y\n1,"Blue ""XL"" shoe, wide",0\n2,Red hat,1\n')
+    source = TableSource(path=str(tmp_path / "t.csv"), format="csv")
+    want = [("1", 'Blue "XL" shoe, wide', "0"), ("2", "Red hat", "1")]
+    local = read_table(source)
+    assert list(zip(*(local.column(c).to_pylist() for c in ("id", "title", "y")))) == want
+    assert sorted(map(tuple, read_spark_table(spark, source).collect())) == want
+
+
 def test_a_readme_beside_the_table_files_is_left_out_with_a_warning(spark: Any, tmp_path: Path, caplog: Any) -> None:
     """A README.txt in the train folder was read first: its line became the table's only column ("lacks declared
     column(s) ['city', 'age', 'clicked']; present columns: ['training data for job 17']"). A folder that also holds

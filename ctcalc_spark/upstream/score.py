@@ -538,8 +538,9 @@ def read_spark_table(spark: SparkSession, source: TableSource) -> SparkDataFrame
     path = absolute(str(source.path))
     named = named_files(local_path(path), source.format) if is_local(path) else None
     if source.format == "csv":
-        reader = reader.option("header", source.csv_header).option("sep", source.csv_delimiter).option(
-            "inferSchema", False).option("enforceSchema", not source.csv_header).option("encoding", source.csv_encoding)
+        # escape: a quote inside a quoted field written twice ("Blue ""XL"" shoe"), as pyarrow reads it locally
+        reader = reader.options(header=source.csv_header, sep=source.csv_delimiter, inferSchema=False,
+                                enforceSchema=not source.csv_header, encoding=source.csv_encoding, escape='"')
     try:  # with a README beside the files: the same files as read_table reads
         return (reader.load(literal_path(path)) if named is None
                 else reader.option("basePath", path).load([literal_path(n) for n in named]))
