@@ -718,3 +718,25 @@ def test_files_landing_in_day_folders_stream_like_the_batch_job(spark, demo_conf
     sliced = read_stream_metrics(spark, cfg)
     by_dt = sliced[sliced["slice_name"] == "dt"]
     assert sorted(set(zip(by_dt["ds"], by_dt["slice_value"]))) == [(d, d) for d in DAYS[:2]]
+
+
+def test_a_landed_csv_with_quotes_written_twice_is_quarantined_until_read_with_escape(spark, demo_config, tmp_path):
+    """pandas writes 'Blue "XL" shoe' as "Blue ""XL"" shoe", which Spark's reader (a backslash before a quote by
+    default) read into the slice '"Blue ""XL"" shoe"' without a word, as the batch job did."""
+    gen, src, rows = _csv_days(tmp_path, lambda d: d.assign(title=np.where(d["example_id"] % 4 == 0,
+                                                                          'Blue "XL" shoe, wide', "Red hat")))
+    cfg = _stream_config(demo_config, src, tmp_path / "plain", format="csv", max_files_per_trigger=None)
+    cfg = dataclasses.replace(cfg, columns=dataclasses.replace(cfg.columns, slices=("title",)))
+    res = run_stream(spark, cfg, trigger="availableNow", close_at_end=True)
+    quarantined = [q for b in res.batches for q in b["quarantined"]]
+    assert len(quarantined) == 2 and sum(b["rows"] for b in res.batches) == 0
+    assert quarantined[0]["reason"].startswith("a quote inside a quoted field written twice ('Blue \"XL\" shoe, wide' "
+                                               "in column 'title', as pandas")
+    assert quarantined[0]["reason"].endswith("stream.options: {escape: '\"'} reads it")
+    read = _stream_config(demo_config, src, tmp_path / "escaped", format="csv", max_files_per_trigger=None,
+                          options={"escape": '"'})
+    read = dataclasses.replace(read, columns=dataclasses.replace(read.columns, slices=("title",)))
+    res = run_stream(spark, read, trigger="availableNow", close_at_end=True)
+    assert sum(b["rows"] for b in res.batches) == len(rows) and not any(b["quarantined"] for b in res.batches)
+    metrics = read_stream_metrics(spark, read)
+    assert set(metrics["slice_value"]) == {"__all__", 'Blue "XL" shoe, wide', "Red hat"}

@@ -66,9 +66,11 @@ from ctcalc_spark.spark.files import FileStore, absolute, is_local, literal_path
 from ctcalc_spark.spark import names
 from ctcalc_spark.spark.scan import INVALID_REASONS, decode_aggregate, group_columns, summary_aggregation
 from ctcalc_spark.spark.storage import (
+    CSV_SAMPLE_BYTES,
     OutputStore,
     check_columns,
     column_keys,
+    csv_quoting_problems,
     source_columns,
     stack_model_scores,
 )
@@ -567,7 +569,13 @@ class BatchHandler:
             more = True
         if read == 0 and more:
             return f"no records read from a {length}-byte file"
-        return None
+        try:
+            data = files.head(path, CSV_SAMPLE_BYTES + 1)
+        except Exception:  # noqa: BLE001 - read above already: nothing more to say
+            return None
+        found = csv_quoting_problems(data[:CSV_SAMPLE_BYTES], _reader_options(s), "stream.options",
+                                     cut=len(data) > CSV_SAMPLE_BYTES)
+        return "; and ".join(found) or None
 
     # ---- one batch ----------------------------------------------------------------------------------------
     def _process(self, store: OutputStore, files: StreamFiles, batch_df: DataFrame, batch_id: int) -> None:

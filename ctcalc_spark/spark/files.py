@@ -164,11 +164,16 @@ class FileStore:
         pyarrow's ArrowInvalid if the bytes cannot be read or decompressed."""
         import csv
 
-        with self._fs.open_input_stream(self._p(path), compression="detect") as f:
-            text = f.read(limit).decode("utf-8", errors="replace").lstrip("\ufeff")
+        text = self.head(path, limit).decode("utf-8", errors="replace").lstrip("\ufeff")
         first, _, rest = text.partition("\n")
         fields = next(csv.reader([first.rstrip("\r")], delimiter=sep), [])
         return fields, bool(rest.strip())
+
+    def head(self, path: str, limit: int) -> bytes:
+        """The first ``limit`` bytes of a file, decompressed by its extension (``.gz``, ``.bz2``, ...); raises
+        OSError or pyarrow's ArrowInvalid if they cannot be read or decompressed."""
+        with self._fs.open_input_stream(self._p(path), compression="detect") as f:
+            return bytes(f.read(limit))
 
     def read_text(self, path: str) -> str:
         with self._fs.open_input_stream(self._p(path)) as f:

@@ -42,7 +42,7 @@ import uuid
 import warnings
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Iterable, Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Mapping, Sequence
 
 from ctcalc_spark.config import (
     EPOCH_FORMATS,
@@ -852,9 +852,10 @@ CSV_SAMPLED_FILES = 3
 """Files of a local CSV input that :func:`_check_csv_quoting` reads the start of."""
 
 
-def _check_csv_quoting(cfg: JobConfig) -> None:
-    """InputError when a local CSV input quotes fields in a way Spark's CSV reader, with its defaults, reads into
-    wrong values without a word (from the first ``CSV_SAMPLE_BYTES`` of its first ``CSV_SAMPLED_FILES`` files):
+def csv_quoting_problems(data: bytes, options: Mapping[str, Any], option_key: str = "input.options",
+                         cut: bool = False) -> list[str]:
+    """What Spark's CSV reader, with ``options``, would read into wrong values without a word, in a CSV file whose
+    start is ``data`` (``cut``: more of the file follows, so its last record may be cut short), as phrases:
 
     * a quote inside a quoted field written twice (``"Blue ""XL"" shoe"``, RFC 4180, as pandas, Excel and
       Python's csv module write it), where Spark takes a backslash before a quote: the value is read with its
@@ -862,29 +863,62 @@ def _check_csv_quoting(cfg: JobConfig) -> None:
     * a line break inside a quoted field, where Spark reads each line as a record: the rest of the value
       becomes a record of its own (a row without a date); ``multiLine: 'true'`` reads it.
     """
-    import bz2
     import codecs
     import csv
-    import gzip
     import io
 
-    if cfg.input.format != "csv":
+    lowered = {str(k).lower(): str(v) for k, v in options.items()}
+    check_escape = "escape" not in lowered
+    check_lines = lowered.get("multiline", "false").strip().lower() != "true"
+    if not (check_escape or check_lines):
+        return []
+    quote = lowered.get("quote", '"')[:1] or '"'
+    sep = csv_sep(options).replace("\\t", "\t")[:1] or ","
+    try:
+        encoding = codecs.lookup(lowered.get("encoding", lowered.get("charset", "utf-8"))).name
+    except LookupError:  # a Java name Python does not know: read as UTF-8, which ASCII quotes and commas are
+        encoding = "utf-8"
+    text = data.decode(encoding, "replace")
+    rows = list(csv.reader(io.StringIO(text, newline=""), delimiter=sep, quotechar=quote, strict=False))
+    rows = rows[:-1] if cut else rows
+    names = rows[0] if lowered.get("header", "true").strip().lower() == "true" and rows else []
+
+    def first(test: Callable[[str], bool]) -> str | None:
+        hit = next(((r, i) for r in rows for i, v in enumerate(r) if test(v)), None)
+        return None if hit is None else repr(hit[0][hit[1]]) + (
+            f" in column {names[hit[1]]!r}" if hit[1] < len(names) else "")
+
+    found = []
+    inside = re.compile(f"(?<![{re.escape(sep)}\n\r]){re.escape(quote * 2)}(?![{re.escape(sep)}\n\r])")
+    if check_escape and inside.search(text) and "\\" + quote not in text:
+        value = first(lambda v: quote in v)
+        if value is not None:
+            found.append(f"a quote inside a quoted field written twice ({value}, as pandas, Excel and Python's csv "
+                         "module write it), where Spark's reader takes a backslash before a quote: it would read "
+                         f"the value with its quotes, or split it at a comma inside; {option_key}: "
+                         f"{{escape: '{quote}'}} reads it")
+    if check_lines:
+        value = first(lambda v: "\n" in v or "\r" in v)
+        if value is not None:
+            found.append(f"a line break inside a quoted field ({value}), where Spark's reader takes each line for "
+                         "a record: the rest of the value would be a record of its own (a row without a date); "
+                         f"{option_key}: {{multiLine: 'true'}} reads it (each file whole, in one task)")
+    return found
+
+
+def _check_csv_quoting(cfg: JobConfig) -> None:
+    """InputError when the start of a local CSV input's first ``CSV_SAMPLED_FILES`` files shows quoting that
+    Spark's reader would read into wrong values (:func:`csv_quoting_problems`)."""
+    import bz2
+    import gzip
+
+    options = {str(k).lower(): str(v).strip().lower() for k, v in cfg.input.options.items()}
+    if cfg.input.format != "csv" or ("escape" in options and options.get("multiline") == "true"):
         return
-    options = {str(k).lower(): str(v) for k, v in cfg.input.options.items()}
-    check_escape = "escape" not in options
-    check_lines = options.get("multiline", "false").strip().lower() != "true"
-    local = local_input_files(cfg, CSV_SAMPLED_FILES) if check_escape or check_lines else None
+    local = local_input_files(cfg, CSV_SAMPLED_FILES)
     if local is None:
         return
     root, files = local
-    quote = options.get("quote", '"')[:1] or '"'
-    sep = csv_sep(cfg.input.options).replace("\\t", "\t")[:1] or ","
-    try:
-        encoding = codecs.lookup(options.get("encoding", options.get("charset", "utf-8"))).name
-    except LookupError:  # a Java name Python does not know: read as UTF-8, which ASCII quotes and commas are
-        encoding = "utf-8"
-    inside = re.compile(f"(?<![{re.escape(sep)}\n\r]){re.escape(quote * 2)}(?![{re.escape(sep)}\n\r])")
-    header = options.get("header", "true").strip().lower() == "true"
     for f in files:
         opener = {".gz": gzip.open, ".bz2": bz2.open, "": open}.get(compression(f))
         if opener is None:
@@ -894,29 +928,9 @@ def _check_csv_quoting(cfg: JobConfig) -> None:
                 data = handle.read(CSV_SAMPLE_BYTES + 1)
         except (OSError, EOFError):
             continue
-        text = data[:CSV_SAMPLE_BYTES].decode(encoding, "replace")
-        rows = list(csv.reader(io.StringIO(text, newline=""), delimiter=sep, quotechar=quote, strict=False))
-        rows = rows[:-1] if len(data) > CSV_SAMPLE_BYTES else rows  # the last record may be cut short
-        names = rows[0] if header and rows else []
-        where = os.path.relpath(f, root) if os.path.isdir(root) else f
-        found = []
-        if check_escape and inside.search(text) and "\\" + quote not in text:
-            hit = next(((r, i) for r in rows for i, v in enumerate(r) if quote in v), None)
-            if hit is not None:
-                column = f" in column {names[hit[1]]!r}" if hit[1] < len(names) else ""
-                found.append(f"a quote inside a quoted field written twice ({hit[0][hit[1]]!r}{column}, as pandas, "
-                             "Excel and Python's csv module write it), where Spark's reader takes a backslash before "
-                             "a quote: it would read the value with its quotes, or split it at a comma inside; "
-                             f"input.options: {{escape: '{quote}'}} reads it")
-        if check_lines:
-            hit = next(((r, i) for r in rows for i, v in enumerate(r) if "\n" in v or "\r" in v), None)
-            if hit is not None:
-                column = f" in column {names[hit[1]]!r}" if hit[1] < len(names) else ""
-                found.append(f"a line break inside a quoted field ({hit[0][hit[1]]!r}{column}), where Spark's reader "
-                             "takes each line for a record: the rest of the value would be a record of its own (a "
-                             "row without a date); input.options: {multiLine: 'true'} reads it (each file whole, in "
-                             "one task)")
+        found = csv_quoting_problems(data[:CSV_SAMPLE_BYTES], cfg.input.options, cut=len(data) > CSV_SAMPLE_BYTES)
         if found:
+            where = os.path.relpath(f, root) if os.path.isdir(root) else f
             raise InputError(f"The CSV file {where} of the evaluation table has " + "; and ".join(found)
                              + ". Nothing was read.")
 
