@@ -718,6 +718,10 @@ def test_files_landing_in_day_folders_stream_like_the_batch_job(spark, demo_conf
     sliced = read_stream_metrics(spark, cfg)
     by_dt = sliced[sliced["slice_name"] == "dt"]
     assert sorted(set(zip(by_dt["ds"], by_dt["slice_value"]))) == [(d, d) for d in DAYS[:2]]
+    from ctcalc_spark.jobs.stream import _partition_keys  # a key=value folder above the stream's is no partition
+
+    assert _partition_keys("file:/data/team=ml/land/dt=2026-11-15/a.csv", "/data/team=ml/land") == {"dt"}
+    assert _partition_keys("file:///data/team=ml/land/a.csv", "/data/team=ml/land/") == set()
 
 
 def test_a_landed_csv_with_quotes_written_twice_is_quarantined_until_read_with_escape(spark, demo_config, tmp_path):

@@ -378,10 +378,13 @@ def _temporary_reason(path: str, fmt: str) -> str | None:
             f"stream.options: {{pathGlobFilter: '*.{fmt}'}} so such names are not listed")
 
 
-def _partition_keys(path: str) -> set[str]:
-    """The keys of the ``key=value`` folders a landed file lies in (``dt`` of ``landing/dt=2026-01-05/a.csv``):
-    columns Spark's partition discovery adds to the stream's rows, which the file itself does not hold."""
-    return {seg.split("=", 1)[0] for seg in unquote(path).rstrip("/").split("/")[:-1] if "=" in seg}
+def _partition_keys(path: str, root: str) -> set[str]:
+    """The keys of the ``key=value`` folders a landed file lies in below the stream's folder ``root`` (``dt`` of
+    ``landing/dt=2026-01-05/a.csv``): columns Spark's partition discovery adds to the stream's rows, which the
+    file itself does not hold. Folders above ``root`` (``/data/team=ml/landing``) are not partitions."""
+    file, top = _file_key(path), _file_key(root).rstrip("/")
+    below = file[len(top) + 1:] if file.startswith(top + "/") else file
+    return {seg.split("=", 1)[0] for seg in below.split("/")[:-1] if "=" in seg}
 
 
 def _file_key(path: str) -> str:
@@ -559,7 +562,7 @@ class BatchHandler:
         except Exception as e:  # noqa: BLE001 - OSError, ArrowInvalid: a corrupt .gz, say
             return f"unreadable file ({str(e).splitlines()[0][:200]})"
         if _csv_header(s):
-            folders = _partition_keys(path)  # a key=value folder's column is not in the file
+            folders = _partition_keys(path, str(s.path))  # a key=value folder's column is not in the file
             want = [f.name for f in (self.schema.fields if self.schema is not None else [])
                     if f.name != CORRUPT_RECORD and f.name not in folders]
             if head != want:
