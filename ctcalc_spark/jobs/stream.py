@@ -61,7 +61,13 @@ from ctcalc_spark.core.windows import (
 )
 from ctcalc_spark.errors import ConfigError, CtcalcError, InputError
 from ctcalc_spark.jobs.evaluate import check_finite
-from ctcalc_spark.spark.filekind import in_plain_folder, input_glob, own_encoding, temporary_suffix
+from ctcalc_spark.spark.filekind import (
+    in_plain_folder,
+    input_glob,
+    own_encoding,
+    recursive_lookup,
+    temporary_suffix,
+)
 from ctcalc_spark.spark.files import FileStore, absolute, is_local, literal_path, local_path
 from ctcalc_spark.spark import names
 from ctcalc_spark.spark.scan import INVALID_REASONS, decode_aggregate, group_columns, summary_aggregation
@@ -71,6 +77,7 @@ from ctcalc_spark.spark.storage import (
     check_columns,
     column_keys,
     csv_quoting_problems,
+    csv_sep,
     source_columns,
     stack_model_scores,
 )
@@ -784,19 +791,12 @@ def _base_path(s: StreamConfig) -> str | None:
     return None if literal_path(path) == path and any(c in path for c in "{}[]*?") else path
 
 
-def _recursive(s: StreamConfig) -> bool:
-    """Whether ``stream.options`` set Spark's ``recursiveFileLookup`` (any letter case of key and value)."""
-    return any(str(k).lower() == "recursivefilelookup" and str(v).strip().lower() == "true"
-               for k, v in dict(s.options).items())
-
-
 def _csv_header(s: StreamConfig) -> bool:
     return _reader_options(s)["header"].strip().lower() == "true"
 
 
 def _csv_sep(s: StreamConfig) -> str:
-    options = _reader_options(s)
-    return options.get("sep", options.get("delimiter", ","))
+    return csv_sep(_reader_options(s))
 
 
 def _csv_schema(spark: SparkSession, cfg: JobConfig) -> StructType:
@@ -925,7 +925,7 @@ def read_stream(spark: SparkSession, cfg: JobConfig) -> tuple[DataFrame, StructT
         except ConfigError as e:  # a file system pyarrow cannot reach: Spark may still read it
             log.info("not creating %s: %s", s.path, e)
         schema = _row_schema(spark, cfg)
-        if not _recursive(s):
+        if not recursive_lookup(s.options):
             _warn_unlisted(s)
         if cfg.columns.model_scores:  # the mapping's mistakes (a model column beside it, types) before any batch
             stack_model_scores(spark.createDataFrame([], schema), cfg)
@@ -935,7 +935,7 @@ def read_stream(spark: SparkSession, cfg: JobConfig) -> tuple[DataFrame, StructT
         glob = input_glob(s.options)
         if glob:  # the files' names the stream lists at all (the rows' reader gets it too)
             reader = reader.option("pathGlobFilter", glob)
-        if _recursive(s):  # every file below the folder, not only its own and those of key=value folders
+        if recursive_lookup(s.options):  # every file below, in any folder
             reader = reader.option("recursiveFileLookup", "true")
         if s.max_files_per_trigger:
             reader = reader.option("maxFilesPerTrigger", s.max_files_per_trigger)

@@ -121,6 +121,13 @@ def data_files(folder: str, glob: str | None = None) -> Iterator[str]:
                     and (not patterns or any(fnmatch.fnmatchcase(n, p) for p in patterns)))
 
 
+def recursive_lookup(options: Mapping[str, Any]) -> bool:
+    """Whether reader ``options`` set Spark's ``recursiveFileLookup`` (any letter case of key and value): every
+    file below the folder is read, in key=value folders or not."""
+    return any(str(k).lower() == "recursivefilelookup" and str(v).strip().lower() == "true"
+               for k, v in options.items())
+
+
 def in_plain_folder(relative: str) -> bool:
     """Whether a file below a table's folder (its path relative to it, '/' or os.sep between folders) lies in a
     folder that is not a ``key=value`` folder (``2026/01/05/a.csv``): Spark lists a table's own files and those

@@ -66,6 +66,7 @@ from ctcalc_spark.spark.filekind import (
     kind_hint,
     name_kind,
     names_glob,
+    recursive_lookup,
     temporary_suffix,
 )
 from ctcalc_spark.spark.files import (
@@ -592,8 +593,7 @@ def _no_data_files_hint(path: str) -> str:
 def unlisted_files_hint(path: str, options: Mapping[str, Any] | None = None) -> str:
     """A sentence when files below a local input folder lie in folders that are not ``key=value`` folders
     (``2026/01/05/a.csv``), which Spark does not read unless ``options`` set ``recursiveFileLookup``; else ''."""
-    if any(str(k).lower() == "recursivefilelookup" and str(v).strip().lower() == "true"
-           for k, v in (options or {}).items()):
+    if recursive_lookup(options or {}):
         return ""
     if not is_local(path) or not os.path.isdir(local_path(absolute(path))):
         return ""
