@@ -895,7 +895,8 @@ def csv_quoting_problems(data: bytes, options: Mapping[str, Any], option_key: st
         if value is not None:
             found.append(f"a quote inside a quoted field written twice ({value}, as pandas, Excel and Python's csv "
                          "module write it), where Spark's reader takes a backslash before a quote: it would read "
-                         f"the value with its quotes, or split it at a comma inside; {option_key}: "
+                         f"the value with its quotes, or split it at a {'comma' if sep == ',' else repr(sep)} "
+                         f"inside; {option_key}: "
                          f"{{escape: '{quote}'}} reads it")
     if check_lines:
         value = first(lambda v: "\n" in v or "\r" in v)
