@@ -1349,6 +1349,30 @@ def test_an_input_path_with_glob_characters_in_its_name_is_read_as_named(spark, 
     assert literal_path("s3a://bucket/exports [v2]") == "s3a://bucket/exports [v2]"  # not local: as given
 
 
+@pytest.mark.parametrize(("fmt", "mark", "name"), [("delta", "_delta_log", "a Delta Lake"),
+                                                  ("hudi", ".hoodie", "an Apache Hudi"),
+                                                  ("iceberg", "metadata", "an Iceberg")])
+def test_a_lakehouse_table_read_as_plain_files_is_refused(spark, demo_config, tmp_path, fmt, mark, name):
+    """A Delta Lake (or Hudi) table's folder keeps the Parquet files of rows that later versions deleted or
+    replaced: read as Parquet, every version's rows were counted, without a word (an Iceberg table's data/ folder
+    gave 'Unable to infer schema', and the nested-folder hint would have read every version)."""
+    rows = _binary_rows(models=("a",), runs=(0,), n=200)
+    table = tmp_path / "table"
+    (table / mark).mkdir(parents=True)
+    (table / mark / ("v1.metadata.json" if fmt == "iceberg" else "00000000000000000000.json")).write_text("{}")
+    rows.to_parquet(table / "part-0.parquet", index=False)
+    rows.to_parquet(table / "part-1-replaced-by-0.parquet", index=False)  # an earlier version's file
+    cfg = demo_config(input__path=str(table), output__path=str(tmp_path / "out"))
+    with pytest.raises(InputError, match=rf"^The evaluation table '.*table' is {name} table \(it holds {mark}/\), "
+                                         r"read as plain parquet files: its folder keeps the files of earlier "
+                                         rf"versions.*Read it as a table: input.format: {fmt} with .*input.table\.$"):
+        evaluate(spark, cfg, DS)
+    assert not (tmp_path / "out").exists()
+    if fmt == "iceberg":  # a folder called metadata without Iceberg's metadata files is the user's own
+        (table / mark / "v1.metadata.json").unlink()
+        assert evaluate(spark, cfg, DS, write=False).metrics["n_rows"].tolist() == [400]
+
+
 def test_a_binary_predict_proba_pair_is_read_by_its_positive_column(spark, demo_config, tmp_path):
     """A binary model's predict_proba written as two columns p0/p1: the missing-logit error and the multiclass-keys
     error both said what the task needs but not which column to read."""

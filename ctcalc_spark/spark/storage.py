@@ -493,6 +493,7 @@ def load_input(spark: SparkSession, cfg: JobConfig, days: Sequence[str] | None =
             day_paths = _day_folders(root, cfg.columns.ds, days, cfg.columns.ds_format)
             if day_paths is None:
                 _check_output_outside(root, cfg)
+            _check_table_format(root, cfg)
             _check_temporary_files(day_paths or [root], cfg)
             _check_csv_quoting(cfg)
             with _listing_on_driver(spark, is_local(root)):
@@ -844,6 +845,39 @@ def _day_folders(root: str, ds_column: str | None, days: Sequence[str] | None,
 
 TEMPORARY_SHOWN = 5
 """Files under a temporary name an error names at most."""
+
+
+_TABLE_FORMATS = {  # format: (what marks a folder as its table, the reader's package note)
+    "delta": ("_delta_log", "Delta Lake's reader on Spark's class path (spark.conf: {spark.jars.packages: "
+              "'io.delta:delta-spark_2.13:<version>', spark.sql.extensions: "
+              "io.delta.sql.DeltaSparkSessionExtension})"),
+    "hudi": (".hoodie", "Apache Hudi's Spark bundle on Spark's class path"),
+    "iceberg": ("metadata", "the Iceberg runtime on Spark's class path and an Iceberg catalog"),
+}
+
+
+def _check_table_format(root: str, cfg: JobConfig) -> None:
+    """InputError when a local input folder is a Delta Lake, Apache Hudi or Iceberg table read as plain files:
+    their folders keep the files of earlier versions (rows since deleted or replaced) until a clean-up, so Spark
+    would read those rows too, or (Iceberg's data/ folder) say it finds no table, and recursiveFileLookup would
+    read every version."""
+    if cfg.input.format in _TABLE_FORMATS or not is_local(root):
+        return
+    where = local_path(root)
+    if not os.path.isdir(where):
+        return
+    for fmt, (mark, package) in _TABLE_FORMATS.items():
+        marker = os.path.join(where, mark)
+        if not os.path.isdir(marker):
+            continue
+        if fmt == "iceberg" and not any(n.endswith(".metadata.json") for n in os.listdir(marker)):
+            continue
+        name = {"delta": "a Delta Lake", "hudi": "an Apache Hudi", "iceberg": "an Iceberg"}[fmt]
+        raise InputError(
+            f"The evaluation table {str(cfg.input.path)!r} is {name} table (it holds {mark}/), read as plain "
+            f"{cfg.input.format} files: its folder keeps the files of earlier versions, rows since deleted or "
+            f"replaced, until a clean-up, and Spark would read those rows too. Read it as a table: input.format: "
+            f"{fmt} with {package}, or by name from the catalog: input.table.")
 
 
 CSV_SAMPLE_BYTES = 1 << 18
