@@ -194,6 +194,18 @@ def test_csv_files_with_their_columns_in_another_order_are_read_alike_or_refused
         ("1", "0"), ("2", "1"), ("3", "1")]
 
 
+def test_a_delta_table_folder_is_not_read_as_plain_files(tmp_path: Path) -> None:
+    """pyarrow read a Delta Lake table's folder as Parquet files: every version's rows, those since deleted too."""
+    (tmp_path / "t" / "_delta_log").mkdir(parents=True)
+    pd.DataFrame({"id": [1, 2], "y": [0, 1]}).to_parquet(tmp_path / "t" / "part-0.parquet")
+    pd.DataFrame({"id": [1], "y": [1]}).to_parquet(tmp_path / "t" / "part-1.parquet")  # a replaced version's file
+    with pytest.raises(InputError, match=r"^Table '.*t' is a delta table \(it holds _delta_log/\): its folder keeps "
+                                         r"the files of earlier versions.*Export the table's current version"):
+        read_table(TableSource(path=str(tmp_path / "t"), format="parquet"))
+    (tmp_path / "t" / "_delta_log").rmdir()
+    assert read_table(TableSource(path=str(tmp_path / "t"), format="parquet")).num_rows == 3
+
+
 def test_quotes_inside_quoted_csv_fields_read_alike_locally_and_on_spark(spark: Any, tmp_path: Path) -> None:
     """pandas and Excel write a quote inside a quoted field twice ("Blue ""XL"" shoe"); pyarrow reads that, and
     Spark's reader (a backslash before a quote by default) gave '"Blue ""XL"" shoe"' and split at the comma."""

@@ -121,6 +121,22 @@ def data_files(folder: str, glob: str | None = None) -> Iterator[str]:
                     and (not patterns or any(fnmatch.fnmatchcase(n, p) for p in patterns)))
 
 
+TABLE_FORMAT_MARKS = {"delta": "_delta_log", "hudi": ".hoodie", "iceberg": "metadata"}
+"""Table formats whose folder keeps the files of earlier versions, and the folder that marks a table of each."""
+
+
+def table_format(folder: str) -> str | None:
+    """The table format a local folder is a table of (``delta``: it holds ``_delta_log/``; ``hudi``:
+    ``.hoodie/``; ``iceberg``: ``metadata/*.metadata.json``), else None. Such a folder read as plain Parquet
+    files gives the rows of every version, those since deleted or replaced too."""
+    for fmt, mark in TABLE_FORMAT_MARKS.items():
+        marker = os.path.join(folder, mark)
+        if os.path.isdir(marker) and (fmt != "iceberg"
+                                      or any(n.endswith(".metadata.json") for n in os.listdir(marker))):
+            return fmt
+    return None
+
+
 def recursive_lookup(options: Mapping[str, Any]) -> bool:
     """Whether reader ``options`` set Spark's ``recursiveFileLookup`` (any letter case of key and value): every
     file below the folder is read, in key=value folders or not."""

@@ -58,6 +58,7 @@ from ctcalc_spark.errors import ConcurrentRunError, ConfigError, CtcalcError, In
 from ctcalc_spark.pathsafe import unwritable_reason
 from ctcalc_spark.spark import interrupt
 from ctcalc_spark.spark.filekind import (
+    TABLE_FORMAT_MARKS,
     compression,
     data_files,
     has_data_files,
@@ -67,6 +68,7 @@ from ctcalc_spark.spark.filekind import (
     name_kind,
     names_glob,
     recursive_lookup,
+    table_format,
     temporary_suffix,
 )
 from ctcalc_spark.spark.files import (
@@ -847,37 +849,29 @@ TEMPORARY_SHOWN = 5
 """Files under a temporary name an error names at most."""
 
 
-_TABLE_FORMATS = {  # format: (what marks a folder as its table, the reader's package note)
-    "delta": ("_delta_log", "Delta Lake's reader on Spark's class path (spark.conf: {spark.jars.packages: "
-              "'io.delta:delta-spark_2.13:<version>', spark.sql.extensions: "
-              "io.delta.sql.DeltaSparkSessionExtension})"),
-    "hudi": (".hoodie", "Apache Hudi's Spark bundle on Spark's class path"),
-    "iceberg": ("metadata", "the Iceberg runtime on Spark's class path and an Iceberg catalog"),
+_TABLE_READERS = {  # format: what its reader needs
+    "delta": "Delta Lake's reader on Spark's class path (spark.conf: {spark.jars.packages: "
+             "'io.delta:delta-spark_2.13:<version>', spark.sql.extensions: io.delta.sql.DeltaSparkSessionExtension})",
+    "hudi": "Apache Hudi's Spark bundle on Spark's class path",
+    "iceberg": "the Iceberg runtime on Spark's class path and an Iceberg catalog",
 }
 
 
 def _check_table_format(root: str, cfg: JobConfig) -> None:
-    """InputError when a local input folder is a Delta Lake, Apache Hudi or Iceberg table read as plain files:
-    their folders keep the files of earlier versions (rows since deleted or replaced) until a clean-up, so Spark
-    would read those rows too, or (Iceberg's data/ folder) say it finds no table, and recursiveFileLookup would
-    read every version."""
-    if cfg.input.format in _TABLE_FORMATS or not is_local(root):
+    """InputError when a local input folder is a Delta Lake, Apache Hudi or Iceberg table read as plain files
+    (:func:`table_format`): Spark would read the rows of earlier versions too, or (Iceberg's data/ folder) say
+    it finds no table, where recursiveFileLookup would read every version."""
+    if cfg.input.format in _TABLE_READERS or not is_local(root) or not os.path.isdir(local_path(root)):
         return
-    where = local_path(root)
-    if not os.path.isdir(where):
+    fmt = table_format(local_path(root))
+    if fmt is None:
         return
-    for fmt, (mark, package) in _TABLE_FORMATS.items():
-        marker = os.path.join(where, mark)
-        if not os.path.isdir(marker):
-            continue
-        if fmt == "iceberg" and not any(n.endswith(".metadata.json") for n in os.listdir(marker)):
-            continue
-        name = {"delta": "a Delta Lake", "hudi": "an Apache Hudi", "iceberg": "an Iceberg"}[fmt]
-        raise InputError(
-            f"The evaluation table {str(cfg.input.path)!r} is {name} table (it holds {mark}/), read as plain "
-            f"{cfg.input.format} files: its folder keeps the files of earlier versions, rows since deleted or "
-            f"replaced, until a clean-up, and Spark would read those rows too. Read it as a table: input.format: "
-            f"{fmt} with {package}, or by name from the catalog: input.table.")
+    name = {"delta": "a Delta Lake", "hudi": "an Apache Hudi", "iceberg": "an Iceberg"}[fmt]
+    raise InputError(
+        f"The evaluation table {str(cfg.input.path)!r} is {name} table (it holds {TABLE_FORMAT_MARKS[fmt]}/), read "
+        f"as plain {cfg.input.format} files: its folder keeps the files of earlier versions, rows since deleted or "
+        f"replaced, until a clean-up, and Spark would read those rows too. Read it as a table: input.format: {fmt} "
+        f"with {_TABLE_READERS[fmt]}, or by name from the catalog: input.table.")
 
 
 CSV_SAMPLE_BYTES = 1 << 18

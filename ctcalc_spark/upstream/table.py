@@ -42,7 +42,7 @@ import pyarrow.dataset as pads
 import pyarrow.json as pajson
 
 from ctcalc_spark.errors import InputError
-from ctcalc_spark.spark.filekind import data_files, name_kind
+from ctcalc_spark.spark.filekind import TABLE_FORMAT_MARKS, data_files, name_kind, table_format
 from ctcalc_spark.spark.names import excel_sep_line, header_slips, sep_line_fix
 from ctcalc_spark.upstream.config import EncodingConfig, TableColumns, TableSource, check_ds_value
 
@@ -108,6 +108,12 @@ def read_table(source: TableSource, columns: Sequence[str] | None = None) -> pa.
     path = os.fspath(source.path)
     if not os.path.exists(path):
         raise InputError(f"Expected a {source.format} table at {path!r}; it does not exist.")
+    kind = table_format(path) if os.path.isdir(path) else None
+    if kind is not None:  # pyarrow would read every version's files, as Spark does
+        raise InputError(f"Table {path!r} is a {kind} table (it holds {TABLE_FORMAT_MARKS[kind]}/): its folder keeps "
+                         "the files of earlier versions, rows since deleted or replaced, and reading it as plain "
+                         f"files would read those too. Export the table's current version (e.g. with Spark, "
+                         f"spark.read.format('{kind}').load(...).write.parquet(...)) and read that.")
     fmt = _file_format(source)
     files = named_files(path, source.format)
     where: Any = path if files is None else files
