@@ -68,7 +68,7 @@ from ctcalc_spark.spark.filekind import (
     recursive_lookup,
     temporary_suffix,
 )
-from ctcalc_spark.spark.files import FileStore, absolute, is_local, literal_path, local_path
+from ctcalc_spark.spark.files import FileStore, absolute, csv_first_record, is_local, literal_path, local_path
 from ctcalc_spark.spark import names
 from ctcalc_spark.spark.scan import INVALID_REASONS, decode_aggregate, group_columns, summary_aggregation
 from ctcalc_spark.spark.storage import (
@@ -564,10 +564,11 @@ class BatchHandler:
         header names other columns, or the same in another order, would be read into the wrong ones; a file of
         only a header holds no rows and is fine."""
         s = self.cfg.stream
-        try:
-            head, more = files.csv_head(path, _csv_sep(s))
+        try:  # one read: the header, and the start the quoting is judged on
+            data = files.head(path, CSV_SAMPLE_BYTES + 1)
         except Exception as e:  # noqa: BLE001 - OSError, ArrowInvalid: a corrupt .gz, say
             return f"unreadable file ({str(e).splitlines()[0][:200]})"
+        head, more = csv_first_record(data, _csv_sep(s))
         if _csv_header(s):
             folders = _partition_keys(path, str(s.path))  # a key=value folder's column is not in the file
             want = [f.name for f in (self.schema.fields if self.schema is not None else [])
@@ -579,10 +580,6 @@ class BatchHandler:
             more = True
         if read == 0 and more:
             return f"no records read from a {length}-byte file"
-        try:
-            data = files.head(path, CSV_SAMPLE_BYTES + 1)
-        except Exception:  # noqa: BLE001 - read above already: nothing more to say
-            return None
         found = csv_quoting_problems(data[:CSV_SAMPLE_BYTES], _reader_options(s), "stream.options",
                                      cut=len(data) > CSV_SAMPLE_BYTES)
         return "; and ".join(found) or None

@@ -65,6 +65,15 @@ def literal_path(path: str) -> str:
     return _GLOB_CHARACTERS.sub(r"\\\1", path)
 
 
+def csv_first_record(data: bytes, sep: str = ",") -> tuple[list[str], bool]:
+    """(the first record's fields, whether a non-blank line follows it) of a CSV file's first bytes ``data``,
+    read as UTF-8 (a byte-order mark dropped)."""
+    import csv
+
+    first, _, rest = data.decode("utf-8", errors="replace").lstrip("\ufeff").partition("\n")
+    return next(csv.reader([first.rstrip("\r")], delimiter=sep), []), bool(rest.strip())
+
+
 class FileStore:
     """File operations under one root URI; paths given to the methods are relative to nothing (full URIs)."""
 
@@ -162,12 +171,7 @@ class FileStore:
         """(the first record's fields, whether a non-blank line follows it) of a CSV file, from its first
         ``limit`` bytes (a ``.gz``/``.bz2``/... file is decompressed by its extension); raises OSError or
         pyarrow's ArrowInvalid if the bytes cannot be read or decompressed."""
-        import csv
-
-        text = self.head(path, limit).decode("utf-8", errors="replace").lstrip("\ufeff")
-        first, _, rest = text.partition("\n")
-        fields = next(csv.reader([first.rstrip("\r")], delimiter=sep), [])
-        return fields, bool(rest.strip())
+        return csv_first_record(self.head(path, limit), sep)
 
     def head(self, path: str, limit: int) -> bytes:
         """The first ``limit`` bytes of a file, decompressed by its extension (``.gz``, ``.bz2``, ...); raises

@@ -880,6 +880,13 @@ CSV_SAMPLED_FILES = 3
 """Files of a local CSV input that :func:`_check_csv_quoting` reads the start of."""
 
 
+def _quoting_checks(options: Mapping[str, Any]) -> tuple[bool, bool]:
+    """(whether to look for doubled quotes, for line breaks inside quoted fields): reader ``options`` without
+    their own ``escape``, without ``multiLine: 'true'``."""
+    lowered = {str(k).lower(): str(v).strip().lower() for k, v in options.items()}
+    return "escape" not in lowered, lowered.get("multiline", "false") != "true"
+
+
 def csv_quoting_problems(data: bytes, options: Mapping[str, Any], option_key: str = "input.options",
                          cut: bool = False) -> list[str]:
     """What Spark's CSV reader, with ``options``, would read into wrong values without a word, in a CSV file whose
@@ -896,8 +903,7 @@ def csv_quoting_problems(data: bytes, options: Mapping[str, Any], option_key: st
     import io
 
     lowered = {str(k).lower(): str(v) for k, v in options.items()}
-    check_escape = "escape" not in lowered
-    check_lines = lowered.get("multiline", "false").strip().lower() != "true"
+    check_escape, check_lines = _quoting_checks(options)
     if not (check_escape or check_lines):
         return []
     quote = lowered.get("quote", '"')[:1] or '"'
@@ -938,24 +944,16 @@ def csv_quoting_problems(data: bytes, options: Mapping[str, Any], option_key: st
 def _check_csv_quoting(cfg: JobConfig) -> None:
     """InputError when the start of a local CSV input's first ``CSV_SAMPLED_FILES`` files shows quoting that
     Spark's reader would read into wrong values (:func:`csv_quoting_problems`)."""
-    import bz2
-    import gzip
-
-    options = {str(k).lower(): str(v).strip().lower() for k, v in cfg.input.options.items()}
-    if cfg.input.format != "csv" or ("escape" in options and options.get("multiline") == "true"):
+    if cfg.input.format != "csv" or not any(_quoting_checks(cfg.input.options)):
         return
     local = local_input_files(cfg, CSV_SAMPLED_FILES)
     if local is None:
         return
     root, files = local
     for f in files:
-        opener = {".gz": gzip.open, ".bz2": bz2.open, "": open}.get(compression(f))
-        if opener is None:
-            continue
-        try:
-            with opener(f, "rb") as handle:
-                data = handle.read(CSV_SAMPLE_BYTES + 1)
-        except (OSError, EOFError):
+        try:  # decompressed by its extension; a codec pyarrow lacks (Hadoop's lz4) or a corrupt file: Spark's to say
+            data = FileStore(f).head(f, CSV_SAMPLE_BYTES + 1)
+        except Exception:  # noqa: BLE001 - OSError, ArrowInvalid
             continue
         found = csv_quoting_problems(data[:CSV_SAMPLE_BYTES], cfg.input.options, cut=len(data) > CSV_SAMPLE_BYTES)
         if found:
