@@ -63,13 +63,9 @@ ArrowTable = pa.Table | pa.RecordBatch
 
 def _head(path: str, size: int = 4096) -> tuple[str, bytes]:
     """The table's (first) file and its first ``size`` bytes (b'' when there is none or it cannot be read)."""
-    first = path
-    if os.path.isdir(path):
-        files = sorted(os.path.join(d, f) for d, _, names in os.walk(path) for f in names
-                       if not f.startswith(("_", ".")))
-        if not files:
-            return path, b""
-        first = files[0]
+    first = next(data_files(path), None) if os.path.isdir(path) else path  # the listing the table reads
+    if first is None:
+        return path, b""
     try:
         with open(first, "rb") as fh:
             return first, fh.read(size)
