@@ -75,6 +75,7 @@ from ctcalc_spark.spark.files import (
     FileStore,
     absolute,
     connector_error,
+    csv_first_record,
     is_local,
     literal_path,
     local_path,
@@ -1128,10 +1129,6 @@ def _csv_headers(cfg: JobConfig, path: str) -> str:
     """' The files have N headers: …; <path> has [...] that the others lack …' for a local CSV input whose files
     have more than one header ('' for any other input, or when they cannot be read); gzip and bzip2 files are
     read as Spark reads them."""
-    import bz2
-    import csv
-    import gzip
-
     local = local_input_files(cfg, MAX_HEADER_FILES + 1)
     if local is None:
         return ""
@@ -1141,12 +1138,11 @@ def _csv_headers(cfg: JobConfig, path: str) -> str:
     groups: dict[tuple[str, ...], list[str]] = {}
     try:
         for f in files[:MAX_HEADER_FILES]:
-            opener = {".gz": gzip.open, ".bz2": bz2.open, "": open}.get(compression(f))
-            if opener is None:  # lz4, snappy, …: Hadoop's codecs, not Python's; its header is not read here
+            if compression(f) not in ("", ".gz", ".bz2"):  # lz4, snappy, …: Hadoop's framing; not read here
                 continue
-            with opener(f, "rt", newline="", encoding="utf-8-sig", errors="replace") as handle:
-                groups.setdefault(tuple(next(csv.reader(handle, delimiter=sep[:1] or ","), [])), []).append(f)
-    except (OSError, EOFError):
+            head, _ = csv_first_record(FileStore(f).head(f, 1 << 16), sep[:1] or ",")
+            groups.setdefault(tuple(head), []).append(f)
+    except Exception:  # noqa: BLE001 - OSError, ArrowInvalid (a corrupt .gz): no listing
         return ""
     if len(groups) < 2:
         return ""
