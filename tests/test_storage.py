@@ -125,6 +125,48 @@ def test_both_swap_modes_replace_exactly_their_partitions(spark, tmp_path, swap)
     assert not [p for p in (tmp_path / "out" / "metrics").iterdir() if p.name.startswith((".", "_"))]
 
 
+def test_a_runs_tables_are_staged_side_by_side_and_land_together_or_not_at_all(spark, tmp_path, monkeypatch):
+    """write_all stages several tables at once (threads of its own); when one write fails, no table's partitions
+    are swapped in, the old ones stay readable and nothing staged is left behind."""
+    import threading
+
+    from ctcalc_spark.spark import storage
+
+    store = OutputStore(config_from_dict({"input": {"path": str(tmp_path / "in")},
+                                          "output": {"path": str(tmp_path / "out"), "swap": "exchange"}}), spark)
+    types = {"model": "string", "value": "double", "ds": "string"}
+    r_types = {**types, "window_spec": "string"}
+    days = ["2026-11-15", "2026-11-16"]
+
+    def tables(value: float) -> list:
+        metrics = pd.DataFrame({"model": "m", "value": value, "ds": days})
+        return [("metrics", metrics, types), ("rolling", metrics.assign(window_spec="week"), r_types)]
+
+    real, seen = storage._one_file_per_partition, []
+
+    def recorded(frame, parts, n_partitions, n_rows):
+        seen.append((tuple(parts), threading.current_thread().name))
+        if fail and tuple(parts) == storage.PARTITIONS["rolling"]:
+            raise RuntimeError("disk full")
+        return real(frame, parts, n_partitions, n_rows)
+
+    monkeypatch.setattr(storage, "_one_file_per_partition", recorded)
+    fail = False
+    with store.transaction("t") as tx:
+        tx.write_all(tables(1.0))
+    assert {table for table, _ in seen} == {("ds",), ("window_spec", "ds")}
+    assert all(name.startswith("ctcalc-write") for _, name in seen)
+    fail = True
+    with pytest.raises(RuntimeError, match="disk full"):
+        with store.transaction("t") as again:
+            again.write_all(tables(2.0))
+    for table in ("metrics", "rolling"):
+        got = store.read(table, with_run_id=True)
+        assert got["value"].tolist() == [1.0, 1.0] and set(got["run_id"]) == {tx.run_id}, table
+        assert not [p for p in (tmp_path / "out" / table).iterdir() if p.name.startswith((".", "_"))], table
+    assert store.check_days(days, tables=("metrics", "rolling")) == []
+
+
 @pytest.mark.parametrize("rows_per_task", [None, 1000])
 def test_a_write_leaves_one_file_per_partition_in_one_task_or_sized_by_spark(spark, tmp_path, monkeypatch,
                                                                               rows_per_task):

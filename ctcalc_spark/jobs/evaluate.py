@@ -650,16 +650,17 @@ def evaluate(
         _check_dropped_runs(OutputStore(cfg, spark), metrics, done, replace_runs)
         step(f"writing {len(metrics):,} metrics rows and {len(summaries):,} summary rows of {day_span(done)}")
         s_types = {"ds": "string", **{k: "string" for k in group_columns(cfg)}, **SUMMARY_TYPES[cfg.task]}
-        with OutputStore(cfg, spark).transaction("evaluate", done) as tx:
-            result.paths["summaries"] = tx.write("summaries", summaries, s_types)
-            if exact is not None:
-                from ctcalc_spark.core.windows import WindowSpec
+        tables = [("summaries", summaries, s_types)]
+        if exact is not None:
+            from ctcalc_spark.core.windows import WindowSpec
 
-                spec = WindowSpec.from_config(cfg.rolling).label
-                result.paths["calibrated_exact"] = tx.write(
-                    "calibrated_exact", exact.assign(ds=done[0], window_spec=spec),
-                    {**EXACT_TYPES, "window_spec": "string", "ds": "string"})
-            result.paths["metrics"] = tx.write("metrics", metrics, _metric_types(cfg.task))
+            spec = WindowSpec.from_config(cfg.rolling).label
+            tables.append(("calibrated_exact", exact.assign(ds=done[0], window_spec=spec),
+                           {**EXACT_TYPES, "window_spec": "string", "ds": "string"}))
+        tables.append(("metrics", metrics, _metric_types(cfg.task)))
+        with OutputStore(cfg, spark).transaction("evaluate", done) as tx:
+            for (table, _, _), path in zip(tables, tx.write_all(tables)):
+                result.paths[table] = path
         result.run_id = tx.run_id
     return result
 

@@ -355,8 +355,8 @@ class WindowCloser:
         same, rolling = self.finalize(starts, batch_id, first_window_us)
         if same.empty:
             return []
-        tx.write("stream_metrics", same, metric_types(self.cfg.task))
-        tx.write("stream_rolling", rolling, rolling_types())
+        tx.write_all([("stream_metrics", same, metric_types(self.cfg.task)),
+                      ("stream_rolling", rolling, rolling_types())])
         done = set(same["window"])
         return [s for s in starts if fixed_window(s, self.spec).label in done]
 
@@ -624,10 +624,12 @@ class BatchHandler:
         closer = WindowCloser(store, self.cfg)
         new_windows = sorted({int(w) for w in summaries.get("_window_us", [])})
         with store.transaction(JOB) as tx:
+            tables = []
             if not summaries.empty:
-                tx.write("stream_summaries", summaries.drop(columns="_window_us"), summary_types(self.cfg))
+                tables.append(("stream_summaries", summaries.drop(columns="_window_us"), summary_types(self.cfg)))
             if not counts.empty:
-                tx.write("stream_counts", counts, count_types(self.cfg))
+                tables.append(("stream_counts", counts, count_types(self.cfg)))
+            tx.write_all(tables)
             lap("write")
             if self.after_write is not None:
                 self.after_write(batch_id)

@@ -40,6 +40,7 @@ import threading
 import time
 import uuid
 import warnings
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Mapping, Sequence
@@ -1910,14 +1911,38 @@ class Transaction:
                 self.lease.release()
 
     def write(self, table: str, frame: pd.DataFrame | DataFrame, types: Mapping[str, str] | None = None) -> str:
-        """Replace the partitions of ``table`` that ``frame`` holds (a pandas frame needs ``types``).
+        """Replace the partitions of ``table`` that ``frame`` holds (a pandas frame needs ``types``); returns the
+        table's location. :meth:`write_all` for several tables."""
+        return self.write_all([(table, frame, types)])[0]
 
-        Where partitions are swapped atomically (:meth:`OutputStore.swap_mode`), the rows are written to a
-        hidden staging folder now and swapped in when the transaction ends; otherwise Spark replaces them now.
-        A Spark frame is counted per partition first (one more Spark job); pass pandas where it exists.
+    def write_all(self, items: Sequence[tuple[str, pd.DataFrame | DataFrame, Mapping[str, str] | None]]) -> list[str]:
+        """Replace the partitions of each (table, frame, types) in ``items``; returns the tables' locations.
+
+        Where partitions are swapped atomically (:meth:`OutputStore.swap_mode`), the rows are written to hidden
+        staging folders now and swapped in when the transaction ends; otherwise Spark replaces them now, one
+        table after the other. Staged writes of several tables run side by side (:data:`WRITE_THREADS` Spark
+        jobs at once): a write of many small partitions keeps one task busy with per-file work while the other
+        cores idle. A Spark frame is counted per partition first (one more Spark job); pass pandas where it
+        exists.
         """
+        planned = [self._plan(table, frame, types) for table, frame, types in items]
+        with interrupt.deferred():
+            if len(planned) > 1 and all(staged for _, staged, _, _ in planned):
+                with ThreadPoolExecutor(max_workers=WRITE_THREADS, thread_name_prefix="ctcalc-write") as pool:
+                    for done in [pool.submit(save) for _, _, save, _ in planned]:
+                        done.result()  # the first failure, after every write has ended
+            else:
+                for _, _, save, _ in planned:
+                    save()
+        for (table, _, _), (_, _, _, written) in zip(items, planned):
+            self.written += [(table, values, n) for values, n in written]
+        return [loc for loc, _, _, _ in planned]
+
+    def _plan(self, table: str, frame: pd.DataFrame | DataFrame, types: Mapping[str, str] | None
+              ) -> tuple[str, bool, Callable[[], None], list[tuple[dict[str, str], int]]]:
+        """(location, whether staged, the write, [(partition values, rows)]) of one table; a staged write's
+        folder is registered for the swap (and removed if the run fails)."""
         import pandas as pd
-        from pyspark.sql import functions as F
 
         store = self.store
         spark = store._session(f"Writing {table}")
@@ -1927,40 +1952,41 @@ class Transaction:
                 raise TypeError("A pandas frame needs its column types.")
             counts = frame.groupby(list(parts), dropna=False).size()
             written = [(dict(zip(parts, k if isinstance(k, tuple) else (k,))), int(n)) for k, n in counts.items()]
-            sdf = pandas_to_spark(spark, frame, spark_schema(types))
         else:
             rows = frame.groupBy(*parts).count().collect()
             written = [({p: str(r[p]) for p in parts}, int(r["count"])) for r in rows]
-            sdf = frame
         for values, _ in written:
             bad = {k: v for k, v in values.items() if not _PARTITION_VALUE.match(str(v))}
             if bad:
                 raise InputError(f"Partition value(s) {bad} of {table} are not safe folder names "
                                  "(letters, digits and _ . : + - only).")
         n_rows = sum(n for _, n in written)
-        sdf = sdf.withColumn(RUN_ID, F.lit(self.run_id))
-        sdf = sdf.select(*[col(c) for c in sdf.columns if c not in parts], *[col(p).cast("string") for p in parts])
+
+        def spark_frame(data: pd.DataFrame | DataFrame) -> DataFrame:  # the rows as written, with the run id
+            from pyspark.sql import functions as F
+
+            sdf = pandas_to_spark(spark, data, spark_schema(types)) if isinstance(data, pd.DataFrame) else data
+            sdf = sdf.withColumn(RUN_ID, F.lit(self.run_id))
+            return sdf.select(*[col(c) for c in sdf.columns if c not in parts], *[col(p).cast("string") for p in parts])
+
+        def saved(path: str, **options: str) -> Callable[[], None]:
+            return lambda: (_one_file_per_partition(spark_frame(frame), parts, len(written), n_rows).write
+                            .mode("overwrite").options(**options).partitionBy(*parts).format(store.output.format)
+                            .save(path))
+
         loc = store.location(table)
-        root = _prepare_catalog_table(spark, loc, sdf, parts, store.output.format) if store.catalog else loc
+        empty = frame.iloc[:0] if isinstance(frame, pd.DataFrame) else frame
+        root = _prepare_catalog_table(spark, loc, spark_frame(empty), parts, store.output.format) \
+            if store.catalog else loc
         if root is not None and store.swap_mode(root) == "exchange":
             staging = f"{root}/{STAGING_PREFIX}{self.run_id}-{table}"
             self.staged.append((staging, root, [_partition_path(v) for v, _ in written]))  # removed if this fails
-            with interrupt.deferred():
-                _one_file_per_partition(sdf, parts, len(written), n_rows).write.mode("overwrite") \
-                    .partitionBy(*parts).format(store.output.format).save(staging)
             if store.catalog:
                 self.new_catalog_partitions += [(loc, v) for v, _ in written]
-        elif store.catalog:
-            with interrupt.deferred():
-                _overwrite_catalog_partitions(spark, loc, sdf)
-        else:
-            with interrupt.deferred():
-                (_one_file_per_partition(sdf, parts, len(written), n_rows).write.mode("overwrite")
-                 .option("partitionOverwriteMode", "dynamic").partitionBy(*parts).format(store.output.format)
-                 .save(loc))
-        for values, n in written:
-            self.written.append((table, values, n))
-        return loc
+            return loc, True, saved(staging), written
+        if store.catalog:
+            return loc, False, lambda: _overwrite_catalog_partitions(spark, loc, spark_frame(frame)), written
+        return loc, False, saved(loc, partitionOverwriteMode="dynamic"), written
 
     def _swap_in(self) -> None:
         """Every staged partition into place: one atomic exchange each (a new one is renamed into place)."""
@@ -2020,6 +2046,13 @@ def _one_file_per_partition(frame: DataFrame, parts: Sequence[str], n_partitions
 
 
 ROWS_PER_WRITE_TASK = 250_000
+WRITE_THREADS = 2
+"""Staged writes of one transaction that run at once. A write of many small partitions keeps one task busy
+with per-file work (the Parquet writer's set-up, a compressor per column chunk): two tables of a year of
+metrics rows (365 files each) took 1.70 s one after the other and 1.11 s side by side, and a year's range
+evaluate (summaries and metrics, 730 files) 10.07 s and 8.37 s (local[2], medians of five and of three
+interleaved runs). Cutting one table's write into pieces of whole days, written at once, measured no
+faster (9.20 s)."""
 
 
 def _partition_path(values: Mapping[str, str]) -> str:
