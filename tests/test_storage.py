@@ -14,6 +14,7 @@ import pandas as pd
 import pytest
 
 from ctcalc_spark.config import config_from_dict
+from ctcalc_spark.errors import InputError
 from ctcalc_spark.spark.files import FileStore, supports_exchange
 from ctcalc_spark.spark.storage import COMPACT_AT, OutputStore, lease_is_live, recover_root
 
@@ -165,6 +166,60 @@ def test_a_runs_tables_are_staged_side_by_side_and_land_together_or_not_at_all(s
         assert got["value"].tolist() == [1.0, 1.0] and set(got["run_id"]) == {tx.run_id}, table
         assert not [p for p in (tmp_path / "out" / table).iterdir() if p.name.startswith((".", "_"))], table
     assert store.check_days(days, tables=("metrics", "rolling")) == []
+
+
+def test_a_table_staged_early_is_written_beside_the_runs_work_and_dropped_if_the_run_fails(spark, tmp_path,
+                                                                                         monkeypatch):
+    """Transaction.stage starts a staged write at once, on a write thread, while the run goes on (a range job
+    computes its metrics meanwhile); it lands with the run's other tables. If the run then fails, nothing is
+    swapped in, nothing staged is left, and an output folder the run created is removed. Where partitions are
+    replaced in place (swap: spark) nothing starts early."""
+    import threading
+
+    from ctcalc_spark.spark import storage
+
+    def store_at(name: str, swap: str = "exchange") -> OutputStore:
+        return OutputStore(config_from_dict({"input": {"path": str(tmp_path / "in")},
+                                             "output": {"path": str(tmp_path / name), "swap": swap}}), spark)
+
+    types = {"model": "string", "value": "double", "ds": "string"}
+    days = ["2026-11-15", "2026-11-16"]
+    rows = pd.DataFrame({"model": "m", "value": [1.0, 2.0], "ds": days})
+    real, threads, returned = storage._one_file_per_partition, [], threading.Event()
+
+    def recorded(frame, parts, n_partitions, n_rows):
+        threads.append((threading.current_thread().name, returned.wait(timeout=30)))
+        return real(frame, parts, n_partitions, n_rows)
+
+    monkeypatch.setattr(storage, "_one_file_per_partition", recorded)
+    store = store_at("out")
+    with store.transaction("t", days) as tx:
+        assert tx.stage("summaries", rows, types) is True
+        returned.set()  # the write waits for stage() to return: it runs beside the caller, not in stage()
+        tx.write_all([("metrics", rows.assign(value=rows["value"] * 10), types)])
+    for table, values in (("summaries", [1.0, 2.0]), ("metrics", [10.0, 20.0])):
+        got = store.read(table, with_run_id=True).sort_values("ds")
+        assert got["value"].tolist() == values and set(got["run_id"]) == {tx.run_id}, table
+    assert store.check_days(days) == []
+    assert threads[0][0].startswith("ctcalc-write") and threads[0][1], threads
+
+    fresh = store_at("fresh")
+    with pytest.raises(InputError, match="bad metrics"):
+        with fresh.transaction("t", days) as failed:
+            failed.stage("summaries", rows, types)
+            raise InputError("bad metrics")
+    assert not (tmp_path / "fresh").exists()  # it did not exist before the run
+    with pytest.raises(InputError, match="bad metrics"):
+        with store.transaction("t", days) as failed:
+            failed.stage("summaries", rows.assign(value=5.0), types)
+            raise InputError("bad metrics")
+    assert store.read("summaries").sort_values("ds")["value"].tolist() == [1.0, 2.0]
+    assert not [p for p in (tmp_path / "out" / "summaries").iterdir() if p.name.startswith((".", "_"))]
+
+    in_place = store_at("in_place", swap="spark")
+    with in_place.transaction("t", days) as tx:
+        assert tx.stage("summaries", rows, types) is False
+        assert not (tmp_path / "in_place" / "summaries").exists()
 
 
 @pytest.mark.parametrize("rows_per_task", [None, 1000])

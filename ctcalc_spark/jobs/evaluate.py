@@ -8,6 +8,7 @@ from __future__ import annotations
 import logging
 import math
 import re
+from contextlib import ExitStack
 from dataclasses import dataclass, field
 from functools import reduce
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Sequence
@@ -628,29 +629,36 @@ def evaluate(
         raise InputError(" ".join([
             f"Every evaluation row for ds={', '.join(empty)} is invalid ({int(tally['count'].sum())} rows in all"
             + (f": {why}" if why else "") + ").", *_row_hints(df, cfg, tally)]))
-    metrics = metrics_from_summaries(
-        summaries,
-        cfg.task,
-        keys=["ds", cfg.columns.model, cfg.columns.run],
-        slices=list(cfg.columns.slices),
-        bin_width=cfg.histogram.bin_width,
-        invalid_counts=invalid,
-        max_abs_logit=cfg.sanity.max_abs_logit,
-        min_bias_rows=cfg.split.min_bias_rows,
-    ).rename(columns={cfg.columns.model: "model", cfg.columns.run: "run"})
-    metrics.insert(1, "task", cfg.task)
-    check_finite(metrics)
-    _check_extreme(metrics, cfg)
     done = [d for d in days if d not in missing]
-    result = EvaluateResult(done[0], metrics, summaries, days=done, uncounted=uncounted)
-    _input_checks(spark, cfg, df, days, result)
-    if exact is not None:
-        result.exact = exact
-    if write:
+    s_types = {"ds": "string", **{k: "string" for k in group_columns(cfg)}, **SUMMARY_TYPES[cfg.task]}
+    with ExitStack() as run:
+        # A range's summaries are staged while its metrics are computed from them (see Transaction.stage);
+        # only a range, so that a bad input found below leaves a one-day job's output as it was.
+        tx = run.enter_context(OutputStore(cfg, spark).transaction("evaluate", done)) \
+            if write and len(done) > 1 else None
+        staged = tx is not None and tx.stage("summaries", summaries, s_types)
+        metrics = metrics_from_summaries(
+            summaries,
+            cfg.task,
+            keys=["ds", cfg.columns.model, cfg.columns.run],
+            slices=list(cfg.columns.slices),
+            bin_width=cfg.histogram.bin_width,
+            invalid_counts=invalid,
+            max_abs_logit=cfg.sanity.max_abs_logit,
+            min_bias_rows=cfg.split.min_bias_rows,
+        ).rename(columns={cfg.columns.model: "model", cfg.columns.run: "run"})
+        metrics.insert(1, "task", cfg.task)
+        check_finite(metrics)
+        _check_extreme(metrics, cfg)
+        result = EvaluateResult(done[0], metrics, summaries, days=done, uncounted=uncounted)
+        _input_checks(spark, cfg, df, days, result)
+        if exact is not None:
+            result.exact = exact
+        if not write:
+            return result
         _check_dropped_runs(OutputStore(cfg, spark), metrics, done, replace_runs)
         step(f"writing {len(metrics):,} metrics rows and {len(summaries):,} summary rows of {day_span(done)}")
-        s_types = {"ds": "string", **{k: "string" for k in group_columns(cfg)}, **SUMMARY_TYPES[cfg.task]}
-        tables = [("summaries", summaries, s_types)]
+        tables = [] if staged else [("summaries", summaries, s_types)]
         if exact is not None:
             from ctcalc_spark.core.windows import WindowSpec
 
@@ -658,10 +666,13 @@ def evaluate(
             tables.append(("calibrated_exact", exact.assign(ds=done[0], window_spec=spec),
                            {**EXACT_TYPES, "window_spec": "string", "ds": "string"}))
         tables.append(("metrics", metrics, _metric_types(cfg.task)))
-        with OutputStore(cfg, spark).transaction("evaluate", done) as tx:
-            for (table, _, _), path in zip(tables, tx.write_all(tables)):
-                result.paths[table] = path
-        result.run_id = tx.run_id
+        if tx is None:
+            tx = run.enter_context(OutputStore(cfg, spark).transaction("evaluate", done))
+        if staged:
+            result.paths["summaries"] = tx.store.location("summaries")
+        for (table, _, _), path in zip(tables, tx.write_all(tables)):
+            result.paths[table] = path
+    result.run_id = tx.run_id
     return result
 
 

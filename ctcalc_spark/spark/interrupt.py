@@ -54,6 +54,7 @@ class _State:
 
 
 _STATE = _State()
+_COUNT = threading.Lock()
 
 
 def received() -> int | None:
@@ -94,6 +95,8 @@ def uninstall() -> None:
 @contextmanager
 def deferred() -> Iterator[None]:
     """A first signal inside the block lets it run to its end, then acts there; after one, the block does not start.
+    A block in another thread (a staged write started early) defers the signal as well: the main thread goes on
+    until its own deferred block or the write ends, whichever is later, and stops there.
 
     For the writes: a staged write takes seconds, and cancelling it only makes Spark log the aborted job and
     task with their stacks (the staged files are removed either way); an exchange with its commit record
@@ -101,11 +104,13 @@ def deferred() -> Iterator[None]:
     """
     if _stopping() and not _STATE.deferring:
         _stop(None)
-    _STATE.deferring += 1
+    with _COUNT:  # a write thread of the storage layer defers too (Transaction.stage)
+        _STATE.deferring += 1
     try:
         yield
     finally:
-        _STATE.deferring -= 1
+        with _COUNT:
+            _STATE.deferring -= 1
     if _stopping() and not _STATE.deferring:
         _stop(None)
 

@@ -40,7 +40,7 @@ import threading
 import time
 import uuid
 import warnings
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Mapping, Sequence
@@ -1871,9 +1871,16 @@ class Transaction:
         self.new_catalog_partitions: list[tuple[str, dict[str, str]]] = []
         self.lease: Lease | None = None
         self.recovered: list[str] = []
+        self._pool: ThreadPoolExecutor | None = None
+        self._early: list[tuple[str, Future[None], list[tuple[dict[str, str], int]]]] = []  # stage()d writes
+        self._new_root = False  # the output folder did not exist when the run started
 
     def __enter__(self) -> Transaction:
         store = self.store
+        try:
+            self._new_root = not store.files.exists(store.root)
+        except (ConfigError, OSError):  # a file system pyarrow cannot reach: nothing to tidy after a failure
+            self._new_root = False
         record = {"run_id": self.run_id, "job": self.job, "host": socket.gethostname(), "pid": os.getpid(),
                   "started_at": _utc_now(), "days": self.days, "scope": self.scope}
         try:
@@ -1896,12 +1903,20 @@ class Transaction:
 
     def __exit__(self, kind: Any, value: Any, tb: Any) -> None:
         try:
+            try:
+                self._finish_early()  # a write stage() started ends before its folder is swapped in or removed
+            except BaseException:
+                if kind is None:
+                    raise
+                log.debug("a staged write failed after the run had failed", exc_info=True)
             if kind is None:
                 with interrupt.deferred():  # a signal now lets the exchange and the commit record finish
                     self._swap_in()
                     if self.written:
                         self._commit()
         finally:
+            if self._pool is not None:
+                self._pool.shutdown(wait=True)
             for staging, _, _ in self.staged:
                 try:
                     self.store.files.delete(staging)  # after the swap it holds the replaced partitions
@@ -1909,6 +1924,22 @@ class Transaction:
                     log.warning("could not remove %s (the next run will): %s", staging, e)
             if self.lease is not None:
                 self.lease.release()
+            if kind is not None and self._new_root:
+                self._remove_empty_root()
+
+    def _remove_empty_root(self) -> None:
+        """Remove the output folder this failed run created, if nothing but empty folders is left in it (its lease
+        folder, a table folder its staged write made): a run that stops on a bad input leaves no output behind."""
+        files = self.store.files
+
+        def empty(path: str) -> bool:
+            return all(e.is_dir and empty(f"{path}/{e.name}") for e in files.list(path))
+
+        try:
+            if empty(self.store.root):
+                files.delete(self.store.root)
+        except OSError as e:
+            log.warning("could not remove the empty output folder %s: %s", self.store.root, e)
 
     def write(self, table: str, frame: pd.DataFrame | DataFrame, types: Mapping[str, str] | None = None) -> str:
         """Replace the partitions of ``table`` that ``frame`` holds (a pandas frame needs ``types``); returns the
@@ -1927,16 +1958,58 @@ class Transaction:
         """
         planned = [self._plan(table, frame, types) for table, frame, types in items]
         with interrupt.deferred():
-            if len(planned) > 1 and all(staged for _, staged, _, _ in planned):
-                with ThreadPoolExecutor(max_workers=WRITE_THREADS, thread_name_prefix="ctcalc-write") as pool:
-                    for done in [pool.submit(save) for _, _, save, _ in planned]:
-                        done.result()  # the first failure, after every write has ended
+            if (len(planned) > 1 or self._early) and all(staged for _, staged, _, _ in planned):
+                futures = [self._submit(save) for _, _, save, _ in planned]
+                self._finish_early()
+                for done in futures:
+                    done.result()  # the first failure, after every write has ended
             else:
+                self._finish_early()
                 for _, _, save, _ in planned:
                     save()
         for (table, _, _), (_, _, _, written) in zip(items, planned):
             self.written += [(table, values, n) for values, n in written]
         return [loc for loc, _, _, _ in planned]
+
+    def stage(self, table: str, frame: pd.DataFrame, types: Mapping[str, str]) -> bool:
+        """Start writing ``table``'s partitions of ``frame`` now, beside the caller's further work, where they are
+        staged (hidden until the transaction ends and swapped in only if it ends without an error); True if
+        started. The next :meth:`write_all` (or the end of the transaction) waits for it, and a failure of it is
+        raised there. Where Spark would replace the partitions in place (not staged), nothing starts and False
+        is returned: write the table with :meth:`write_all` once the run's numbers are known.
+
+        A range job stages its summaries this way while it computes the metrics from them (a year of daily
+        partitions: the metrics take about a second on the driver, while the summaries' write keeps both cores
+        busy for two to three)."""
+        if self.store.catalog or self.store.swap_mode(self.store.location(table)) != "exchange":
+            return False
+        _, staged, save, written = self._plan(table, frame, types)
+        if not staged:  # pragma: no cover - swap_mode said exchange
+            raise AssertionError(f"{table} was planned in place")
+        self._early.append((table, self._submit(save), written))
+        return True
+
+    def _submit(self, save: Callable[[], None]) -> Future[None]:
+        """``save`` on a write thread; a signal during it lets it end, as for a write in the main thread."""
+        def deferred_save() -> None:
+            with interrupt.deferred():
+                save()
+
+        if self._pool is None:
+            self._pool = ThreadPoolExecutor(max_workers=WRITE_THREADS, thread_name_prefix="ctcalc-write")
+        return self._pool.submit(deferred_save)
+
+    def _finish_early(self) -> None:
+        """Wait for every write :meth:`stage` started; record those that succeeded, raise the first failure."""
+        early, self._early = self._early, []
+        if not early:
+            return
+        with interrupt.deferred():
+            wait([done for _, done, _ in early])
+        for _, done, _ in early:
+            done.result()
+        for table, _, written in early:
+            self.written += [(table, values, n) for values, n in written]
 
     def _plan(self, table: str, frame: pd.DataFrame | DataFrame, types: Mapping[str, str] | None
               ) -> tuple[str, bool, Callable[[], None], list[tuple[dict[str, str], int]]]:
