@@ -250,6 +250,26 @@ def test_a_write_leaves_one_file_per_partition_in_one_task_or_sized_by_spark(spa
     assert (got["ds"].to_numpy() == np.repeat(days, 1000)).all()
 
 
+def test_a_read_of_some_days_opens_no_other_partition(tmp_path):
+    """A local read selects partitions by folder name before opening files: a damaged file in another day
+    does not touch a read of the days asked for (it opened one file of every partition to unify schemas);
+    reading that day names the file."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    root = tmp_path / "out" / "metrics"
+    for day in ("2026-11-14", "2026-11-15", "2026-11-16"):
+        (root / f"ds={day}").mkdir(parents=True)
+        pq.write_table(pa.table({"model": ["m"], "value": [float(day[-2:])]}), root / f"ds={day}" / "part-0.parquet")
+    (root / "ds=2026-11-14" / "part-0.parquet").write_bytes(b"not parquet")
+    store = _store(tmp_path)
+    got = store.read("metrics", days=["2026-11-15", "2026-11-16"])
+    assert got.sort_values("ds")["value"].tolist() == [15.0, 16.0]
+    assert store.read("metrics", days=["2026-11-17"]).empty
+    with pytest.raises(Exception, match="part-0.parquet"):
+        store.read("metrics", days=["2026-11-14"])
+
+
 def test_a_missing_output_database_fails_before_any_work(spark, demo_config, tmp_path):
     """The jobs create missing tables, not databases: a database that does not exist is a config error raised
     before the scan (the input here does not exist either, and is never reached), not Spark's SCHEMA_NOT_FOUND
