@@ -266,7 +266,7 @@ def test_a_read_of_some_days_opens_no_other_partition(tmp_path):
     got = store.read("metrics", days=["2026-11-15", "2026-11-16"])
     assert got.sort_values("ds")["value"].tolist() == [15.0, 16.0]
     assert store.read("metrics", days=["2026-11-17"]).empty
-    with pytest.raises(Exception, match="part-0.parquet"):
+    with pytest.raises(pa.ArrowInvalid, match="part-0.parquet"):
         store.read("metrics", days=["2026-11-14"])
 
 

@@ -1565,19 +1565,18 @@ class OutputStore:
         files = list(pads.dataset(root, format=self.output.format, partitioning=partitioning, schema=part_schema).files)
         if not files:
             return pd.DataFrame()
-        conds = {k: [str(v) for v in values] for k, values in (where or {}).items()}
+        conds = {k: {str(v) for v in values} for k, values in (where or {}).items()}
         if days is not None:
-            conds["ds"] = [str(d) for d in days]
-        allowed = {k: set(v) for k, v in conds.items()}
-        chosen = [f for f in files if _in_partitions(f, parts, allowed)]
+            conds["ds"] = {str(d) for d in days}
+        chosen = [f for f in files if _in_partitions(f, parts, conds)]
         schema = pa.unify_schemas([pads.dataset(f, format=self.output.format).schema
                                    for f in _one_per_dir(chosen or files[-1:])] + [part_schema])  # none: the latest
-        if not chosen or any(len(values) == 0 for values in conds.values()):  # nothing can match
+        if not chosen or not all(conds.values()):  # nothing can match
             return schema.empty_table().to_pandas()
         ds = pads.dataset(root, format=self.output.format, partitioning=partitioning, schema=schema)
         flt = None
         for col, values in conds.items():  # partition values prune files unopened
-            term = pads.field(col).isin(values)
+            term = pads.field(col).isin(sorted(values))
             flt = term if flt is None else flt & term
         return ds.to_table(filter=flt).to_pandas()
 
