@@ -51,6 +51,7 @@ def _write_files(path, frames):
     ("spark.conf", {"spark.x": {"y": 1}}, "'spark.conf.spark.x' must be a single value"),
     ("on_invalid", True, "'on_invalid' must be a string, got True (bool)"),
     ("output.lease_timeout_s", "1 hour", "'output.lease_timeout_s' must be an integer, got '1 hour' (str)"),
+    ("output.compression", "fast", "'output.compression' must be one of ['none', 'uncompressed', 'snappy',"),
     ("input.skip_unreadable_files", "yes", "'input.skip_unreadable_files' must be true or false, got 'yes'"),
     ("columns.slices", "country", "'columns.slices' must be a list, got the string 'country'; write [country]"),
     ("histogram.bin_width", "1e-9", r"'histogram.bin_width' must be in [0.0001, 0.5], got 1e-09"),

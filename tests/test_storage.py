@@ -126,6 +126,25 @@ def test_both_swap_modes_replace_exactly_their_partitions(spark, tmp_path, swap)
     assert not [p for p in (tmp_path / "out" / "metrics").iterdir() if p.name.startswith((".", "_"))]
 
 
+@pytest.mark.parametrize(("swap", "codec"), [("exchange", None), ("spark", None), ("exchange", "zstd")])
+def test_output_files_are_written_with_the_configured_codec(spark, tmp_path, swap, codec):
+    """output.compression reaches Spark's writer in both swap modes: none by default (the tables are small
+    aggregates, no smaller with a codec), or the one configured."""
+    import pyarrow.parquet as pq
+
+    output = {"path": str(tmp_path / "out"), "swap": swap, **({"compression": codec} if codec else {})}
+    store = OutputStore(config_from_dict({"input": {"path": str(tmp_path / "in")}, "output": output}), spark)
+    types = {"model": "string", "value": "double", "ds": "string"}
+    with store.transaction("t") as tx:
+        tx.write("metrics", pd.DataFrame({"model": "m", "value": [1.0, 2.0], "ds": ["2026-11-15", "2026-11-16"]}),
+                 types)
+    files = sorted((tmp_path / "out" / "metrics").glob("ds=*/*.parquet"))
+    assert len(files) == 2
+    meta = [pq.ParquetFile(f).metadata for f in files]
+    codecs = {m.row_group(0).column(i).compression for m in meta for i in range(m.num_columns)}
+    assert codecs == {(codec or "uncompressed").upper()}
+
+
 def test_a_runs_tables_are_staged_side_by_side_and_land_together_or_not_at_all(spark, tmp_path, monkeypatch):
     """write_all stages several tables at once (threads of its own); when one write fails, no table's partitions
     are swapped in, the old ones stay readable and nothing staged is left behind."""
