@@ -326,9 +326,10 @@ class OutputConfig:
     systems), 'spark' (Spark's dynamic partition overwrite), 'auto' (exchange where it works)."""
     compression: str = "none"
     """The codec of the files ctcalc writes (Spark's ``compression`` option: none, snappy, zstd, gzip, ...) and of
-    the catalog tables it creates; an existing catalog table keeps its own. 'none' by default: the tables are
-    small aggregates that a codec made no smaller, and a year's range job took 9 % less time without one
-    (docs/storage.md)."""
+    the catalog tables it creates; an existing catalog table keeps its own, and a format outside
+    :data:`OUTPUT_CODECS` its own default unless a codec is set here. 'none' by default: the tables are small
+    aggregates that a codec made no smaller, and a year's first range job took 9.5 % less time without one (the
+    mean of three interleaved runs; docs/storage.md)."""
 
     @property
     def catalog(self) -> bool:
@@ -601,11 +602,21 @@ def _validate_output(o: OutputConfig) -> None:
                           f"{o.format!r}, got {o.compression!r}.")
 
 
+_TEXT_CODECS = ("none", "uncompressed", "bzip2", "deflate", "gzip", "lz4", "snappy", "zstd")
 OUTPUT_CODECS = {
     "parquet": ("none", "uncompressed", "snappy", "gzip", "lzo", "brotli", "lz4", "lz4_raw", "zstd"),
     "orc": ("none", "uncompressed", "snappy", "zlib", "lzo", "lz4", "zstd", "brotli"),
+    "json": _TEXT_CODECS, "csv": _TEXT_CODECS, "text": _TEXT_CODECS,
 }
-"""The codecs Spark's writer takes for ``output.compression``, per output format (others are passed through)."""
+"""The codecs Spark's writer takes for ``output.compression``, per output format. Another format gets the option
+only when a codec other than 'none' is set, as given."""
+
+
+def codec_options(output: OutputConfig) -> dict[str, str]:
+    """The writer options that carry ``output.compression`` (none for a format outside :data:`OUTPUT_CODECS` left
+    at 'none', whose own writer may not know the name)."""
+    known = str(output.format).lower() in OUTPUT_CODECS
+    return {"compression": output.compression} if known or output.compression.lower() != "none" else {}
 
 
 def _validate_stream(s: StreamConfig) -> None:

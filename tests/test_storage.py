@@ -145,6 +145,18 @@ def test_output_files_are_written_with_the_configured_codec(spark, tmp_path, swa
     assert codecs == {(codec or "uncompressed").upper()}
 
 
+@pytest.mark.parametrize(("output", "options"), [
+    ({}, {"compression": "none"}), ({"format": "json"}, {"compression": "none"}),
+    ({"format": "orc", "compression": "zstd"}, {"compression": "zstd"}),
+    ({"format": "avro"}, {}),  # a format whose writer may not know 'none' keeps its own default
+    ({"format": "avro", "compression": "deflate"}, {"compression": "deflate"}),
+])
+def test_the_codec_option_goes_to_writers_that_take_it(output, options):
+    from ctcalc_spark.config import codec_options
+
+    assert codec_options(config_from_dict({"input": {"path": "x"}, "output": output}).output) == options
+
+
 def test_a_runs_tables_are_staged_side_by_side_and_land_together_or_not_at_all(spark, tmp_path, monkeypatch):
     """write_all stages several tables at once (threads of its own); when one write fails, no table's partitions
     are swapped in, the old ones stay readable and nothing staged is left behind."""

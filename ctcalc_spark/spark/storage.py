@@ -50,6 +50,7 @@ from ctcalc_spark.config import (
     ONE_RUN,
     JobConfig,
     OutputConfig,
+    codec_options,
     input_day,
     require_input,
     undated_day,
@@ -2065,13 +2066,13 @@ class Transaction:
 
         def saved(path: str, **options: str) -> Callable[[], None]:
             return lambda: (_one_file_per_partition(spark_frame(frame), parts, len(written), n_rows).write
-                            .mode("overwrite").options(compression=store.output.compression, **options)
+                            .mode("overwrite").options(**codec_options(store.output), **options)
                             .partitionBy(*parts).format(store.output.format).save(path))
 
         loc = store.location(table)
         empty = frame.iloc[:0] if isinstance(frame, pd.DataFrame) else frame
         root = _prepare_catalog_table(spark, loc, spark_frame(empty), parts, store.output.format,
-                                      store.output.compression) if store.catalog else loc
+                                      codec_options(store.output)) if store.catalog else loc
         if root is not None and store.swap_mode(root) == "exchange":
             staging = f"{root}/{STAGING_PREFIX}{self.run_id}-{table}"
             self.staged.append((staging, root, [_partition_path(v) for v, _ in written]))  # removed if this fails
@@ -2158,13 +2159,12 @@ FILE_PROVIDERS = ("parquet", "orc", "json", "csv", "avro", "text", "hive")
 
 
 def _prepare_catalog_table(spark: SparkSession, name: str, frame: DataFrame, parts: Sequence[str],
-                           fmt: str, compression: str) -> str | None:
-    """Create the table (partitioned, ``compression`` its codec) when missing and add new columns; return its
-    folder when it is a file-based table on a local file system (partitions can be exchanged atomically), else
+                           fmt: str, options: Mapping[str, str]) -> str | None:
+    """Create the table (partitioned, with writer ``options``: its codec) when missing and add new columns; return
+    its folder when it is a file-based table on a local file system (partitions can be exchanged atomically), else
     None."""
     if not spark.catalog.tableExists(name):
-        writer = frame.limit(0).write.partitionBy(*parts).format(fmt)
-        (writer if fmt.lower() == "hive" else writer.option("compression", compression)).saveAsTable(name)
+        frame.limit(0).write.partitionBy(*parts).format(fmt).options(**options).saveAsTable(name)
     have = spark.table(name).columns
     new = [f for f in frame.schema.fields if f.name not in have]
     if new:
