@@ -597,9 +597,9 @@ def _validate_output(o: OutputConfig) -> None:
     if o.lease_timeout_s < 30:
         raise ConfigError(f"'output.lease_timeout_s' must be >= 30 s, got {o.lease_timeout_s}.")
     codecs = OUTPUT_CODECS.get(str(o.format).lower())
-    if not isinstance(o.compression, str) or (codecs is not None and o.compression.lower() not in codecs):
-        raise ConfigError(f"'output.compression' must be one of {list(codecs or ['none'])} for output.format "
-                          f"{o.format!r}, got {o.compression!r}.")
+    if codecs is not None and o.compression.lower() not in codecs:
+        raise ConfigError(f"'output.compression' must be one of {list(codecs)} for output.format {o.format!r}, got "
+                          f"{o.compression!r}.")
 
 
 _TEXT_CODECS = ("none", "uncompressed", "bzip2", "deflate", "gzip", "lz4", "snappy", "zstd")

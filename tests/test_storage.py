@@ -145,6 +145,31 @@ def test_output_files_are_written_with_the_configured_codec(spark, tmp_path, swa
     assert codecs == {(codec or "uncompressed").upper()}
 
 
+@pytest.mark.parametrize("codec", [None, "zstd"])
+def test_a_catalog_table_ctcalc_creates_keeps_the_codec_for_spark_overwrites(spark, tmp_path, codec):
+    """A catalog table is created with output.compression as its own option, so Spark's own partition overwrite
+    (insertInto, which takes no writer options) writes its files with that codec too."""
+    import uuid
+
+    import pyarrow.parquet as pq
+
+    prefix = f"codec_{uuid.uuid4().hex[:8]}_"
+    output = {"path": str(tmp_path / "out"), "swap": "spark", "database": "default", "table_prefix": prefix,
+              **({"compression": codec} if codec else {})}
+    store = OutputStore(config_from_dict({"input": {"path": str(tmp_path / "in")}, "output": output}), spark)
+    name = store.location("metrics")
+    try:
+        with store.transaction("t") as tx:
+            tx.write("metrics", pd.DataFrame({"model": ["m"], "value": [1.0], "ds": ["2026-11-15"]}),
+                     {"model": "string", "value": "double", "ds": "string"})
+        where = {r[0]: r[1] for r in spark.sql(f"DESCRIBE TABLE EXTENDED {name}").collect()}["Location"]
+        files = list(Path(where.removeprefix("file:")).glob("ds=*/*.parquet"))
+        assert len(files) == 1
+        assert pq.ParquetFile(files[0]).metadata.row_group(0).column(0).compression == (codec or "uncompressed").upper()
+    finally:
+        spark.sql(f"DROP TABLE IF EXISTS {name}")
+
+
 @pytest.mark.parametrize(("output", "options"), [
     ({}, {"compression": "none"}), ({"format": "json"}, {"compression": "none"}),
     ({"format": "orc", "compression": "zstd"}, {"compression": "zstd"}),
