@@ -278,15 +278,18 @@ def test_a_table_staged_early_is_written_beside_the_runs_work_and_dropped_if_the
         assert not (tmp_path / "in_place" / "summaries").exists()
 
 
-@pytest.mark.parametrize("rows_per_task", [None, 1000])
+@pytest.mark.parametrize("rows_per_task,files_per_task", [(None, None), (1000, None), (None, 10)])
 def test_a_write_leaves_one_file_per_partition_in_one_task_or_sized_by_spark(spark, tmp_path, monkeypatch,
-                                                                              rows_per_task):
-    """Small frames are written by one task, larger ones shuffled by the partition columns: either way each
-    partition gets exactly one file and every row."""
+                                                                              rows_per_task, files_per_task):
+    """Small frames of few partitions are written by one task, small frames of many partitions hashed into
+    just enough tasks (FILES_PER_WRITE_TASK partitions each), larger ones shuffled by the partition columns:
+    each partition gets exactly one file and every row."""
     from ctcalc_spark.spark import storage
 
     if rows_per_task is not None:
         monkeypatch.setattr(storage, "ROWS_PER_WRITE_TASK", rows_per_task)
+    if files_per_task is not None:
+        monkeypatch.setattr(storage, "FILES_PER_WRITE_TASK", files_per_task)
     store = OutputStore(config_from_dict({"input": {"path": str(tmp_path / "in")},
                                           "output": {"path": str(tmp_path / "out")}}), spark)
     days = [f"2026-10-{d:02d}" for d in range(1, 31)]
@@ -299,8 +302,10 @@ def test_a_write_leaves_one_file_per_partition_in_one_task_or_sized_by_spark(spa
         files = list((tmp_path / "out" / "metrics" / f"ds={day}").glob("*.parquet"))
         assert len(files) == 1, day
         writers.add(files[0].name.split("-")[1])  # part-<task partition>-...
-    if rows_per_task is None:
+    if rows_per_task is None and files_per_task is None:
         assert writers == {"00000"}  # one task wrote every partition
+    if files_per_task is not None:
+        assert len(writers) == 3, writers  # 30 partitions, 10 a task: three tasks wrote them
     got = store.read("metrics").sort_values("value")
     assert got["value"].tolist() == list(np.arange(30_000.0))
     assert (got["ds"].to_numpy() == np.repeat(days, 1000)).all()
