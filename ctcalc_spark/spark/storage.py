@@ -2148,8 +2148,9 @@ FILES_PER_WRITE_TASK = 200
 """Partitions (files) of a small table that one write task takes: a year of day partitions goes to two tasks.
 Measured on local[2] (2026-11-27, writes from driver frames, each a whole transaction): a year's rolling rows
 (1,460 rows, 365 partitions) 1.05 s in one task and 0.92 s in two (medians of ten interleaved writes); a range
-evaluate's summaries and metrics written side by side 3.73 s and 3.40 s (medians of eight). Twelve tasks, by
-Spark's default shuffle, took 2.1 s for the metrics against 0.9 s in one (exploratory)."""
+evaluate's summaries and metrics written side by side 3.73 s and 3.40 s (medians of eight). Whole range jobs
+showed no difference inside the VM's spread (docs/benchmarks.md). A year of metrics rows in twelve tasks took
+2.1 s against 0.9 s in one (exploratory, 2026-11-24)."""
 WRITE_THREADS = 2
 """Staged writes of one transaction that run at once. A write of many small partitions keeps one task busy
 with per-file work (the Parquet writer's set-up, a compressor per column chunk): two writes of 1,460 rows
