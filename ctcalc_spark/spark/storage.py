@@ -1974,9 +1974,9 @@ class Transaction:
         Where partitions are swapped atomically (:meth:`OutputStore.swap_mode`), the rows are written to hidden
         staging folders now and swapped in when the transaction ends; otherwise Spark replaces them now, one
         table after the other. Staged writes of several tables run side by side (:data:`WRITE_THREADS` Spark
-        jobs at once): a write of many small partitions keeps one task busy with per-file work while the other
-        cores idle. A Spark frame is counted per partition first (one more Spark job); pass pandas where it
-        exists.
+        jobs at once): a small table's write is per-file work in one or a few tasks
+        (:func:`_one_file_per_partition`), which leaves cores idle. A Spark frame is counted per partition first
+        (one more Spark job); pass pandas where it exists.
         """
         planned = [self._plan(table, frame, types) for table, frame, types in items]
         with interrupt.deferred():
@@ -2152,12 +2152,12 @@ evaluate's summaries and metrics written side by side 3.73 s and 3.40 s (medians
 showed no difference inside the VM's spread (docs/benchmarks.md). A year of metrics rows in twelve tasks took
 2.1 s against 0.9 s in one (exploratory, 2026-11-24)."""
 WRITE_THREADS = 2
-"""Staged writes of one transaction that run at once. A write of many small partitions keeps one task busy
-with per-file work (the Parquet writer's set-up, a compressor per column chunk): two writes of 1,460 rows
-into 365 partitions took 1.70 s one after the other and 1.11 s side by side, and a year's range
-evaluate (summaries and metrics, 730 files) 10.07 s and 8.37 s (local[2], medians of five and of three
-interleaved runs). Cutting one table's write into pieces of whole days, written at once, measured no
-faster (9.20 s)."""
+"""Staged writes of one transaction that run at once. A small table's write is per-file work in one or a few
+tasks (the Parquet writer's set-up and footer). Measured on 2026-11-26, when each such write was one task with
+a compressor per column chunk: two writes of 1,460 rows into 365 partitions took 1.70 s one after the other
+and 1.11 s side by side, and a year's range evaluate (summaries and metrics, 730 files) 10.07 s and 8.37 s
+(local[2], medians of five and of three interleaved runs). Cutting one table's write into pieces of whole
+days, written at once, measured no faster (9.20 s)."""
 
 
 def _partition_path(values: Mapping[str, str]) -> str:
