@@ -31,6 +31,8 @@ from ctcalc_spark.spark.storage import OutputStore
 from ctcalc_spark.core.split import bias_mask
 from ctcalc_spark.core.summary import finalize_binary
 
+from tests._frames import assert_same_rows
+
 DS = "2026-11-21"
 
 
@@ -174,6 +176,39 @@ def test_regression_task_matches_numpy(spark, demo_config, tmp_path):
     y, pr = df["label"].to_numpy(), df["prediction"].to_numpy()
     assert m.loc[0, "mse"] == pytest.approx(mean_squared_error(y, pr), rel=1e-11)
     assert m.loc[0, "calibrated_mse"] == pytest.approx(calibrated_quadratic_loss(y[isb], pr[isb], y[~isb], pr[~isb]), rel=1e-11)
+
+
+@pytest.mark.parametrize("task", ["binary", "regression"])
+def test_a_range_writes_the_very_summaries_its_metrics_come_from(spark, demo_config, tmp_path, task):
+    """A range job writes its summaries from the aggregate Spark holds, while the driver's copy of it gives the
+    metrics: the table must hold the driver's rows to the last bit (weights, a slice column with nulls, rows
+    dropped as invalid, undated rows), and the per-day jobs' rows."""
+    days = ["2026-11-20", "2026-11-21", "2026-11-22"]
+    df = pd.concat([_binary_rows(n=900, seed=i, ds=d, weights=True, slices=True) for i, d in enumerate(days)],
+                   ignore_index=True)
+    df.loc[df.index % 11 == 0, "country"] = None
+    df.loc[df.index % 97 == 0, "logit"] = np.nan  # invalid: dropped and counted
+    df.loc[df.index % 89 == 0, "ds"] = None  # undated: counted, no day's
+    over = {"columns": {"weight": "weight", "slices": ["country"]}, "on_invalid": "drop"}
+    if task == "regression":
+        df = df.rename(columns={"logit": "prediction"}).assign(label=lambda d: d["label"] + d["prediction"])
+        over = {**over, "task": "regression", "columns": {**over["columns"], "logit": None, "prediction": "prediction"}}
+    _write(df, tmp_path / "eval")
+    res = evaluate(spark, demo_config(**over), f"{days[0]}..{days[-1]}")
+    assert res.metrics["n_invalid"].sum() > 0 and len(res.uncounted) > 0
+    keys = ["ds", "model", "run", "country", "split", *(["bin", "label"] if task == "binary" else [])]
+    got = OutputStore(demo_config(**over)).read("summaries").astype({"ds": str})
+    want = res.summaries.sort_values(keys).reset_index(drop=True)
+    assert sorted(got.columns) == sorted(want.columns) and len(got) == len(want) > 0
+    got = got.sort_values(keys).reset_index(drop=True)[list(want.columns)]
+    assert (got["country"] == NULL_SLICE).any()
+    pd.testing.assert_frame_equal(got, want, check_exact=True, check_dtype=False)
+    assert [str(t) for t in got.dtypes] == [str(t) for t in want.dtypes]
+    per_day = demo_config(**over, output={"path": str(tmp_path / "per_day")})
+    for d in days:
+        evaluate(spark, per_day, d)
+    days_rows = OutputStore(per_day).read("summaries").astype({"ds": str}).sort_values(keys).reset_index(drop=True)
+    assert_same_rows(got, days_rows, keys)
 
 
 def test_multiclass_task_matches_numpy(spark, demo_config, tmp_path):

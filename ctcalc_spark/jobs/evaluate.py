@@ -44,6 +44,7 @@ from ctcalc_spark.spark.scan import (
     class_name_label,
     corrupt_record_column,
     decode_aggregate,
+    decoded_summaries,
     first_checks,
     group_columns,
     invalid_code,
@@ -607,38 +608,50 @@ def evaluate(
             raise ConfigError("A known bias is supported for binary and regression tasks, not multiclass.")
         return _evaluate_multiclass(spark, cfg, days, df, write, allow_missing_days, step, replace_runs)
     kb = _known_bias_frame(spark, cfg, known_bias)
-    with input_read_errors(cfg):
-        one_day = {DS: days[0]} if len(days) == 1 else None  # the rows' day is that one or null
-        agg = summary_aggregation(df, cfg, extra_keys=[DS], known_bias=kb, single=one_day).toPandas()
-    agg = agg.rename(columns={DS: "ds"})
-    dated = agg[agg["ds"].notna()]
-    try:
-        missing = _check_days(days, sorted(dated["ds"].astype(str).unique()), cfg, allow_missing_days)
-    except InputError as e:
-        raise InputError(" ".join(filter(None, [str(e), *_absent_days_hints(spark, cfg, days, dated["ds"])]))) from None
-    exact = None if known_bias is None else _exact_sums(dated, cfg, known_bias)
-    summaries, tally = decode_aggregate(dated, cfg, extra=["ds"])
-    no_date = agg[agg["ds"].isna()].groupby("invalid", as_index=False)["count"].sum().assign(ds=None)
-    try:
-        invalid, uncounted = _invalid_counts(pd.concat([tally, no_date], ignore_index=True), cfg)
-    except InputError as e:
-        raise InputError(" ".join([str(e), *_row_hints(df, cfg, tally, no_date["invalid"])])) from None
-    empty = sorted(set(dated["ds"]) - set(summaries["ds"]))
-    if empty:
-        why = reason_counts(tally)
-        raise InputError(" ".join([
-            f"Every evaluation row for ds={', '.join(empty)} is invalid ({int(tally['count'].sum())} rows in all"
-            + (f": {why}" if why else "") + ").", *_row_hints(df, cfg, tally)]))
-    done = [d for d in days if d not in missing]
-    s_types = {"ds": "string", **{k: "string" for k in group_columns(cfg)}, **SUMMARY_TYPES[cfg.task]}
     with ExitStack() as run:
+        with input_read_errors(cfg):
+            one_day = {DS: days[0]} if len(days) == 1 else None  # the rows' day is that one or null
+            aggregated = summary_aggregation(df, cfg, extra_keys=[DS], known_bias=kb, single=one_day)
+            # A range's summaries are written from the aggregate where Spark holds it (cached, and freed when the
+            # run ends), not sent back from the driver, whose copy gives the metrics: on Spark Connect a year's
+            # 531,197 rows went back over gRPC (bench_range_summaries.py: 17.3-17.6 s -> 12.2-13.7 s for the
+            # scan and the writes); on a classic session it is the same time (0.99-1.03x). A one-day job sends
+            # its few thousand rows as before (docs/storage.md#what-a-range-job-costs).
+            from_spark = write and len(days) > 1
+            if from_spark:
+                aggregated = aggregated.cache()
+                run.callback(aggregated.unpersist)
+            agg = aggregated.toPandas()
+        agg = agg.rename(columns={DS: "ds"})
+        dated = agg[agg["ds"].notna()]
+        try:
+            missing = _check_days(days, sorted(dated["ds"].astype(str).unique()), cfg, allow_missing_days)
+        except InputError as e:
+            hints = _absent_days_hints(spark, cfg, days, dated["ds"])
+            raise InputError(" ".join(filter(None, [str(e), *hints]))) from None
+        exact = None if known_bias is None else _exact_sums(dated, cfg, known_bias)
+        summaries, tally = decode_aggregate(dated, cfg, extra=["ds"])
+        no_date = agg[agg["ds"].isna()].groupby("invalid", as_index=False)["count"].sum().assign(ds=None)
+        try:
+            invalid, uncounted = _invalid_counts(pd.concat([tally, no_date], ignore_index=True), cfg)
+        except InputError as e:
+            raise InputError(" ".join([str(e), *_row_hints(df, cfg, tally, no_date["invalid"])])) from None
+        empty = sorted(set(dated["ds"]) - set(summaries["ds"]))
+        if empty:
+            why = reason_counts(tally)
+            raise InputError(" ".join([
+                f"Every evaluation row for ds={', '.join(empty)} is invalid ({int(tally['count'].sum())} rows in all"
+                + (f": {why}" if why else "") + ").", *_row_hints(df, cfg, tally)]))
+        done = [d for d in days if d not in missing]
+        s_types = {"ds": "string", **{k: "string" for k in group_columns(cfg)}, **SUMMARY_TYPES[cfg.task]}
         # A range's summaries are staged while its metrics are computed from them (Transaction.stage: a year's
         # metrics took 0.64 s on the driver in a profiled range job, time the summaries' write now uses). A bad input
         # found below then removes the staged rows (and an output folder the run created). A day's summaries are
         # small: a one-day job opens its transaction once every number is known, as before.
         tx = run.enter_context(OutputStore(cfg, spark).transaction("evaluate", done)) \
             if write and len(done) > 1 else None
-        staged = tx is not None and tx.stage("summaries", summaries, s_types)
+        to_write = decoded_summaries(aggregated, cfg, DS) if from_spark else summaries
+        staged = tx is not None and tx.stage("summaries", to_write, s_types, same_rows=summaries)
         metrics = metrics_from_summaries(
             summaries,
             cfg.task,
@@ -660,7 +673,7 @@ def evaluate(
             return result
         _check_dropped_runs(OutputStore(cfg, spark), metrics, done, replace_runs)
         step(f"writing {len(metrics):,} metrics rows and {len(summaries):,} summary rows of {day_span(done)}")
-        tables = [] if staged else [("summaries", summaries, s_types)]
+        tables = [] if staged else [("summaries", to_write, s_types)]
         if exact is not None:
             from ctcalc_spark.core.windows import WindowSpec
 
@@ -672,7 +685,7 @@ def evaluate(
             tx = run.enter_context(OutputStore(cfg, spark).transaction("evaluate", done))
         if staged:
             result.paths["summaries"] = tx.store.location("summaries")
-        for (table, _, _), path in zip(tables, tx.write_all(tables)):
+        for (table, _, _), path in zip(tables, tx.write_all(tables, same_rows={"summaries": summaries})):
             result.paths[table] = path
     result.run_id = tx.run_id
     return result

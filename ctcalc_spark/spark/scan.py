@@ -434,6 +434,25 @@ def decode_aggregate(agg: pd.DataFrame, cfg: JobConfig, extra: Sequence[str] = (
     return pd.DataFrame(out), tally
 
 
+def decoded_summaries(agg: DataFrame, cfg: JobConfig, day: str) -> DataFrame:
+    """The summaries-table rows of a :func:`summary_aggregation` output as Spark computes them: the rows that
+    :func:`decode_aggregate` gives for the groups of a day (column ``day``, named ``ds`` here), in its columns and
+    types. A range job writes these from where Spark holds the aggregate instead of sending the driver's copy back.
+    """
+    from pyspark.sql import functions as F
+
+    from ctcalc_spark.core.finalize import SUMMARY_TYPES
+
+    out = [col(day).alias("ds"), *[col(k) for k in group_columns(cfg)],
+           F.expr("CASE WHEN is_bias THEN 'bias' ELSE 'remain' END").alias("split")]
+    for name, kind in SUMMARY_TYPES[cfg.task].items():
+        if name == "bin_width":
+            out.append(F.lit(float(cfg.histogram.bin_width)).alias(name))
+        elif name != "split":  # a valid group's sums are never null; decode_aggregate makes a null 0 as well
+            out.append(F.coalesce(col(name).cast(kind), F.lit(0).cast(kind)).alias(name))
+    return agg.where(f"{quoted(day)} IS NOT NULL AND invalid = 0").select(*out)
+
+
 MAX_WEIGHT_SUM = 1e150
 """Largest total weight of a (model, run) group: the finalisers multiply two weight sums (AUC), and 1e150² is
 still a finite double. Metrics do not change when every weight is scaled by one constant."""

@@ -1968,7 +1968,8 @@ class Transaction:
         table's location. :meth:`write_all` for several tables."""
         return self.write_all([(table, frame, types)])[0]
 
-    def write_all(self, items: Sequence[tuple[str, pd.DataFrame | DataFrame, Mapping[str, str] | None]]) -> list[str]:
+    def write_all(self, items: Sequence[tuple[str, pd.DataFrame | DataFrame, Mapping[str, str] | None]],
+                  same_rows: Mapping[str, pd.DataFrame] | None = None) -> list[str]:
         """Replace the partitions of each (table, frame, types) in ``items``; returns the tables' locations.
 
         Where partitions are swapped atomically (:meth:`OutputStore.swap_mode`), the rows are written to hidden
@@ -1976,9 +1977,11 @@ class Transaction:
         table after the other. Staged writes of several tables run side by side (:data:`WRITE_THREADS` Spark
         jobs at once): a small table's write is per-file work in one or a few tasks
         (:func:`_one_file_per_partition`), which leaves cores idle. A Spark frame is counted per partition first
-        (one more Spark job); pass pandas where it exists.
+        (one more Spark job) unless ``same_rows`` holds a driver frame of the same rows for its table, whose
+        partitions are counted instead.
         """
-        planned = [self._plan(table, frame, types) for table, frame, types in items]
+        same_rows = same_rows or {}
+        planned = [self._plan(table, frame, types, same_rows.get(table)) for table, frame, types in items]
         with interrupt.deferred():
             if (len(planned) > 1 or self._early) and all(staged for _, staged, _, _ in planned):
                 futures = [self._submit(save) for _, _, save, _ in planned]
@@ -1993,19 +1996,21 @@ class Transaction:
             self.written += [(table, values, n) for values, n in written]
         return [loc for loc, _, _, _ in planned]
 
-    def stage(self, table: str, frame: pd.DataFrame, types: Mapping[str, str]) -> bool:
+    def stage(self, table: str, frame: pd.DataFrame | DataFrame, types: Mapping[str, str],
+              same_rows: pd.DataFrame | None = None) -> bool:
         """Start writing ``table``'s partitions of ``frame`` now, beside the caller's further work, where they are
         staged (hidden until the transaction ends and swapped in only if it ends without an error); True if
         started. The next :meth:`write_all` (or the end of the transaction) waits for it, and a failure of it is
         raised there. Where Spark would replace the partitions in place (not staged), nothing starts and False
-        is returned: write the table with :meth:`write_all` once the run's numbers are known.
+        is returned: write the table with :meth:`write_all` once the run's numbers are known. ``same_rows``: as
+        for :meth:`write_all`.
 
-        A range job stages its summaries this way while it computes the metrics from them (a year of daily
-        partitions: the metrics take about a second on the driver, while the summaries' write keeps both cores
-        busy for two to three)."""
+        A range job stages its summaries this way (from the aggregate Spark holds, counted from the driver's copy)
+        while it computes the metrics from them (a year of daily partitions: the metrics take about a second on the
+        driver, while the summaries' write keeps both cores busy for two to three)."""
         if self.store.catalog or self.store.swap_mode(self.store.location(table)) != "exchange":
             return False
-        _, staged, save, written = self._plan(table, frame, types)
+        _, staged, save, written = self._plan(table, frame, types, same_rows)
         if not staged:  # pragma: no cover - swap_mode said exchange
             raise AssertionError(f"{table} was planned in place")
         self._early.append((table, self._submit(save), written))
@@ -2033,19 +2038,22 @@ class Transaction:
         for table, _, written in early:
             self.written += [(table, values, n) for values, n in written]
 
-    def _plan(self, table: str, frame: pd.DataFrame | DataFrame, types: Mapping[str, str] | None
+    def _plan(self, table: str, frame: pd.DataFrame | DataFrame, types: Mapping[str, str] | None,
+              same_rows: pd.DataFrame | None = None
               ) -> tuple[str, bool, Callable[[], None], list[tuple[dict[str, str], int]]]:
         """(location, whether staged, the write, [(partition values, rows)]) of one table; a staged write's
-        folder is registered for the swap (and removed if the run fails)."""
+        folder is registered for the swap (and removed if the run fails). A Spark ``frame``'s partitions are
+        counted from ``same_rows`` (a driver frame of the same rows) where given."""
         import pandas as pd
 
         store = self.store
         spark = store._session(f"Writing {table}")
         parts = PARTITIONS[table]
-        if isinstance(frame, pd.DataFrame):
-            if types is None:
-                raise TypeError("A pandas frame needs its column types.")
-            counts = frame.groupby(list(parts), dropna=False).size()
+        if isinstance(frame, pd.DataFrame) and types is None:
+            raise TypeError("A pandas frame needs its column types.")
+        counted = frame if isinstance(frame, pd.DataFrame) else same_rows
+        if counted is not None:
+            counts = counted.groupby(list(parts), dropna=False).size()
             written = [(dict(zip(parts, k if isinstance(k, tuple) else (k,))), int(n)) for k, n in counts.items()]
         else:
             rows = frame.groupBy(*parts).count().collect()

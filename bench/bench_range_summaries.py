@@ -1,0 +1,112 @@
+"""Benchmark: a range's summaries written from the driver's copy vs from the aggregate Spark holds, in one session.
+
+    .venv/bin/python bench/bench_range_summaries.py [--days 365] [--rows-per-day 20000] [--repeats 4]
+        [--remote local[2]]
+
+A range evaluate collects its scan's aggregate to the driver and starts writing the decoded summaries table,
+then computes the metrics from the driver's copy while that write runs. Both ways of writing it are timed side
+by side, alternating, each as the job does it (the scan, the collect, the staged write beside the metrics, then
+the metrics' write beside it, one storage transaction into an output of its own), without the job's checks:
+
+(a) the scan's aggregate collected, decoded on the driver and that pandas frame written (sent back to Spark as
+    Arrow batches), as ctcalc did before;
+(b) the aggregate cached, collected and decoded the same way, and the summaries written from the cache
+    (``scan.decoded_summaries``), as a range evaluate does now; the cache is freed after.
+
+Prints every time, the medians and their ratio, and checks that both tables hold the same rows to the last bit.
+``--remote local[2]`` runs it on a Spark Connect session (a local server), where the driver's rows go over gRPC.
+"""
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import os
+import platform
+import shutil
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import pandas as pd
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from bench_backfill import START, generate  # noqa: E402
+
+from ctcalc_spark.config import SparkConfig, config_from_dict  # noqa: E402
+from ctcalc_spark.core.finalize import KEY_TYPES, METRIC_TYPES, SUMMARY_TYPES, metrics_from_summaries  # noqa: E402
+from ctcalc_spark.jobs.evaluate import evaluate  # noqa: E402
+from ctcalc_spark.spark.scan import decode_aggregate, decoded_summaries, summary_aggregation  # noqa: E402
+from ctcalc_spark.spark.session import build_session  # noqa: E402
+from ctcalc_spark.spark.storage import DS, OutputStore, read_input  # noqa: E402
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--days", type=int, default=365)
+    ap.add_argument("--rows-per-day", type=int, default=20_000)
+    ap.add_argument("--repeats", type=int, default=4)
+    ap.add_argument("--remote", default=None, help="a Spark Connect remote, e.g. local[2]")
+    ap.add_argument("--out", default="bench/out/range_summaries")
+    args = ap.parse_args()
+    out = Path(args.out)
+    d0 = dt.date.fromisoformat(START)
+    days = [(d0 + dt.timedelta(days=i)).isoformat() for i in range(args.days)]
+    n_rows = generate(out / "eval", days, args.rows_per_day)
+    load0 = os.getloadavg()
+    spark = build_session(SparkConfig(master="local[2]", shuffle_partitions=4, driver_memory="4g",
+                                      remote=args.remote), app_name="bench-range-summaries")
+
+    def cfg(name: str):
+        shutil.rmtree(out / name, ignore_errors=True)
+        return config_from_dict({"input": {"path": str(out / "eval")}, "output": {"path": str(out / name)}})
+
+    evaluate(spark, cfg("warm"), days[0])  # neither side pays Spark's first-query warm-up
+    sides = {"a": cfg("from_driver"), "b": cfg("from_spark")}
+    types = {"ds": "string", "model": "string", "run": "string", **SUMMARY_TYPES["binary"]}
+    times: dict[str, list[float]] = {"a": [], "b": []}
+
+    def once(side: str) -> None:
+        c = sides[side]
+        start = time.perf_counter()
+        aggregated = summary_aggregation(read_input(spark, c, days), c, extra_keys=[DS])
+        if side == "b":
+            aggregated = aggregated.cache()
+        agg = aggregated.toPandas().rename(columns={DS: "ds"})
+        summaries, _ = decode_aggregate(agg[agg["ds"].notna()], c, extra=["ds"])
+        frame = decoded_summaries(aggregated, c, DS) if side == "b" else summaries
+        with OutputStore(c, spark).transaction("evaluate", days) as tx:
+            tx.stage("summaries", frame, types, same_rows=summaries)  # a write thread; the metrics meanwhile
+            metrics = metrics_from_summaries(summaries, "binary", keys=["ds", "model", "run"],
+                                             bin_width=c.histogram.bin_width).assign(task="binary")
+            tx.write_all([("metrics", metrics, {**KEY_TYPES, **METRIC_TYPES["binary"]})])
+        if side == "b":
+            aggregated.unpersist()
+        times[side].append(time.perf_counter() - start)
+
+    for i in range(args.repeats):
+        for side in ("ab" if i % 2 == 0 else "ba"):
+            once(side)
+    load1 = os.getloadavg()
+    keys = ["ds", "model", "run", "split", "bin", "label"]
+    a, b = (OutputStore(sides[s]).read("summaries").astype({"ds": str}).sort_values(keys).reset_index(drop=True)
+            for s in "ab")
+    pd.testing.assert_frame_equal(a, b[list(a.columns)], check_exact=True)
+    kind = f"Spark Connect (remote {args.remote})" if args.remote else "classic"
+    print(f"machine: {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}, "
+          f"Spark {spark.version}, local[2], {kind} session; load average {load0[0]:.1f} at start, "
+          f"{load1[0]:.1f} at end")
+    print(f"{n_rows:,} rows over {len(days)} days -> {len(a):,} summary rows; each time holds the scan, the collect, the metrics and both writes")
+    for side, name in (("a", "(a) written from the driver's copy"), ("b", "(b) written from Spark's cache")):
+        runs = ", ".join(f"{t:.2f}" for t in times[side])
+        print(f"{name}: median {statistics.median(times[side]):.2f} s (runs: {runs})")
+    print(f"same rows in both tables, bit for bit; ratio a/b = "
+          f"{statistics.median(times['a']) / statistics.median(times['b']):.2f}")
+    spark.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
