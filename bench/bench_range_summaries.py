@@ -98,7 +98,8 @@ def main() -> int:
     print(f"machine: {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}, "
           f"Spark {spark.version}, local[2], {kind} session; load average {load0[0]:.1f} at start, "
           f"{load1[0]:.1f} at end")
-    print(f"{n_rows:,} rows over {len(days)} days -> {len(a):,} summary rows; each time holds the scan, the collect, the metrics and both writes")
+    print(f"{n_rows:,} rows over {len(days)} days -> {len(a):,} summary rows; each time holds the scan, the "
+          "collect, the metrics and both writes")
     for side, name in (("a", "(a) written from the driver's copy"), ("b", "(b) written from Spark's cache")):
         runs = ", ".join(f"{t:.2f}" for t in times[side])
         print(f"{name}: median {statistics.median(times[side]):.2f} s (runs: {runs})")
