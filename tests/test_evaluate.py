@@ -211,6 +211,28 @@ def test_a_range_writes_the_very_summaries_its_metrics_come_from(spark, demo_con
     assert_same_rows(got, days_rows, keys)
 
 
+def test_a_range_rerun_in_one_session_reads_the_changed_input(spark, demo_config, tmp_path):
+    """A range job caches its aggregate for the run only: run again in the same session after a day's rows changed,
+    it must see the new rows (a cache left behind would serve the same query from the old ones)."""
+    import shutil
+
+    days = ["2026-11-20", "2026-11-21"]
+    rows = pd.concat([_binary_rows(n=600, seed=i, ds=d) for i, d in enumerate(days)], ignore_index=True)
+    _write(rows, tmp_path / "eval")
+    cfg = demo_config()
+    first = evaluate(spark, cfg, f"{days[0]}..{days[1]}").metrics
+    shutil.rmtree(tmp_path / "eval")
+    _write(rows.assign(logit=np.where(rows["ds"] == days[1], rows["logit"] + 1.0, rows["logit"])), tmp_path / "eval")
+    second = evaluate(spark, cfg, f"{days[0]}..{days[1]}").metrics
+    fresh = evaluate(spark, demo_config(output={"path": str(tmp_path / "fresh")}), days[1]).metrics
+    key = ["model", "run", "slice_name", "slice_value"]
+    changed = second[second["ds"] == days[1]].sort_values(key).reset_index(drop=True)
+    before = first[first["ds"] == days[1]].sort_values(key).reset_index(drop=True)
+    assert not np.allclose(changed["log_loss"].to_numpy(float), before["log_loss"].to_numpy(float))
+    np.testing.assert_allclose(changed["log_loss"].to_numpy(float),
+                               fresh.sort_values(key)["log_loss"].to_numpy(float), rtol=1e-12)
+
+
 def test_multiclass_task_matches_numpy(spark, demo_config, tmp_path):
     rng = np.random.default_rng(10)
     n, k = 4000, 4

@@ -620,7 +620,7 @@ def evaluate(
             from_spark = write and len(days) > 1
             if from_spark:
                 aggregated = aggregated.cache()
-                run.callback(aggregated.unpersist)
+                run.callback(_free, aggregated)
             agg = aggregated.toPandas()
         agg = agg.rename(columns={DS: "ds"})
         dated = agg[agg["ds"].notna()]
@@ -689,6 +689,15 @@ def evaluate(
             result.paths[table] = path
     result.run_id = tx.run_id
     return result
+
+
+def _free(cached: DataFrame) -> None:
+    """Free a cached frame as a run ends. A failure to free it (e.g. a Spark Connect session that has gone) is
+    logged, not raised, so that it cannot hide the error that ended the run."""
+    try:
+        cached.unpersist()
+    except Exception as e:  # noqa: BLE001 - any failure here is secondary
+        log.warning("could not free the run's cached aggregate: %s", e)
 
 
 def _check_dropped_runs(store: OutputStore, metrics: pd.DataFrame, days: Sequence[str], replace: bool) -> None:
