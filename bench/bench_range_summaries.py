@@ -38,7 +38,12 @@ from bench_backfill import START, generate  # noqa: E402
 from ctcalc_spark.config import SparkConfig, config_from_dict  # noqa: E402
 from ctcalc_spark.core.finalize import KEY_TYPES, METRIC_TYPES, SUMMARY_TYPES, metrics_from_summaries  # noqa: E402
 from ctcalc_spark.jobs.evaluate import evaluate  # noqa: E402
-from ctcalc_spark.spark.scan import decode_aggregate, decoded_summaries, summary_aggregation  # noqa: E402
+from ctcalc_spark.spark.scan import (  # noqa: E402
+    decode_aggregate,
+    decoded_summaries,
+    group_columns,
+    summary_aggregation,
+)
 from ctcalc_spark.spark.session import build_session  # noqa: E402
 from ctcalc_spark.spark.storage import DS, OutputStore, read_input  # noqa: E402
 
@@ -65,7 +70,7 @@ def main() -> int:
 
     evaluate(spark, cfg("warm"), days[0])  # neither side pays Spark's first-query warm-up
     sides = {"a": cfg("from_driver"), "b": cfg("from_spark")}
-    types = {"ds": "string", "model": "string", "run": "string", **SUMMARY_TYPES["binary"]}
+    types = {"ds": "string", **{k: "string" for k in group_columns(sides["a"])}, **SUMMARY_TYPES["binary"]}
     times: dict[str, list[float]] = {"a": [], "b": []}
 
     def once(side: str) -> None:

@@ -615,8 +615,8 @@ def evaluate(
             # A range's summaries are written from the aggregate where Spark holds it (cached, and freed when the
             # run ends), not sent back from the driver, whose copy gives the metrics: on Spark Connect a year's
             # 531,197 rows went back over gRPC (bench_range_summaries.py: 17.3-17.6 s -> 12.2-13.7 s for the
-            # scan and the writes); on a classic session it is the same time (1.00x and 0.99x). A one-day job sends
-            # its few thousand rows as before (docs/storage.md#what-a-range-job-costs).
+            # scan, the metrics and the writes); on a classic session the same time (1.00x and 0.99x). A one-day
+            # job sends its few thousand rows as before (docs/storage.md#what-a-range-job-costs).
             from_spark = write and len(days) > 1
             if from_spark:
                 aggregated = aggregated.cache()
