@@ -9,9 +9,9 @@ by side, alternating, each as the job does it (the scan, the collect, the staged
 the metrics' write beside it, one storage transaction into an output of its own), without the job's checks:
 
 (a) the scan's aggregate collected, decoded on the driver and that pandas frame written (sent back to Spark as
-    Arrow batches), as ctcalc did before;
+    Arrow batches), as a range evaluate does on a classic session;
 (b) the aggregate cached, collected and decoded the same way, and the summaries written from the cache
-    (``scan.decoded_summaries``), as a range evaluate does now; the cache is freed after.
+    (``scan.decoded_summaries``), as a range evaluate does on Spark Connect; the cache is freed after.
 
 Prints every time, the medians and their ratio, and checks that both tables hold the same rows to the last bit.
 ``--remote local[2]`` runs it on a Spark Connect session (a local server), where the driver's rows go over gRPC.

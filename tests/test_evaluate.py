@@ -178,11 +178,33 @@ def test_regression_task_matches_numpy(spark, demo_config, tmp_path):
     assert m.loc[0, "calibrated_mse"] == pytest.approx(calibrated_quadratic_loss(y[isb], pr[isb], y[~isb], pr[~isb]), rel=1e-11)
 
 
+SESSIONS = ["classic", pytest.param("connect", marks=pytest.mark.slow)]
+
+
+def _session(request, kind: str):
+    """The classic test session, or the Spark Connect one (a server process, see conftest.connect_spark)."""
+    return request.getfixturevalue("connect_spark" if kind == "connect" else "spark")
+
+
+def _spy_on_spark_decode(monkeypatch) -> list[int]:
+    """Count the range jobs that write their summaries from Spark's aggregate (scan.decoded_summaries)."""
+    import ctcalc_spark.jobs.evaluate as job
+
+    calls: list[int] = []
+    real = job.decoded_summaries
+    monkeypatch.setattr(job, "decoded_summaries", lambda *a, **k: calls.append(1) or real(*a, **k))
+    return calls
+
+
+@pytest.mark.parametrize("session", SESSIONS)
 @pytest.mark.parametrize("task", ["binary", "regression"])
-def test_a_range_writes_the_very_summaries_its_metrics_come_from(spark, demo_config, tmp_path, task):
-    """A range job writes its summaries from the aggregate Spark holds, while the driver's copy of it gives the
-    metrics: the table must hold the driver's rows to the last bit (weights, a slice column with nulls, rows
-    dropped as invalid, undated rows), and the per-day jobs' rows."""
+def test_a_range_writes_the_very_summaries_its_metrics_come_from(request, monkeypatch, demo_config, tmp_path, task,
+                                                                 session):
+    """A range job's summaries table holds the rows its metrics come from, to the last bit (weights, a slice column
+    with nulls, rows dropped as invalid, undated rows), and the per-day jobs' rows. A classic session sends the
+    driver's copy back; a Spark Connect session writes them from the aggregate Spark holds, decoded in Spark."""
+    spark = _session(request, session)
+    spark_decodes = _spy_on_spark_decode(monkeypatch)
     days = ["2026-11-20", "2026-11-21", "2026-11-22"]
     df = pd.concat([_binary_rows(n=900, seed=i, ds=d, weights=True, slices=True) for i, d in enumerate(days)],
                    ignore_index=True)
@@ -195,6 +217,7 @@ def test_a_range_writes_the_very_summaries_its_metrics_come_from(spark, demo_con
         over = {**over, "task": "regression", "columns": {**over["columns"], "logit": None, "prediction": "prediction"}}
     _write(df, tmp_path / "eval")
     res = evaluate(spark, demo_config(**over), f"{days[0]}..{days[-1]}")
+    assert len(spark_decodes) == (session == "connect")
     assert res.metrics["n_invalid"].sum() > 0 and len(res.uncounted) > 0
     keys = ["ds", "model", "run", "country", "split", *(["bin", "label"] if task == "binary" else [])]
     got = OutputStore(demo_config(**over)).read("summaries").astype({"ds": str})
@@ -210,11 +233,15 @@ def test_a_range_writes_the_very_summaries_its_metrics_come_from(spark, demo_con
     assert_same_rows(got, days_rows, keys)
 
 
-def test_a_range_rerun_in_one_session_reads_the_changed_input(spark, demo_config, tmp_path):
-    """A range job caches its aggregate for the run only: run again in the same session after a day's rows changed,
-    it must see the new rows (a cache left behind would serve the same query from the old ones)."""
+@pytest.mark.parametrize("session", SESSIONS)
+def test_a_range_rerun_in_one_session_reads_the_changed_input(request, monkeypatch, demo_config, tmp_path, session):
+    """A range job on Spark Connect caches its aggregate for the run only: run again in the same session after a
+    day's rows changed, it must see the new rows (a cache left behind would serve the same query from the old
+    ones). A classic session, which caches nothing, must see them as well."""
     import shutil
 
+    spark = _session(request, session)
+    spark_decodes = _spy_on_spark_decode(monkeypatch)
     days = ["2026-11-20", "2026-11-21"]
     rows = pd.concat([_binary_rows(n=600, seed=i, ds=d) for i, d in enumerate(days)], ignore_index=True)
     _write(rows, tmp_path / "eval")
@@ -224,6 +251,7 @@ def test_a_range_rerun_in_one_session_reads_the_changed_input(spark, demo_config
     _write(rows.assign(logit=np.where(rows["ds"] == days[1], rows["logit"] + 1.0, rows["logit"])), tmp_path / "eval")
     second = evaluate(spark, cfg, f"{days[0]}..{days[1]}").metrics
     fresh = evaluate(spark, demo_config(output={"path": str(tmp_path / "fresh")}), days[1]).metrics
+    assert len(spark_decodes) == (2 if session == "connect" else 0)
     key = ["model", "run", "slice_name", "slice_value"]
     changed = second[second["ds"] == days[1]].sort_values(key).reset_index(drop=True)
     before = first[first["ds"] == days[1]].sort_values(key).reset_index(drop=True)

@@ -58,6 +58,7 @@ from ctcalc_spark.spark.scan import (
     string_key,
     summary_aggregation,
 )
+from ctcalc_spark.spark.session import is_connect
 from ctcalc_spark.spark.storage import (
     DS,
     OutputStore,
@@ -612,12 +613,16 @@ def evaluate(
         with input_read_errors(cfg):
             one_day = {DS: days[0]} if len(days) == 1 else None  # the rows' day is that one or null
             aggregated = summary_aggregation(df, cfg, extra_keys=[DS], known_bias=kb, single=one_day)
-            # A range's summaries are written from the aggregate where Spark holds it (cached, and freed when the
-            # run ends), not sent back from the driver, whose copy gives the metrics: on Spark Connect a year's
+            # On Spark Connect a range's summaries are written from the aggregate where Spark holds it (cached, and
+            # freed when the run ends), not sent back from the driver, whose copy gives the metrics: a year's
             # 531,197 rows went back over gRPC (bench_range_summaries.py: 17.3-17.6 s -> 12.2-13.7 s for the
-            # scan, the metrics and the writes); on a classic session the same time (1.00x and 0.99x). A one-day
-            # job sends its few thousand rows as before (docs/storage.md#what-a-range-job-costs).
-            from_spark = write and len(days) > 1
+            # scan, the metrics and the writes). A classic session sends the driver's copy back through the Arrow
+            # path every one-day job's writes take: there the cache cost a Spark job of its own and columnar-cache
+            # code that the one-day jobs never run, and a range evaluate after a 60-day loop took 12.18 s with it
+            # against 12.12 s without (medians of seven interleaved pairs; 5 of the 7 pairs faster without it,
+            # by 0.5-2.4 s), again 8.43 s against 7.94 s (docs/storage.md#what-a-range-job-costs). A one-day job
+            # sends its few thousand rows either way.
+            from_spark = write and len(days) > 1 and is_connect(spark)
             if from_spark:
                 aggregated = aggregated.cache()
                 run.callback(_free, aggregated)
