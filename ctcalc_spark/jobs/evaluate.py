@@ -618,10 +618,8 @@ def evaluate(
             # 531,197 rows went back over gRPC (bench_range_summaries.py: 17.3-17.6 s -> 12.2-13.7 s for the
             # scan, the metrics and the writes). A classic session sends the driver's copy back through the Arrow
             # path every one-day job's writes take: there the cache cost a Spark job of its own and columnar-cache
-            # code that the one-day jobs never run, and a range evaluate after a 60-day loop took 12.18 s with it
-            # against 12.12 s without (medians of seven interleaved pairs; 5 of the 7 pairs faster without it,
-            # by 0.5-2.4 s), again 8.43 s against 7.94 s (docs/storage.md#what-a-range-job-costs). A one-day job
-            # sends its few thousand rows either way.
+            # code that the one-day jobs never run, and 5 of 7 interleaved pairs of range jobs were 0.5-2.4 s faster
+            # without it (docs/storage.md#what-a-range-job-costs). A one-day job sends its few rows either way.
             from_spark = write and len(days) > 1 and is_connect(spark)
             if from_spark:
                 aggregated = aggregated.cache()
