@@ -1,4 +1,4 @@
-"""Benchmark: a range's summaries written from the driver's copy vs from the aggregate Spark holds, in one session.
+"""Benchmark: three ways a range job writes its summaries (driver copy, Spark cache, the scan job), one session.
 
     .venv/bin/python bench/bench_range_summaries.py [--days 365] [--rows-per-day 20000] [--repeats 4]
         [--remote local[2]]
@@ -11,10 +11,15 @@ the metrics' write beside it, one storage transaction into an output of its own)
 (a) the scan's aggregate collected, decoded on the driver and that pandas frame written (sent back to Spark as
     Arrow batches), as a range evaluate does on a classic session;
 (b) the aggregate cached, collected and decoded the same way, and the summaries written from the cache
-    (``scan.decoded_summaries``), as a range evaluate does on Spark Connect; the cache is freed after.
+    (``scan.decoded_summaries``), as a range evaluate does on Spark Connect; the cache is freed after;
+(c) classic sessions only: the summaries decoded in Spark and written by the scan's own job, the invalid and
+    undated rows observed on the way, and the written files read back with pyarrow for the metrics
+    (``Transaction.stage_and_read``), as a range evaluate does on a classic session with a local output since
+    2026-11-28 (then the metrics' write alone).
 
-Prints every time, the medians and their ratio, and checks that both tables hold the same rows to the last bit.
-``--remote local[2]`` runs it on a Spark Connect session (a local server), where the driver's rows go over gRPC.
+Prints every time, the medians and their ratios to (a), and checks that every table holds the same rows to the last
+bit. ``--remote local[2]`` runs (a) and (b) on a Spark Connect session (a local server), where the driver's rows go
+over gRPC.
 """
 from __future__ import annotations
 
@@ -42,7 +47,9 @@ from ctcalc_spark.spark.scan import (  # noqa: E402
     decode_aggregate,
     decoded_summaries,
     group_columns,
+    observe_uncounted,
     summary_aggregation,
+    uncounted_groups,
 )
 from ctcalc_spark.spark.session import build_session  # noqa: E402
 from ctcalc_spark.spark.storage import DS, OutputStore, read_input  # noqa: E402
@@ -70,13 +77,26 @@ def main() -> int:
 
     evaluate(spark, cfg("warm"), days[0])  # neither side pays Spark's first-query warm-up
     sides = {"a": cfg("from_driver"), "b": cfg("from_spark")}
+    if not args.remote:
+        sides["c"] = cfg("in_the_scan")
     types = {"ds": "string", **{k: "string" for k in group_columns(sides["a"])}, **SUMMARY_TYPES["binary"]}
-    times: dict[str, list[float]] = {"a": [], "b": []}
+    times: dict[str, list[float]] = {s: [] for s in sides}
+    metric_types = {**KEY_TYPES, **METRIC_TYPES["binary"]}
 
     def once(side: str) -> None:
         c = sides[side]
         start = time.perf_counter()
         aggregated = summary_aggregation(read_input(spark, c, days), c, extra_keys=[DS])
+        if side == "c":
+            with OutputStore(c, spark).transaction("evaluate", days) as tx:
+                observed, observation = observe_uncounted(aggregated, c, DS)
+                summaries = tx.stage_and_read("summaries", decoded_summaries(observed, c, DS))
+                assert uncounted_groups(observation, c) is not None
+                metrics = metrics_from_summaries(summaries, "binary", keys=["ds", "model", "run"],
+                                                 bin_width=c.histogram.bin_width).assign(task="binary")
+                tx.write_all([("metrics", metrics, metric_types)])
+            times[side].append(time.perf_counter() - start)
+            return
         if side == "b":
             aggregated = aggregated.cache()
         agg = aggregated.toPandas().rename(columns={DS: "ds"})
@@ -86,30 +106,35 @@ def main() -> int:
             tx.stage("summaries", frame, types, same_rows=summaries)  # a write thread; the metrics meanwhile
             metrics = metrics_from_summaries(summaries, "binary", keys=["ds", "model", "run"],
                                              bin_width=c.histogram.bin_width).assign(task="binary")
-            tx.write_all([("metrics", metrics, {**KEY_TYPES, **METRIC_TYPES["binary"]})])
+            tx.write_all([("metrics", metrics, metric_types)])
         if side == "b":
             aggregated.unpersist()
         times[side].append(time.perf_counter() - start)
 
+    order = "".join(sides)
     for i in range(args.repeats):
-        for side in ("ab" if i % 2 == 0 else "ba"):
+        for side in (order if i % 2 == 0 else order[::-1]):
             once(side)
     load1 = os.getloadavg()
     keys = ["ds", "model", "run", "split", "bin", "label"]
-    a, b = (OutputStore(sides[s]).read("summaries").astype({"ds": str}).sort_values(keys).reset_index(drop=True)
-            for s in "ab")
-    pd.testing.assert_frame_equal(a, b[list(a.columns)], check_exact=True)
+    a, *others = (OutputStore(sides[s]).read("summaries").astype({"ds": str}).sort_values(keys)
+                  .reset_index(drop=True) for s in sides)
+    for other in others:
+        pd.testing.assert_frame_equal(a, other[list(a.columns)], check_exact=True)
     kind = f"Spark Connect (remote {args.remote})" if args.remote else "classic"
     print(f"machine: {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}, "
           f"Spark {spark.version}, local[2], {kind} session; load average {load0[0]:.1f} at start, "
           f"{load1[0]:.1f} at end")
     print(f"{n_rows:,} rows over {len(days)} days -> {len(a):,} summary rows; each time holds the scan, the "
-          "collect, the metrics and both writes")
-    for side, name in (("a", "(a) written from the driver's copy"), ("b", "(b) written from Spark's cache")):
+          "collect or the read back, the metrics and both writes")
+    names = {"a": "(a) written from the driver's copy", "b": "(b) written from Spark's cache",
+             "c": "(c) written in the scan's job, read back"}
+    for side in sides:
         runs = ", ".join(f"{t:.2f}" for t in times[side])
-        print(f"{name}: median {statistics.median(times[side]):.2f} s (runs: {runs})")
-    print(f"same rows in both tables, bit for bit; ratio a/b = "
-          f"{statistics.median(times['a']) / statistics.median(times['b']):.2f}")
+        ratio = "" if side == "a" else (f", ratio a/{side} = "
+                                        f"{statistics.median(times['a']) / statistics.median(times[side]):.2f}")
+        print(f"{names[side]}: median {statistics.median(times[side]):.2f} s (runs: {runs}){ratio}")
+    print(f"same rows in all {len(sides)} tables, bit for bit")
     spark.stop()
     return 0
 

@@ -196,15 +196,28 @@ def _spy_on_spark_decode(monkeypatch) -> list[int]:
     return calls
 
 
+def _spy_on_read_back(monkeypatch) -> list[int]:
+    """Count the range jobs whose summaries Spark writes in the scan's job and the driver reads back
+    (Transaction.stage_and_read: a classic session with a local output)."""
+    from ctcalc_spark.spark.storage import Transaction
+
+    calls: list[int] = []
+    real = Transaction.stage_and_read
+    monkeypatch.setattr(Transaction, "stage_and_read", lambda *a, **k: calls.append(1) or real(*a, **k))
+    return calls
+
+
 @pytest.mark.parametrize("session", SESSIONS)
 @pytest.mark.parametrize("task", ["binary", "regression"])
 def test_a_range_writes_the_very_summaries_its_metrics_come_from(request, monkeypatch, demo_config, tmp_path, task,
                                                                  session):
     """A range job's summaries table holds the rows its metrics come from, to the last bit (weights, a slice column
     with nulls, rows dropped as invalid, undated rows), and the per-day jobs' rows. A classic session sends the
-    driver's copy back; a Spark Connect session writes them from the aggregate Spark holds, decoded in Spark."""
+    classic session with a local output has Spark write them in the scan's job and reads them back; a Spark Connect
+    session writes them from the aggregate Spark holds (cached); both decode them in Spark."""
     spark = _session(request, session)
     spark_decodes = _spy_on_spark_decode(monkeypatch)
+    read_back = _spy_on_read_back(monkeypatch)
     days = ["2026-11-20", "2026-11-21", "2026-11-22"]
     df = pd.concat([_binary_rows(n=900, seed=i, ds=d, weights=True, slices=True) for i, d in enumerate(days)],
                    ignore_index=True)
@@ -217,7 +230,7 @@ def test_a_range_writes_the_very_summaries_its_metrics_come_from(request, monkey
         over = {**over, "task": "regression", "columns": {**over["columns"], "logit": None, "prediction": "prediction"}}
     _write(df, tmp_path / "eval")
     res = evaluate(spark, demo_config(**over), f"{days[0]}..{days[-1]}")
-    assert len(spark_decodes) == (session == "connect")
+    assert len(spark_decodes) == 1 and len(read_back) == (session == "classic")
     assert res.metrics["n_invalid"].sum() > 0 and len(res.uncounted) > 0
     keys = ["ds", "model", "run", "country", "split", *(["bin", "label"] if task == "binary" else [])]
     got = OutputStore(demo_config(**over)).read("summaries").astype({"ds": str})
@@ -233,6 +246,37 @@ def test_a_range_writes_the_very_summaries_its_metrics_come_from(request, monkey
     assert_same_rows(got, days_rows, keys)
 
 
+def test_a_range_counts_invalid_and_undated_rows_the_same_when_spark_does_not_report_its_observation(
+        spark, monkeypatch, demo_config, tmp_path, caplog):
+    """A classic range job learns its invalid and undated rows from an observation of the rows Spark writes; if
+    Spark does not report it (a plan its optimiser emptied drops the observation), a query of its own counts them:
+    the same metrics, the same uncounted rows, and a line in the log."""
+    import ctcalc_spark.jobs.evaluate as job
+
+    days = ["2026-11-20", "2026-11-21"]
+    df = pd.concat([_binary_rows(n=800, seed=i, ds=d, slices=True) for i, d in enumerate(days)], ignore_index=True)
+    df.loc[df.index % 11 == 0, "country"] = None
+    df.loc[df.index % 53 == 0, "logit"] = np.inf  # invalid: dropped and counted
+    df.loc[df.index % 71 == 0, "ds"] = None  # undated: counted, no day's
+    _write(df, tmp_path / "eval")
+    over = {"columns": {"slices": ["country"]}, "on_invalid": "drop"}
+    observed = evaluate(spark, demo_config(**over), f"{days[0]}..{days[1]}")
+    monkeypatch.setattr(job, "uncounted_groups", lambda *a, **k: None)
+    with caplog.at_level("INFO", logger="ctcalc_spark.jobs.evaluate"):
+        queried = evaluate(spark, demo_config(**over, output={"path": str(tmp_path / "queried")}),
+                           f"{days[0]}..{days[1]}")
+    assert "reported no observation" in caplog.text
+    key = ["ds", "model", "run", "slice_name", "slice_value"]
+    a = observed.metrics.sort_values(key).reset_index(drop=True)
+    b = queried.metrics.sort_values(key).reset_index(drop=True)
+    assert a["n_invalid"].sum() > 0
+    pd.testing.assert_frame_equal(a, b, check_exact=False, rtol=1e-12)  # Spark's sums: any order
+    u = ["ds", "reason"]
+    pd.testing.assert_frame_equal(observed.uncounted.sort_values(u, na_position="first").reset_index(drop=True),
+                                  queried.uncounted.sort_values(u, na_position="first").reset_index(drop=True))
+    assert observed.uncounted["ds"].isna().any()
+
+
 @pytest.mark.parametrize("session", SESSIONS)
 def test_a_range_rerun_in_one_session_reads_the_changed_input(request, monkeypatch, demo_config, tmp_path, session):
     """A range job on Spark Connect caches its aggregate for the run only: run again in the same session after a
@@ -242,6 +286,7 @@ def test_a_range_rerun_in_one_session_reads_the_changed_input(request, monkeypat
 
     spark = _session(request, session)
     spark_decodes = _spy_on_spark_decode(monkeypatch)
+    read_back = _spy_on_read_back(monkeypatch)
     days = ["2026-11-20", "2026-11-21"]
     rows = pd.concat([_binary_rows(n=600, seed=i, ds=d) for i, d in enumerate(days)], ignore_index=True)
     _write(rows, tmp_path / "eval")
@@ -251,7 +296,7 @@ def test_a_range_rerun_in_one_session_reads_the_changed_input(request, monkeypat
     _write(rows.assign(logit=np.where(rows["ds"] == days[1], rows["logit"] + 1.0, rows["logit"])), tmp_path / "eval")
     second = evaluate(spark, cfg, f"{days[0]}..{days[1]}").metrics
     fresh = evaluate(spark, demo_config(output={"path": str(tmp_path / "fresh")}), days[1]).metrics
-    assert len(spark_decodes) == (2 if session == "connect" else 0)
+    assert len(spark_decodes) == 2 and len(read_back) == (2 if session == "classic" else 0)
     key = ["model", "run", "slice_name", "slice_value"]
     changed = second[second["ds"] == days[1]].sort_values(key).reset_index(drop=True)
     before = first[first["ds"] == days[1]].sort_values(key).reset_index(drop=True)

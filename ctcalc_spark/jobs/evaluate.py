@@ -43,6 +43,7 @@ from ctcalc_spark.spark.scan import (
     bad_weight,
     class_name_label,
     corrupt_record_column,
+    check_summary_sums,
     decode_aggregate,
     decoded_summaries,
     first_checks,
@@ -52,11 +53,13 @@ from ctcalc_spark.spark.scan import (
     not_finite,
     null_checks,
     number_column,
+    observe_uncounted,
     reason_counts,
     split_expr,
     sql_double,
     string_key,
     summary_aggregation,
+    uncounted_groups,
 )
 from ctcalc_spark.spark.session import is_connect
 from ctcalc_spark.spark.storage import (
@@ -609,37 +612,61 @@ def evaluate(
             raise ConfigError("A known bias is supported for binary and regression tasks, not multiclass.")
         return _evaluate_multiclass(spark, cfg, days, df, write, allow_missing_days, step, replace_runs)
     kb = _known_bias_frame(spark, cfg, known_bias)
+    # A range whose output is staged in a folder this process reads (a classic session, a local output): Spark writes
+    # the summaries from its aggregate in the scan's own job and the driver reads the files back
+    # (Transaction.stage_and_read), instead of collecting a year's 531,197 rows and sending them back to be written
+    # (docs/storage.md#what-a-range-job-costs). The invalid and undated rows they leave out are observed on the way.
+    direct = write and len(days) > 1 and kb is None and OutputStore(cfg, spark).stages_locally("summaries")
     with ExitStack() as run:
+        tx = run.enter_context(OutputStore(cfg, spark).transaction("evaluate", days)) if direct else None
         with input_read_errors(cfg):
             one_day = {DS: days[0]} if len(days) == 1 else None  # the rows' day is that one or null
             aggregated = summary_aggregation(df, cfg, extra_keys=[DS], known_bias=kb, single=one_day)
             # On Spark Connect a range's summaries are written from the aggregate where Spark holds it (cached, and
             # freed when the run ends), not sent back from the driver, whose copy gives the metrics: a year's
             # 531,197 rows went back over gRPC (bench_range_summaries.py: 17.3-17.6 s -> 12.2-13.7 s for the
-            # scan, the metrics and the writes). A classic session sends the driver's copy back through the Arrow
-            # path every one-day job's writes take: there the cache cost a Spark job of its own and columnar-cache
-            # code that the one-day jobs never run, and 5 of 7 interleaved pairs of range jobs were 0.5-2.4 s faster
-            # without it (docs/storage.md#what-a-range-job-costs). A one-day job sends its few rows either way.
-            from_spark = write and len(days) > 1 and is_connect(spark)
-            if from_spark:
-                aggregated = aggregated.cache()
-                run.callback(_free, aggregated)
-            agg = aggregated.toPandas()
-        agg = agg.rename(columns={DS: "ds"})
-        dated = agg[agg["ds"].notna()]
+            # scan, the metrics and the writes); its server's files are not this process's to read back. A classic
+            # session whose output is not staged locally (catalog tables, Spark's own overwrite) sends the driver's
+            # copy back through the Arrow path every one-day job's writes take: a cache there cost a Spark job of its
+            # own (docs/storage.md#what-a-range-job-costs). A one-day job sends its few rows either way.
+            from_spark = write and len(days) > 1 and is_connect(spark) and not direct
+            if direct:
+                assert tx is not None
+                observed, observation = observe_uncounted(aggregated, cfg, DS)
+                written = tx.stage_and_read("summaries", decoded_summaries(observed, cfg, DS))
+                seen = uncounted_groups(observation, cfg) or _uncounted_by_query(aggregated, cfg)
+            else:
+                if from_spark:
+                    aggregated = aggregated.cache()
+                    run.callback(_free, aggregated)
+                agg = aggregated.toPandas().rename(columns={DS: "ds"})
+        if direct:
+            present, left_out = seen
+            dated = left_out[left_out["ds"].notna()]
+        else:
+            dated = agg[agg["ds"].notna()]
+            present = sorted(dated["ds"].astype(str).unique())
+            left_out = agg
         try:
-            missing = _check_days(days, sorted(dated["ds"].astype(str).unique()), cfg, allow_missing_days)
+            missing = _check_days(days, present, cfg, allow_missing_days)
         except InputError as e:
-            hints = _absent_days_hints(spark, cfg, days, dated["ds"])
+            hints = _absent_days_hints(spark, cfg, days, pd.Series(present, dtype=object))
             raise InputError(" ".join(filter(None, [str(e), *hints]))) from None
         exact = None if known_bias is None else _exact_sums(dated, cfg, known_bias)
-        summaries, tally = decode_aggregate(dated, cfg, extra=["ds"])
-        no_date = agg[agg["ds"].isna()].groupby("invalid", as_index=False)["count"].sum().assign(ds=None)
+        if direct:
+            keys = ["ds", *group_columns(cfg)]
+            summaries = written.reindex(columns=[*keys, *SUMMARY_TYPES[cfg.task]]).reset_index(drop=True)
+            check_summary_sums(summaries, cfg)
+            bad = dated[dated["invalid"] != 0]
+            tally = bad.groupby([*keys, "invalid"], dropna=False)["count"].sum().reset_index()
+        else:
+            summaries, tally = decode_aggregate(dated, cfg, extra=["ds"])
+        no_date = left_out[left_out["ds"].isna()].groupby("invalid", as_index=False)["count"].sum().assign(ds=None)
         try:
             invalid, uncounted = _invalid_counts(pd.concat([tally, no_date], ignore_index=True), cfg)
         except InputError as e:
             raise InputError(" ".join([str(e), *_row_hints(df, cfg, tally, no_date["invalid"])])) from None
-        empty = sorted(set(dated["ds"]) - set(summaries["ds"]))
+        empty = sorted(set(present) - set(summaries["ds"]))
         if empty:
             why = reason_counts(tally)
             raise InputError(" ".join([
@@ -651,10 +678,10 @@ def evaluate(
         # metrics took 0.64 s on the driver in a profiled range job, time the summaries' write now uses). A bad input
         # found below then removes the staged rows (and an output folder the run created). A day's summaries are
         # small: a one-day job opens its transaction once every number is known, as before.
-        tx = run.enter_context(OutputStore(cfg, spark).transaction("evaluate", done)) \
-            if write and len(done) > 1 else None
+        if tx is None and write and len(done) > 1:
+            tx = run.enter_context(OutputStore(cfg, spark).transaction("evaluate", done))
         to_write = decoded_summaries(aggregated, cfg, DS) if from_spark else summaries
-        staged = tx is not None and tx.stage("summaries", to_write, s_types, same_rows=summaries)
+        staged = direct or (tx is not None and tx.stage("summaries", to_write, s_types, same_rows=summaries))
         metrics = metrics_from_summaries(
             summaries,
             cfg.task,
@@ -692,6 +719,21 @@ def evaluate(
             result.paths[table] = path
     result.run_id = tx.run_id
     return result
+
+
+def _uncounted_by_query(aggregated: DataFrame, cfg: JobConfig) -> tuple[list[str], pd.DataFrame]:
+    """What :func:`~ctcalc_spark.spark.scan.uncounted_groups` gives, by a query of its own (one more scan): for a
+    write whose observation Spark did not report."""
+    from pyspark.sql import functions as F
+
+    log.info("Spark reported no observation of the scan's rows; counting the invalid and undated rows by a query")
+    keys = [DS, *group_columns(cfg)]
+    groups = aggregated.groupBy(*[col(k) for k in keys], "invalid").agg(F.sum("count").alias("count")).toPandas()
+    groups = groups.rename(columns={DS: "ds"})
+    present = sorted(groups.loc[groups["ds"].notna(), "ds"].astype(str).unique())
+    left_out = groups[(groups["invalid"] != 0) | groups["ds"].isna()].reset_index(drop=True)
+    left_out["ds"] = left_out["ds"].astype(object).where(left_out["ds"].notna(), None)
+    return present, left_out
 
 
 def _free(cached: DataFrame) -> None:

@@ -6,6 +6,7 @@ key, so invalid rows are summed in groups of their own, which only count them.
 """
 from __future__ import annotations
 
+import logging
 from typing import TYPE_CHECKING, Mapping, Sequence
 
 from ctcalc_spark.config import JobConfig
@@ -16,7 +17,9 @@ from ctcalc_spark.spark.names import col, quoted
 
 if TYPE_CHECKING:
     import pandas as pd
-    from pyspark.sql import Column, DataFrame
+    from pyspark.sql import Column, DataFrame, Observation
+
+log = logging.getLogger(__name__)
 
 INVALID_REASONS = {
     1: "null split value or example id",
@@ -452,6 +455,64 @@ def decoded_summaries(agg: DataFrame, cfg: JobConfig, day: str) -> DataFrame:
         elif name != "split":  # a valid group's sums are never null; decode_aggregate makes a null 0 as well
             out.append(F.coalesce(col(name).cast(kind), F.lit(0).cast(kind)).alias(name))
     return agg.where(f"{quoted(day)} IS NOT NULL AND invalid = 0").select(*out)
+
+
+def observe_uncounted(agg: DataFrame, cfg: JobConfig, day: str) -> tuple[DataFrame, Observation]:
+    """``agg`` (a :func:`summary_aggregation` output keyed by ``day``) with an Observation of what its summaries
+    leave out: the days that have rows, and the groups of invalid or undated rows (``day``, model, run, slices,
+    ``invalid``, ``count``). Spark gathers them as the rows pass on to a write: no Spark job of its own. Read it
+    with :func:`uncounted_groups` once the write has ended."""
+    from pyspark.sql import Observation
+    from pyspark.sql import functions as F
+
+    keys = [day, *group_columns(cfg)]
+    observation = Observation()
+    left_out = (F.col("invalid") != 0) | col(day).isNull()
+    observed = agg.observe(observation,
+                           F.collect_list(F.when(left_out, F.struct(*[col(k) for k in keys], "invalid", "count")))
+                           .alias("groups"),
+                           F.collect_set(col(day)).alias("days"))
+    return observed, observation
+
+
+OBSERVED_WAIT_S = 60.0
+"""Seconds :func:`uncounted_groups` waits for Spark to report an observation after the write that made it."""
+
+
+def uncounted_groups(observation: Observation, cfg: JobConfig) -> tuple[list[str], pd.DataFrame] | None:
+    """(the days with rows, the groups of invalid or undated rows as a frame with columns ds, model, run, slices,
+    invalid, count) of an :func:`observe_uncounted` observation whose write has ended; None if Spark did not
+    report it within :data:`OBSERVED_WAIT_S` or reported no row (a plan Spark's optimiser emptied, e.g. a range
+    none of whose days has a partition: the caller then counts those rows with a query of its own)."""
+    import threading
+
+    import pandas as pd
+
+    got: dict[str, object] = {}
+
+    def wait() -> None:
+        try:
+            got.update(observation.get)
+        except Exception:  # noqa: BLE001 - Spark reported no row (an emptied plan): the caller counts by a query
+            log.debug("no observation reported", exc_info=True)
+
+    waiter = threading.Thread(target=wait, name="ctcalc-observation", daemon=True)
+    waiter.start()
+    waiter.join(OBSERVED_WAIT_S)
+    if "groups" not in got:
+        return None
+    columns = ["ds", *group_columns(cfg), "invalid", "count"]
+    rows = [tuple(r) for r in got["groups"]]  # type: ignore[attr-defined]
+    frame = pd.DataFrame(rows, columns=columns) if rows else pd.DataFrame(
+        {"ds": pd.Series(dtype=object), **{k: pd.Series(dtype=object) for k in group_columns(cfg)},
+         "invalid": pd.Series(dtype="int64"), "count": pd.Series(dtype="int64")})
+    frame["ds"] = frame["ds"].astype(object).where(frame["ds"].notna(), None)
+    return sorted(str(d) for d in got["days"]), frame  # type: ignore[attr-defined]
+
+
+def check_summary_sums(summaries: pd.DataFrame, cfg: JobConfig) -> None:
+    """:func:`decode_aggregate`'s overflow check (InputError) on summaries-table rows (column ``ds``)."""
+    _check_sums(summaries.drop(columns=["split", "bin_width"], errors="ignore"), ["ds", *group_columns(cfg)], cfg)
 
 
 MAX_WEIGHT_SUM = 1e150

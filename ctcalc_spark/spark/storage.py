@@ -1646,6 +1646,11 @@ class OutputStore:
         spec) on one of them stops it before it writes."""
         return Transaction(self, job, days, scope)
 
+    def stages_locally(self, table: str) -> bool:
+        """Whether ``table``'s writes are staged and swapped in (:meth:`swap_mode` 'exchange') in a folder this
+        process reads with pyarrow (:meth:`Transaction.stage_and_read`)."""
+        return not self.catalog and self._local_reads() and self.swap_mode(self.location(table)) == "exchange"
+
     def swap_mode(self, root: str) -> str:
         """'exchange' (stage, then swap each partition atomically) or 'spark' (Spark's dynamic partition
         overwrite: a delete then a rename, so a reader can find the partition missing for a moment)."""
@@ -1870,6 +1875,23 @@ def _in_partitions(path: str, parts: Sequence[str], conds: Mapping[str, set[str]
     return all(unquote(values[k]) in allowed for k, allowed in conds.items() if k in values)
 
 
+def _read_folder(path: str, parts: Sequence[str], fmt: str) -> pd.DataFrame:
+    """Every row of a partitioned folder (a staging folder: every partition written by one run, one schema),
+    read with pyarrow; partition columns as strings. Empty (with the partition columns) when it holds no file."""
+    import pandas as pd
+
+    import pyarrow as pa
+    import pyarrow.dataset as pads
+
+    part_schema = pa.schema([(p, pa.string()) for p in parts])
+    partitioning = pads.partitioning(part_schema, flavor="hive")
+    files = list(pads.dataset(path, format=fmt, partitioning=partitioning, schema=part_schema).files)
+    if not files:
+        return pd.DataFrame(columns=list(parts))
+    schema = pa.unify_schemas([pads.dataset(files[0], format=fmt).schema, part_schema])
+    return pads.dataset(path, format=fmt, partitioning=partitioning, schema=schema).to_table().to_pandas()
+
+
 def _one_per_dir(files: Sequence[str]) -> list[str]:
     """One file per folder (partitions written by one run share a schema)."""
     seen: dict[str, str] = {}
@@ -2015,6 +2037,46 @@ class Transaction:
             raise AssertionError(f"{table} was planned in place")
         self._early.append((table, self._submit(save), written))
         return True
+
+    def stage_and_read(self, table: str, frame: DataFrame) -> pd.DataFrame:
+        """Write ``table``'s partitions of the Spark ``frame`` into a staging folder now, and return its rows as
+        written, read back with pyarrow (partition columns as strings, no run id); only where
+        :meth:`OutputStore.stages_locally`. Swapped in when the transaction ends without an error, removed if it
+        fails, like :meth:`stage`'s writes.
+
+        For a frame that Spark computes once and the driver needs as well (a range's summaries): Spark writes it
+        where it computed it and the driver reads the files, instead of collecting the rows and sending them back
+        to be written. The partitions are counted from the rows read back, so the write needs no count first.
+        """
+        from pyspark.sql import functions as F
+
+        store = self.store
+        if not store.stages_locally(table):
+            raise AssertionError(f"stage_and_read needs a staged local output for {table}")
+        spark = store._session(f"Writing {table}")
+        parts = PARTITIONS[table]
+        root = store.location(table)
+        staging = f"{root}/{STAGING_PREFIX}{self.run_id}-{table}"
+        rels: list[str] = []
+        self.staged.append((staging, root, rels))  # removed if this run fails, whatever the write left there
+        out = frame.withColumn(RUN_ID, F.lit(self.run_id))
+        out = out.select(*[col(c) for c in out.columns if c not in parts], *[col(p).cast("string") for p in parts])
+        with interrupt.deferred():
+            (out.repartition(*parts).write.mode("overwrite").options(**codec_options(store.output))
+             .partitionBy(*parts).format(store.output.format).save(staging))
+        rows = _read_folder(staging, parts, store.output.format)
+        if RUN_ID in rows.columns:
+            rows = rows.drop(columns=RUN_ID)
+        counts = rows.groupby(list(parts), dropna=False).size() if not rows.empty else {}
+        written = [(dict(zip(parts, k if isinstance(k, tuple) else (k,))), int(n)) for k, n in counts.items()]
+        for values, _ in written:
+            bad = {k: v for k, v in values.items() if not _PARTITION_VALUE.match(str(v))}
+            if bad:
+                raise InputError(f"Partition value(s) {bad} of {table} are not safe folder names "
+                                 "(letters, digits and _ . : + - only).")
+        rels.extend(_partition_path(v) for v, _ in written)
+        self.written += [(table, values, n) for values, n in written]
+        return rows
 
     def _submit(self, save: Callable[[], None]) -> Future[None]:
         """``save`` on a write thread; a signal during it lets it end, as for a write in the main thread."""
