@@ -3,10 +3,10 @@
     .venv/bin/python bench/bench_range_summaries.py [--days 365] [--rows-per-day 20000] [--repeats 4]
         [--remote local[2]]
 
-A range evaluate collects its scan's aggregate to the driver and starts writing the decoded summaries table,
-then computes the metrics from the driver's copy while that write runs. Both ways of writing it are timed side
-by side, alternating, each as the job does it (the scan, the collect, the staged write beside the metrics, then
-the metrics' write beside it, one storage transaction into an output of its own), without the job's checks:
+A range evaluate needs its scan's aggregate on the driver, for the metrics, and as the summaries table. The ways
+of getting both are timed side by side, alternating, each as the job does it (one storage transaction into an
+output of its own), without the job's checks; (a) and (b) collect the aggregate, start the summaries' staged
+write and compute the metrics from the driver's copy while it runs, then write the metrics beside it:
 
 (a) the scan's aggregate collected, decoded on the driver and that pandas frame written (sent back to Spark as
     Arrow batches), as a range evaluate does on a classic session;

@@ -440,8 +440,8 @@ def decode_aggregate(agg: pd.DataFrame, cfg: JobConfig, extra: Sequence[str] = (
 def decoded_summaries(agg: DataFrame, cfg: JobConfig, day: str) -> DataFrame:
     """The summaries-table rows of a :func:`summary_aggregation` output as Spark computes them: the rows that
     :func:`decode_aggregate` gives for the groups of a day (column ``day``, named ``ds`` here), in its columns and
-    types. A range job on Spark Connect writes these from where Spark holds the aggregate instead of sending the
-    driver's copy back.
+    types. A range job writes these from where Spark computes the aggregate instead of sending the driver's copy
+    back: on a classic session with a local output in the scan's own job, on Spark Connect from a cache.
     """
     from pyspark.sql import functions as F
 

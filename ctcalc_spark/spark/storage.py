@@ -2027,9 +2027,10 @@ class Transaction:
         is returned: write the table with :meth:`write_all` once the run's numbers are known. ``same_rows``: as
         for :meth:`write_all`.
 
-        A range job stages its summaries this way (on Spark Connect from the aggregate Spark holds, counted from the
-        driver's copy) while it computes the metrics from them (a year of daily partitions: the metrics take about a
-        second on the driver, while the summaries' write keeps both cores busy for two to three)."""
+        A range job on Spark Connect, or with an output it cannot read back locally, stages its summaries this way
+        (on Spark Connect from the aggregate Spark holds, counted from the driver's copy) while it computes the
+        metrics from them (a year of daily partitions: the metrics take about a second on the driver, while the
+        summaries' write keeps both cores busy for two to three); otherwise it uses :meth:`stage_and_read`."""
         if self.store.catalog or self.store.swap_mode(self.store.location(table)) != "exchange":
             return False
         _, staged, save, written = self._plan(table, frame, types, same_rows)
