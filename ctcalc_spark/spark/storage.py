@@ -1545,8 +1545,9 @@ class OutputStore:
             f"with this config, or give each task its own output (output.path).")
 
     def _read_local(self, table: str, days: Sequence[str] | None,
-                    where: Mapping[str, Sequence[str]] | None) -> pd.DataFrame:
-        """The rows of the partitions that ``days`` and ``where`` select, read with pyarrow.
+                    where: Mapping[str, Sequence[str]] | None, root: str | None = None) -> pd.DataFrame:
+        """The rows of the partitions that ``days`` and ``where`` select, read with pyarrow (from ``root``, a
+        staging folder of the table, instead of the table's location where given).
 
         Partitions are selected by their folder names before any file is opened, and the schema is unified over
         one file of each selected partition only: a read of two weeks no longer opens a file of every day the
@@ -1561,7 +1562,7 @@ class OutputStore:
         parts = PARTITIONS[table]
         part_schema = pa.schema([(p, pa.string()) for p in parts])
         partitioning = pads.partitioning(part_schema, flavor="hive")
-        root = self.location(table)
+        root = root or self.location(table)
         # a schema given: the listing opens no file
         files = list(pads.dataset(root, format=self.output.format, partitioning=partitioning, schema=part_schema).files)
         if not files:
@@ -1875,23 +1876,6 @@ def _in_partitions(path: str, parts: Sequence[str], conds: Mapping[str, set[str]
     return all(unquote(values[k]) in allowed for k, allowed in conds.items() if k in values)
 
 
-def _read_folder(path: str, parts: Sequence[str], fmt: str) -> pd.DataFrame:
-    """Every row of a partitioned folder (a staging folder: every partition written by one run, one schema),
-    read with pyarrow; partition columns as strings. Empty (with the partition columns) when it holds no file."""
-    import pandas as pd
-
-    import pyarrow as pa
-    import pyarrow.dataset as pads
-
-    part_schema = pa.schema([(p, pa.string()) for p in parts])
-    partitioning = pads.partitioning(part_schema, flavor="hive")
-    files = list(pads.dataset(path, format=fmt, partitioning=partitioning, schema=part_schema).files)
-    if not files:
-        return pd.DataFrame(columns=list(parts))
-    schema = pa.unify_schemas([pads.dataset(files[0], format=fmt).schema, part_schema])
-    return pads.dataset(path, format=fmt, partitioning=partitioning, schema=schema).to_table().to_pandas()
-
-
 def _one_per_dir(files: Sequence[str]) -> list[str]:
     """One file per folder (partitions written by one run share a schema)."""
     seen: dict[str, str] = {}
@@ -2057,7 +2041,7 @@ class Transaction:
         spark = store._session(f"Writing {table}")
         parts = PARTITIONS[table]
         root = store.location(table)
-        staging = f"{root}/{STAGING_PREFIX}{self.run_id}-{table}"
+        staging = self._staging(root, table)
         rels: list[str] = []
         self.staged.append((staging, root, rels))  # removed if this run fails, whatever the write left there
         out = frame.withColumn(RUN_ID, F.lit(self.run_id))
@@ -2065,19 +2049,19 @@ class Transaction:
         with interrupt.deferred():
             (out.repartition(*parts).write.mode("overwrite").options(**codec_options(store.output))
              .partitionBy(*parts).format(store.output.format).save(staging))
-        rows = _read_folder(staging, parts, store.output.format)
+        rows = store._read_local(table, None, None, root=staging)
         if RUN_ID in rows.columns:
             rows = rows.drop(columns=RUN_ID)
         counts = rows.groupby(list(parts), dropna=False).size() if not rows.empty else {}
         written = [(dict(zip(parts, k if isinstance(k, tuple) else (k,))), int(n)) for k, n in counts.items()]
-        for values, _ in written:
-            bad = {k: v for k, v in values.items() if not _PARTITION_VALUE.match(str(v))}
-            if bad:
-                raise InputError(f"Partition value(s) {bad} of {table} are not safe folder names "
-                                 "(letters, digits and _ . : + - only).")
+        _check_partition_values(table, written)
         rels.extend(_partition_path(v) for v, _ in written)
         self.written += [(table, values, n) for values, n in written]
         return rows
+
+    def _staging(self, root: str, table: str) -> str:
+        """The hidden folder under ``root`` that this run stages ``table``'s partitions in."""
+        return f"{root}/{STAGING_PREFIX}{self.run_id}-{table}"
 
     def _submit(self, save: Callable[[], None]) -> Future[None]:
         """``save`` on a write thread; a signal during it lets it end, as for a write in the main thread."""
@@ -2121,11 +2105,7 @@ class Transaction:
         else:
             rows = frame.groupBy(*parts).count().collect()
             written = [({p: str(r[p]) for p in parts}, int(r["count"])) for r in rows]
-        for values, _ in written:
-            bad = {k: v for k, v in values.items() if not _PARTITION_VALUE.match(str(v))}
-            if bad:
-                raise InputError(f"Partition value(s) {bad} of {table} are not safe folder names "
-                                 "(letters, digits and _ . : + - only).")
+        _check_partition_values(table, written)
         n_rows = sum(n for _, n in written)
 
         def spark_frame(data: pd.DataFrame | DataFrame) -> DataFrame:  # the rows as written, with the run id
@@ -2145,7 +2125,7 @@ class Transaction:
         root = _prepare_catalog_table(spark, loc, spark_frame(empty), parts, store.output.format,
                                       codec_options(store.output)) if store.catalog else loc
         if root is not None and store.swap_mode(root) == "exchange":
-            staging = f"{root}/{STAGING_PREFIX}{self.run_id}-{table}"
+            staging = self._staging(root, table)
             self.staged.append((staging, root, [_partition_path(v) for v, _ in written]))  # removed if this fails
             if store.catalog:
                 self.new_catalog_partitions += [(loc, v) for v, _ in written]
@@ -2229,6 +2209,15 @@ a compressor per column chunk: two writes of 1,460 rows into 365 partitions took
 and 1.11 s side by side, and a year's range evaluate (summaries and metrics, 730 files) 10.07 s and 8.37 s
 (local[2], medians of five and of three interleaved runs). Cutting one table's write into pieces of whole
 days, written at once, measured no faster (9.20 s)."""
+
+
+def _check_partition_values(table: str, written: Sequence[tuple[Mapping[str, str], int]]) -> None:
+    """InputError when a partition value of ``table`` is not a safe folder name."""
+    for values, _ in written:
+        bad = {k: v for k, v in values.items() if not _PARTITION_VALUE.match(str(v))}
+        if bad:
+            raise InputError(f"Partition value(s) {bad} of {table} are not safe folder names "
+                             "(letters, digits and _ . : + - only).")
 
 
 def _partition_path(values: Mapping[str, str]) -> str:
