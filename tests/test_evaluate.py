@@ -229,7 +229,15 @@ def test_a_range_writes_the_very_summaries_its_metrics_come_from(request, monkey
         df = df.rename(columns={"logit": "prediction"}).assign(label=lambda d: d["label"] + d["prediction"])
         over = {**over, "task": "regression", "columns": {**over["columns"], "logit": None, "prediction": "prediction"}}
     _write(df, tmp_path / "eval")
-    res = evaluate(spark, demo_config(**over), f"{days[0]}..{days[-1]}")
+    # Spark's adaptive execution would put rows this few in one write task: with its tasks kept, a day's rows
+    # are spread over several of them unless the job gathers each day in one (one file a day, checked below)
+    coalesce = "spark.sql.adaptive.coalescePartitions.enabled"
+    before = spark.conf.get(coalesce)
+    spark.conf.set(coalesce, "false")
+    try:
+        res = evaluate(spark, demo_config(**over), f"{days[0]}..{days[-1]}")
+    finally:
+        spark.conf.set(coalesce, before)
     assert len(spark_decodes) == 1 and len(read_back) == (session == "classic")
     assert res.metrics["n_invalid"].sum() > 0 and len(res.uncounted) > 0
     keys = ["ds", "model", "run", "country", "split", *(["bin", "label"] if task == "binary" else [])]
@@ -239,6 +247,8 @@ def test_a_range_writes_the_very_summaries_its_metrics_come_from(request, monkey
     got = got.sort_values(keys).reset_index(drop=True)[list(want.columns)]
     assert (got["country"] == NULL_SLICE).any()
     pd.testing.assert_frame_equal(got, want, check_exact=True)  # the same dtypes as well
+    files = {p.name: len(list(p.glob("*.parquet"))) for p in (tmp_path / "out" / "summaries").glob("ds=*")}
+    assert sorted(files) == [f"ds={d}" for d in days] and set(files.values()) == {1}, files  # one file a day
     per_day = demo_config(**over, output={"path": str(tmp_path / "per_day")})
     for d in days:
         evaluate(spark, per_day, d)

@@ -437,11 +437,15 @@ def decode_aggregate(agg: pd.DataFrame, cfg: JobConfig, extra: Sequence[str] = (
     return pd.DataFrame(out), tally
 
 
-def decoded_summaries(agg: DataFrame, cfg: JobConfig, day: str) -> DataFrame:
+def decoded_summaries(agg: DataFrame, cfg: JobConfig, day: str, by_day: bool = False) -> DataFrame:
     """The summaries-table rows of a :func:`summary_aggregation` output as Spark computes them: the rows that
     :func:`decode_aggregate` gives for the groups of a day (column ``day``, named ``ds`` here), in its columns and
     types. A range job writes these from where Spark computes the aggregate instead of sending the driver's copy
     back: on a classic session with a local output in the scan's own job, on Spark Connect from a cache.
+
+    ``by_day``: each day's rows are shuffled into one task before they are decoded, so that a write needs no
+    shuffle of its own for one file per day; the shuffle then carries the aggregate's lean rows, not the decoded
+    ones with their text columns (and the run id a write adds).
     """
     from pyspark.sql import functions as F
 
@@ -454,7 +458,8 @@ def decoded_summaries(agg: DataFrame, cfg: JobConfig, day: str) -> DataFrame:
             out.append(F.lit(float(cfg.histogram.bin_width)).alias(name))
         elif name != "split":  # a valid group's sums are never null; decode_aggregate makes a null 0 as well
             out.append(F.coalesce(col(name).cast(kind), F.lit(0).cast(kind)).alias(name))
-    return agg.where(f"{quoted(day)} IS NOT NULL AND invalid = 0").select(*out)
+    rows = agg.where(f"{quoted(day)} IS NOT NULL AND invalid = 0")
+    return (rows.repartition(col(day)) if by_day else rows).select(*out)
 
 
 def observe_uncounted(agg: DataFrame, cfg: JobConfig, day: str) -> tuple[DataFrame, Observation]:

@@ -2023,7 +2023,7 @@ class Transaction:
         self._early.append((table, self._submit(save), written))
         return True
 
-    def stage_and_read(self, table: str, frame: DataFrame) -> pd.DataFrame:
+    def stage_and_read(self, table: str, frame: DataFrame, clustered: bool = False) -> pd.DataFrame:
         """Write ``table``'s partitions of the Spark ``frame`` into a staging folder now, and return its rows as
         written, read back with pyarrow (partition columns as strings, no run id); only where
         :meth:`OutputStore.stages_locally`. Swapped in when the transaction ends without an error, removed if it
@@ -2032,6 +2032,9 @@ class Transaction:
         For a frame that Spark computes once and the driver needs as well (a range's summaries): Spark writes it
         where it computed it and the driver reads the files, instead of collecting the rows and sending them back
         to be written. The partitions are counted from the rows read back, so the write needs no count first.
+
+        ``clustered``: the rows of each output partition are in one task of ``frame`` already (it was shuffled by
+        the partition columns): written without a shuffle of their own, still one file per partition.
         """
         from pyspark.sql import functions as F
 
@@ -2047,7 +2050,8 @@ class Transaction:
         out = frame.withColumn(RUN_ID, F.lit(self.run_id))
         out = out.select(*[col(c) for c in out.columns if c not in parts], *[col(p).cast("string") for p in parts])
         with interrupt.deferred():
-            (out.repartition(*parts).write.mode("overwrite").options(**codec_options(store.output))
+            shuffled = out if clustered else out.repartition(*parts)
+            (shuffled.write.mode("overwrite").options(**codec_options(store.output))
              .partitionBy(*parts).format(store.output.format).save(staging))
         rows = store._read_local(table, None, None, root=staging)
         if RUN_ID in rows.columns:
