@@ -49,9 +49,11 @@ from ctcalc_spark.spark.scan import (
     first_checks,
     group_columns,
     invalid_code,
+    invalid_tally,
     label_column,
     not_finite,
     null_checks,
+    null_days_as_none,
     number_column,
     observe_uncounted,
     reason_counts,
@@ -660,8 +662,7 @@ def evaluate(
             keys = ["ds", *group_columns(cfg)]
             summaries = written.reindex(columns=[*keys, *SUMMARY_TYPES[cfg.task]]).reset_index(drop=True)
             check_summary_sums(summaries, cfg)
-            bad = dated[dated["invalid"] != 0]
-            tally = bad.groupby([*keys, "invalid"], dropna=False)["count"].sum().reset_index()
+            tally = invalid_tally(dated, keys)
         else:
             summaries, tally = decode_aggregate(dated, cfg, extra=["ds"])
         no_date = left_out[left_out["ds"].isna()].groupby("invalid", as_index=False)["count"].sum().assign(ds=None)
@@ -734,9 +735,7 @@ def _uncounted_by_query(aggregated: DataFrame, cfg: JobConfig) -> tuple[list[str
     groups = aggregated.groupBy(*[col(k) for k in keys], "invalid").agg(F.sum("count").alias("count")).toPandas()
     groups = groups.rename(columns={DS: "ds"})
     present = sorted(groups.loc[groups["ds"].notna(), "ds"].astype(str).unique())
-    left_out = groups[(groups["invalid"] != 0) | groups["ds"].isna()].reset_index(drop=True)
-    left_out["ds"] = left_out["ds"].astype(object).where(left_out["ds"].notna(), None)
-    return present, left_out
+    return present, null_days_as_none(groups[(groups["invalid"] != 0) | groups["ds"].isna()].reset_index(drop=True))
 
 
 def _free(cached: DataFrame) -> None:

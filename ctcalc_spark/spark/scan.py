@@ -421,8 +421,7 @@ def decode_aggregate(agg: pd.DataFrame, cfg: JobConfig, extra: Sequence[str] = (
     from ctcalc_spark.core.finalize import SUMMARY_TYPES
 
     keys = [*extra, *group_columns(cfg)]
-    bad = agg[agg["invalid"] != 0]
-    tally = bad.groupby([*keys, "invalid"], dropna=False)["count"].sum().reset_index()
+    tally = invalid_tally(agg, keys)
     ok = agg[agg["invalid"] == 0]
     _check_sums(ok, keys, cfg)
     out = {k: ok[k].to_numpy() for k in keys}
@@ -435,6 +434,19 @@ def decode_aggregate(agg: pd.DataFrame, cfg: JobConfig, extra: Sequence[str] = (
         else:
             out[name] = ok[name].fillna(0).to_numpy().astype(np.int64 if kind == "long" else np.float64)
     return pd.DataFrame(out), tally
+
+
+def invalid_tally(groups: pd.DataFrame, keys: Sequence[str]) -> pd.DataFrame:
+    """Rows per (``keys``, invalid code) of the aggregate ``groups`` whose code is not 0: columns ``keys``,
+    ``invalid`` and ``count``."""
+    bad = groups[groups["invalid"] != 0]
+    return bad.groupby([*keys, "invalid"], dropna=False)["count"].sum().reset_index()
+
+
+def null_days_as_none(groups: pd.DataFrame) -> pd.DataFrame:
+    """``groups`` with a null ``ds`` (an undated row's group) as None, whatever null the frame holds it as."""
+    groups["ds"] = groups["ds"].astype(object).where(groups["ds"].notna(), None)
+    return groups
 
 
 def decoded_summaries(agg: DataFrame, cfg: JobConfig, day: str, by_day: bool = False) -> DataFrame:
@@ -511,8 +523,7 @@ def uncounted_groups(observation: Observation, cfg: JobConfig) -> tuple[list[str
     frame = pd.DataFrame(rows, columns=columns) if rows else pd.DataFrame(
         {"ds": pd.Series(dtype=object), **{k: pd.Series(dtype=object) for k in group_columns(cfg)},
          "invalid": pd.Series(dtype="int64"), "count": pd.Series(dtype="int64")})
-    frame["ds"] = frame["ds"].astype(object).where(frame["ds"].notna(), None)
-    return sorted(str(d) for d in got["days"]), frame  # type: ignore[attr-defined]
+    return sorted(str(d) for d in got["days"]), null_days_as_none(frame)  # type: ignore[attr-defined]
 
 
 def check_summary_sums(summaries: pd.DataFrame, cfg: JobConfig) -> None:
