@@ -229,8 +229,8 @@ def test_a_range_writes_the_very_summaries_its_metrics_come_from(request, monkey
         df = df.rename(columns={"logit": "prediction"}).assign(label=lambda d: d["label"] + d["prediction"])
         over = {**over, "task": "regression", "columns": {**over["columns"], "logit": None, "prediction": "prediction"}}
     _write(df, tmp_path / "eval")
-    # Spark's adaptive execution would put rows this few in one write task: with its tasks kept, a day's rows
-    # are spread over several of them unless the job gathers each day in one (one file a day, checked below)
+    # Spark's adaptive execution would put so few rows in one write task; with its coalescing off, a day's rows
+    # are spread over several tasks unless the job gathers each day in one (one file a day, checked below)
     coalesce = "spark.sql.adaptive.coalescePartitions.enabled"
     before = spark.conf.get(coalesce)
     spark.conf.set(coalesce, "false")
