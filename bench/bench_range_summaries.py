@@ -12,8 +12,8 @@ write and compute the metrics from the driver's copy while it runs, then write t
     Arrow batches), as a range evaluate does on a classic session;
 (b) the aggregate cached, collected and decoded the same way, and the summaries written from the cache
     (``scan.decoded_summaries``), as a range evaluate does on Spark Connect; the cache is freed after;
-(c) classic sessions only: the summaries decoded in Spark and written by the scan's own job, the invalid and
-    undated rows observed on the way, and the written files read back with pyarrow for the metrics
+(c) classic sessions only: the summaries shuffled by day, decoded in Spark and written by the scan's own job, the
+    invalid and undated rows observed on the way, and the written files read back with pyarrow for the metrics
     (``Transaction.stage_and_read``), as a range evaluate does on a classic session with a local output since
     2026-11-28 (then the metrics' write alone).
 
@@ -90,7 +90,8 @@ def main() -> int:
         if side == "c":
             with OutputStore(c, spark).transaction("evaluate", days) as tx:
                 observed, observation = observe_uncounted(aggregated, c, DS)
-                summaries = tx.stage_and_read("summaries", decoded_summaries(observed, c, DS))
+                summaries = tx.stage_and_read("summaries", decoded_summaries(observed, c, DS, by_day=True),
+                                              clustered=True)
                 assert uncounted_groups(observation, c) is not None
                 metrics = metrics_from_summaries(summaries, "binary", keys=["ds", "model", "run"],
                                                  bin_width=c.histogram.bin_width).assign(task="binary")
