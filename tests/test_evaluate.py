@@ -1214,9 +1214,26 @@ def test_allow_missing_days_skips_days_without_rows_and_says_which(spark, demo_c
                                          r"2026-11-15\.\.2026-11-17\); check the dates .*, or pass "
                                          r"--allow-missing-days"):
         evaluate(spark, cfg, span)  # the days it has were not said: a user saw 10 missing days and '7 more' only
+    from ctcalc_spark.errors import ConcurrentRunError
+
+    seen: dict[str, object] = {}
+
+    def while_writing(line: str) -> None:  # called as the writes start: the scan has found which days have rows
+        if not line.startswith("writing"):
+            return
+        store = OutputStore(cfg, spark)
+        seen["leased"] = [json.loads(p.read_text())["days"] for p in (tmp_path / "out" / "_runs").glob("*.json")]
+        store.check_no_concurrent_run("another-run", "evaluate", ["2026-11-20"])  # a day without rows: free
+        try:
+            store.check_no_concurrent_run("another-run", "evaluate", ["2026-11-16"])
+        except ConcurrentRunError:
+            seen["held"] = True
+
     with caplog.at_level("WARNING", logger="ctcalc_spark.jobs.evaluate"):
-        done = evaluate(spark, cfg, span, allow_missing_days=True)
+        done = evaluate(spark, cfg, span, allow_missing_days=True, progress=while_writing)
     assert done.days == ["2026-11-15", "2026-11-16", "2026-11-17"]
+    # the run's lease names the days it writes, not the 20 asked for (the range's transaction opens before its scan)
+    assert seen == {"leased": [done.days], "held": True}
     assert sorted(done.metrics["ds"].unique()) == done.days
     assert [r.getMessage() for r in caplog.records] == [
         "no evaluation rows for 17 of 20 days (skipped): 2026-11-14, 2026-11-18..2026-12-03 (17 days)"]

@@ -404,6 +404,26 @@ def test_a_second_live_run_of_the_same_job_and_day_stops_before_writing(spark, d
     assert evaluate(spark, cfg, "2026-11-15").days == ["2026-11-15"]
 
 
+def test_a_transaction_narrows_its_lease_to_fewer_days_and_only_that(tmp_path):
+    """A range run gives back the days its scan found without rows (Transaction.narrow): the lease file says so at
+    once, another run may take those days, and narrowing cannot add a day."""
+    from ctcalc_spark.errors import ConcurrentRunError
+
+    store = _store(tmp_path)
+    with store.transaction("evaluate", ["2026-11-15", "2026-11-16", "2026-11-17"]) as tx:
+        lease = tmp_path / "out" / "_runs" / f"{tx.run_id}.json"
+        with pytest.raises(ConcurrentRunError):
+            store.check_no_concurrent_run("other", "evaluate", ["2026-11-15"])
+        tx.narrow(["2026-11-17", "2026-11-16"])
+        assert json.loads(lease.read_text())["days"] == tx.days == ["2026-11-16", "2026-11-17"]
+        store.check_no_concurrent_run("other", "evaluate", ["2026-11-15"])
+        with pytest.raises(ConcurrentRunError):
+            store.check_no_concurrent_run("other", "evaluate", ["2026-11-17"])
+        with pytest.raises(ValueError, match=r"can only drop days: \['2026-11-15'\] were not held"):
+            tx.narrow(["2026-11-15", "2026-11-16"])
+    assert not lease.exists()
+
+
 def test_a_concurrent_run_on_another_host_is_judged_by_its_heartbeat(tmp_path):
     from ctcalc_spark.errors import ConcurrentRunError
 

@@ -657,6 +657,8 @@ def evaluate(
         except InputError as e:
             hints = _absent_days_hints(spark, cfg, days, pd.Series(present, dtype=object))
             raise InputError(" ".join(filter(None, [str(e), *hints]))) from None
+        if tx is not None and missing:  # opened before the scan with every day asked for: hold those with rows
+            tx.narrow([d for d in days if d not in missing])
         exact = None if known_bias is None else _exact_sums(dated, cfg, known_bias)
         if direct:
             keys = ["ds", *group_columns(cfg)]

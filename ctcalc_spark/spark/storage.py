@@ -12,7 +12,8 @@ One run = one :class:`Transaction`:
    days); if another live run of the same job holds a lease on any of those days, it gives its lease back
    and stops (:class:`ConcurrentRunError`): two runs of one day would swap their partitions in turn, and
    the day's metrics and summaries could come from different runs. Of two runs that start together at least
-   one stops (each writes its lease before it looks), never neither;
+   one stops (each writes its lease before it looks), never neither. A range run that opens its transaction
+   before its scan narrows its lease to the days found to have rows (:meth:`Transaction.narrow`);
 2. when no other live run holds the same output, it clears what killed runs left (see :func:`recover_root`);
 3. it writes its tables, each row carrying the run's ``run_id``;
 4. it writes its **commit record** last: ``<output.path>/_commits/<run_id>.json`` lists every partition it
@@ -1280,6 +1281,7 @@ class Lease:
     interval_s: float
     _stop: threading.Event = field(default_factory=threading.Event)
     _thread: threading.Thread | None = None
+    _lock: threading.Lock = field(default_factory=threading.Lock)  # the heartbeat thread and update() write it
 
     def start(self) -> None:
         self._beat()
@@ -1287,9 +1289,16 @@ class Lease:
         thread.start()
         self._thread = thread  # only once started: release() joins it (a Ctrl-C can land inside start())
 
+    def update(self, **fields: Any) -> None:
+        """Change fields of the record and write it now (not at the next heartbeat)."""
+        with self._lock:
+            self.record.update(fields)
+        self._beat()
+
     def _beat(self) -> None:
-        self.record["heartbeat_at"] = time.time()
-        self.files.write_text(self.path, json.dumps(self.record))
+        with self._lock:
+            self.record["heartbeat_at"] = time.time()
+            self.files.write_text(self.path, json.dumps(self.record))
 
     def _run(self) -> None:
         while not self._stop.wait(self.interval_s):
@@ -1968,6 +1977,21 @@ class Transaction:
                 files.delete(self.store.root)
         except OSError as e:
             log.warning("could not remove the empty output folder %s: %s", self.store.root, e)
+
+    def narrow(self, days: Sequence[str]) -> None:
+        """Hold only ``days`` of the run's days from now on. A range run opens its transaction before its scan
+        (its summaries are staged in the scan's job) with every day asked for; once the scan has found which of
+        them have rows (``--allow-missing-days``), the others are no longer claimed, so another run may write
+        them. A lease that cannot be rewritten keeps claiming every day (a warning): stricter, not wrong."""
+        kept = sorted({str(d) for d in days})
+        if self.days is not None and not set(kept) <= set(self.days):
+            raise ValueError(f"narrow() can only drop days: {sorted(set(kept) - set(self.days))} were not held")
+        self.days = kept
+        if self.lease is not None:
+            try:
+                self.lease.update(days=kept)
+            except (ConfigError, OSError) as e:
+                log.warning("could not narrow the lease %s to %d days: %s", self.lease.path, len(kept), e)
 
     def write(self, table: str, frame: pd.DataFrame | DataFrame, types: Mapping[str, str] | None = None) -> str:
         """Replace the partitions of ``table`` that ``frame`` holds (a pandas frame needs ``types``); returns the
