@@ -752,8 +752,9 @@ def test_a_column_without_numbers_is_rejected_before_the_scan(spark, demo_config
         evaluate(spark, demo_config(), DS, write=False)
 
 
-def test_huge_weights_are_rejected_with_a_hint_to_rescale(spark, demo_config, tmp_path):
-    _write(_rows().assign(weight=1e308), tmp_path / "eval")
+@pytest.mark.parametrize("weight", [1e308, 1e148])  # sums that overflow; finite sums, a total weight of 4e150
+def test_huge_weights_are_rejected_with_a_hint_to_rescale(spark, demo_config, tmp_path, weight):
+    _write(_rows().assign(weight=weight), tmp_path / "eval")
     # used to end in "AssertionError: Metric 'weight' came out as inf ... a bug"
     with pytest.raises(InputError, match=r"too large.*rescale the weights"):
         evaluate(spark, demo_config(columns={"weight": "weight"}), DS, write=False)
