@@ -404,7 +404,7 @@ def test_a_second_live_run_of_the_same_job_and_day_stops_before_writing(spark, d
     assert evaluate(spark, cfg, "2026-11-15").days == ["2026-11-15"]
 
 
-def test_a_transaction_narrows_its_lease_to_fewer_days_and_only_that(tmp_path):
+def test_a_transaction_narrows_its_lease_to_fewer_days_and_only_that(tmp_path, caplog):
     """A range run gives back the days its scan found without rows (Transaction.narrow): the lease file says so at
     once, another run may take those days, and narrowing cannot add a day."""
     from ctcalc_spark.errors import ConcurrentRunError
@@ -421,6 +421,13 @@ def test_a_transaction_narrows_its_lease_to_fewer_days_and_only_that(tmp_path):
             store.check_no_concurrent_run("other", "evaluate", ["2026-11-17"])
         with pytest.raises(ValueError, match=r"can only drop days: \['2026-11-15'\] were not held"):
             tx.narrow(["2026-11-15", "2026-11-16"])
+        lease.unlink()
+        lease.mkdir()  # the lease can no longer be written: a warning, and the run goes on
+        with caplog.at_level("WARNING", logger="ctcalc_spark.spark.storage"):
+            tx.narrow(["2026-11-17"])
+        assert tx.days == ["2026-11-17"]
+        assert any(r.getMessage().startswith(f"could not narrow the lease {lease}") for r in caplog.records)
+        lease.rmdir()
     assert not lease.exists()
 
 
