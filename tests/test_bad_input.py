@@ -20,6 +20,7 @@ from ctcalc_spark import InputError
 from ctcalc_spark.config import ConfigError, config_from_dict, read_yaml
 from ctcalc_spark.jobs.evaluate import NO_DATE, evaluate
 from ctcalc_spark.spark.scan import INVALID_REASONS, NULL_SLICE
+from ctcalc_spark.spark.storage import STAGING_PREFIX
 from tests.test_evaluate import DS, _binary_rows, _write
 
 N = 400
@@ -392,6 +393,22 @@ def test_text_that_is_not_a_number_is_shown_and_a_decimal_comma_named(spark, dem
     with pytest.raises(InputError, match=r"1 rows: text .* The weight column 'weight' holds text such as 'heavy'\.$"):
         evaluate(spark, demo_config(input={"path": str(tmp_path / "eval2")}, columns={"weight": "weight"}), DS,
                  write=False)
+
+
+def test_a_range_whose_rows_are_all_invalid_names_its_days_and_writes_nothing(spark, demo_config, tmp_path):
+    """A range written on a classic session to a local output has Spark write its summaries in the scan's job and
+    reads them back: with every row invalid none come back. The error names both days, and the output holds
+    neither a partition nor a staging folder."""
+    days = ["2024-03-01", "2024-03-02"]
+    df = pd.concat([_rows(seed=i, ds=d) for i, d in enumerate(days)], ignore_index=True)
+    df["logit"] = np.nan
+    _write(df, tmp_path / "eval")
+    with pytest.raises(InputError, match=rf"Every evaluation row for ds={days[0]}, {days[1]} is invalid \({2 * N} "
+                                         rf"rows in all: {2 * N} rows: NaN or infinite logit"):
+        evaluate(spark, demo_config(on_invalid="drop"), f"{days[0]}..{days[1]}")
+    out = tmp_path / "out"
+    left = [str(p.relative_to(out)) for p in out.rglob("*")] if out.exists() else []
+    assert not [p for p in left if "ds=" in p or STAGING_PREFIX in p], left
 
 
 def test_binary_labels_written_as_boolean_text_are_labels(spark, demo_config, tmp_path):

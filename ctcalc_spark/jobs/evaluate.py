@@ -637,8 +637,9 @@ def evaluate(
                 observed, observation = observe_uncounted(aggregated, cfg, DS)
                 # shuffled by day before decoding: the shuffle carries the aggregate's rows, not the wider decoded
                 # ones (a year's range evaluate 6.04 -> 5.86 s, docs/storage.md#what-a-range-job-costs)
+                s_columns = ["ds", *group_columns(cfg), *SUMMARY_TYPES[cfg.task]]
                 written = tx.stage_and_read("summaries", decoded_summaries(observed, cfg, DS, by_day=True),
-                                            clustered=True)
+                                            clustered=True, columns=s_columns)
                 seen = uncounted_groups(observation, cfg) or _uncounted_by_query(aggregated, cfg)
             else:
                 if from_spark:
@@ -662,7 +663,8 @@ def evaluate(
         exact = None if known_bias is None else _exact_sums(dated, cfg, known_bias)
         if direct:
             keys = ["ds", *group_columns(cfg)]
-            summaries = written.reindex(columns=[*keys, *SUMMARY_TYPES[cfg.task]]).reset_index(drop=True)
+            # read back in these columns (with a range index): no copy; no rows at all come back without any
+            summaries = written if list(written.columns) == s_columns else written.reindex(columns=s_columns)
             check_summary_sums(summaries, cfg)
             tally = invalid_tally(dated, keys)
         else:

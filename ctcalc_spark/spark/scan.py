@@ -528,7 +528,7 @@ def uncounted_groups(observation: Observation, cfg: JobConfig) -> tuple[list[str
 
 def check_summary_sums(summaries: pd.DataFrame, cfg: JobConfig) -> None:
     """:func:`decode_aggregate`'s overflow check (InputError) on summaries-table rows (column ``ds``)."""
-    _check_sums(summaries.drop(columns=["split", "bin_width"], errors="ignore"), ["ds", *group_columns(cfg)], cfg)
+    _check_sums(summaries, ["ds", *group_columns(cfg)], cfg, skip=("split", "bin_width"))
 
 
 MAX_WEIGHT_SUM = 1e150
@@ -536,13 +536,15 @@ MAX_WEIGHT_SUM = 1e150
 still a finite double. Metrics do not change when every weight is scaled by one constant."""
 
 
-def _check_sums(ok: pd.DataFrame, keys: Sequence[str], cfg: JobConfig) -> None:
-    """InputError when a group's sums overflowed (inf, or NaN from inf - inf) or its weights are too large."""
+def _check_sums(ok: pd.DataFrame, keys: Sequence[str], cfg: JobConfig, skip: Sequence[str] = ()) -> None:
+    """InputError when a group's sums overflowed (inf, or NaN from inf - inf) or its weights are too large.
+    ``skip``: more columns that are not sums (named, not dropped: a drop copies a year's summaries)."""
     import numpy as np
 
     from ctcalc_spark.errors import InputError
 
-    sums = [n for n in ok.columns if n not in (*keys, "invalid", "is_bias", "label", "bin", "count", "clipped")]
+    sums = [n for n in ok.columns
+            if n not in (*keys, *skip, "invalid", "is_bias", "label", "bin", "count", "clipped")]
     values = ok[sums].to_numpy(dtype=np.float64, na_value=0.0)
     finite = np.isfinite(values).all(axis=1)
     # A group's weight is a sum of rows' weights, none negative (a negative weight makes its row invalid): when all

@@ -1518,7 +1518,7 @@ class OutputStore:
         if not self._local_reads():
             frame = self.read_spark(table, days=days, where=where).toPandas()
         else:
-            frame = self._read_local(table, days, where)
+            frame = self._read_local(table, days, where, with_run_id=with_run_id)
         if not with_run_id and RUN_ID in frame.columns:
             frame = frame.drop(columns=RUN_ID)
         if task is not None and table == "summaries" and not frame.empty:
@@ -1528,6 +1528,8 @@ class OutputStore:
     def _check_summary_rows(self, frame: pd.DataFrame, task: str) -> None:
         """InputError when summaries rows lack ``task``'s values: days written by a job of another task (an output
         shared by two tasks' configs; they used to stop the reading job with 'a bug' deep in the arithmetic)."""
+        import numpy as np
+
         from ctcalc_spark.core.finalize import SUMMARY_TYPES
 
         if task not in SUMMARY_TYPES:
@@ -1535,7 +1537,11 @@ class OutputStore:
         shared = {n for t, kinds in SUMMARY_TYPES.items() if t != task for n in kinds}
         names = [n for n in SUMMARY_TYPES[task] if n not in shared]  # binary: bin, label, ...; not count, weight
         missing = [n for n in names if n not in frame.columns]
-        foreign = frame if missing else frame[frame[names].isna().all(axis=1)]
+        if not missing:  # column by column: selecting them as a frame copied a year's summaries
+            unset = np.logical_and.reduce([frame[n].isna().to_numpy() for n in names])
+            if not unset.any():
+                return
+        foreign = frame if missing else frame[unset]
         if foreign.empty:
             return
         days = sorted(foreign["ds"].astype(str).unique()) if "ds" in foreign else []
@@ -1554,9 +1560,14 @@ class OutputStore:
             f"with this config, or give each task its own output (output.path).")
 
     def _read_local(self, table: str, days: Sequence[str] | None,
-                    where: Mapping[str, Sequence[str]] | None, root: str | None = None) -> pd.DataFrame:
+                    where: Mapping[str, Sequence[str]] | None, root: str | None = None, *,
+                    with_run_id: bool = True, columns: Sequence[str] | None = None) -> pd.DataFrame:
         """The rows of the partitions that ``days`` and ``where`` select, read with pyarrow (from ``root``, a
         staging folder of the table, instead of the table's location where given).
+
+        ``columns``: only these, in this order (each must be in the table); otherwise every column, the run id
+        only ``with_run_id``. Columns are chosen as the files are read: dropping or reordering them afterwards
+        copied a year's summaries once more (0.15 s in a first range job's profile, 2026-11-28).
 
         Partitions are selected by their folder names before any file is opened, and the schema is unified over
         one file of each selected partition only: a read of two weeks no longer opens a file of every day the
@@ -1582,14 +1593,16 @@ class OutputStore:
         chosen = [f for f in files if _in_partitions(f, parts, conds)]
         schema = pa.unify_schemas([pads.dataset(f, format=self.output.format).schema
                                    for f in _one_per_dir(chosen or files[-1:])] + [part_schema])  # none: the latest
+        if columns is None:
+            columns = [n for n in schema.names if with_run_id or n != RUN_ID]
         if not chosen or not all(conds.values()):  # nothing can match
-            return schema.empty_table().to_pandas()
+            return schema.empty_table().select(list(columns)).to_pandas()
         ds = pads.dataset(root, format=self.output.format, partitioning=partitioning, schema=schema)
         flt = None
         for col, values in conds.items():  # partition values prune files unopened
             term = pads.field(col).isin(sorted(values))
             flt = term if flt is None else flt & term
-        return ds.to_table(filter=flt).to_pandas()
+        return ds.to_table(filter=flt, columns=list(columns)).to_pandas()
 
     def commits(self, table: str | None = None) -> pd.DataFrame:
         """The latest commit per (table, partition): columns :data:`COMMIT_COLUMNS`."""
@@ -2047,7 +2060,8 @@ class Transaction:
         self._early.append((table, self._submit(save), written))
         return True
 
-    def stage_and_read(self, table: str, frame: DataFrame, clustered: bool = False) -> pd.DataFrame:
+    def stage_and_read(self, table: str, frame: DataFrame, clustered: bool = False,
+                       columns: Sequence[str] | None = None) -> pd.DataFrame:
         """Write ``table``'s partitions of the Spark ``frame`` into a staging folder now, and return its rows as
         written, read back with pyarrow (partition columns as strings, no run id); only where
         :meth:`OutputStore.stages_locally`. Swapped in when the transaction ends without an error, removed if it
@@ -2059,6 +2073,8 @@ class Transaction:
 
         ``clustered``: the rows of each output partition are in one task of ``frame`` already (it was shuffled by
         the partition columns): written without a shuffle of their own, still one file per partition.
+        ``columns``: the columns to read back, in this order (they must include the partition columns); default
+        every column but the run id.
         """
         from pyspark.sql import functions as F
 
@@ -2077,9 +2093,7 @@ class Transaction:
             shuffled = out if clustered else out.repartition(*parts)
             (shuffled.write.mode("overwrite").options(**codec_options(store.output))
              .partitionBy(*parts).format(store.output.format).save(staging))
-        rows = store._read_local(table, None, None, root=staging)
-        if RUN_ID in rows.columns:
-            rows = rows.drop(columns=RUN_ID)
+        rows = store._read_local(table, None, None, root=staging, with_run_id=False, columns=columns)
         counts = rows.groupby(list(parts), dropna=False).size() if not rows.empty else {}
         written = [(dict(zip(parts, k if isinstance(k, tuple) else (k,))), int(n)) for k, n in counts.items()]
         _check_partition_values(table, written)
