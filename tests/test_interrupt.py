@@ -155,6 +155,32 @@ def test_a_signal_during_a_deferred_write_lets_it_finish_then_stops(spark, tmp_p
     assert spark.range(10).count() == 10  # the session works on: the interrupting thread has ended
 
 
+def test_a_signal_during_the_exchange_probe_leaves_no_probe_folder(tmp_path, monkeypatch):
+    """The probe for atomic exchange makes two folders in a table's root and removes them. A SIGTERM between the
+    two removals (the CLI test above hit it now and then, as its writes started) left one there; the probe now
+    removes both, then the signal stops the run."""
+    from ctcalc_spark.spark import files, interrupt
+
+    real = os.rmdir
+    sent = []
+
+    def rmdir_then_signal(path):  # type: ignore[no-untyped-def]
+        real(path)
+        if not sent:
+            sent.append(path)
+            os.kill(os.getpid(), signal.SIGTERM)  # the handler runs at once, before the second removal
+
+    monkeypatch.setattr(files.os, "rmdir", rmdir_then_signal)
+    assert interrupt.install(None)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            files.supports_exchange(str(tmp_path))
+        assert sent and interrupt.received() == signal.SIGTERM
+    finally:
+        interrupt.uninstall()
+    assert os.listdir(tmp_path) == []
+
+
 def test_sigterm_before_spark_starts_ends_the_command_with_its_line(tmp_path):
     """Every command, not only those with a session: here the demo while it generates its table."""
     proc, stdout, stderr = _start(["demo", "--examples-per-day", "200000", "--days", "7"], tmp_path)

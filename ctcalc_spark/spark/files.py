@@ -311,21 +311,29 @@ def _renameat2(a: str, b: str, flags: int) -> None:
 
 
 def supports_exchange(folder: str) -> bool:
-    """Whether atomic exchange works in ``folder`` (probed with two empty folders made there, then removed)."""
+    """Whether atomic exchange works in ``folder`` (probed with two empty folders made there, then removed).
+
+    A Ctrl-C or SIGTERM during the probe acts once both folders are gone (:func:`interrupt.deferred`): it used to
+    raise between the two removals now and then, and leave a probe folder in a table's root (hidden, and removed
+    by the next run, but left behind).
+    """
+    from ctcalc_spark.spark import interrupt
+
     if not is_local(folder):
         return False
     base = os.path.abspath(local_path(folder))
     os.makedirs(base, exist_ok=True)
     token = uuid.uuid4().hex[:8]
     a, b = f"{base}/.ctcalc-probe-{token}-a", f"{base}/.ctcalc-probe-{token}-b"
-    try:
-        os.mkdir(a)
-        os.mkdir(b)
-        _renameat2(a, b, _RENAME_EXCHANGE)
-        return True
-    except OSError:
-        return False
-    finally:
-        for d in (a, b):
-            if os.path.isdir(d):
-                os.rmdir(d)
+    with interrupt.deferred():
+        try:
+            os.mkdir(a)
+            os.mkdir(b)
+            _renameat2(a, b, _RENAME_EXCHANGE)
+            return True
+        except OSError:
+            return False
+        finally:
+            for d in (a, b):
+                if os.path.isdir(d):
+                    os.rmdir(d)
