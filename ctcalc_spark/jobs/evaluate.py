@@ -663,7 +663,7 @@ def evaluate(
         exact = None if known_bias is None else _exact_sums(dated, cfg, known_bias)
         if direct:
             keys = ["ds", *group_columns(cfg)]
-            # read back in these columns (with a range index): no copy; no rows at all come back without any
+            # read back in these columns, with a range index: no copy (a read that finds no rows has no columns)
             summaries = written if list(written.columns) == s_columns else written.reindex(columns=s_columns)
             check_summary_sums(summaries, cfg)
             tally = invalid_tally(dated, keys)
