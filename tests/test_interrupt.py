@@ -157,7 +157,7 @@ def test_a_signal_during_a_deferred_write_lets_it_finish_then_stops(spark, tmp_p
 
 def test_a_signal_during_the_exchange_probe_leaves_no_probe_folder(tmp_path, monkeypatch):
     """The probe for atomic exchange makes two folders in a table's root and removes them. A SIGTERM between the
-    two removals (the CLI test above hit it now and then, as its writes started) left one there; the probe now
+    two removals (the CLI test above hit it once, as its writes started) left one there; the probe now
     removes both, then the signal stops the run."""
     from ctcalc_spark.spark import files, interrupt
 

@@ -313,9 +313,9 @@ def _renameat2(a: str, b: str, flags: int) -> None:
 def supports_exchange(folder: str) -> bool:
     """Whether atomic exchange works in ``folder`` (probed with two empty folders made there, then removed).
 
-    A Ctrl-C or SIGTERM during the probe acts once both folders are gone (:func:`interrupt.deferred`): it used to
-    raise between the two removals now and then, and leave a probe folder in a table's root (hidden, and removed
-    by the next run, but left behind).
+    A Ctrl-C or SIGTERM during the probe acts once both folders are gone (:func:`interrupt.deferred`): one that came
+    between the two removals left a probe folder in a table's root (hidden, and removed by the next run, but left
+    behind).
     """
     from ctcalc_spark.spark import interrupt
 
