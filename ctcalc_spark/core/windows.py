@@ -307,7 +307,7 @@ def merge_windows(summaries: pd.DataFrame, task: str, windows: Iterable[Window])
     day_names = pd.Index(sorted(set().union(*spans.values())))
     day = day_names.get_indexer(summaries["ds"].astype(str))  # -1: in no window
     inside = day >= 0
-    # a range's rolling job keeps every row: selecting them all would copy them (a year's summaries, ~0.1 s)
+    # a range's rolling job keeps every row: selecting them all would copy a year's summaries for nothing
     rows, day = (summaries, day) if inside.all() else (summaries[inside], day[inside])
     if rows.empty:
         return pd.DataFrame(columns=columns)
