@@ -1567,7 +1567,7 @@ class OutputStore:
 
         ``columns``: only these, in this order (each must be in the table); otherwise every column, the run id
         only ``with_run_id``. Columns are chosen as the files are read: dropping or reordering them afterwards
-        copied a year's summaries once more (0.15 s in a first range job's profile, 2026-11-28).
+        copied a year's summaries once more (about 0.2 s in a first range job's profile, 2026-11-28).
 
         Partitions are selected by their folder names before any file is opened, and the schema is unified over
         one file of each selected partition only: a read of two weeks no longer opens a file of every day the
