@@ -349,7 +349,7 @@ def merge_windows(summaries: pd.DataFrame, task: str, windows: Iterable[Window])
     c = cell[grp]
     out["n_days"] = (np.searchsorted(cell_day, c * span + last_day[win], side="right")
                      - np.searchsorted(cell_day, c * span + first_day[win]))
-    return out if list(out.columns) == columns else out[columns]  # built in that order: no copy
+    return out  # built in the order of ``columns``: selecting them would only copy it
 
 
 Summary = BinarySummary | RegressionSummary

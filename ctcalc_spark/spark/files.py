@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 
 from ctcalc_spark.errors import ConfigError
 from ctcalc_spark.pathsafe import write_atomic
+from ctcalc_spark.spark import interrupt
 
 if TYPE_CHECKING:
     import pyarrow.fs as pafs
@@ -317,8 +318,6 @@ def supports_exchange(folder: str) -> bool:
     between the two removals left a probe folder in a table's root (hidden, and removed by the next run, but left
     behind).
     """
-    from ctcalc_spark.spark import interrupt
-
     if not is_local(folder):
         return False
     base = os.path.abspath(local_path(folder))

@@ -1537,13 +1537,13 @@ class OutputStore:
         shared = {n for t, kinds in SUMMARY_TYPES.items() if t != task for n in kinds}
         names = [n for n in SUMMARY_TYPES[task] if n not in shared]  # binary: bin, label, ...; not count, weight
         missing = [n for n in names if n not in frame.columns]
-        if not missing:  # column by column: selecting them as a frame copied a year's summaries
+        if missing:
+            foreign = frame
+        else:  # column by column: selecting them as a frame copied a year's summaries
             unset = np.logical_and.reduce([frame[n].isna().to_numpy() for n in names])
             if not unset.any():
                 return
-        foreign = frame if missing else frame[unset]
-        if foreign.empty:
-            return
+            foreign = frame[unset]
         days = sorted(foreign["ds"].astype(str).unique()) if "ds" in foreign else []
         shown = listed(days)
         other = [t for t, kinds in SUMMARY_TYPES.items() if t != task and all(
@@ -1565,8 +1565,8 @@ class OutputStore:
         """The rows of the partitions that ``days`` and ``where`` select, read with pyarrow (from ``root``, a
         staging folder of the table, instead of the table's location where given).
 
-        ``columns``: only these, in this order (each must be in the table); otherwise every column, the run id
-        only ``with_run_id``. Columns are chosen as the files are read: dropping or reordering them afterwards
+        ``columns``: only these, in this order (each must be in the table; all of them in an empty result too);
+        otherwise every column, the run id only ``with_run_id``. Columns are chosen as the files are read: dropping or reordering them afterwards
         copied a year's summaries once more (about 0.2 s in a first range job's profile, 2026-11-28).
 
         Partitions are selected by their folder names before any file is opened, and the schema is unified over
@@ -1585,8 +1585,8 @@ class OutputStore:
         root = root or self.location(table)
         # a schema given: the listing opens no file
         files = list(pads.dataset(root, format=self.output.format, partitioning=partitioning, schema=part_schema).files)
-        if not files:
-            return pd.DataFrame()
+        if not files:  # no rows, but the columns asked for
+            return pd.DataFrame(columns=list(columns or []))
         conds = {k: {str(v) for v in values} for k, values in (where or {}).items()}
         if days is not None:
             conds["ds"] = {str(d) for d in days}
