@@ -1515,12 +1515,11 @@ class OutputStore:
 
         if not self.exists(table):
             return pd.DataFrame()
-        if not self._local_reads():
-            frame = self.read_spark(table, days=days, where=where).toPandas()
-        else:
+        if self._local_reads():  # the run id is left out as the files are read
             frame = self._read_local(table, days, where, with_run_id=with_run_id)
-        if not with_run_id and RUN_ID in frame.columns:
-            frame = frame.drop(columns=RUN_ID)
+        else:
+            rows = self.read_spark(table, days=days, where=where)
+            frame = (rows if with_run_id else rows.drop(RUN_ID)).toPandas()  # dropped in Spark: never sent over
         if task is not None and table == "summaries" and not frame.empty:
             self._check_summary_rows(frame, task)
         return frame
@@ -1566,8 +1565,9 @@ class OutputStore:
         staging folder of the table, instead of the table's location where given).
 
         ``columns``: only these, in this order (each must be in the table; all of them in an empty result too);
-        otherwise every column, the run id only ``with_run_id``. Columns are chosen as the files are read: dropping or reordering them afterwards
-        copied a year's summaries once more (about 0.2 s in a first range job's profile, 2026-11-28).
+        otherwise every column, the run id only ``with_run_id``. Columns are chosen as the files are read:
+        dropping or reordering them afterwards copied a year's summaries once more (about 0.2 s in a first range
+        job's profile, 2026-11-28).
 
         Partitions are selected by their folder names before any file is opened, and the schema is unified over
         one file of each selected partition only: a read of two weeks no longer opens a file of every day the
