@@ -38,7 +38,7 @@ from ctcalc_spark.core._math import sigmoid  # noqa: E402
 from ctcalc_spark.jobs.evaluate import evaluate  # noqa: E402
 from ctcalc_spark.jobs.rolling import run_rolling  # noqa: E402
 from ctcalc_spark.spark.session import build_session  # noqa: E402
-from ctcalc_spark.spark.storage import OutputStore  # noqa: E402
+from ctcalc_spark.tables import OutputStore  # noqa: E402
 
 START = "2025-01-01"
 

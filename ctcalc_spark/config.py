@@ -306,30 +306,25 @@ OUTPUT_TABLES = ("metrics", "summaries", "rolling", "calibrated_exact", "stream_
 
 @dataclass(frozen=True)
 class OutputConfig:
-    """Where the output tables go: folders under ``path`` (default) or catalog tables.
+    """Where the output tables go: Delta tables under ``path`` (default) or catalog tables.
 
-    ``path`` always holds what is not a table (reports, run leases, stream state). Catalog mode is on when
+    ``path`` always holds what is not a catalog table (the stream's batch log, reports). Catalog mode is on when
     ``database`` or ``tables`` is set: a table is ``tables[name]`` if given, else
     ``<database>.<table_prefix><name>``; the jobs create missing tables (``format``, partitioned) and replace
-    exactly the partitions they compute.
+    exactly the partitions they compute, with Spark's writers.
     """
 
     path: str = "output"
     format: str = "parquet"
+    """The format of catalog tables the jobs create (path outputs are Delta tables)."""
     database: str | None = None
     table_prefix: str = "ctcalc_"
     tables: Mapping[str, str] = field(default_factory=dict)
-    lease_timeout_s: int = 600
-    """A run whose heartbeat is older than this is dead (runs on other hosts); leftovers of dead runs are removed."""
-    swap: str = "auto"
-    """How partitions are replaced: 'exchange' (staged, then one atomic swap per partition; local Linux file
-    systems), 'spark' (Spark's dynamic partition overwrite), 'auto' (exchange where it works)."""
+    storage_options: Mapping[str, str] = field(default_factory=dict)
+    """delta-rs storage options for an object-store ``path`` (s3://, gs://, abfss://): credentials, region,
+    endpoint. Unset keys come from the usual environment variables (docs/storage.md)."""
     compression: str = "none"
-    """The codec of the files ctcalc writes (Spark's ``compression`` option: none, snappy, zstd, gzip, ...) and of
-    the catalog tables it creates; an existing catalog table keeps its own, and a format outside
-    :data:`OUTPUT_CODECS` its own default unless a codec is set here. 'none' by default: the tables are small
-    aggregates that a codec made no smaller, and a year's first range job took 9.5 % less time without one (the
-    mean of three interleaved runs; docs/storage.md)."""
+    """The codec of the catalog tables ctcalc creates (Spark's ``compression`` option: none, snappy, zstd, ...)."""
 
     @property
     def catalog(self) -> bool:
@@ -361,10 +356,6 @@ class SparkConfig:
     driver_memory: str = "2g"
     conf: Mapping[str, str] = field(default_factory=dict)
     log_level: str | None = None
-    fast_local_files: bool = True
-    """Local masters only: write ``file://`` paths through :mod:`ctcalc_spark.localfs` (Hadoop's local file
-    system without a ``chmod`` process per file: 365 daily partitions written in 1.41 s instead of 3.48 s,
-    bench/bench_local_writes.py)."""
 
 
 DURATION_UNITS = {"second": 1, "minute": 60, "hour": 3600, "day": 86400, "week": 7 * 86400}
@@ -592,10 +583,18 @@ def _validate_output(o: OutputConfig) -> None:
         if missing:
             raise ConfigError(f"'output.tables' names only some tables; set 'output.database' for the others "
                               f"({missing}) or name them all.")
-    if o.swap not in ("auto", "exchange", "spark"):
-        raise ConfigError(f"'output.swap' must be auto, exchange or spark, got {o.swap!r}.")
-    if o.lease_timeout_s < 30:
-        raise ConfigError(f"'output.lease_timeout_s' must be >= 30 s, got {o.lease_timeout_s}.")
+    seen: dict[str, str] = {}
+    for table in OUTPUT_TABLES if o.catalog else ():
+        name = o.tables.get(table) or f"{o.database}.{o.table_prefix}{table}"
+        key = str(name).strip().lower()
+        if key in seen:
+            raise ConfigError(f"'output.tables' names {name!r} for both {seen[key]!r} and {table!r}: each output table "
+                              "needs a table of its own (their rows have other columns). Give one of them another "
+                              "name.")
+        seen[key] = table
+    bad = [k for k, v in o.storage_options.items() if not isinstance(v, str)]
+    if bad:
+        raise ConfigError(f"'output.storage_options' values must be strings (quote them in YAML), got {bad}.")
     codecs = OUTPUT_CODECS.get(str(o.format).lower())
     if codecs is not None and o.compression.lower() not in codecs:
         raise ConfigError(f"'output.compression' must be one of {list(codecs)} for output.format {o.format!r}, got "

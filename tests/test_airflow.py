@@ -387,7 +387,7 @@ def test_catalog_readiness_and_drift_check_on_a_spark_connect_connection(connect
 def test_previous_window_ready(tmp_path):
     from ctcalc_spark.config import OutputConfig
     from ctcalc_spark.orchestration.tasks import previous_window_ready
-    from ctcalc_spark.spark.storage import OutputStore
+    from ctcalc_spark.tables import OutputStore
 
     out, store = tmp_path / "out", OutputStore(OutputConfig(path=str(tmp_path / "out")))
 

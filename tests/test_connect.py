@@ -31,7 +31,7 @@ def test_evaluate_and_rolling_on_spark_connect_equal_classic(spark, connect_spar
     from ctcalc_spark.jobs.evaluate import evaluate
     from ctcalc_spark.jobs.rolling import run_rolling
     from ctcalc_spark.spark.session import is_connect
-    from ctcalc_spark.spark.storage import OutputStore
+    from ctcalc_spark.tables import OutputStore
 
     rows = generate_demo_eval(n_examples_per_day=1500, n_runs=3, n_days=len(DAYS), seed=4, start_ds=DAYS[0])
     rows["parity"] = np.where(rows["example_id"] % 2 == 0, "even", "odd")  # a slice column
@@ -92,7 +92,7 @@ def test_cli_on_a_connect_server_equals_classic(spark, connect_server, tmp_path)
     from ctcalc_spark.demo import generate_demo_eval
     from ctcalc_spark.jobs.evaluate import evaluate
     from ctcalc_spark.jobs.rolling import run_rolling
-    from ctcalc_spark.spark.storage import OutputStore
+    from ctcalc_spark.tables import OutputStore
 
     rows = generate_demo_eval(n_examples_per_day=1500, n_runs=3, n_days=len(DAYS), seed=5, start_ds=DAYS[0])
     pq.write_to_dataset(pa.Table.from_pandas(rows, preserve_index=False), str(tmp_path / "eval"), partition_cols=["ds"])

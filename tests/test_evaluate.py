@@ -27,7 +27,7 @@ from ctcalc_spark import (
 from ctcalc_spark.config import ConfigError, config_from_dict
 from ctcalc_spark.jobs.evaluate import NO_DATE_IN_FORMAT, evaluate, parse_days
 from ctcalc_spark.spark.scan import NULL_SLICE
-from ctcalc_spark.spark.storage import OutputStore
+from ctcalc_spark.tables import OutputStore
 from ctcalc_spark.core.split import bias_mask
 from ctcalc_spark.core.summary import finalize_binary
 
@@ -199,7 +199,7 @@ def _spy_on_spark_decode(monkeypatch) -> list[int]:
 def _spy_on_read_back(monkeypatch) -> list[int]:
     """Count the range jobs whose summaries Spark writes in the scan's job and the driver reads back
     (Transaction.stage_and_read: a classic session with a local output)."""
-    from ctcalc_spark.spark.storage import Transaction
+    from ctcalc_spark.tables import Transaction
 
     calls: list[int] = []
     real = Transaction.stage_and_read
@@ -573,7 +573,7 @@ def test_input_from_a_table_name(spark, tmp_path):
 
 def test_a_fixed_evaluation_set_without_a_date_column(spark, demo_config, tmp_path):
     """columns.ds: null — every row belongs to the one --ds given, which labels the output partitions."""
-    from ctcalc_spark.spark.storage import OutputStore
+    from ctcalc_spark.tables import OutputStore
 
     df = _binary_rows().drop(columns=["ds"])
     (tmp_path / "eval").mkdir()

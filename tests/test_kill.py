@@ -75,7 +75,7 @@ class Reader(threading.Thread):
 def test_kill_9_at_random_moments_never_shows_a_missing_partition(tmp_path):
     from ctcalc_spark.config import config_from_dict
     from ctcalc_spark.demo import write_demo_eval
-    from ctcalc_spark.spark.storage import OutputStore
+    from ctcalc_spark.tables import OutputStore
 
     data, out = tmp_path / "eval", tmp_path / "out"
     write_demo_eval(data, n_examples_per_day=1500, n_runs=2, n_days=1, seed=2, start_ds=DS)

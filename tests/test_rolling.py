@@ -427,7 +427,7 @@ def test_rolling_scan_over_a_range_equals_the_day_by_day_scans(spark, demo_confi
     from ctcalc_spark.cli.main import EXIT_CONFIG, main
     from ctcalc_spark.jobs.evaluate import evaluate
     from ctcalc_spark.jobs.rolling import previous_window_bias
-    from ctcalc_spark.spark.storage import OutputStore
+    from ctcalc_spark.tables import OutputStore
 
     days = _days("2026-11-18", 4)
     _write_eval(tmp_path / "eval", _eval_stream(days))
@@ -455,7 +455,7 @@ def test_rolling_job_idempotent_and_late_data_recomputes_like_a_clean_run(spark,
     from ctcalc_spark.jobs.evaluate import evaluate
     from ctcalc_spark.core.windows import WindowSpec
     from ctcalc_spark.jobs.rolling import affected_days, run_rolling
-    from ctcalc_spark.spark.storage import OutputStore
+    from ctcalc_spark.tables import OutputStore
 
     days = _days("2026-11-16", 4)
     late, final = _eval_stream(days, seed=5), _eval_stream(days, seed=5)
@@ -495,7 +495,7 @@ def test_rolling_job_idempotent_and_late_data_recomputes_like_a_clean_run(spark,
 def test_week_and_month_rows_coexist_and_a_range_equals_the_per_day_jobs(spark, demo_config, tmp_path):
     from ctcalc_spark.jobs.evaluate import evaluate
     from ctcalc_spark.jobs.rolling import run_rolling
-    from ctcalc_spark.spark.storage import OutputStore
+    from ctcalc_spark.tables import OutputStore
 
     days = _days("2026-10-28", 9)  # crosses a month end and an ISO week boundary
     _write_eval(tmp_path / "eval", _eval_stream(days, n=300, seed=11))

@@ -156,7 +156,7 @@ def test_extreme_logits_are_counted_and_reported_by_evaluate_compare_and_the_dri
     import yaml
 
     from ctcalc_spark.cli.main import main
-    from ctcalc_spark.spark.storage import OutputStore
+    from ctcalc_spark.tables import OutputStore
 
     rng = np.random.default_rng(0)
     n, frames = 2000, []

@@ -7,12 +7,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ctcalc_spark.cli.common import (
-    ENGINE_HELP,
     add_config_arguments,
     check_relative_paths,
     config_from_args,
     period_arguments,
-    reads_through_spark,
     session_for,
 )
 
@@ -43,7 +41,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--single-run", nargs=2, metavar=("RUN_A", "RUN_B"),
                         help="also check one run of A against one run of B for noise")
     parser.add_argument("--baseline", metavar="MODEL", help="model whose other runs give the seed noise (default A)")
-    parser.add_argument("--engine", choices=("auto", "local", "spark"), default="auto", help=ENGINE_HELP)
 
 
 def _warnings(cfg: JobConfig, counts: pd.DataFrame, metric: pd.Series | None = None) -> list[str]:
@@ -153,7 +150,7 @@ def _report_folder(args: argparse.Namespace, cfg: JobConfig, folder: str | None 
 
 
 def _spark(args: argparse.Namespace, cfg: JobConfig):  # type: ignore[no-untyped-def]
-    return session_for(args, cfg, "ctcalc-compare") if reads_through_spark(args, cfg) else None
+    return session_for(args, cfg, "ctcalc-compare") if cfg.output.catalog else None  # path outputs: Delta, here
 
 
 def _run_rolling(args: argparse.Namespace) -> int:

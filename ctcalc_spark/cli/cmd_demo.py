@@ -25,7 +25,7 @@ def run(args: argparse.Namespace) -> int:
     from ctcalc_spark.demo import format_runs_table, runs_table, write_demo_eval
     from ctcalc_spark.core.finalize import metrics_from_summaries
     from ctcalc_spark.jobs.evaluate import evaluate
-    from ctcalc_spark.spark.storage import OutputStore
+    from ctcalc_spark.tables import OutputStore
     from ctcalc_spark.where import example_config
 
     if args.config is None:
@@ -64,5 +64,5 @@ def run(args: argparse.Namespace) -> int:
           "generated data whose run-to-run bias noise is set by ctcalc_spark/demo.py, not comparable to Avazu.")
     out = Path(cfg.output.path)
     print(f"\noutputs: metrics -> {out / 'metrics'}   summaries -> {out / 'summaries'}   "
-          f"(Parquet, partitioned by ds)\ntotal {time.perf_counter() - t0:.1f} s")
+          f"(Delta tables, partitioned by ds)\ntotal {time.perf_counter() - t0:.1f} s")
     return 0

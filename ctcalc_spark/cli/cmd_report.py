@@ -6,12 +6,11 @@ import argparse
 import sys
 
 from ctcalc_spark.cli.common import (
-    ENGINE_HELP,
     add_config_arguments,
+    as_of_value,
     check_relative_paths,
     config_from_args,
     period_arguments,
-    reads_through_spark,
     session_for,
 )
 
@@ -36,7 +35,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     rule.add_argument("--threshold", type=float, default=None, metavar="X",
                       help="flag when the across-run mean bias moved more than X, for every model "
                            "(a fixed limit instead of --spread-k)")
-    parser.add_argument("--engine", choices=("auto", "local", "spark"), default="auto", help=ENGINE_HELP)
+    parser.add_argument("--as-of", metavar="VERSION|TIME",
+                        help="draw the report from the tables as they were: a version of the metrics table (an "
+                             "integer, see `ctcalc history`) or a time (ISO 8601, UTC if no zone is given)")
     parser.add_argument("--top", type=int, default=DEFAULT_TOP,
                         help=f"flagged moves listed on the page, largest first (default {DEFAULT_TOP}); "
                              "all of them go to the CSV and JSON")
@@ -63,9 +64,10 @@ def run(args: argparse.Namespace) -> int:
     spec = WindowSpec(args.window or cfg.rolling.window, args.days or cfg.rolling.days)
     out = args.out or report_root(cfg.output.path) / "reports"
     check_report_folder(out)  # before the work: the tables may be read-only, the report folder must not be
-    spark = session_for(args, cfg, "ctcalc-report") if reads_through_spark(args, cfg) else None
+    as_of = as_of_value(args.as_of, cfg)
+    spark = session_for(args, cfg, "ctcalc-report") if cfg.output.catalog else None  # path outputs: Delta, here
     rep = write_report(cfg, args.start, args.end, out_dir=out, spec=spec, threshold=args.threshold,
-                       spread_k=args.spread_k, top=args.top, spark=spark)
+                       spread_k=args.spread_k, top=args.top, spark=spark, as_of=as_of)
     whole = rep.whole
     print(f"report {args.start}..{args.end} ({spec.kind}{'' if spec.kind != 'rolling' else f' {spec.days} days'}): "
           f"{whole['window'].nunique()} windows x {whole['model'].nunique()} models, "

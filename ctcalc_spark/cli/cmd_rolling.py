@@ -36,7 +36,7 @@ def run(args: argparse.Namespace) -> int:
     from ctcalc_spark.core.windows import WindowSpec
     from ctcalc_spark.jobs.evaluate import day_span, evaluate, parse_days
     from ctcalc_spark.jobs.rolling import affected_days, check_rolling_task, previous_window_bias, run_rolling
-    from ctcalc_spark.spark.storage import OutputStore
+    from ctcalc_spark.tables import OutputStore
 
     cfg = config_from_args(args)
     check_rolling_task(cfg)  # before Spark starts, and before --scan evaluates days it could not roll
@@ -50,7 +50,8 @@ def run(args: argparse.Namespace) -> int:
                           f"rolling partition that depends on it; got {len(days)} days. Give the earliest day that "
                           "changed: the later ones are among those it recomputes.")
     check_relative_paths(cfg, args.config, ["input" if args.scan else "output"])
-    spark = session_for(args, cfg, "ctcalc-rolling")
+    # Spark only to scan the evaluation rows or to reach catalog tables: path outputs are Delta tables read here
+    spark = session_for(args, cfg, "ctcalc-rolling") if args.scan or cfg.output.catalog else None
     if args.scan:
         # Day by day, in order: a day's bias is known only once its previous window is written, and each day's
         # evaluate writes the summaries a later day's previous window reads (one session, one scan per day; a range

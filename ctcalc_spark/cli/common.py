@@ -171,26 +171,23 @@ def upstream_overrides(args: argparse.Namespace, *, table: str) -> dict[str, Any
     return out
 
 
-ENGINE_HELP = ("read the tables with pyarrow here (local) or through Spark; auto: Spark for catalog tables, a "
-               "non-local output path or under spark-submit")
+def as_of_value(text: str | None, cfg: JobConfig):  # type: ignore[no-untyped-def]
+    """``--as-of``: None, a version of the metrics table (int) or a time (aware datetime; UTC if none given)."""
+    import datetime as dt
 
-
-def reads_through_spark(args: argparse.Namespace, cfg: JobConfig) -> bool:
-    """Whether a command that only reads the outputs (compare, report) reads them through Spark.
-
-    ``args.engine``: 'spark' and 'local' decide; 'auto' takes Spark wherever pyarrow in this process cannot read
-    the tables: catalog tables, a non-local output path, or a run under spark-submit.
-    (With Spark Connect, ``output.path`` is a location client and server share: docs/storage.md.)
-    """
-    from ctcalc_spark.spark.files import is_local
-
-    engine = args.engine
-    if engine == "local" and cfg.output.catalog:
-        raise ConfigError("--engine local reads output folders with pyarrow, but the outputs are catalog tables "
-                          "(output.database / output.tables are set); use --engine auto or --engine spark.")
-    if engine != "auto":
-        return engine == "spark"
-    return cfg.output.catalog or not is_local(cfg.output.path) or bool(getattr(args, "_submitted", False))
+    if text is None:
+        return None
+    if cfg.output.catalog:
+        raise ConfigError("--as-of reads earlier versions of the Delta tables under output.path; the outputs here are "
+                          "catalog tables (use your catalog's time travel, e.g. VERSION AS OF in Spark SQL).")
+    if text.strip().isdigit():
+        return int(text)
+    try:
+        when = dt.datetime.fromisoformat(text.strip())
+    except ValueError:
+        raise ConfigError(f"--as-of {text!r}: give a version of the metrics table (an integer, see `ctcalc history`) "
+                          "or a time such as 2026-11-28T09:00:00Z.") from None
+    return when if when.tzinfo else when.replace(tzinfo=dt.timezone.utc)
 
 
 def session_for(args: argparse.Namespace, cfg: JobConfig, app_name: str,  # type: ignore[no-untyped-def]

@@ -18,7 +18,7 @@ from ctcalc_spark.core.accuracy import Comparison, NoiseCheck, compare_runs, sin
 from ctcalc_spark.config import JobConfig
 from ctcalc_spark.errors import ConfigError, InputError
 from ctcalc_spark.config import validate_ds
-from ctcalc_spark.spark.storage import OutputStore
+from ctcalc_spark.tables import OutputStore
 from ctcalc_spark.core.finalize import ALL, metrics_from_summaries
 from ctcalc_spark.core.rolling_compare import RollingComparison
 from ctcalc_spark.core.windows import WindowSpec
@@ -62,6 +62,7 @@ def _read_table(cfg: JobConfig, table: str, days: Sequence[str], models: Sequenc
         span = f"{have[0]}..{have[-1]}" if have else "none"
         raise InputError(f"Missing {table} partitions ds={missing} under {store.location(table)!r} (available: "
                          f"{span}); run the evaluate job for those days first.")
+    store.require_one_run(days)
     model = cfg.columns.model if table == "summaries" else "model"  # summaries keep the input's column names
     return store.read(table, days=days, where={model: list(models)}, task=cfg.task)
 
@@ -265,6 +266,7 @@ def rolling_comparison(cfg: JobConfig, model_a: str, model_b: str, ds_from: str,
                          f"{span}); run `ctcalc evaluate --ds {lo}..{hi}` first.")
     present = set(available)
     days = [d for d in days_needed(windows, spec, hi) if d in present]
+    store.require_one_run(days)
     c = cfg.columns
     rows = store.read("summaries", days=days, where={c.model: [model_a, model_b]}, task=cfg.task)
     _check_models(rows[c.model] if c.model in rows else [], [model_a, model_b], cfg, "summaries", days, spark)

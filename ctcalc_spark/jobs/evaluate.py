@@ -8,7 +8,6 @@ from __future__ import annotations
 import logging
 import math
 import re
-from contextlib import ExitStack
 from dataclasses import dataclass, field
 from functools import reduce
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Sequence
@@ -31,6 +30,7 @@ from ctcalc_spark.core.windows import Window, day_runs
 from ctcalc_spark.errors import ConfigError, DegenerateBiasError, InputError, listed
 from ctcalc_spark.spark.filekind import own_encoding
 from ctcalc_spark.spark.names import col, quoted
+from ctcalc_spark.tables import OutputStore
 from ctcalc_spark.spark.scan import (
     EXACT_COLUMNS,
     INVALID_REASONS,
@@ -41,32 +41,24 @@ from ctcalc_spark.spark.scan import (
     TEXT_NOT_NUMBER,
     UNATTRIBUTED_CODES,
     bad_weight,
-    check_summary_sums,
     class_name_label,
     corrupt_record_column,
     decode_aggregate,
-    decoded_summaries,
     first_checks,
     group_columns,
     invalid_code,
-    invalid_tally,
     label_column,
     not_finite,
     null_checks,
-    null_days_as_none,
     number_column,
-    observe_uncounted,
     reason_counts,
     split_expr,
     sql_double,
     string_key,
     summary_aggregation,
-    uncounted_groups,
 )
-from ctcalc_spark.spark.session import is_connect
 from ctcalc_spark.spark.storage import (
     DS,
-    OutputStore,
     empty_day_folders,
     input_day_folders,
     input_name,
@@ -614,140 +606,69 @@ def evaluate(
             raise ConfigError("A known bias is supported for binary and regression tasks, not multiclass.")
         return _evaluate_multiclass(spark, cfg, days, df, write, allow_missing_days, step, replace_runs)
     kb = _known_bias_frame(spark, cfg, known_bias)
-    # A range whose output is staged in a folder this process reads (a classic session, a local output): Spark writes
-    # the summaries from its aggregate in the scan's own job and the driver reads the files back
-    # (Transaction.stage_and_read), instead of collecting a year's 531,197 rows and sending them back to be written
-    # (docs/storage.md#what-a-range-job-costs). The invalid and undated rows they leave out are observed on the way.
-    direct = write and len(days) > 1 and kb is None and OutputStore(cfg, spark).stages_locally("summaries")
-    with ExitStack() as run:
-        tx = run.enter_context(OutputStore(cfg, spark).transaction("evaluate", days)) if direct else None
-        with input_read_errors(cfg):
-            one_day = {DS: days[0]} if len(days) == 1 else None  # the rows' day is that one or null
-            aggregated = summary_aggregation(df, cfg, extra_keys=[DS], known_bias=kb, single=one_day)
-            # On Spark Connect a range's summaries are written from the aggregate where Spark holds it (cached, and
-            # freed when the run ends), not sent back from the driver, whose copy gives the metrics: a year's
-            # 531,197 rows went back over gRPC (bench_range_summaries.py: 17.3-17.6 s -> 12.2-13.7 s for the
-            # scan, the metrics and the writes); its server's files are not this process's to read back. A classic
-            # session whose output is not staged locally (catalog tables, Spark's own overwrite) sends the driver's
-            # copy back through the Arrow path every one-day job's writes take: a cache there cost a Spark job of its
-            # own (docs/storage.md#what-a-range-job-costs). A one-day job sends its few rows either way.
-            from_spark = write and len(days) > 1 and is_connect(spark) and not direct
-            if direct:
-                assert tx is not None
-                observed, observation = observe_uncounted(aggregated, cfg, DS)
-                # shuffled by day before decoding: the shuffle carries the aggregate's rows, not the wider decoded
-                # ones (a year's range evaluate 6.04 -> 5.86 s, docs/storage.md#what-a-range-job-costs)
-                s_columns = ["ds", *group_columns(cfg), *SUMMARY_TYPES[cfg.task]]
-                written = tx.stage_and_read("summaries", decoded_summaries(observed, cfg, DS, by_day=True),
-                                            clustered=True, columns=s_columns)
-                seen = uncounted_groups(observation, cfg) or _uncounted_by_query(aggregated, cfg)
-            else:
-                if from_spark:
-                    aggregated = aggregated.cache()
-                    run.callback(_free, aggregated)
-                agg = aggregated.toPandas().rename(columns={DS: "ds"})
-        if direct:
-            present, left_out = seen
-            dated = left_out[left_out["ds"].notna()]
-        else:
-            dated = agg[agg["ds"].notna()]
-            present = sorted(dated["ds"].astype(str).unique())
-            left_out = agg
-        try:
-            missing = _check_days(days, present, cfg, allow_missing_days)
-        except InputError as e:
-            hints = _absent_days_hints(spark, cfg, days, pd.Series(present, dtype=object))
-            raise InputError(" ".join(filter(None, [str(e), *hints]))) from None
-        if tx is not None and missing:  # opened before the scan with every day asked for: hold those with rows
-            tx.narrow([d for d in days if d not in missing])
-        exact = None if known_bias is None else _exact_sums(dated, cfg, known_bias)
-        if direct:
-            keys = ["ds", *group_columns(cfg)]
-            summaries = written  # read back in the table's columns, in order, with a range index: no copy
-            check_summary_sums(summaries, cfg)
-            tally = invalid_tally(dated, keys)
-        else:
-            summaries, tally = decode_aggregate(dated, cfg, extra=["ds"])
-        no_date = left_out[left_out["ds"].isna()].groupby("invalid", as_index=False)["count"].sum().assign(ds=None)
-        try:
-            invalid, uncounted = _invalid_counts(pd.concat([tally, no_date], ignore_index=True), cfg)
-        except InputError as e:
-            raise InputError(" ".join([str(e), *_row_hints(df, cfg, tally, no_date["invalid"])])) from None
-        empty = sorted(set(present) - set(summaries["ds"]))
-        if empty:
-            why = reason_counts(tally)
-            raise InputError(" ".join([
-                f"Every evaluation row for ds={', '.join(empty)} is invalid ({int(tally['count'].sum())} rows in all"
-                + (f": {why}" if why else "") + ").", *_row_hints(df, cfg, tally)]))
-        done = [d for d in days if d not in missing]
-        s_types = {"ds": "string", **{k: "string" for k in group_columns(cfg)}, **SUMMARY_TYPES[cfg.task]}
-        # A range's summaries are staged while its metrics are computed from them (Transaction.stage: a year's
-        # metrics took 0.64 s on the driver in a profiled range job, time the summaries' write now uses). A bad input
-        # found below then removes the staged rows (and an output folder the run created). A day's summaries are
-        # small: a one-day job opens its transaction once every number is known, as before.
-        if tx is None and write and len(done) > 1:
-            tx = run.enter_context(OutputStore(cfg, spark).transaction("evaluate", done))
-        to_write = decoded_summaries(aggregated, cfg, DS) if from_spark else summaries
-        staged = direct or (tx is not None and tx.stage("summaries", to_write, s_types, same_rows=summaries))
-        metrics = metrics_from_summaries(
-            summaries,
-            cfg.task,
-            keys=["ds", cfg.columns.model, cfg.columns.run],
-            slices=list(cfg.columns.slices),
-            bin_width=cfg.histogram.bin_width,
-            invalid_counts=invalid,
-            max_abs_logit=cfg.sanity.max_abs_logit,
-            min_bias_rows=cfg.split.min_bias_rows,
-        ).rename(columns={cfg.columns.model: "model", cfg.columns.run: "run"})
-        metrics.insert(1, "task", cfg.task)
-        check_finite(metrics)
-        _check_extreme(metrics, cfg)
-        result = EvaluateResult(done[0], metrics, summaries, days=done, uncounted=uncounted)
-        _input_checks(spark, cfg, df, days, result)
-        if exact is not None:
-            result.exact = exact
-        if not write:
-            return result
-        _check_dropped_runs(OutputStore(cfg, spark), metrics, done, replace_runs)
-        step(f"writing {len(metrics):,} metrics rows and {len(summaries):,} summary rows of {day_span(done)}")
-        tables = [] if staged else [("summaries", to_write, s_types)]
-        if exact is not None:
-            from ctcalc_spark.core.windows import WindowSpec
+    store = OutputStore(cfg, spark)
+    tx = store.transaction("evaluate", days) if write else None
+    if tx is not None:  # a run of the same days that commits while this one scans makes this one's write fail
+        tx.pin("summaries", "metrics", "calibrated_exact")
+    with input_read_errors(cfg):
+        one_day = {DS: days[0]} if len(days) == 1 else None  # the rows' day is that one or null
+        aggregated = summary_aggregation(df, cfg, extra_keys=[DS], known_bias=kb, single=one_day)
+        agg = aggregated.toPandas().rename(columns={DS: "ds"})
+    dated = agg[agg["ds"].notna()]
+    present = sorted(dated["ds"].astype(str).unique())
+    try:
+        missing = _check_days(days, present, cfg, allow_missing_days)
+    except InputError as e:
+        hints = _absent_days_hints(spark, cfg, days, pd.Series(present, dtype=object))
+        raise InputError(" ".join(filter(None, [str(e), *hints]))) from None
+    exact = None if known_bias is None else _exact_sums(dated, cfg, known_bias)
+    summaries, tally = decode_aggregate(dated, cfg, extra=["ds"])
+    no_date = agg[agg["ds"].isna()].groupby("invalid", as_index=False)["count"].sum().assign(ds=None)
+    try:
+        invalid, uncounted = _invalid_counts(pd.concat([tally, no_date], ignore_index=True), cfg)
+    except InputError as e:
+        raise InputError(" ".join([str(e), *_row_hints(df, cfg, tally, no_date["invalid"])])) from None
+    empty = sorted(set(present) - set(summaries["ds"]))
+    if empty:
+        why = reason_counts(tally)
+        raise InputError(" ".join([
+            f"Every evaluation row for ds={', '.join(empty)} is invalid ({int(tally['count'].sum())} rows in all"
+            + (f": {why}" if why else "") + ").", *_row_hints(df, cfg, tally)]))
+    done = [d for d in days if d not in missing]
+    s_types = {"ds": "string", **{k: "string" for k in group_columns(cfg)}, **SUMMARY_TYPES[cfg.task]}
+    metrics = metrics_from_summaries(
+        summaries,
+        cfg.task,
+        keys=["ds", cfg.columns.model, cfg.columns.run],
+        slices=list(cfg.columns.slices),
+        bin_width=cfg.histogram.bin_width,
+        invalid_counts=invalid,
+        max_abs_logit=cfg.sanity.max_abs_logit,
+        min_bias_rows=cfg.split.min_bias_rows,
+    ).rename(columns={cfg.columns.model: "model", cfg.columns.run: "run"})
+    metrics.insert(1, "task", cfg.task)
+    check_finite(metrics)
+    _check_extreme(metrics, cfg)
+    result = EvaluateResult(done[0], metrics, summaries, days=done, uncounted=uncounted)
+    _input_checks(spark, cfg, df, days, result)
+    if exact is not None:
+        result.exact = exact
+    if tx is None:
+        return result
+    _check_dropped_runs(store, metrics, done, replace_runs)
+    step(f"writing {len(metrics):,} metrics rows and {len(summaries):,} summary rows of {day_span(done)}")
+    tables = [("summaries", summaries, s_types)]
+    if exact is not None:
+        from ctcalc_spark.core.windows import WindowSpec
 
-            spec = WindowSpec.from_config(cfg.rolling).label
-            tables.append(("calibrated_exact", exact.assign(ds=done[0], window_spec=spec),
-                           {**EXACT_TYPES, "window_spec": "string", "ds": "string"}))
-        tables.append(("metrics", metrics, _metric_types(cfg.task)))
-        if tx is None:
-            tx = run.enter_context(OutputStore(cfg, spark).transaction("evaluate", done))
-        if staged:
-            result.paths["summaries"] = tx.store.location("summaries")
-        for (table, _, _), path in zip(tables, tx.write_all(tables, same_rows={"summaries": summaries})):
-            result.paths[table] = path
+        spec = WindowSpec.from_config(cfg.rolling).label
+        tables.append(("calibrated_exact", exact.assign(ds=done[0], window_spec=spec),
+                       {**EXACT_TYPES, "window_spec": "string", "ds": "string"}))
+    tables.append(("metrics", metrics, _metric_types(cfg.task)))
+    for (table, _, _), path in zip(tables, tx.write_all(tables)):
+        result.paths[table] = path
     result.run_id = tx.run_id
     return result
-
-
-def _uncounted_by_query(aggregated: DataFrame, cfg: JobConfig) -> tuple[list[str], pd.DataFrame]:
-    """What :func:`~ctcalc_spark.spark.scan.uncounted_groups` gives, by a query of its own (one more scan): for a
-    write whose observation Spark did not report."""
-    from pyspark.sql import functions as F
-
-    log.info("Spark reported no observation of the scan's rows; counting the invalid and undated rows by a query")
-    keys = [DS, *group_columns(cfg)]
-    groups = aggregated.groupBy(*[col(k) for k in keys], "invalid").agg(F.sum("count").alias("count")).toPandas()
-    groups = groups.rename(columns={DS: "ds"})
-    present = sorted(groups.loc[groups["ds"].notna(), "ds"].astype(str).unique())
-    return present, null_days_as_none(groups[(groups["invalid"] != 0) | groups["ds"].isna()].reset_index(drop=True))
-
-
-def _free(cached: DataFrame) -> None:
-    """Free a cached frame as a run ends. A failure to free it (e.g. a Spark Connect session that has gone) is
-    logged, not raised, so that it cannot hide the error that ended the run."""
-    try:
-        cached.unpersist()
-    except Exception as e:  # noqa: BLE001 - any failure here is secondary
-        log.warning("could not free the run's cached aggregate: %s", e)
 
 
 def _check_dropped_runs(store: OutputStore, metrics: pd.DataFrame, days: Sequence[str], replace: bool) -> None:
@@ -917,6 +838,10 @@ def _evaluate_multiclass(spark: SparkSession, cfg: JobConfig, days: list[str], d
     from pyspark.sql import functions as F
 
     c = cfg.columns
+    store = OutputStore(cfg, spark)
+    tx = store.transaction("evaluate", days) if write else None
+    if tx is not None:  # a run of the same days that commits while this one scans makes this one's write fail
+        tx.pin("metrics")
     keys = [DS, *group_columns(cfg)]
     base = [DS, c.model, c.run]
     slices = list(c.slices)
@@ -1073,10 +998,9 @@ def _evaluate_multiclass(spark: SparkSession, cfg: JobConfig, days: list[str], d
                                       clipped / total if total > 0 else 0.0)
     result.class_confusion = _class_confusion(bias_pdf, c.model)
     _input_checks(spark, cfg, df, days, result)
-    if write:
-        _check_dropped_runs(OutputStore(cfg, spark), metrics, done, replace_runs)
+    if tx is not None:
+        _check_dropped_runs(store, metrics, done, replace_runs)
         step(f"writing {len(metrics):,} metrics rows of {day_span(done)}")
-        with OutputStore(cfg, spark).transaction("evaluate", done) as tx:
-            result.paths["metrics"] = tx.write("metrics", metrics, _metric_types("multiclass"))
+        result.paths["metrics"] = tx.write("metrics", metrics, _metric_types("multiclass"))
         result.run_id = tx.run_id
     return result

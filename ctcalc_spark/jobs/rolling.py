@@ -31,7 +31,7 @@ from ctcalc_spark.core.windows import (
 )
 from ctcalc_spark.errors import ConfigError, DegenerateBiasError, InputError
 from ctcalc_spark.jobs.evaluate import parse_days
-from ctcalc_spark.spark.storage import OutputStore
+from ctcalc_spark.tables import OutputStore
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -136,6 +136,7 @@ def compute_rolling(cfg: JobConfig, ds: str | Sequence[str], spark: SparkSession
         as_of[a.label] = (w, d)
     have = set(available)
     needed = sorted({x for a, pw in pairs for x in a.days() + pw.days()} & have)
+    store.require_one_run(needed)
     rows = store.read("summaries", days=needed, task=cfg.task)
     if not rows.empty:
         rows["ds"] = rows["ds"].astype(str)
@@ -160,16 +161,20 @@ def compute_rolling(cfg: JobConfig, ds: str | Sequence[str], spark: SparkSession
                          days_read=needed, days=days, spec=spec.label)
 
 
-def run_rolling(spark: SparkSession, cfg: JobConfig, ds: str | Sequence[str], *, write: bool = True,
+def run_rolling(spark: SparkSession | None, cfg: JobConfig, ds: str | Sequence[str], *, write: bool = True,
                 allow_missing_days: bool = False) -> RollingResult:
-    """Compute the rolling rows for each day of ``ds`` and replace their ``(window_spec, ds)`` partitions."""
+    """Compute the rolling rows for each day of ``ds`` and replace their ``(window_spec, ds)`` partitions.
+
+    ``spark``: needed for catalog tables only (path outputs are Delta tables read and written here)."""
+    store = OutputStore(cfg, spark)
+    tx = None
     if write:
         spec = WindowSpec.from_config(cfg.rolling).label
-        OutputStore(cfg, spark).check_before_work("rolling", parse_days(ds), scope=f"window_spec={spec}",
-                                                  task=cfg.task)
+        store.check_before_work("rolling", parse_days(ds), scope=f"window_spec={spec}", task=cfg.task)
+        tx = store.transaction("rolling", parse_days(ds), scope=f"window_spec={spec}")
+        tx.pin("rolling")
     result = compute_rolling(cfg, ds, spark, allow_missing_days=allow_missing_days)
-    if write:
-        with OutputStore(cfg, spark).transaction("rolling", result.days, scope=f"window_spec={result.spec}") as tx:
-            result.path = tx.write("rolling", result.table.assign(window_spec=result.spec), ROLLING_TABLE_TYPES)
+    if tx is not None:
+        result.path = tx.write("rolling", result.table.assign(window_spec=result.spec), ROLLING_TABLE_TYPES)
         result.run_id = tx.run_id
     return result

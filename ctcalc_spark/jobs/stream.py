@@ -18,15 +18,17 @@ tables, the exactly-once argument, late data, quarantined files and Spark Connec
    (the hash split, identical to the batch evaluate job, METRIC_TYPES) and ``stream_rolling`` (bias of
    all of the previous window applied to all of this one, by :func:`finalize_windows` like the batch rolling
    job, ROLLING_TYPES). A closed window that gets late rows is finalised again with the new ``n_late``.
-4. **commit**. Every table write above is one storage transaction; the stream state (last batch id,
-   watermark, open windows) is committed after it, then the batch's report.
+4. **commit**. Every table write above is one Delta commit carrying the batch id as the stream's application
+   version (:data:`APP_ID`); the batch's row in ``stream_batches`` (its report), whose commit carries the new
+   state (last batch id, watermark, open windows), is committed last.
 
-Exactly once: Spark replays an uncommitted batch with the same id and files; the replay replaces the
-same partitions (dynamic partition overwrite), and a batch id at or below the committed one is skipped.
+Exactly once: Spark replays an uncommitted batch with the same id and files. A replayed batch whose row is in
+``stream_batches`` is skipped; otherwise each table that already holds a commit of that batch is not written
+again, and the others are written as the first attempt would have.
 
 The handler holds no session and shares no memory with the client: on Spark Connect it is pickled and
-runs in a server-side Python process with the batch's own session. Reports and errors go through files
-under ``<output.path>/_stream/``, which the client (:class:`StreamRun`) reads.
+runs in a server-side Python process with the batch's own session. Reports (``stream_batches``) and error records
+(files under ``<output.path>/_stream/errors``) are what the client (:class:`StreamRun`) reads.
 """
 from __future__ import annotations
 
@@ -71,9 +73,9 @@ from ctcalc_spark.spark.filekind import (
 from ctcalc_spark.spark.files import FileStore, absolute, csv_first_record, is_local, literal_path, local_path
 from ctcalc_spark.spark import names
 from ctcalc_spark.spark.scan import INVALID_REASONS, decode_aggregate, group_columns, summary_aggregation
+from ctcalc_spark.tables import OutputStore
 from ctcalc_spark.spark.storage import (
     CSV_SAMPLE_BYTES,
-    OutputStore,
     check_columns,
     column_keys,
     csv_quoting_problems,
@@ -87,7 +89,7 @@ if TYPE_CHECKING:
     from pyspark.sql.streaming import StreamingQuery
     from pyspark.sql.types import StructType
 
-    from ctcalc_spark.spark.storage import Transaction
+    from ctcalc_spark.tables import Transaction
 
 log = logging.getLogger(__name__)
 
@@ -171,7 +173,7 @@ def rolling_types() -> dict[str, str]:
     return {"ds": "string", "window_spec": "string", **ROLLING_TYPES, "n_invalid": "long", **STREAM_EXTRA}
 
 
-# ---- state, reports and errors (files under <output.path>/_stream) --------------------------------
+# ---- state, reports and errors -------------------------------------------------------------------
 
 @dataclass
 class StreamState:
@@ -196,8 +198,7 @@ class StreamPaths:
     counts: str
     metrics: str
     rolling: str
-    state: str
-    reports: str
+    batches: str
     errors: str
     checkpoint: str
 
@@ -210,64 +211,75 @@ class StreamBatchError(CtcalcError, RuntimeError):
         self.error_type = error_type
 
 
-class StreamFiles:
-    """The stream's state, reports and errors, through the output's FileStore (client and handler alike)."""
+APP_ID = "ctcalc-stream"
+"""The Delta application id of a stream's commits (one stream per output): each carries the batch id as its version,
+so a replayed batch finds what it committed before (``DeltaTable.transaction_version``)."""
+BATCH_TYPES = {"batch_id": "long", "seq": "long", "token": "string", "report": "string"}
 
-    keep_states = 20
-    keep_reports = 1000
+
+class StreamFiles:
+    """The stream's state and batch reports (the ``stream_batches`` Delta table: a row per committed batch, its
+    commit's metadata the state) and its error records (files), for the client and the handler alike."""
+
     keep_errors = 100
 
     def __init__(self, store: OutputStore, cfg: JobConfig) -> None:
         root = f"{store.root}/_stream"
-        self.files = store.files
+        self.store = store
         checkpoint = cfg.stream.checkpoint or f"{root}/checkpoint"
         self.paths = StreamPaths(
             summaries=store.location("stream_summaries"), counts=store.location("stream_counts"),
             metrics=store.location("stream_metrics"), rolling=store.location("stream_rolling"),
-            state=f"{root}/state", reports=f"{root}/reports", errors=f"{root}/errors", checkpoint=checkpoint,
+            batches=store.location("stream_batches"), errors=f"{root}/errors", checkpoint=checkpoint,
         )
+
+    @property
+    def files(self) -> FileStore:
+        return FileStore(self.store.root)
 
     def _names(self, folder: str, prefix: str) -> list[str]:
         return [e.name for e in self.files.list(folder) if e.name.startswith(prefix) and e.name.endswith(".json")]
 
-    def _prune(self, folder: str, prefix: str, keep: int) -> None:
-        for name in self._names(folder, prefix)[:-keep]:
-            self.files.delete(f"{folder}/{name}")
+    def committed_batch(self) -> int:
+        """The last batch id whose commit the stream made (-1 if none)."""
+        table = self.store.delta("stream_batches")
+        version = None if table is None else table.transaction_version(APP_ID)
+        return -1 if version is None else int(version)
 
     def load_state(self) -> StreamState:
-        names = self._names(self.paths.state, "state-")
-        if not names:
+        table = self.store.delta("stream_batches")
+        if table is None:
             return StreamState()
-        return StreamState(**json.loads(self.files.read_text(f"{self.paths.state}/{names[-1]}")))
+        for entry in table.history(1):
+            if "stream_state" in entry:
+                return StreamState(**json.loads(entry["stream_state"]))
+        return StreamState()
 
-    def commit_state(self, state: StreamState) -> None:
-        """A new versioned state file (the old ones stay readable until pruned)."""
+    def commit_state(self, tx: Transaction, state: StreamState, report: dict[str, Any] | None = None,
+                     batch: bool = True) -> None:
+        """A row in stream_batches whose commit carries the new state and, for a batch (``batch``), its id as the
+        stream's application version: from then on a replay of that batch is skipped."""
         state.seq += 1
-        self.files.write_text(f"{self.paths.state}/state-{state.seq:012d}.json", json.dumps(dataclasses.asdict(state)))
-        self._prune(self.paths.state, "state-", self.keep_states)
-
-    def write_report(self, report: dict[str, Any]) -> None:
-        self.files.write_text(f"{self.paths.reports}/batch-{report['batch_id']:012d}.json", json.dumps(report))
-        self._prune(self.paths.reports, "batch-", self.keep_reports)
+        row = pd.DataFrame([{"batch_id": state.batch_id, "seq": state.seq, "token": (report or {}).get("token"),
+                             "report": json.dumps(report) if report is not None else None}])
+        tx.write_all([("stream_batches", row, BATCH_TYPES)], app=(APP_ID, state.batch_id) if batch else None,
+                     metadata={"stream_state": json.dumps(dataclasses.asdict(state))})
 
     def reports(self, token: str) -> list[dict[str, Any]]:
         """Reports of the batches committed by the run ``token``, in batch order."""
-        out = []
-        for name in self._names(self.paths.reports, "batch-"):
-            try:
-                report = json.loads(self.files.read_text(f"{self.paths.reports}/{name}"))
-            except (OSError, ValueError):  # pruned between listing and reading
-                continue
-            if report.get("token") == token:
-                out.append(report)
-        return out
+        rows = self.store.read("stream_batches", columns=["batch_id", "token", "report"])
+        if rows.empty:
+            return []
+        rows = rows[(rows["token"] == token) & rows["report"].notna()].sort_values("batch_id")
+        return [json.loads(r) for r in rows["report"]]
 
     def write_error(self, token: str, batch_id: int, error: BaseException) -> None:
         record = {"token": token, "batch_id": batch_id, "type": type(error).__name__, "message": str(error),
                   "traceback": traceback.format_exc(), "at": dt.datetime.now(dt.timezone.utc).isoformat()}
         stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y%m%dT%H%M%S%f")
         self.files.write_text(f"{self.paths.errors}/error-{stamp}-{batch_id:012d}.json", json.dumps(record))
-        self._prune(self.paths.errors, "error-", self.keep_errors)
+        for name in self._names(self.paths.errors, "error-")[:-self.keep_errors]:
+            self.files.delete(f"{self.paths.errors}/{name}")
 
     def error(self, token: str) -> CtcalcError | None:
         """The last error of the run ``token`` as raised by the handler: the package's own errors keep their
@@ -348,15 +360,16 @@ class WindowCloser:
             check_finite(frame)
         return same, rolling
 
-    def write(self, tx: Transaction, starts: Sequence[int], batch_id: int, first_window_us: int | None) -> list[int]:
-        """Finalise and write the windows; returns the starts of those that had summaries."""
+    def write(self, tx: Transaction, starts: Sequence[int], batch_id: int, first_window_us: int | None,
+              app: tuple[str, int] | None = None) -> list[int]:
+        """Finalise and write the windows (one commit per table); returns the starts of those that had summaries."""
         if not starts:
             return []
         same, rolling = self.finalize(starts, batch_id, first_window_us)
         if same.empty:
             return []
         tx.write_all([("stream_metrics", same, metric_types(self.cfg.task)),
-                      ("stream_rolling", rolling, rolling_types())])
+                      ("stream_rolling", rolling, rolling_types())], app=app)
         done = set(same["window"])
         return [s for s in starts if fixed_window(s, self.spec).label in done]
 
@@ -589,10 +602,10 @@ class BatchHandler:
         from pyspark.sql import functions as F
 
         t0 = time.perf_counter()
-        state = files.load_state()
-        if batch_id <= state.batch_id:
+        if batch_id <= files.committed_batch():
             log.info("batch %d already committed (replay after a restart): skipped", batch_id)
             return
+        state = files.load_state()
         phase: dict[str, float] = {}
 
         def lap(name: str) -> None:
@@ -623,36 +636,35 @@ class BatchHandler:
 
         closer = WindowCloser(store, self.cfg)
         new_windows = sorted({int(w) for w in summaries.get("_window_us", [])})
-        with store.transaction(JOB) as tx:
-            tables = []
-            if not summaries.empty:
-                tables.append(("stream_summaries", summaries.drop(columns="_window_us"), summary_types(self.cfg)))
-            if not counts.empty:
-                tables.append(("stream_counts", counts, count_types(self.cfg)))
-            tx.write_all(tables)
-            lap("write")
-            if self.after_write is not None:
-                self.after_write(batch_id)
-        # Closing windows reads the rows just written, so it is a second transaction: the first one's partitions
-        # are swapped in (visible) only when it ends. A crash between the two replays the batch under the same
-        # id, which rewrites the same partitions; the state committed last decides what is done.
-        with store.transaction(JOB) as tx:
-            state.max_event_us = _latest(state.max_event_us, got.max_event_us)
-            if state.max_event_us is not None:
-                state.watermark_us = _latest(state.watermark_us, state.max_event_us - self.delay_us)
-            if new_windows:
-                first = state.first_window_us
-                state.first_window_us = new_windows[0] if first is None else min(first, new_windows[0])
-            open_windows = sorted(set(state.open_windows) | set(new_windows))
-            closing = [w for w in open_windows if state.watermark_us is not None
-                       and w + self.window_us <= state.watermark_us]
-            late_windows = sorted({int(w) for w in counts.loc[counts["kind"] == "late", "_window_us"]}) \
-                if report["late"] else []
-            refresh = [w for w in late_windows if w not in closing]
-            closer.write(tx, closing, batch_id, state.first_window_us)
-            report["closed"] = [instant_text(w) for w in closing]
-            report["refreshed"] = [instant_text(w) for w in closer.write(tx, refresh, batch_id, state.first_window_us)]
-            lap("close")
+        app = (APP_ID, batch_id)  # a replay of this batch skips each table it committed before
+        tx = store.transaction(JOB)
+        tables = []
+        if not summaries.empty:
+            tables.append(("stream_summaries", summaries.drop(columns="_window_us"), summary_types(self.cfg)))
+        if not counts.empty:
+            tables.append(("stream_counts", counts, count_types(self.cfg)))
+        tx.write_all(tables, app=app)
+        lap("write")
+        if self.after_write is not None:
+            self.after_write(batch_id)
+        # Closing windows reads the rows just committed; the batch's row in stream_batches, committed last with the
+        # new state, marks the batch done (a replay of a batch that has it is skipped whole).
+        state.max_event_us = _latest(state.max_event_us, got.max_event_us)
+        if state.max_event_us is not None:
+            state.watermark_us = _latest(state.watermark_us, state.max_event_us - self.delay_us)
+        if new_windows:
+            first = state.first_window_us
+            state.first_window_us = new_windows[0] if first is None else min(first, new_windows[0])
+        open_windows = sorted(set(state.open_windows) | set(new_windows))
+        closing = [w for w in open_windows if state.watermark_us is not None
+                   and w + self.window_us <= state.watermark_us]
+        late_windows = sorted({int(w) for w in counts.loc[counts["kind"] == "late", "_window_us"]}) \
+            if report["late"] else []
+        refresh = [w for w in late_windows if w not in closing]
+        done = set(closer.write(tx, closing + refresh, batch_id, state.first_window_us, app=app))
+        report["closed"] = [instant_text(w) for w in closing]
+        report["refreshed"] = [instant_text(w) for w in refresh if w in done]
+        lap("close")
         if report["late"]:
             log.warning("batch %d: %d late row(s) for closed window(s) %s, counted in %s", batch_id, report["late"],
                         [instant_text(w) for w in late_windows], files.paths.counts)
@@ -663,12 +675,11 @@ class BatchHandler:
         state.rows += got.n_rows
         state.late_rows += report["late"]
         state.quarantined_files += len(got.quarantined)
-        files.commit_state(state)
         report["watermark"] = instant_text(state.watermark_us) if state.watermark_us is not None else None
         report["seconds"] = round(time.perf_counter() - t0, 3)
         report["phase_seconds"] = phase
         report["run_id"] = tx.run_id
-        files.write_report(report)
+        files.commit_state(tx, state, report)
         log.info("%s", batch_line(report))
         log.debug("batch %d: %s", batch_id, report)
 
@@ -1018,13 +1029,13 @@ class StreamRun:
         if not state.open_windows:
             return []
         window_us = window_micros(self.cfg)[0]
-        with self.store.transaction(JOB) as tx:
-            WindowCloser(self.store, self.cfg).write(tx, state.open_windows, state.batch_id, state.first_window_us)
+        tx = self.store.transaction(JOB)
+        WindowCloser(self.store, self.cfg).write(tx, state.open_windows, state.batch_id, state.first_window_us)
         end = max(state.open_windows) + window_us
         state.watermark_us = max(end, state.watermark_us or end)
         closed = [instant_text(w) for w in state.open_windows]
         state.open_windows = []
-        self.files.commit_state(state)
+        self.files.commit_state(tx, state, batch=False)
         return closed
 
 

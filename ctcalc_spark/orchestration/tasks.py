@@ -531,7 +531,7 @@ def output_locations(cfg: Any, output: str, ds: str) -> dict[str, Any]:
     import dataclasses
 
     from ctcalc_spark.core.windows import WindowSpec
-    from ctcalc_spark.spark.storage import OutputStore
+    from ctcalc_spark.tables import OutputStore
 
     store = OutputStore(dataclasses.replace(cfg.output, path=output))
     label = WindowSpec.from_config(cfg.rolling).label
@@ -549,34 +549,44 @@ def previous_window_spec(cfg: Any, ds: str, output: str, policy: str,
     """The window before the one holding ``ds`` (the rolling config's window kind) and what to check."""
     from ctcalc_spark.core.windows import WindowSpec, previous_window, window_of
 
+    import dataclasses
+
+    from ctcalc_spark.tables import OutputStore
+
     spec = WindowSpec.from_config(cfg.rolling)
     prev = previous_window(window_of(ds, spec), spec)
+    summaries = OutputStore(dataclasses.replace(cfg.output, path=output)).location("summaries")
     return {"label": prev.label, "days": prev.days(), "output": output.rstrip("/"), "catalog": cfg.output.catalog,
-            "policy": policy, "first_day": start_date.date().isoformat() if start_date else None}
+            "summaries": summaries, "policy": policy,
+            "first_day": start_date.date().isoformat() if start_date else None}
 
 
-def summaries_written(output: str, *, catalog: bool = False) -> list[str]:
-    """Days whose summaries are complete: listed in a commit record under ``<output>/_commits`` (written last
-    by each evaluate run) and, for folder outputs, still present."""
-    from ctcalc_spark.config import OutputConfig
-    from ctcalc_spark.spark.storage import OutputStore
+def summaries_written(summaries: str, *, catalog: bool = False, spark_conf: Mapping[str, str] | None = None,
+                      conn_id: str | None = None) -> list[str]:
+    """Days the summaries table holds (``summaries``: its folder, a Delta table whose every commit is whole, or its
+    catalog name, listed through a small Spark session)."""
+    if not catalog:
+        from ctcalc_spark.tables import delta_days
 
-    store = OutputStore(OutputConfig(path=output))
-    commits = store.commits("summaries")
-    committed = set(commits["ds"].astype(str))
-    if catalog:  # listing a catalog table's partitions needs Spark; its commit records are enough
-        return sorted(committed)
-    return sorted(committed & set(store.days("summaries")))
+        return delta_days(summaries)
+    session = _local_session(spark_conf, "ctcalc-previous-window", spark_connect_url(conn_id))
+    try:
+        if not session.catalog.tableExists(summaries):
+            return []
+        return sorted(str(r[0]) for r in session.table(summaries).select("ds").distinct().collect())
+    finally:
+        session.stop()
 
 
-def previous_window_ready(prev: Mapping[str, Any]) -> tuple[bool, list[str], str]:
+def previous_window_ready(prev: Mapping[str, Any], spark_conf: Mapping[str, str] | None = None,
+                          conn_id: str | None = None) -> tuple[bool, list[str], str]:
     """Whether the previous window's summaries are all written: (ready, missing days, reason).
 
     Days before the DAG's first day (``CTCALC_START_DATE``) are not expected. Without a start date the
     data decide: a previous window counts as expected once any summaries were written before it.
     """
-    days, first, where = list(prev["days"]), prev.get("first_day"), f"{prev['output']}/summaries"
-    written = summaries_written(prev["output"], catalog=bool(prev.get("catalog")))
+    days, first, where = list(prev["days"]), prev.get("first_day"), prev["summaries"]
+    written = summaries_written(where, catalog=bool(prev.get("catalog")), spark_conf=spark_conf, conn_id=conn_id)
     if first is not None:
         expected = [d for d in days if d >= first]
         if not expected:
@@ -627,10 +637,13 @@ def read_rolling(rolling: Mapping[str, Any], *, spark: Any = None,
 
     spec, ds = rolling["window_spec"], rolling["ds"]
     if not rolling["catalog"]:
-        path = f"{rolling['location']}/window_spec={spec}/ds={ds}"
-        if "://" not in path and not Path(path).is_dir():
-            raise FileNotFoundError(f"Rolling partition {path} does not exist; did the rolling task run?")
-        return pd.read_parquet(path)
+        from ctcalc_spark.tables import read_delta
+
+        frame = read_delta(rolling["location"], window_spec=spec, ds=ds)
+        if frame is None:
+            raise FileNotFoundError(f"Rolling partition window_spec={spec}/ds={ds} of {rolling['location']} does not "
+                                    "exist; did the rolling task run?")
+        return frame
     session = spark or _local_session(spark_conf, "ctcalc-drift-check", spark_connect_url(conn_id))
     try:
         from pyspark.sql import functions as F

@@ -149,9 +149,10 @@ class DriftReport:
 # ---- reading (the one place that touches storage) --------------------------------------------------
 
 def read_report_input(cfg: JobConfig, start: str, end: str, spec: WindowSpec,
-                      spark: SparkSession | None = None) -> ReportInput:
-    """Daily summaries (and calibrated_exact rows) of the windows touching [start, end] and their previous windows."""
-    from ctcalc_spark.spark.storage import OutputStore
+                      spark: SparkSession | None = None, *, as_of: int | dt.datetime | None = None) -> ReportInput:
+    """Daily summaries (and calibrated_exact rows) of the windows touching [start, end] and their previous windows,
+    as the tables are now or ``as_of`` a version of the metrics table or a time."""
+    from ctcalc_spark.tables import OutputStore
 
     if cfg.task not in ("binary", "regression"):  # it said "No summaries … run the evaluate job for those days"
         raise ConfigError(f"The drift report is made from the daily summaries, which the {cfg.task} task does not "
@@ -159,11 +160,12 @@ def read_report_input(cfg: JobConfig, start: str, end: str, spec: WindowSpec,
                           "--ds`.")
 
     windows = windows_between(start, end, spec)
-    store = OutputStore(cfg, spark)
+    store = OutputStore(cfg, spark, as_of=as_of)
     available = store.days("summaries")
     days = sorted({d for w in windows for d in w.days(until=end)}
                   | {d for w in windows for d in previous_window(w, spec).days()})
     present = set(available)
+    store.require_one_run([d for d in days if d in present])
     rows = store.read("summaries", days=[d for d in days if d in present], task=cfg.task)
     exact = store.read("calibrated_exact", days=days, where={"window_spec": [spec.label]})
     return ReportInput(rows, exact, available[0] if available else None, available[-1] if available else None,
@@ -745,11 +747,12 @@ def write_report_files(report: DriftReport, cfg: JobConfig, out_dir: str | Path)
 def write_report(
     cfg: JobConfig, start: str, end: str, *, out_dir: str | Path | None = None, spec: WindowSpec | None = None,
     threshold: float | None = None, spread_k: float | None = None, top: int = DEFAULT_TOP,
-    spark: SparkSession | None = None,
+    spark: SparkSession | None = None, as_of: int | dt.datetime | None = None,
 ) -> DriftReport:
-    """Build the report over [start, end] and write its files to ``out_dir`` (default ``<output.path>/reports``)."""
+    """Build the report over [start, end] and write its files to ``out_dir`` (default ``<output.path>/reports``);
+    ``as_of``: from the tables as they were then (a version of the metrics table, or a time)."""
     spec = spec or WindowSpec.from_config(cfg.rolling)
     rule = FlagRule.from_options(cfg, threshold=threshold, spread_k=spread_k)
-    report = build_report(read_report_input(cfg, start, end, spec, spark), cfg, start, end, spec=spec, rule=rule,
+    report = build_report(read_report_input(cfg, start, end, spec, spark, as_of=as_of), cfg, start, end, spec=spec, rule=rule,
                           top=top)
     return write_report_files(report, cfg, out_dir or report_root(cfg.output.path) / "reports")

@@ -1,16 +1,13 @@
 """Small file operations on the output file system, without a JVM handle (pyarrow's file systems).
 
-Used by the storage layer for what Spark's writers do not do: run leases, clearing what a killed run
-left, listing partition folders; and by the streaming job for its state files and the footers of the
-files it reads. Local paths, ``file://``, ``hdfs://`` (needs libhdfs), ``s3://``/``s3a://``, ``gs://``
+Used to look at the input before a scan (folders, headers, Parquet footers) and by the streaming job for its
+error records and the footers of the files it reads. Local paths, ``file://``, ``hdfs://`` (needs libhdfs), ``s3://``/``s3a://``, ``gs://``
 and ``abfs://`` go through ``pyarrow.fs``; the same credentials as the Spark job are expected in the
 environment.
 """
 from __future__ import annotations
 
-import ctypes
 import datetime as dt
-import errno
 import os
 import re
 import uuid
@@ -19,7 +16,6 @@ from typing import TYPE_CHECKING
 
 from ctcalc_spark.errors import ConfigError
 from ctcalc_spark.pathsafe import write_atomic
-from ctcalc_spark.spark import interrupt
 
 if TYPE_CHECKING:
     import pyarrow.fs as pafs
@@ -146,13 +142,6 @@ class FileStore:
             raise OSError(f"Cannot move {src} to {dst}: the destination exists.")
         self.mkdirs(dst.rstrip("/").rsplit("/", 1)[0])
         self._fs.move(self._p(src), self._p(dst))
-
-    def exchange(self, a: str, b: str) -> None:
-        """Swap two existing paths in one atomic step (Linux renameat2 RENAME_EXCHANGE on a local file system):
-        a reader of either path sees the old or the new content, never nothing."""
-        if not (is_local(a) and is_local(b)):
-            raise OSError(errno.ENOTSUP, "atomic exchange needs a local file system", a)
-        _renameat2(self._p(a), self._p(b), _RENAME_EXCHANGE)
 
     def parquet_rows(self, path: str) -> int:
         """The row count in a Parquet file's footer (raises OSError or pyarrow's ArrowInvalid if unreadable)."""
@@ -295,44 +284,3 @@ def connector_error(error: BaseException | str, uri: str | None = None) -> str |
         fix = (f"Put the Hadoop file system for {scheme}:// on Spark's class path (spark.conf: spark.jars or "
                "spark.jars.packages).")
     return f"Spark has no file system for {scheme}:// here ({cause}), so it cannot open {uri!r}. {fix}"
-
-
-_RENAME_EXCHANGE = 2
-_AT_FDCWD = -100
-
-
-def _renameat2(a: str, b: str, flags: int) -> None:
-    try:
-        fn = ctypes.CDLL(None, use_errno=True).renameat2
-    except (AttributeError, OSError) as e:  # not glibc >= 2.28 / not Linux
-        raise OSError(errno.ENOTSUP, f"renameat2 is not available: {e}") from None
-    if fn(_AT_FDCWD, a.encode(), _AT_FDCWD, b.encode(), flags) != 0:
-        err = ctypes.get_errno()
-        raise OSError(err, os.strerror(err), a, None, b)
-
-
-def supports_exchange(folder: str) -> bool:
-    """Whether atomic exchange works in ``folder`` (probed with two empty folders made there, then removed).
-
-    A Ctrl-C or SIGTERM during the probe acts once both folders are gone (:func:`interrupt.deferred`): one that came
-    between the two removals left a probe folder in a table's root (hidden, and removed by the next run, but left
-    behind).
-    """
-    if not is_local(folder):
-        return False
-    base = os.path.abspath(local_path(folder))
-    os.makedirs(base, exist_ok=True)
-    token = uuid.uuid4().hex[:8]
-    a, b = f"{base}/.ctcalc-probe-{token}-a", f"{base}/.ctcalc-probe-{token}-b"
-    with interrupt.deferred():
-        try:
-            os.mkdir(a)
-            os.mkdir(b)
-            _renameat2(a, b, _RENAME_EXCHANGE)
-            return True
-        except OSError:
-            return False
-        finally:
-            for d in (a, b):
-                if os.path.isdir(d):
-                    os.rmdir(d)

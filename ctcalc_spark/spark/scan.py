@@ -17,7 +17,7 @@ from ctcalc_spark.spark.names import col, quoted
 
 if TYPE_CHECKING:
     import pandas as pd
-    from pyspark.sql import Column, DataFrame, Observation
+    from pyspark.sql import Column, DataFrame
 
 log = logging.getLogger(__name__)
 
@@ -441,94 +441,6 @@ def invalid_tally(groups: pd.DataFrame, keys: Sequence[str]) -> pd.DataFrame:
     ``invalid`` and ``count``."""
     bad = groups[groups["invalid"] != 0]
     return bad.groupby([*keys, "invalid"], dropna=False)["count"].sum().reset_index()
-
-
-def null_days_as_none(groups: pd.DataFrame) -> pd.DataFrame:
-    """``groups`` with a null ``ds`` (an undated row's group) as None, whatever null the frame holds it as."""
-    groups["ds"] = groups["ds"].astype(object).where(groups["ds"].notna(), None)
-    return groups
-
-
-def decoded_summaries(agg: DataFrame, cfg: JobConfig, day: str, by_day: bool = False) -> DataFrame:
-    """The summaries-table rows of a :func:`summary_aggregation` output as Spark computes them: the rows that
-    :func:`decode_aggregate` gives for the groups of a day (column ``day``, named ``ds`` here), in its columns and
-    types. A range job writes these from where Spark computes the aggregate instead of sending the driver's copy
-    back: on a classic session with a local output in the scan's own job, on Spark Connect from a cache.
-
-    ``by_day``: each day's rows are shuffled into one task before they are decoded, so that a write needs no
-    shuffle of its own for one file per day; the shuffle then carries the aggregate's lean rows, not the decoded
-    ones with their text columns (and the run id a write adds).
-    """
-    from pyspark.sql import functions as F
-
-    from ctcalc_spark.core.finalize import SUMMARY_TYPES
-
-    out = [col(day).alias("ds"), *[col(k) for k in group_columns(cfg)],
-           F.expr("CASE WHEN is_bias THEN 'bias' ELSE 'remain' END").alias("split")]
-    for name, kind in SUMMARY_TYPES[cfg.task].items():
-        if name == "bin_width":
-            out.append(F.lit(float(cfg.histogram.bin_width)).alias(name))
-        elif name != "split":  # a valid group's sums are never null; decode_aggregate makes a null 0 as well
-            out.append(F.coalesce(col(name).cast(kind), F.lit(0).cast(kind)).alias(name))
-    rows = agg.where(f"{quoted(day)} IS NOT NULL AND invalid = 0")
-    return (rows.repartition(col(day)) if by_day else rows).select(*out)
-
-
-def observe_uncounted(agg: DataFrame, cfg: JobConfig, day: str) -> tuple[DataFrame, Observation]:
-    """``agg`` (a :func:`summary_aggregation` output keyed by ``day``) with an Observation of what its summaries
-    leave out: the days that have rows, and the groups of invalid or undated rows (``day``, model, run, slices,
-    ``invalid``, ``count``). Spark gathers them as the rows pass on to a write: no Spark job of its own. Read it
-    with :func:`uncounted_groups` once the write has ended."""
-    from pyspark.sql import Observation
-    from pyspark.sql import functions as F
-
-    keys = [day, *group_columns(cfg)]
-    observation = Observation()
-    left_out = (F.col("invalid") != 0) | col(day).isNull()
-    observed = agg.observe(observation,
-                           F.collect_list(F.when(left_out, F.struct(*[col(k) for k in keys], "invalid", "count")))
-                           .alias("groups"),
-                           F.collect_set(col(day)).alias("days"))
-    return observed, observation
-
-
-OBSERVED_WAIT_S = 60.0
-"""Seconds :func:`uncounted_groups` waits for Spark to report an observation after the write that made it."""
-
-
-def uncounted_groups(observation: Observation, cfg: JobConfig) -> tuple[list[str], pd.DataFrame] | None:
-    """(the days with rows, the groups of invalid or undated rows as a frame with columns ds, model, run, slices,
-    invalid, count) of an :func:`observe_uncounted` observation whose write has ended; None if Spark did not
-    report it within :data:`OBSERVED_WAIT_S` or reported no row (a plan Spark's optimiser emptied, e.g. a range
-    none of whose days has a partition: the caller then counts those rows with a query of its own)."""
-    import threading
-
-    import pandas as pd
-
-    got: dict[str, object] = {}
-
-    def wait() -> None:
-        try:
-            got.update(observation.get)
-        except Exception:  # noqa: BLE001 - Spark reported no row (an emptied plan): the caller counts by a query
-            log.debug("no observation reported", exc_info=True)
-
-    waiter = threading.Thread(target=wait, name="ctcalc-observation", daemon=True)
-    waiter.start()
-    waiter.join(OBSERVED_WAIT_S)
-    if "groups" not in got:
-        return None
-    columns = ["ds", *group_columns(cfg), "invalid", "count"]
-    rows = [tuple(r) for r in got["groups"]]  # type: ignore[attr-defined]
-    frame = pd.DataFrame(rows, columns=columns) if rows else pd.DataFrame(
-        {"ds": pd.Series(dtype=object), **{k: pd.Series(dtype=object) for k in group_columns(cfg)},
-         "invalid": pd.Series(dtype="int64"), "count": pd.Series(dtype="int64")})
-    return sorted(str(d) for d in got["days"]), null_days_as_none(frame)  # type: ignore[attr-defined]
-
-
-def check_summary_sums(summaries: pd.DataFrame, cfg: JobConfig) -> None:
-    """:func:`decode_aggregate`'s overflow check (InputError) on summaries-table rows (column ``ds``)."""
-    _check_sums(summaries, ["ds", *group_columns(cfg)], cfg, skip=("split", "bin_width"))
 
 
 MAX_WEIGHT_SUM = 1e150

@@ -113,7 +113,6 @@ def build_session(
     launch.update({str(k): str(v) for k, v in cfg.conf.items()})
     builder = SparkSession.builder.appName(app_name)
     remote = cfg.remote or os.environ.get("SPARK_REMOTE")
-    fast: dict[str, str] = {}
     started: Mapping[str, str] = {}  # the settings a JVM this call starts was launched with
     if remote and remote.startswith("sc://") and (not submitted or os.environ.get("SPARK_REMOTE") == remote):
         check_connect_server(remote)
@@ -132,8 +131,7 @@ def build_session(
         own: dict[str, str] = {}
         if _starts_jvm():  # launch settings apply, and ctcalc adds its own
             started = launch
-            fast = _fast_local_files(cfg, launch)
-            own = {**fast, **_log_settings(launch, cfg.master)}
+            own = _log_settings(launch, cfg.master)
         builder = builder.master(cfg.master).config(map={**launch, **own, **BASE_CONF})
     if not (remote and remote.startswith("sc://")):  # a JVM of this machine: its Hive catalog's default folder
         here = os.path.abspath(EMBEDDED_METASTORE)
@@ -143,14 +141,6 @@ def build_session(
         # settings and warns for each static one. Those warnings are noise: _apply_runtime reports real misses.
         warnings.simplefilter("ignore", UserWarning)
         spark = builder.getOrCreate()
-    if fast and not _loads_local_fs(spark):
-        # This process started a JVM earlier without the jar (its class path is fixed at launch): start the
-        # session again with Hadoop's own local file system.
-        log.info("Spark was started earlier in this process without ctcalc's local file system; using Hadoop's")
-        spark.stop()
-        spark = SparkSession.builder.appName(app_name).master(cfg.master).config(map={**launch, **BASE_CONF}) \
-            .getOrCreate()
-        started = {}  # the JVM was not started with them
     _apply_runtime(spark, {**BASE_CONF, **{str(k): str(v) for k, v in cfg.conf.items()}}, started)
     url = os.environ.get("SPARK_REMOTE") if submitted else remote  # spark-submit ignores the config's remote
     if url and is_connect(spark):  # say where the work goes (a classic session needs no line)
@@ -246,15 +236,6 @@ def _starts_jvm() -> bool:
     return SparkSession.getActiveSession() is None and "PYSPARK_GATEWAY_PORT" not in os.environ
 
 
-def _fast_local_files(cfg: SparkConfig, launch: Mapping[str, str]) -> dict[str, str]:
-    """Launch settings for :mod:`ctcalc_spark.localfs` for a JVM this call starts (local masters), else {}."""
-    from ctcalc_spark import localfs
-
-    if not cfg.fast_local_files:
-        return {}
-    return localfs.launch_settings(cfg.master, launch)
-
-
 LOG_CONFIG = Path(__file__).with_name("log4j2.properties")
 """ctcalc's log4j2 settings for a driver JVM it starts itself (see the file and :func:`_log_settings`)."""
 LOG_CONFIG_NAMES = ("log4j2.properties", "log4j2.xml", "log4j2.yaml", "log4j2.yml", "log4j2.json")
@@ -285,16 +266,6 @@ def _log_settings(launch: Mapping[str, str], master: str = "local[*]") -> dict[s
     verbose = launch.get("spark.log.level", "WARN").upper() in ("INFO", "DEBUG", "TRACE", "ALL")
     shown = " -Dctcalc.task_failures=NEUTRAL" if verbose or not master.startswith("local") else ""
     return {DRIVER_JAVA_OPTIONS: f"{options} -Dlog4j2.configurationFile={LOG_CONFIG.as_uri()}{shown}".strip()}
-
-
-def _loads_local_fs(spark: SparkSession) -> bool:
-    from ctcalc_spark import localfs
-
-    try:
-        spark.sql(localfs.PROBE_SQL).collect()
-    except Exception:  # noqa: BLE001 - ClassNotFoundException, wrapped by py4j
-        return False
-    return True
 
 
 def _apply_runtime(spark: SparkSession, conf: Mapping[str, str], started: Mapping[str, str] | None = None) -> None:

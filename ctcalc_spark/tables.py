@@ -1,0 +1,610 @@
+"""The output tables: Delta Lake tables under ``output.path`` (written and read with ``deltalake``, no JVM), or
+catalog tables (``output.database`` / ``output.tables``, through Spark's own writers).
+
+A run replaces the partitions it computed with **one Delta commit per table** (``overwrite`` with a predicate
+on the partition columns), every row carrying the run's ``run_id``, which the commit's metadata names too.
+Delta gives what a reader and a scheduler need:
+
+* a reader sees each table before or after a commit, never a partition half-replaced or missing;
+* runs on different days commit side by side; two live runs of one day conflict: each run pins the version of
+  every table as it starts, so the one that commits second finds the other's commit on its days and stops
+  with :class:`~ctcalc_spark.errors.ConcurrentRunError`, having written nothing (its tables are written in one
+  order, so it fails at its first);
+* a killed run leaves at most data files no commit references (``ctcalc vacuum`` removes them).
+
+A run's tables are committed one after the other, so a run killed between two commits leaves a day whose
+summaries and metrics come from different runs. :meth:`OutputStore.check_days` finds such days by their
+``run_id``; the commands that read the tables together check it.
+"""
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import os
+import re
+import uuid
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
+
+from ctcalc_spark.config import JobConfig, OutputConfig
+from ctcalc_spark.errors import ConcurrentRunError, ConfigError, InputError, listed
+
+if TYPE_CHECKING:
+    import pandas as pd
+    import pyarrow as pa
+    from deltalake import DeltaTable
+    from pyspark.sql import DataFrame, SparkSession
+
+log = logging.getLogger(__name__)
+
+PARTITIONS: dict[str, tuple[str, ...]] = {
+    "metrics": ("ds",),
+    "summaries": ("ds",),
+    "rolling": ("window_spec", "ds"),
+    "calibrated_exact": ("window_spec", "ds"),
+    "stream_summaries": ("window", "batch_id"),
+    "stream_counts": ("window", "batch_id"),
+    "stream_metrics": ("window",),
+    "stream_rolling": ("window",),
+    "stream_batches": (),
+}
+"""Partition columns of each output table, outermost first."""
+
+RUN_ID = "run_id"
+_PARTITION_VALUE = re.compile(r"^[A-Za-z0-9_.:+-]+$")
+
+
+def new_run_id() -> str:
+    """A run id that sorts by start time: ``20261123T041512Z-1a2b3c4d``."""
+    return f"{dt.datetime.now(dt.timezone.utc):%Y%m%dT%H%M%SZ}-{uuid.uuid4().hex[:8]}"
+
+
+def arrow_table(frame: pd.DataFrame, types: Mapping[str, str]) -> pa.Table:
+    """A driver frame as an Arrow table of ``types`` ({name: 'string'|'long'|'double'|'boolean'}); columns
+    missing from ``frame`` are null. None and NaN become null (the finalizers use None for undefined values)."""
+    import pandas as pd
+    import pyarrow as pa
+
+    arrays, names = [], []
+    for name, kind in types.items():
+        col = frame[name] if name in frame else pd.Series([None] * len(frame), dtype=object)
+        if kind == "double":
+            arrays.append(pa.array(pd.to_numeric(col, errors="raise").astype("float64"), type=pa.float64(),
+                                   from_pandas=True))
+        elif kind == "long":
+            arrays.append(pa.array(pd.to_numeric(col, errors="raise").astype("Int64"), type=pa.int64(),
+                                   from_pandas=True))
+        elif kind == "boolean":
+            arrays.append(pa.array(col.astype("boolean"), type=pa.bool_(), from_pandas=True))
+        elif kind == "string":
+            arrays.append(pa.array(col.astype(object).where(col.notna(), None).map(
+                lambda v: v if v is None or isinstance(v, str) else str(v)), type=pa.string(), from_pandas=True))
+        else:
+            raise TypeError(f"unknown column type {kind!r} for {name!r}")
+        names.append(name)
+    return pa.Table.from_arrays(arrays, names=names)
+
+
+class OutputStore:
+    """The output tables of one configuration: where they are, reading them, writing them in transactions.
+
+    ``as_of``: read every path table as it was at that Delta version of the metrics table (an int) or at that
+    time (a timezone-aware datetime); writes are refused.
+    """
+
+    def __init__(self, cfg: JobConfig | OutputConfig, spark: SparkSession | None = None, *,
+                 as_of: int | dt.datetime | None = None) -> None:
+        self.output = cfg.output if isinstance(cfg, JobConfig) else cfg
+        self.spark = spark
+        self.root = _absolute(self.output.path)
+        self.as_of = as_of
+        self._as_of_time: dt.datetime | None = None
+
+    # ---- where -----------------------------------------------------------------------------------
+    @property
+    def catalog(self) -> bool:
+        return self.output.catalog
+
+    @property
+    def storage_options(self) -> dict[str, str] | None:
+        return dict(self.output.storage_options) or None
+
+    def location(self, table: str) -> str:
+        """The folder (path mode) or catalog name of a logical output table."""
+        if table not in PARTITIONS:
+            raise ConfigError(f"Unknown output table {table!r}; known: {sorted(PARTITIONS)}.")
+        if table == "stream_batches":
+            return f"{self.root}/_stream/batches"
+        if not self.catalog:
+            return f"{self.root}/{table}"
+        if table in self.output.tables:
+            return self.output.tables[table]
+        return f"{self.output.database}.{self.output.table_prefix}{table}"
+
+    def _is_delta(self, table: str) -> bool:
+        return not self.catalog or table == "stream_batches"
+
+    def _session(self, why: str) -> SparkSession:
+        if self.spark is None:
+            raise ConfigError(f"{why} needs a Spark session (catalog tables).")
+        return self.spark
+
+    def delta(self, table: str) -> DeltaTable | None:
+        """The Delta table (at ``as_of`` where set), or None when there is none."""
+        from deltalake import DeltaTable
+
+        loc = self.location(table)
+        if not DeltaTable.is_deltatable(loc, storage_options=self.storage_options):
+            self._check_layout(table)
+            return None
+        if self.as_of is None:
+            return DeltaTable(loc, storage_options=self.storage_options)
+        return self._at(DeltaTable(loc, storage_options=self.storage_options), table)
+
+    def _at(self, table: DeltaTable, name: str) -> DeltaTable | None:
+        """``table`` as of :attr:`as_of`: a version of the metrics table names a time every table is read at."""
+        when = self.as_of
+        if isinstance(when, int):
+            if self._as_of_time is None:
+                self._as_of_time = _version_time(self.location("metrics"), when, self.storage_options)
+            when = self._as_of_time
+        try:
+            table.load_as_version(when)
+        except Exception as e:  # noqa: BLE001 - deltalake raises plain exceptions for a time before the table
+            if "before" in str(e).lower() or "earliest" in str(e).lower() or "not found" in str(e).lower():
+                return None  # the table did not exist yet then
+            raise ConfigError(f"Cannot read the {name} table as of {self.as_of}: {e}") from None
+        return table
+
+    # ---- reading ---------------------------------------------------------------------------------
+    def exists(self, table: str) -> bool:
+        if not self._is_delta(table):
+            return bool(self._session("Checking a catalog table").catalog.tableExists(self.location(table)))
+        return self.delta(table) is not None
+
+    def partitions(self, table: str) -> list[dict[str, str]]:
+        """The partitions present in a table, as {column: value} dicts, sorted."""
+        parts = PARTITIONS[table]
+        if not self._is_delta(table):
+            spark = self._session("Listing catalog partitions")
+            name = self.location(table)
+            if not spark.catalog.tableExists(name):
+                return []
+            found = [r.asDict() for r in spark.table(name).select(*parts).distinct().collect()]
+        else:
+            t = self.delta(table)
+            found = [] if t is None else t.partitions()
+        return sorted(({k: str(p[k]) for k in parts} for p in found if all(p.get(k) is not None for k in parts)),
+                      key=lambda p: tuple(p[k] for k in parts))
+
+    def days(self, table: str, **where: str) -> list[str]:
+        """The ds values present in a table (optionally within other partition values, e.g. window_spec)."""
+        return sorted({p["ds"] for p in self.partitions(table) if all(p.get(k) == v for k, v in where.items())})
+
+    def read(self, table: str, *, days: Sequence[str] | None = None,
+             where: Mapping[str, Sequence[str]] | None = None, with_run_id: bool = False,
+             task: str | None = None, columns: Sequence[str] | None = None) -> pd.DataFrame:
+        """A table (or its ``days`` / ``where`` part) as pandas, partition columns as strings; empty if absent.
+
+        ``columns``: only these (default: all, the ``run_id`` only ``with_run_id``). ``task``: the summaries must
+        be that task's (InputError naming the days another task's job wrote).
+        """
+        import pandas as pd
+
+        conds = {k: [str(v) for v in values] for k, values in (where or {}).items()}
+        if days is not None:
+            conds["ds"] = [str(d) for d in days]
+        if not self._is_delta(table):
+            frame = self._read_catalog(table, conds, with_run_id)
+        else:
+            t = self.delta(table)
+            if t is None:
+                return pd.DataFrame(columns=list(columns or []))
+            have = [f.name for f in t.schema().fields]
+            if columns is None:
+                columns = [n for n in have if with_run_id or n != RUN_ID]
+            if any(not v for v in conds.values()):
+                frame = t.to_pyarrow_dataset().schema.empty_table().select(list(columns)).to_pandas()
+            else:
+                filters = [(k, "in", v) for k, v in conds.items()] or None
+                frame = t.to_pyarrow_table(filters=filters, columns=list(columns)).to_pandas()
+        if task is not None and table == "summaries" and not frame.empty:
+            self._check_summary_rows(frame, task)
+        return frame
+
+    def _read_catalog(self, table: str, conds: Mapping[str, Sequence[str]], with_run_id: bool) -> pd.DataFrame:
+        import pandas as pd
+        from pyspark.sql import functions as F
+
+        spark = self._session(f"Reading {table}")
+        name = self.location(table)
+        if not spark.catalog.tableExists(name):
+            return pd.DataFrame()
+        df = spark.table(name)
+        for col, values in conds.items():
+            df = df.where(F.col(col).cast("string").isin(list(values)))
+        return (df if with_run_id else df.drop(RUN_ID)).toPandas()
+
+    def _check_summary_rows(self, frame: pd.DataFrame, task: str) -> None:
+        """InputError when summaries rows lack ``task``'s values: days written by a job of another task (an output
+        shared by two tasks' configs)."""
+        import numpy as np
+
+        from ctcalc_spark.core.finalize import SUMMARY_TYPES
+
+        if task not in SUMMARY_TYPES:
+            return
+        shared = {n for t, kinds in SUMMARY_TYPES.items() if t != task for n in kinds}
+        names = [n for n in SUMMARY_TYPES[task] if n not in shared]  # binary: bin, label, ...; not count, weight
+        missing = [n for n in names if n not in frame.columns]
+        if missing:
+            foreign = frame
+        else:
+            unset = np.logical_and.reduce([frame[n].isna().to_numpy() for n in names])
+            if not unset.any():
+                return
+            foreign = frame[unset]
+        days = sorted(foreign["ds"].astype(str).unique()) if "ds" in foreign else []
+        shown = listed(days)
+        other = [t for t, kinds in SUMMARY_TYPES.items() if t != task and all(
+            n in foreign.columns and foreign[n].notna().all() for n in kinds)]
+        by = f"a {other[0]} job" if other else "a job of another task"
+        if other and len(foreign) == len(frame):  # nothing of this task at all: most likely the config's task
+            raise InputError(
+                f"The summaries of ds={shown or '?'} under {self.location('summaries')!r} are {other[0]} summaries, "
+                f"and this config's task is {task}: if they are the outputs you mean, set task: {other[0]} (with "
+                f"its columns, as the evaluate job had them); otherwise give each task its own output (output.path).")
+        raise InputError(
+            f"The summaries of ds={shown or '?'} under {self.location('summaries')!r} are not {task} summaries (no "
+            f"{names[0]!r} values): {by} wrote those days into this output. Run `ctcalc evaluate` for them again "
+            f"with this config, or give each task its own output (output.path).")
+
+    def runs(self, table: str, days: Sequence[str] | None = None, **where: str) -> dict[str, list[str]]:
+        """{ds: the run ids its rows carry} for ``table`` (a day written by one run has one)."""
+        frame = self.read(table, days=days, where={k: [v] for k, v in where.items()}, columns=["ds", RUN_ID]) \
+            if self._is_delta(table) else self.read(table, days=days, with_run_id=True)
+        if frame.empty or RUN_ID not in frame:
+            return {}
+        return {str(d): sorted(set(g)) for d, g in frame.groupby("ds")[RUN_ID]}
+
+    def check_days(self, days: Sequence[str] | None = None,
+                   tables: Sequence[str] = ("summaries", "metrics")) -> list[str]:
+        """Days whose ``tables`` (those that hold the day) were written by different runs, or a table's day by
+        several: a run killed between its commits, or two runs' rows. Empty when each day is one run's."""
+        found = {t: self.runs(t, days) for t in tables if self.exists(t)}
+        problems = []
+        for day in sorted({d for runs in found.values() for d in runs}):
+            held = {t: runs[day] for t, runs in found.items() if day in runs}
+            ids = {r for runs in held.values() for r in runs}
+            if len(ids) > 1:
+                what = ", ".join(f"{t} by {listed(r)}" for t, r in held.items())
+                problems.append(f"ds={day}: {what}")
+        return problems
+
+    def require_one_run(self, days: Sequence[str] | None = None,
+                        tables: Sequence[str] = ("summaries", "metrics")) -> None:
+        """InputError when :meth:`check_days` finds days whose tables come from different runs: a reader would
+        combine them without knowing. The way out is to evaluate those days again."""
+        problems = self.check_days(days, tables)
+        if not problems:
+            return
+        bad = sorted(p.split(":", 1)[0][3:] for p in problems)
+        from ctcalc_spark.core.windows import day_runs
+
+        raise InputError(
+            f"The {' and '.join(tables)} of {len(bad)} day(s) under {self.root!r} were written by different runs "
+            f"({listed(problems, 3, '; ')}): a run stopped between its commits, or two runs' rows. Evaluate those "
+            f"days again (`ctcalc evaluate --ds {day_runs(bad, shown=len(bad)).replace(', ', ',')}`), which "
+            "replaces each day whole, then run this command again.")
+
+    def history(self, table: str, limit: int | None = None) -> list[dict[str, Any]]:
+        """A path table's commits, newest first (version, timestamp, operation, run_id, job, days)."""
+        t = self.delta(table) if self._is_delta(table) else None
+        return [] if t is None else t.history(limit)
+
+    # ---- checks before work ---------------------------------------------------------------------------
+    def check_databases(self) -> None:
+        """For catalog outputs: fail before any work when a database the tables go to does not exist."""
+        if not self.catalog:
+            return
+        spark = self._session("Checking the output database")
+        names = [self.location(t) for t in PARTITIONS if not self._is_delta(t)]
+        databases = {n.rsplit(".", 1)[0] for n in names if "." in n}
+        missing = sorted(d for d in databases if not spark.catalog.databaseExists(d))
+        if missing:
+            raise ConfigError(
+                f"The output database(s) {missing} do not exist in the session's catalog (output.database / "
+                f"output.tables). Create them first (e.g. CREATE DATABASE {missing[0]}) or name existing ones; "
+                "the jobs create missing tables, not databases.")
+
+    def check_before_work(self, job: str, days: Sequence[str] = (), scope: str | None = None,
+                          task: str | None = None) -> None:
+        """Before a job's scan: the outputs can be written, they are Delta tables (or none yet) and they hold
+        ``task``'s tables."""
+        self.check_databases()
+        if not self.catalog and _is_local(self.root):
+            from ctcalc_spark.pathsafe import unwritable_reason
+
+            why = unwritable_reason(_local(self.root))
+            if why is not None:
+                raise ConfigError(f"output.path {self.output.path!r} cannot hold the outputs: {why}, so the job "
+                                  "would fail in its first write. Set output.path to a folder this job can create "
+                                  "and write to.")
+        for table in PARTITIONS:
+            if self._is_delta(table):
+                self.delta(table)  # the earlier layout: ConfigError
+        if task is not None:
+            self._check_task(task)
+
+    def _check_layout(self, table: str) -> None:
+        """ConfigError for a table folder in ctcalc's earlier layout (Parquet partition folders, no Delta log)."""
+        if not _is_local(self.root):
+            return
+        folder = _local(self.location(table))
+        if not os.path.isdir(folder):
+            return
+        entries = [e for e in os.listdir(folder) if not e.startswith((".", "_"))]
+        if not entries:
+            return
+        keys = PARTITIONS[table]
+        if keys and all(e.startswith(f"{keys[0]}=") or e.startswith("ds=") for e in entries):
+            raise ConfigError(
+                f"output.path {self.output.path!r} holds the {table!r} table in ctcalc's earlier layout (Parquet "
+                f"partition folders without a Delta log). Convert the output once with `ctcalc convert-outputs "
+                f"--set output.path={self.output.path}`, then run the job again.")
+        raise ConfigError(
+            f"output.path {self.output.path!r} has a {table!r} folder that is not a Delta table (it holds "
+            f"{listed([repr(e) for e in sorted(entries)], 3)}). Set output.path to a new folder, or move it aside.")
+
+    def _check_task(self, task: str) -> None:
+        """ConfigError when the metrics or summaries table holds another task's columns."""
+        from ctcalc_spark.core.finalize import METRIC_TYPES, SUMMARY_TYPES, task_of_columns
+
+        for table, kinds in (("metrics", METRIC_TYPES), ("summaries", SUMMARY_TYPES)):
+            try:
+                columns = self._columns(table)
+            except ConfigError:
+                raise
+            except Exception as e:  # noqa: BLE001 - unreadable here: the writes themselves will say so
+                log.debug("cannot read the columns of the %s table: %s", table, e)
+                continue
+            found = task_of_columns(columns or (), kinds)
+            if found is None or found == task or (table == "summaries" and task not in kinds):
+                continue
+            raise ConfigError(
+                f"The {table} table {self.location(table)!r} holds {found} outputs, and this job's task is {task}: "
+                f"its {task} rows would replace partitions of this output, and {found} jobs reading it would then "
+                "fail. Give each task its own output (output.path, or output.database / output.tables).")
+
+    def _columns(self, table: str) -> list[str] | None:
+        if not self._is_delta(table):
+            if not self.exists(table):
+                return None
+            return list(self._session("Reading a table's schema").table(self.location(table)).columns)
+        t = self.delta(table)
+        return None if t is None else [f.name for f in t.schema().fields]
+
+    # ---- writing ---------------------------------------------------------------------------------
+    def transaction(self, job: str, days: Sequence[str] | None = None, scope: str | None = None) -> Transaction:
+        """One run's writes (use as a context manager): a run id, the tables' versions pinned as it starts."""
+        if self.as_of is not None:
+            raise ConfigError("Outputs read as of an earlier version cannot be written.")
+        return Transaction(self, job, days, scope)
+
+
+class Transaction:
+    """One run's writes: each table's partitions replaced by one Delta commit (see the module docstring)."""
+
+    def __init__(self, store: OutputStore, job: str, days: Sequence[str] | None = None,
+                 scope: str | None = None) -> None:
+        self.store = store
+        self.job = job
+        self.scope = scope
+        self.days = None if days is None else sorted({str(d) for d in days})
+        self.run_id = new_run_id()
+        self.versions: dict[str, int | None] = {}
+        self.written: list[tuple[str, int]] = []
+
+    def __enter__(self) -> Transaction:
+        return self
+
+    def __exit__(self, kind: Any, value: Any, tb: Any) -> None:
+        return None
+
+    def pin(self, *tables: str) -> None:
+        """Remember the current version of ``tables`` (each written at most once by this run): a commit of
+        another run on the same partitions after this moment makes this run's write of that table fail."""
+        for table in tables:
+            if table not in self.versions and self.store._is_delta(table):
+                t = self.store.delta(table)
+                self.versions[table] = None if t is None else t.version()
+
+    def write(self, table: str, frame: pd.DataFrame, types: Mapping[str, str]) -> str:
+        """Replace ``table``'s partitions that ``frame`` holds by its rows (plus the run id); returns where."""
+        return self.write_all([(table, frame, types)])[0]
+
+    def write_all(self, items: Sequence[tuple[str, pd.DataFrame, Mapping[str, str] | None]],
+                  app: tuple[str, int] | None = None, metadata: Mapping[str, str] | None = None) -> list[str]:
+        """Write each (table, frame, types) in order, one commit each; returns their locations.
+
+        ``app``: (application id, version) recorded in each commit (Delta app transactions: a stream's batch id);
+        a table whose version for that application was already at least ``version`` when it was pinned is not
+        written again (a replayed batch). ``metadata``: more entries for each commit's metadata."""
+        self.pin(*(t for t, _, _ in items))
+        out = []
+        for table, frame, types in items:
+            if types is None:
+                raise TypeError("A frame needs its column types.")
+            out.append(self._write_one(table, frame, types, app, metadata or {}))
+        return out
+
+    def done_before(self, table: str, app: tuple[str, int]) -> bool:
+        """Whether ``table`` held a commit of application ``app[0]`` at version ``app[1]`` or later when pinned."""
+        self.pin(table)
+        version = self.versions.get(table)
+        if version is None:
+            return False
+        from deltalake import DeltaTable
+
+        t = DeltaTable(self.store.location(table), version=version, storage_options=self.store.storage_options)
+        done = t.transaction_version(app[0])
+        return done is not None and done >= app[1]
+
+    def _write_one(self, table: str, frame: pd.DataFrame, types: Mapping[str, str],
+                   app: tuple[str, int] | None, metadata: Mapping[str, str]) -> str:
+        store = self.store
+        loc = store.location(table)
+        parts = PARTITIONS[table]
+        values = frame[list(parts)].astype(str).drop_duplicates() if parts and len(frame) else None
+        if values is not None:
+            bad = [v for v in values.to_numpy().ravel() if not _PARTITION_VALUE.match(v)]
+            if bad:
+                raise InputError(f"Partition value(s) {sorted(set(bad))[:5]} of {table} are not safe folder names "
+                                 "(letters, digits and _ . : + - only).")
+        if frame.empty or (app is not None and store._is_delta(table) and self.done_before(table, app)):
+            return loc
+        full = {**{k: v for k, v in types.items() if k not in parts}, RUN_ID: "string", **{p: "string" for p in parts}}
+        data = arrow_table(frame.assign(**{RUN_ID: self.run_id}), full)
+        self.written.append((table, len(frame)))
+        if not store._is_delta(table):
+            _write_catalog(store._session(f"Writing {table}"), loc, data, parts, store.output)
+            return loc
+        from deltalake import CommitProperties, DeltaTable, Transaction as AppTransaction, write_deltalake
+        from deltalake.exceptions import CommitFailedError
+
+        days = sorted(set(frame["ds"].astype(str))) if "ds" in frame and "ds" in parts else None
+        meta = {RUN_ID: self.run_id, "job": self.job, **({"scope": self.scope} if self.scope else {}),
+                **({"days": _day_text(days)} if days else {}), **metadata}
+        props = CommitProperties(custom_metadata=meta,
+                                 app_transactions=None if app is None else [AppTransaction(app[0], app[1])])
+        version = self.versions.get(table)
+        target: str | DeltaTable = loc if version is None else DeltaTable(
+            loc, version=version, storage_options=store.storage_options)
+        try:
+            write_deltalake(target, data, mode="overwrite" if parts else "append", partition_by=list(parts) or None,
+                            predicate=_predicate(values) if values is not None else None, schema_mode="merge",
+                            storage_options=store.storage_options, commit_properties=props)
+        except CommitFailedError as e:
+            shown = f" ds={_day_text(days)}" if days else ""
+            raise ConcurrentRunError(
+                f"Another run committed{shown} of the {table} table {loc!r} while this {self.job} run "
+                f"({self.run_id}) was computing it; this run wrote nothing to it. Run it again once the other "
+                f"has ended (a rerun of a day replaces it). Delta said: {str(e).splitlines()[0]}") from None
+        except OSError as e:
+            raise ConfigError(f"Cannot write the {table} table {loc!r}: {e}") from None
+        return loc
+
+
+def delta_days(location: str, storage_options: dict[str, str] | None = None) -> list[str]:
+    """The ``ds`` partitions of the Delta table at ``location`` (none when there is no table)."""
+    from deltalake import DeltaTable
+
+    if not DeltaTable.is_deltatable(location, storage_options=storage_options):
+        return []
+    return sorted({p["ds"] for p in DeltaTable(location, storage_options=storage_options).partitions()})
+
+
+def read_delta(location: str, storage_options: dict[str, str] | None = None, **partition: str) -> pd.DataFrame | None:
+    """The rows of one partition (``column=value`` for each partition column) of the Delta table at ``location``,
+    without the run id; None when the table or the partition is not there."""
+    from deltalake import DeltaTable
+
+    if not DeltaTable.is_deltatable(location, storage_options=storage_options):
+        return None
+    table = DeltaTable(location, storage_options=storage_options)
+    if partition not in [{k: p.get(k) for k in partition} for p in table.partitions()]:
+        return None
+    columns = [f.name for f in table.schema().fields if f.name != RUN_ID]
+    return table.to_pyarrow_table(filters=[(k, "=", v) for k, v in partition.items()], columns=columns).to_pandas()
+
+
+def _predicate(values: pd.DataFrame) -> str:
+    """A SQL predicate selecting exactly the partitions in ``values`` (one row per partition, string columns)."""
+    cols = list(values.columns)
+
+    def lit(v: str) -> str:
+        return "'" + v.replace("'", "''") + "'"
+
+    *outer, last = cols
+    if all(values[c].nunique() == 1 for c in outer):
+        terms = [f"{c} = {lit(values[c].iloc[0])}" for c in outer]
+        terms.append(f"{last} IN ({', '.join(lit(v) for v in sorted(values[last].unique()))})")
+        return " AND ".join(terms)
+    return " OR ".join("(" + " AND ".join(f"{c} = {lit(v)}" for c, v in zip(cols, row)) + ")"
+                       for row in values.itertuples(index=False, name=None))
+
+
+def _day_text(days: Sequence[str]) -> str:
+    from ctcalc_spark.core.windows import day_runs
+
+    return day_runs(list(days), shown=len(days)) if len(days) <= 31 else f"{days[0]}..{days[-1]} ({len(days)} days)"
+
+
+def _version_time(location: str, version: int, storage_options: dict[str, str] | None) -> dt.datetime:
+    """When ``version`` of the table at ``location`` was committed."""
+    from deltalake import DeltaTable
+
+    if not DeltaTable.is_deltatable(location, storage_options=storage_options):
+        raise ConfigError(f"--as-of {version}: there is no metrics table at {location!r} to take the version from.")
+    for entry in DeltaTable(location, storage_options=storage_options).history():
+        if entry.get("version") == version:
+            return dt.datetime.fromtimestamp(entry["timestamp"] / 1000 + 0.001, tz=dt.timezone.utc)
+    raise ConfigError(f"--as-of {version}: the metrics table {location!r} has no version {version} (see its "
+                      "history: `ctcalc history`).")
+
+
+def _absolute(path: str) -> str:
+    if "://" in path:
+        return path.rstrip("/")
+    return os.path.abspath(os.path.expanduser(path))
+
+
+def _is_local(path: str) -> bool:
+    return "://" not in path or path.startswith("file:")
+
+
+def _local(path: str) -> str:
+    return path[len("file://"):] if path.startswith("file://") else path[len("file:"):] if path.startswith(
+        "file:") else path
+
+
+# ---- catalog tables (Spark's own writers) ---------------------------------------------------------------
+
+def _write_catalog(spark: SparkSession, name: str, data: pa.Table, parts: Sequence[str], output: OutputConfig) -> None:
+    """Replace the partitions of catalog table ``name`` that ``data`` holds: the table is created when missing
+    (partitioned, ``output.format``), new columns are added, then Spark's own partition overwrite."""
+    from ctcalc_spark.config import codec_options
+    from ctcalc_spark.spark.names import quoted
+
+    frame = spark.createDataFrame(data)
+    if not spark.catalog.tableExists(name):
+        frame.limit(0).write.partitionBy(*parts).format(output.format).options(**codec_options(output)).saveAsTable(name)
+    have = spark.table(name).columns
+    new = [f for f in frame.schema.fields if f.name not in have]
+    if new:
+        cols = ", ".join(f"{quoted(f.name)} {f.dataType.simpleString()}" for f in new)
+        spark.sql(f"ALTER TABLE {name} ADD COLUMNS ({cols})")
+        have = spark.table(name).columns
+    _overwrite_catalog_partitions(spark, name, frame, have)
+
+
+def _overwrite_catalog_partitions(spark: SparkSession, name: str, frame: DataFrame, have: Sequence[str]) -> None:
+    """Spark's own partition overwrite of a catalog table: overwritePartitions() for v2 tables (Delta,
+    Iceberg: atomic), insertInto(overwrite=True) in dynamic mode for file-based tables elsewhere."""
+    from pyspark.sql import functions as F
+
+    from ctcalc_spark.spark.names import col
+
+    aligned = frame.select(*[col(c) if c in frame.columns else F.lit(None).alias(c) for c in have])
+    try:
+        aligned.writeTo(name).overwritePartitions()
+        return
+    except Exception as e:  # noqa: BLE001 - v1 (Hive/Parquet) tables take the insertInto path
+        if "v1 table" not in str(e):
+            raise
+    key = "spark.sql.sources.partitionOverwriteMode"
+    before = spark.conf.get(key, "static")
+    spark.conf.set(key, "dynamic")
+    try:
+        aligned.write.insertInto(name, overwrite=True)
+    finally:
+        spark.conf.set(key, before)
