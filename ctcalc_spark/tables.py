@@ -97,7 +97,7 @@ class OutputStore:
         self.spark = spark
         self.root = _absolute(self.output.path)
         self.as_of = as_of
-        self._as_of_time: dt.datetime | None = None
+        self._as_of_ms: int | None = None
 
     # ---- where -----------------------------------------------------------------------------------
     @property
@@ -141,18 +141,16 @@ class OutputStore:
         return self._at(DeltaTable(loc, storage_options=self.storage_options), table)
 
     def _at(self, table: DeltaTable, name: str) -> DeltaTable | None:
-        """``table`` as of :attr:`as_of`: a version of the metrics table names a time every table is read at."""
-        when = self.as_of
-        if isinstance(when, int):
-            if self._as_of_time is None:
-                self._as_of_time = _version_time(self.location("metrics"), when, self.storage_options)
-            when = self._as_of_time
-        try:
-            table.load_as_version(when)
-        except Exception as e:  # noqa: BLE001 - deltalake raises plain exceptions for a time before the table
-            if "before" in str(e).lower() or "earliest" in str(e).lower() or "not found" in str(e).lower():
-                return None  # the table did not exist yet then
-            raise ConfigError(f"Cannot read the {name} table as of {self.as_of}: {e}") from None
+        """``table`` as of :attr:`as_of`: its latest version committed at or before that time (a version of the
+        metrics table names the time of that commit, so that every table is read at the same moment)."""
+        if self._as_of_ms is None:
+            self._as_of_ms = (_version_ms(self.location("metrics"), self.as_of, self.storage_options)
+                              if isinstance(self.as_of, int) else round(self.as_of.timestamp() * 1000))
+        limit = self._as_of_ms
+        versions = [e["version"] for e in table.history() if e["timestamp"] <= limit]
+        if not versions:
+            return None  # the table did not exist yet then
+        table.load_as_version(max(versions))
         return table
 
     # ---- reading ---------------------------------------------------------------------------------
@@ -349,7 +347,7 @@ class OutputStore:
         if keys and all(e.startswith(f"{keys[0]}=") or e.startswith("ds=") for e in entries):
             raise ConfigError(
                 f"output.path {self.output.path!r} holds the {table!r} table in ctcalc's earlier layout (Parquet "
-                f"partition folders without a Delta log). Convert the output once with `ctcalc convert-outputs "
+                f"partition folders without a Delta log). Convert the output once with `ctcalc tables convert "
                 f"--set output.path={self.output.path}`, then run the job again.")
         raise ConfigError(
             f"output.path {self.output.path!r} has a {table!r} folder that is not a Delta table (it holds "
@@ -477,6 +475,13 @@ class Transaction:
         props = CommitProperties(custom_metadata=meta,
                                  app_transactions=None if app is None else [AppTransaction(app[0], app[1])])
         version = self.versions.get(table)
+        if version is None and table in self.versions:  # no table when this run started: one may exist now
+            now = store.delta(table)
+            if now is not None:
+                theirs = sorted(set(store.runs(table, days)) if days else [])
+                if theirs:
+                    raise self._overtaken(table, loc, days, "the table was created by another run")
+                version = now.version()
         target: str | DeltaTable = loc if version is None else DeltaTable(
             loc, version=version, storage_options=store.storage_options)
         try:
@@ -484,14 +489,63 @@ class Transaction:
                             predicate=_predicate(values) if values is not None else None, schema_mode="merge",
                             storage_options=store.storage_options, commit_properties=props)
         except CommitFailedError as e:
-            shown = f" ds={_day_text(days)}" if days else ""
-            raise ConcurrentRunError(
-                f"Another run committed{shown} of the {table} table {loc!r} while this {self.job} run "
-                f"({self.run_id}) was computing it; this run wrote nothing to it. Run it again once the other "
-                f"has ended (a rerun of a day replaces it). Delta said: {str(e).splitlines()[0]}") from None
+            raise self._overtaken(table, loc, days, f"Delta said: {str(e).splitlines()[0]}") from None
         except OSError as e:
             raise ConfigError(f"Cannot write the {table} table {loc!r}: {e}") from None
         return loc
+
+    def _overtaken(self, table: str, loc: str, days: Sequence[str] | None, why: str) -> ConcurrentRunError:
+        shown = f" ds={_day_text(days)}" if days else ""
+        return ConcurrentRunError(
+            f"Another run committed{shown} of the {table} table {loc!r} while this {self.job} run ({self.run_id}) "
+            f"was computing it; this run wrote nothing to it. Run it again once the other has ended (a rerun of a "
+            f"day replaces it). ({why})")
+
+
+def vacuum(store: OutputStore, retention_hours: int, apply: bool) -> dict[str, list[str]]:
+    """{table: data files no version younger than ``retention_hours`` references} of every path table: what a
+    killed run left and what replaced partitions left behind; removed only when ``apply``."""
+    out = {}
+    for table in PARTITIONS:
+        t = store.delta(table) if store._is_delta(table) else None
+        if t is not None:
+            out[table] = t.vacuum(retention_hours=retention_hours, dry_run=not apply,
+                                  enforce_retention_duration=False)
+    return out
+
+
+def convert_layout(store: OutputStore) -> list[str]:
+    """Convert each table folder of ctcalc's earlier Parquet layout under ``output.path`` into a Delta table in
+    place (its files become the table's first version); returns the tables converted. What that layout kept beside
+    the tables (run leases, commit records, staged copies of killed runs) is removed first."""
+    import shutil
+
+    from deltalake import DeltaTable, Field, Schema, convert_to_deltalake
+
+    if store.catalog or not _is_local(store.root):
+        raise ConfigError("`ctcalc tables convert` converts folders under a local output.path.")
+    root = _local(store.root)
+    done = []
+    for table, parts in PARTITIONS.items():
+        folder = _local(store.location(table))
+        if not parts or not os.path.isdir(folder) or DeltaTable.is_deltatable(folder):
+            continue
+        for dirpath, dirnames, filenames in os.walk(folder, topdown=True):
+            for name in list(dirnames):
+                if name.startswith((".", "_")):
+                    shutil.rmtree(os.path.join(dirpath, name))
+                    dirnames.remove(name)
+            for name in filenames:
+                if name.startswith((".", "_")):
+                    os.remove(os.path.join(dirpath, name))
+        if not any(files for _, _, files in os.walk(folder)):
+            continue
+        convert_to_deltalake(folder, partition_by=Schema([Field(p, "string") for p in parts]),
+                             partition_strategy="hive")
+        done.append(table)
+    for name in ("_runs", "_commits"):
+        shutil.rmtree(os.path.join(root, name), ignore_errors=True)
+    return done
 
 
 def delta_days(location: str, storage_options: dict[str, str] | None = None) -> list[str]:
@@ -539,17 +593,17 @@ def _day_text(days: Sequence[str]) -> str:
     return day_runs(list(days), shown=len(days)) if len(days) <= 31 else f"{days[0]}..{days[-1]} ({len(days)} days)"
 
 
-def _version_time(location: str, version: int, storage_options: dict[str, str] | None) -> dt.datetime:
-    """When ``version`` of the table at ``location`` was committed."""
+def _version_ms(location: str, version: int, storage_options: dict[str, str] | None) -> int:
+    """When ``version`` of the table at ``location`` was committed (milliseconds since the epoch)."""
     from deltalake import DeltaTable
 
     if not DeltaTable.is_deltatable(location, storage_options=storage_options):
         raise ConfigError(f"--as-of {version}: there is no metrics table at {location!r} to take the version from.")
     for entry in DeltaTable(location, storage_options=storage_options).history():
         if entry.get("version") == version:
-            return dt.datetime.fromtimestamp(entry["timestamp"] / 1000 + 0.001, tz=dt.timezone.utc)
+            return int(entry["timestamp"])
     raise ConfigError(f"--as-of {version}: the metrics table {location!r} has no version {version} (see its "
-                      "history: `ctcalc history`).")
+                      "history: `ctcalc tables history`).")
 
 
 def _absolute(path: str) -> str:

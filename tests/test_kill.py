@@ -1,9 +1,8 @@
-"""Fault injection: ``kill -9`` of a whole evaluate process group at random moments while it reruns a day.
+"""Fault injection: ``kill -9`` of a whole evaluate or rolling process group at random moments while it reruns.
 
-A reader polls the output tables the whole time, as any Spark or pyarrow reader of the table roots would.
-It must always see exactly the one day's partition under its right name, readable and non-empty, and the
-metrics and summaries of that day either come from the same run (the latest committed one), or the storage
-layer's check says which run did not finish. After the last kill, one rerun to the end leaves nothing behind.
+A reader polls the Delta tables the whole time, as any reader of ``output.path`` would (``deltalake``, every few
+milliseconds): each day must always have exactly the rows of one run (never missing, never doubled). After the last
+kill, one rerun to the end gives the same values as the uninterrupted run.
 """
 from __future__ import annotations
 
@@ -17,103 +16,120 @@ import threading
 import time
 from pathlib import Path
 
-import pyarrow.dataset as pads
 import pytest
-
-from ctcalc_spark.spark.storage import STAGING_PREFIX
 
 pytestmark = pytest.mark.slow
 
 REPO = Path(__file__).resolve().parents[1]
-DS = "2026-11-15"
+DAYS = ["2026-11-15", "2026-11-16", "2026-11-17"]
 
 WORKER = """
 import sys, time
 from ctcalc_spark.config import config_from_dict, SparkConfig
-from ctcalc_spark.spark.session import build_session
-from ctcalc_spark.jobs.evaluate import evaluate
-cfg = config_from_dict({"input": {"path": sys.argv[1]}, "output": {"path": sys.argv[2]},
+cfg = config_from_dict({"input": {"path": sys.argv[2]}, "output": {"path": sys.argv[3]},
                         "split": {"bias_fraction": 0.1, "salt": "k"}})
-spark = build_session(SparkConfig(master="local[2]", shuffle_partitions=2))
+if sys.argv[1] == "evaluate":
+    from ctcalc_spark.spark.session import build_session
+    from ctcalc_spark.jobs.evaluate import evaluate
+    spark = build_session(SparkConfig(master="local[2]", shuffle_partitions=2))
+    job = lambda: evaluate(spark, cfg, sys.argv[4])
+else:
+    from ctcalc_spark.jobs.rolling import run_rolling
+    job = lambda: run_rolling(None, cfg, sys.argv[4])
 print("ready", flush=True)
 while True:
     t = time.perf_counter()
-    evaluate(spark, cfg, sys.argv[3])
+    job()
     print(f"run {time.perf_counter() - t:.3f}", flush=True)
-    if len(sys.argv) > 4:
+    if len(sys.argv) > 5:
         break
 """
 
 
 class Reader(threading.Thread):
-    """Polls both tables like an outside reader; records every moment the day was missing or misnamed."""
+    """Polls tables like an outside reader; records every read whose row count per day is not the expected one."""
 
-    def __init__(self, out: Path) -> None:
+    def __init__(self, tables: dict[str, Path], expected: dict[str, dict[str, int]]) -> None:
         super().__init__(daemon=True)
-        self.out, self.stop, self.reads, self.problems = out, threading.Event(), 0, []
+        self.tables, self.expected = tables, expected
+        self.stop, self.reads, self.problems = threading.Event(), 0, []
 
     def run(self) -> None:
+        from deltalake import DeltaTable
+
         while not self.stop.is_set():
-            for table in ("metrics", "summaries"):
-                root = self.out / table
-                visible = sorted(n for n in os.listdir(root) if not n.startswith((".", "_")))
-                if visible != [f"ds={DS}"]:
-                    self.problems.append(f"{table}: visible entries {visible}")
-                    continue
-                try:
-                    n = pads.dataset(str(root), format="parquet", partitioning="hive").count_rows()
-                except (OSError, ValueError) as e:  # a file vanished between listing and reading: read again
-                    if "No such file" not in str(e) and "not found" not in str(e).lower():
-                        self.problems.append(f"{table}: unreadable: {e}")
-                    continue
-                if n == 0:
-                    self.problems.append(f"{table}: no rows")
+            for name, path in self.tables.items():
+                rows = DeltaTable(str(path)).to_pyarrow_table(columns=["ds", "run_id"]).to_pandas()
+                counts = rows.groupby("ds").size().to_dict()
+                runs = rows.groupby("ds")["run_id"].nunique()
+                if counts != self.expected[name]:
+                    self.problems.append(f"{name}: rows per day {counts}, expected {self.expected[name]}")
+                if (runs > 1).any():
+                    self.problems.append(f"{name}: days with rows of several runs {runs[runs > 1].to_dict()}")
             self.reads += 1
-            time.sleep(0.002)
+            time.sleep(0.003)
 
 
-def test_kill_9_at_random_moments_never_shows_a_missing_partition(tmp_path):
+def _kill_loop(cmd: list[str], env: dict[str, str], run_s: float, reader: Reader, seed: int, kills: int) -> list[float]:
+    rng = random.Random(seed)
+    done = []
+    reader.start()
+    try:
+        for _ in range(kills):
+            proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+                                    start_new_session=True)
+            assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
+            delay = rng.uniform(0.0, 2.0 * run_s)  # anywhere in the first or second rerun: scan, writes, commits
+            time.sleep(delay)
+            os.killpg(proc.pid, signal.SIGKILL)  # the Python driver and its JVM, as a lost node would
+            proc.wait()
+            done.append(round(delay, 2))
+    finally:
+        reader.stop.set()
+        reader.join()
+    return done
+
+
+def _values(store, table: str, keys: list[str]):  # type: ignore[no-untyped-def]
+    frame = store.read(table)
+    return frame.sort_values(keys).reset_index(drop=True)
+
+
+@pytest.mark.parametrize("job", ["evaluate", "rolling"])
+def test_kill_9_at_random_moments_never_shows_a_missing_or_doubled_day(tmp_path, job):
+    import pandas as pd
+
     from ctcalc_spark.config import config_from_dict
     from ctcalc_spark.demo import write_demo_eval
     from ctcalc_spark.tables import OutputStore
 
     data, out = tmp_path / "eval", tmp_path / "out"
-    write_demo_eval(data, n_examples_per_day=1500, n_runs=2, n_days=1, seed=2, start_ds=DS)
+    write_demo_eval(data, n_examples_per_day=1500, n_runs=2, n_days=len(DAYS), seed=2, start_ds=DAYS[0])
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH")) if p)}
-    cmd = [sys.executable, "-c", textwrap.dedent(WORKER), str(data), str(out), DS]
-    first = subprocess.run(cmd + ["once"], env=env, capture_output=True, text=True, timeout=600)
+    span = f"{DAYS[0]}..{DAYS[-1]}"
+    once = [sys.executable, "-c", textwrap.dedent(WORKER), "evaluate", str(data), str(out), span, "once"]
+    first = subprocess.run(once, env=env, capture_output=True, text=True, timeout=600)
     assert first.returncode == 0, first.stderr[-3000:]
+    cmd = [sys.executable, "-c", textwrap.dedent(WORKER), job, str(data), str(out), span]
+    if job == "rolling":
+        first = subprocess.run(cmd + ["once"], env=env, capture_output=True, text=True, timeout=600)
+        assert first.returncode == 0, first.stderr[-3000:]
     run_s = float([ln for ln in first.stdout.splitlines() if ln.startswith("run ")][-1].split()[1])
     store = OutputStore(config_from_dict({"input": {"path": str(data)}, "output": {"path": str(out)}}))
+    tables = ["metrics", "summaries"] if job == "evaluate" else ["rolling"]
+    keys = {"metrics": ["ds", "model", "run", "slice_name", "slice_value"],
+            "summaries": ["ds", "model", "run", "split", "bin", "label"],
+            "rolling": ["ds", "model", "run", "slice_name", "slice_value"]}
+    before = {t: _values(store, t, keys[t]) for t in tables}
+    expected = {t: before[t].groupby("ds").size().to_dict() for t in tables}
+    assert all(set(e) == set(DAYS) for e in expected.values())
 
-    reader = Reader(out)
-    reader.start()
-    rng = random.Random(9)
-    kills = []
-    try:
-        for _ in range(4):
-            proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
-                                    start_new_session=True)
-            assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
-            delay = rng.uniform(0.0, 2.0 * run_s)  # anywhere in the first or second rerun: scan, writes, commit
-            time.sleep(delay)
-            os.killpg(proc.pid, signal.SIGKILL)  # the Python driver and its JVM, as a lost node would
-            proc.wait()
-            kills.append(round(delay, 2))
-            # whatever survived is consistent, or the storage layer says which run did not finish
-            frames = {t: store.read(t, days=[DS], with_run_id=True) for t in ("metrics", "summaries")}
-            ids = {t: set(f["run_id"]) for t, f in frames.items()}
-            assert all(len(v) == 1 for v in ids.values()), ids
-            if ids["metrics"] != ids["summaries"]:
-                assert store.check_days([DS]), (ids, "a disagreement the check did not report")
-    finally:
-        reader.stop.set()
-        reader.join()
-    assert reader.reads > 100 and reader.problems == [], (kills, reader.problems[:5])
+    reader = Reader({t: out / t for t in tables}, expected)
+    kills = _kill_loop(cmd, env, run_s, reader, seed=9 if job == "evaluate" else 4, kills=4)
+    assert reader.reads > 50 and reader.problems == [], (kills, reader.problems[:5])
 
     last = subprocess.run(cmd + ["once"], env=env, capture_output=True, text=True, timeout=600)
     assert last.returncode == 0, last.stderr[-3000:]
-    assert store.check_days([DS]) == []
-    left = [str(p.relative_to(out)) for p in out.rglob("*")
-            if p.name.startswith((STAGING_PREFIX, ".spark-staging", "_temporary")) or p.name.endswith(".tmp")]
-    assert left == [] and list((out / "_runs").glob("*.json")) == [], left
+    assert store.check_days(DAYS) == []
+    for t in tables:
+        pd.testing.assert_frame_equal(_values(store, t, keys[t]), before[t], check_exact=True)

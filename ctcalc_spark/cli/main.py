@@ -44,6 +44,8 @@ COMMANDS = {
                    "Generate data, train seeds with torch, score, evaluate, compare pipeline pairs."),
     "reproduce-synthetic": ("ctcalc_spark.cli.cmd_reproduce",
                             "The paper's synthetic linear/logistic experiments, ours next to the published figures."),
+    "tables": ("ctcalc_spark.cli.cmd_tables",
+               "The Delta output tables: their commit history, vacuum of unreferenced files, conversion of old output."),
     "where": ("ctcalc_spark.cli.cmd_where",
               "Print the path of the spark-submit entry point or of the example configs in the installed package."),
 }

@@ -30,7 +30,7 @@ from ctcalc_spark.core.windows import Window, day_runs
 from ctcalc_spark.errors import ConfigError, DegenerateBiasError, InputError, listed
 from ctcalc_spark.spark.filekind import own_encoding
 from ctcalc_spark.spark.names import col, quoted
-from ctcalc_spark.tables import OutputStore
+from ctcalc_spark.tables import OutputStore, Transaction
 from ctcalc_spark.spark.scan import (
     EXACT_COLUMNS,
     INVALID_REASONS,
@@ -597,19 +597,20 @@ def evaluate(
     if known_bias is not None and len(days) != 1:
         raise ConfigError("A known bias (in-scan exact sums) is for one day at a time: `ctcalc rolling --scan --ds "
                           "START..END` scans a range day by day, each day with its previous window's bias.")
+    store = OutputStore(cfg, spark)
+    tx = None
     if write:
-        OutputStore(cfg, spark).check_before_work("evaluate", days, task=cfg.task)
+        store.check_before_work("evaluate", days, task=cfg.task)
+        tx = store.transaction("evaluate", days)
+        # a run of the same days that commits from now on makes this one's first write fail
+        tx.pin(*(("metrics",) if cfg.task == "multiclass" else ("summaries", "metrics", "calibrated_exact")))
     df = read_input(spark, cfg, days)
     step(f"scanning {day_span(days)} of {input_name(cfg)}")
     if cfg.task == "multiclass":
         if known_bias is not None:
             raise ConfigError("A known bias is supported for binary and regression tasks, not multiclass.")
-        return _evaluate_multiclass(spark, cfg, days, df, write, allow_missing_days, step, replace_runs)
+        return _evaluate_multiclass(spark, cfg, days, df, tx, allow_missing_days, step, replace_runs)
     kb = _known_bias_frame(spark, cfg, known_bias)
-    store = OutputStore(cfg, spark)
-    tx = store.transaction("evaluate", days) if write else None
-    if tx is not None:  # a run of the same days that commits while this one scans makes this one's write fail
-        tx.pin("summaries", "metrics", "calibrated_exact")
     with input_read_errors(cfg):
         one_day = {DS: days[0]} if len(days) == 1 else None  # the rows' day is that one or null
         aggregated = summary_aggregation(df, cfg, extra_keys=[DS], known_bias=kb, single=one_day)
@@ -833,15 +834,11 @@ def _multiclass_ce(z, y, t):  # type: ignore[no-untyped-def]
     return lse - F.element_at(z, (y + 1).cast("int")) / t
 
 
-def _evaluate_multiclass(spark: SparkSession, cfg: JobConfig, days: list[str], df: DataFrame, write: bool,
+def _evaluate_multiclass(spark: SparkSession, cfg: JobConfig, days: list[str], df: DataFrame, tx: Transaction | None,
                          allow_missing: bool, step: Callable[[str], None], replace_runs: bool) -> EvaluateResult:
     from pyspark.sql import functions as F
 
     c = cfg.columns
-    store = OutputStore(cfg, spark)
-    tx = store.transaction("evaluate", days) if write else None
-    if tx is not None:  # a run of the same days that commits while this one scans makes this one's write fail
-        tx.pin("metrics")
     keys = [DS, *group_columns(cfg)]
     base = [DS, c.model, c.run]
     slices = list(c.slices)
@@ -999,7 +996,7 @@ def _evaluate_multiclass(spark: SparkSession, cfg: JobConfig, days: list[str], d
     result.class_confusion = _class_confusion(bias_pdf, c.model)
     _input_checks(spark, cfg, df, days, result)
     if tx is not None:
-        _check_dropped_runs(store, metrics, done, replace_runs)
+        _check_dropped_runs(tx.store, metrics, done, replace_runs)
         step(f"writing {len(metrics):,} metrics rows of {day_span(done)}")
         result.paths["metrics"] = tx.write("metrics", metrics, _metric_types("multiclass"))
         result.run_id = tx.run_id
