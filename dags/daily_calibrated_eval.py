@@ -15,7 +15,7 @@ metastore partition configured), never merely because some data files exist.
 with a message saying which days are missing; ``drift_check`` reports ``first_window``,
 ``no_previous_window``, ``no_drift`` or ``drift``, never a silent pass.
 
-Every task reads and writes only the partitions of ``ds``; the Spark jobs swap them in atomically, so
+Every task reads and writes only the partitions of ``ds``; each table is replaced by one Delta commit, so
 reruns and backfills are safe. Settings: parse time from ``CTCALC_*`` environment variables, run time
 from params (only tuning ones unless ``CTCALC_TRUST_PARAMS=true``), Variables ``ctcalc_*`` and the job
 config. See docs/airflow.md. Nothing heavy is imported at the top level.

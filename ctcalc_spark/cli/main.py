@@ -58,7 +58,7 @@ EXIT_CODES = (
     (EXIT_INPUT, "the input data violates the contract (columns, labels, values, empty day)"),
     (EXIT_MISSING_DEPENDENCY, "an optional dependency is missing; the message names the extra to install"),
     (EXIT_INTERNAL, "internal error: a bug in ctcalc; the traceback is printed, please report it"),
-    (EXIT_INTERRUPTED, "interrupted (Ctrl-C): jobs cancelled, staged files removed (an exchange under way ends)"),
+    (EXIT_INTERRUPTED, "interrupted (Ctrl-C): Spark's jobs cancelled; a table commit is whole or not made"),
     (EXIT_TERMINATED, "stopped by SIGTERM (a scheduler stopping the task), as for Ctrl-C"),
 )
 

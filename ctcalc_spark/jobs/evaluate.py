@@ -583,7 +583,7 @@ def evaluate(
     :class:`InputError` (``on_invalid: error``) or are excluded and counted in ``n_invalid``
     (``on_invalid: drop``); rows no metrics row owns (no model, run or date) are in ``result.uncounted``
     (docs/bad-input.md lists what each bad input gets). Nothing is written unless every metric was computed; the partitions are
-    replaced by one storage transaction (Spark's dynamic partition overwrite, then a commit record).
+    replaced by one commit per table (:mod:`ctcalc_spark.tables`).
 
     ``known_bias`` (optional; binary/regression, one day): a frame of model, run, c (e.g. the previous
     window's bias, known before today's scan). The same scan then also accumulates the exact calibrated

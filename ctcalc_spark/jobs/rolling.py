@@ -3,7 +3,7 @@
 For each day D of ``--ds`` (one day or a range) it takes the summaries of the window containing D (days
 up to D) and of the window before it, sums them per window (no rescan of the evaluation rows), finalises
 each (model, run, slice view) with :func:`ctcalc_spark.core.windows.rolling_metrics` and writes the
-``(window_spec, ds=D)`` partitions of the rolling table in one storage transaction: day, week, month and
+``(window_spec, ds=D)`` partitions of the rolling table in one commit: day, week, month and
 rolling-N rows coexist, and a rerun replaces only its own spec's partitions. A range reads the summaries
 once. After late data for an old day, :func:`affected_days` lists the partitions to recompute.
 """

@@ -433,7 +433,7 @@ def check_stream_task(cfg: JobConfig) -> None:
 
 def check_stream_folders(cfg: JobConfig) -> None:
     """ConfigError before Spark starts when a local folder the stream writes cannot be written: the output (its
-    state and leases live there with catalog tables too) and the checkpoint. Spark said so as `mkdir of
+    the batch log lives there with catalog tables too) and the checkpoint. Spark said so as `mkdir of
     file:/… failed` from its start."""
     from ctcalc_spark.pathsafe import unwritable_reason
 

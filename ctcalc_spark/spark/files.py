@@ -205,12 +205,12 @@ def _filesystem(root: str) -> pafs.FileSystem:
     try:
         if scheme == "gs" and "?" not in root:
             # pyarrow leaves the retry period to the GCS client, which was still retrying one call after 100 s
-            # here (no network, no credentials: a silent hang); a lease or commit record gives up after GCS_RETRY_S
+            # here (no network, no credentials: a silent hang); a call gives up after GCS_RETRY_S
             return pafs.GcsFileSystem(retry_time_limit=dt.timedelta(seconds=GCS_RETRY_S))
         fs, _ = pafs.FileSystem.from_uri(uri)
     except Exception as e:  # noqa: BLE001 - pyarrow raises several kinds for unsupported schemes/missing libs
         raise ConfigError(
-            f"Cannot open {root!r} for file operations ({e}); the output file system must be one pyarrow reaches "
+            f"Cannot open {root!r} for file operations ({e}); the file system must be one pyarrow reaches "
             "(local, hdfs with libhdfs, s3, gs, abfs), or use catalog tables ('output.database')."
         ) from e
     return fs

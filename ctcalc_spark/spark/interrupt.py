@@ -4,7 +4,7 @@ pyspark's own SIGINT handler cancels the jobs over the py4j connection the main 
 logs a "reentrant call" traceback) and raises ``KeyboardInterrupt`` in the middle of reading a result (the JVM
 then logs a broken pipe with its stack, and the cancelled job's error replaces the interrupt, so the CLI said
 "a Spark or file-system failure", exit 1). SIGTERM, which schedulers send to stop a task, ended the process at
-once: no message, the run's staged files and lease left for the next run.
+once, with no message.
 
 :func:`install` puts one handler on both signals, in the CLI's main thread: for every command as it starts (a
 signal then raises ``KeyboardInterrupt`` at once), and again by ``session_for`` once the session exists:
@@ -13,10 +13,8 @@ signal then raises ``KeyboardInterrupt`` at once), and again by ``session_for`` 
   and Connect) over a connection of its own, again every half second, so that a Spark action started after it
   (the next write) ends too. If the main thread is inside a Spark call, that call then ends with Spark's
   cancellation error; otherwise ``KeyboardInterrupt`` is raised at once.
-* The job's ``finally`` blocks run as for any failure: the transaction removes its staged files and gives back
-  its lease; a partition exchange that was under way is completed or undone by the next run (docs/storage.md).
-* A first signal during a write (:func:`deferred`) lets that write end (seconds), then stops the run as above:
-  a staged write is removed without being exchanged; a partition exchange and its commit record are finished.
+* The job's ``finally`` blocks run as for any failure. A table's commit is whole or not made (Delta); the
+  tables a run had not committed yet keep their earlier rows (docs/storage.md).
 * A second signal raises ``KeyboardInterrupt`` at once.
 
 ``ctcalc stream`` asks :func:`received` between waits and stops its query itself (a clean stop, not an error).
