@@ -76,8 +76,11 @@ def arrow_table(frame: pd.DataFrame, types: Mapping[str, str]) -> pa.Table:
         elif kind == "boolean":
             arrays.append(pa.array(col.astype("boolean"), type=pa.bool_(), from_pandas=True))
         elif kind == "string":
-            arrays.append(pa.array(col.astype(object).where(col.notna(), None).map(
-                lambda v: v if v is None or isinstance(v, str) else str(v)), type=pa.string(), from_pandas=True))
+            try:
+                arrays.append(pa.array(col, type=pa.string(), from_pandas=True))
+            except (pa.ArrowTypeError, pa.ArrowInvalid):  # numbers or other objects: their text
+                arrays.append(pa.array(col.astype(object).where(col.notna(), None).map(
+                    lambda v: v if v is None or isinstance(v, str) else str(v)), type=pa.string(), from_pandas=True))
         else:
             raise TypeError(f"unknown column type {kind!r} for {name!r}")
         names.append(name)
@@ -257,12 +260,43 @@ class OutputStore:
             f"with this config, or give each task its own output (output.path).")
 
     def runs(self, table: str, days: Sequence[str] | None = None, **where: str) -> dict[str, list[str]]:
-        """{ds: the run ids its rows carry} for ``table`` (a day written by one run has one)."""
+        """{ds: the run ids its rows carry} for ``table`` (a day written by one run has one). For a table
+        partitioned by ``ds`` alone, from the commits' metadata (each commit names its run and days; no row is
+        read), else from the rows."""
+        if self._is_delta(table) and PARTITIONS[table] == ("ds",) and not where:
+            found = self._runs_from_history(table, days)
+            if found is not None:
+                return found
         frame = self.read(table, days=days, where={k: [v] for k, v in where.items()}, columns=["ds", RUN_ID]) \
             if self._is_delta(table) else self.read(table, days=days, with_run_id=True)
         if frame.empty or RUN_ID not in frame:
             return {}
         return {str(d): sorted(set(g)) for d, g in frame.groupby("ds")[RUN_ID]}
+
+    def _runs_from_history(self, table: str, days: Sequence[str] | None) -> dict[str, list[str]] | None:
+        """{ds: [run id]} of the days the table holds, each from the latest commit that wrote it; None when a
+        commit that may have written one of them does not say (not written by ctcalc)."""
+        t = self.delta(table)
+        if t is None:
+            return {}
+        held = {p["ds"] for p in t.partitions()}
+        wanted = held if days is None else held & {str(d) for d in days}
+        out: dict[str, list[str]] = {}
+        for entry in t.history():
+            if entry["version"] > t.version() or str(entry.get("operation", "")).startswith("VACUUM"):
+                continue  # a later version than the one read (as_of), or a vacuum, which changes no row
+            try:
+                written = _days_of(entry["days"]) if RUN_ID in entry and "days" in entry else None
+            except ConfigError:
+                written = None
+            if written is None:
+                return None
+            for day in written:
+                if day in wanted and day not in out:
+                    out[day] = [entry[RUN_ID]]
+            if len(out) == len(wanted):
+                break
+        return out if len(out) == len(wanted) else None
 
     def check_days(self, days: Sequence[str] | None = None,
                    tables: Sequence[str] = ("summaries", "metrics")) -> list[str]:
@@ -588,9 +622,21 @@ def _predicate(values: pd.DataFrame) -> str:
 
 
 def _day_text(days: Sequence[str]) -> str:
+    """``days`` as runs of consecutive days ('2026-01-01..2026-03-31, 2026-04-02'): every day, compactly."""
     from ctcalc_spark.core.windows import day_runs
 
-    return day_runs(list(days), shown=len(days)) if len(days) <= 31 else f"{days[0]}..{days[-1]} ({len(days)} days)"
+    return day_runs(sorted(days), shown=len(days))
+
+
+def _days_of(text: str) -> list[str]:
+    """The days of a :func:`_day_text`."""
+    from ctcalc_spark.core.windows import Window
+
+    out: list[str] = []
+    for part in str(text).split(", "):
+        lo, _, hi = part.strip().partition("..")
+        out += Window(lo, hi or lo, part).days() if lo else []
+    return out
 
 
 def _version_ms(location: str, version: int, storage_options: dict[str, str] | None) -> int:
