@@ -5,7 +5,8 @@ population level ``level(t)``, shared by every model: a mean-reverting walk arou
 -1.5 (daily step std ``walk_std``, daily persistence ``persistence``). Labels enter
 as their expectation, ``y = sigmoid(x + level(t))`` (summaries are sums, so a
 fractional label is the large-sample limit: no label sampling noise, as on a day
-of millions of rows). Model logits are
+of millions of rows), or with ``sampled_labels`` as draws of Bernoulli(sigmoid(x + level(t))), the sampling
+noise of a day of ``n`` rows. Model logits are
 ``z = x - 1.5 + offset(model, run) + shift(model, t) + noise``: each run keeps its own
 persistent bias offset (seed noise, std ``seed_std``), and a model's ``shift`` jumps
 at the days listed in ``jumps`` (a broken feature, a new traffic source). ``shifts`` adds a constant logit
@@ -43,6 +44,7 @@ def binary_drift_summaries(
     jumps: Mapping[tuple[str, str], float] | None = None,
     shifts: Mapping[str, float] | None = None,
     shared_runs: bool = False,
+    sampled_labels: bool = False,
     bin_width: float = 0.1,
     seed: int = 0,
 ) -> pd.DataFrame:
@@ -67,6 +69,8 @@ def binary_drift_summaries(
         offsets[:] = offsets[0]
     x = rng.normal(0.0, 1.0, (n_days, 1, n))  # the same rows scored by every model run
     y = sigmoid(x + level[:, None, None])  # expected labels; the models below do not track the level
+    if sampled_labels:
+        y = (rng.random(y.shape) < y).astype(float)
     pair_model = np.repeat(np.arange(len(models)), runs)
     pair_run = np.tile(np.arange(runs), len(models))
     noise = rng.normal(0.0, 0.3, (n_days, runs if shared_runs else n_pairs, n))
