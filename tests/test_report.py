@@ -408,3 +408,21 @@ def test_flags_follow_generated_level_shifts():
     print(f"\nlevel shifts: {len(rep.flags)} of {len(rep.moves)} model-windows flagged, {len(set(jumps) & flagged)} of "
           f"the {len(jumps)} shifts and {len(others)} other windows")
     assert set(jumps) <= flagged and len(others) <= 0.02 * len(rep.moves)
+
+
+def test_windows_with_a_calibrated_value_are_not_listed_as_without_one(tmp_path):
+    """A day missing inside a week makes that week incomplete_window and the next incomplete_previous_window, and
+    both still have a calibrated value: the table 'Windows without a calibrated value' listed them."""
+    from ctcalc_spark.reports.drift import missing_table
+
+    days = _days("2026-11-02", 28)  # four ISO weeks, Monday to Sunday
+    kept = [d for d in days if d != "2026-11-11"]
+    _store(tmp_path / "out", _binary_rows(_binary_stream(kept, runs=2, n=200, seed=8)))
+    rep = write_report(_cfg(tmp_path, "binary", window="week"), days[0], days[-1])
+    whole = rep.table[rep.table["slice_name"] == ALL]
+    qualified = whole[whole["status"].str.startswith("incomplete") & whole["calibrated"].notna()]
+    assert set(qualified["status"]) == {"incomplete_window", "incomplete_previous_window"}
+    listed = missing_table(rep)
+    assert set(listed["status"]) == {"first_window"} and int(listed["windows"].sum()) == 1
+    page = open(rep.paths["html"], encoding="utf-8").read().split("<section id='missing'>")[1].split("</section>")[0]
+    assert "incomplete" not in page and "first_window" in page
