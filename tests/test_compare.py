@@ -596,3 +596,22 @@ def test_a_bias_only_difference_gets_a_verdict_that_says_it_is_the_bias(tmp_path
     assert "2026-11-16" not in body.split("</h1>")[0]
     assert body.index("The difference is the bias (calibration)") < body.index("<h2>Metric accuracy</h2>")
     assert "more reliabl" not in page
+
+
+def test_each_panel_bins_its_own_runs_so_no_pipeline_merges_into_one_bar() -> None:
+    """20 runs per pipeline: the vanilla metric spread over 0.03, the calibrated one over 0.0005. With the bins of
+    the wider panel every calibrated run fell into one bar; each panel now bins its own runs, finely enough for the
+    narrower pipeline's range to span several bars."""
+    from ctcalc_spark.reports.comparison import distributions_figure
+    from ctcalc_spark.reports.plotting import pyplot
+
+    rng = np.random.default_rng(8)
+    c = compare_runs(0.40 + rng.normal(0, 0.002, 20), 0.4 + rng.normal(0, 1e-4, 20), 0.42 + rng.normal(0, 0.006, 20),
+                     0.4 + rng.normal(0, 1e-4, 20), name_a="a", name_b="b", n_boot=200)
+    fig = distributions_figure(c)
+    try:
+        for ax in fig.axes:
+            for cont in (cont for cont in ax.containers if len(cont)):
+                assert sum(r.get_height() > 0 for r in cont) >= 3, ax.get_title()
+    finally:
+        pyplot().close(fig)

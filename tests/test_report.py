@@ -66,7 +66,7 @@ def test_binary_report_leads_with_summary_then_plots_then_flags(tmp_path):
         assert f"data-section='{sec}'" in page
     images = re.findall(r"src='data:image/png;base64,([A-Za-z0-9+/=]+)'", page)
     assert len(images) == 1 + len(SECTIONS) and all(len(i) > 1000 for i in images)
-    assert re.findall(r"width='\d+' height='\d+' src='data:image/png", page)  # sized: no layout shift
+    assert re.findall(r"width='\d+' height='\d+' [^>]*src='data:image/png", page)  # sized: no layout shift
     assert not re.search(r"(src|href)=['\"]https?://", page)  # opens offline
     # default rule: the runs' offsets 0, 0.2, 0.4 give a seed spread of 0.2, limit 0.4; the jump is 0.8
     assert rep.rule == FlagRule(2.0, 0.1)
@@ -282,25 +282,27 @@ def test_cli_report_with_threshold_and_top(tmp_path, capsys):
             f"(available: {days[0]}..{days[-1]})") in capsys.readouterr().err
 
 
-def test_many_models_get_distinct_lines_and_a_legend_beside_the_plot():
-    """Twelve models: matplotlib's 10-colour cycle gave two pairs of models one colour, and the legend inside
-    the overview covered the lines."""
-    from ctcalc_spark.reports.drift import LEGEND_INSIDE, _finish_ax, series_styles
-    from ctcalc_spark.reports.plotting import pyplot
+def test_many_models_get_distinct_lines_and_every_legend_outside_the_plot():
+    """Twelve models: matplotlib's 10-colour cycle gave two pairs of models one colour, and a legend inside the
+    plot covered the lines (the month gap plot's covered its peak): a few entries go below the axes, many beside."""
+    from ctcalc_spark.reports.drift import LEGEND_BELOW, _finish_ax, series_styles
+    from ctcalc_spark.reports.plotting import layout_facts, pyplot
 
     for n in (3, 12, 20, 45):
-        styles = [(tuple(s["color"]), s["linestyle"]) for s in series_styles(n)]
+        styles = [(tuple(s["color"]), str(s["linestyle"])) for s in series_styles(n)]
         assert len(set(styles)) == n
+        assert all(a[1] != b[1] for a, b in zip(styles, styles[1:]))  # neighbours differ in dash too
     plt = pyplot()
-    for n, beside in ((LEGEND_INSIDE, False), (12, True)):
+    for n, beside in ((LEGEND_BELOW, False), (12, True)):
         fig, ax = plt.subplots(figsize=(9.0, 3.0))
         for i, style in enumerate(series_styles(n)):
             ax.plot([0, 1], [i, i + 1], label=f"model {i}", **style)
         _finish_ax(ax, "t", "c*")
-        fig.canvas.draw()
+        facts = layout_facts(fig, 100)
         legend = ax.get_legend().get_window_extent()
         axes = ax.get_window_extent()
-        assert bool(legend.x0 >= axes.x1) is beside, n
+        assert facts["legends-over-axes"] == 0 and facts["min-font-px"] >= 11
+        assert bool(legend.x0 >= axes.x1) is beside and bool(legend.y1 <= axes.y0) is not beside, n
         plt.close(fig)
 
 

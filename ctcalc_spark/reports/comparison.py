@@ -31,9 +31,14 @@ def mean_sd(mean: float, sd: float, decimals: int) -> str:
 
 
 def shared_bins(values: Sequence[np.ndarray], lo: float, hi: float) -> np.ndarray:
-    """One set of histogram edges over [lo, hi] for every pipeline of a panel (about 2·√n bins, 6 to 30)."""
-    n = sum(v.size for v in values)
-    return np.linspace(lo, hi, int(np.clip(round(2 * math.sqrt(n)), 6, 30)) + 1)
+    """One set of histogram edges over [lo, hi] for every pipeline of a panel: about 2·√n bins (6 to 30), and
+    more (up to 60) where a pipeline's runs spread over less than 4 of them, so its runs do not merge into a bar
+    or two when the other pipeline's range is much wider."""
+    n = int(np.clip(round(2 * math.sqrt(sum(v.size for v in values))), 6, 30))
+    spans = [float(np.ptp(v)) for v in values if v.size > 1 and np.ptp(v) > 0]
+    if spans and hi > lo:
+        n = max(n, min(60, math.ceil(4 * (hi - lo) / min(spans))))
+    return np.linspace(lo, hi, n + 1)
 
 
 def _count_axis(ax: Any, top: int, rug_rows: int) -> list[float]:

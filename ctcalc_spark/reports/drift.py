@@ -453,52 +453,71 @@ def _dates(values: pd.Series) -> list[dt.date]:
     return [dt.date.fromisoformat(str(s)) for s in values]
 
 
+DPI = 100
+"""Every drift plot's resolution; with fonts of 8 pt and more its text is 11 px or more as shown (1 image pixel per
+CSS pixel: the plots are no wider than the page)."""
+FONT = 8.5
+"""Tick labels and legends, in points."""
+
+
 def _band(ax: Any, grp: pd.DataFrame, col: str, label: str, color: str) -> None:
     """Mean across runs per window, with the min..max across runs shaded where there are several runs."""
     g = _numeric(grp, [col]).dropna(subset=[col]).groupby("window_end")[col].agg(["mean", "min", "max", "count"])
     if g.empty:
         return
     x = _dates(g.index.to_series())
-    ax.plot(x, g["mean"], marker="o", ms=2, lw=1, color=color, label=f"{label} (mean of runs)")
+    ax.plot(x, g["mean"], lw=1.4, color=color, label=f"{label} (mean of runs)", zorder=3)
     if (g["count"] > 1).any():
         ax.fill_between(x, g["min"], g["max"], color=color, alpha=0.2, label=f"{label} (min..max across runs)")
 
 
-def _per_run(ax: Any, grp: pd.DataFrame, col: str) -> None:
-    runs = [(run, r.dropna(subset=[col])) for run, r in _numeric(grp, [col]).groupby("run", sort=True)]
-    runs = [(run, r) for run, r in runs if not r.empty]
-    for (run, r), style in zip(runs, series_styles(len(runs))):
-        ax.plot(_dates(r["window_end"]), r[col], marker=".", ms=2, lw=0.8, label=plain(f"run {run}"), **style)
+def _per_run(ax: Any, grp: pd.DataFrame, col: str, color: str = "tab:blue") -> None:
+    """Each run as a faint grey line, the mean across runs per window on top in ``color``."""
+    num = _numeric(grp, [col]).dropna(subset=[col])
+    runs = [r for _, r in num.groupby("run", sort=True) if not r.empty]
+    for i, r in enumerate(runs):
+        ax.plot(_dates(r["window_end"]), r[col], lw=0.7, color="0.55", alpha=0.45,
+                label=f"each run ({len(runs)})" if i == 0 else None, zorder=2)
+    mean = num.groupby("window_end")[col].mean()
+    if not mean.empty:
+        ax.plot(_dates(mean.index.to_series()), mean.to_numpy(), lw=1.6, color=color,
+                label="mean of runs" if len(runs) > 1 else "the run", zorder=3)
 
 
 def _finish_ax(ax: Any, title: str, ylabel: str) -> None:
+    """Title, labels, grid; the legend outside the axes (beside them with many entries, below with few), so it
+    never covers data."""
     ax.set_title(title, fontsize=10)
     ax.set_ylabel(ylabel)
     ax.grid(alpha=0.3)
-    ax.tick_params(axis="x", labelrotation=30, labelsize=8)
-    handles, _ = ax.get_legend_handles_labels()
-    if len(handles) > LEGEND_INSIDE:  # beside the axes: inside, a dozen entries covered the lines
-        ax.legend(fontsize=7, ncol=1 if len(handles) <= 16 else 2, loc="upper left", bbox_to_anchor=(1.01, 1.0),
+    ax.tick_params(axis="both", labelsize=FONT)
+    ax.tick_params(axis="x", labelrotation=30)
+    handles, labels = ax.get_legend_handles_labels()
+    if len(handles) > LEGEND_BELOW:
+        ax.legend(fontsize=FONT, ncol=1 if len(handles) <= 16 else 2, loc="upper left", bbox_to_anchor=(1.01, 1.0),
                   borderaxespad=0.0)
     elif handles:
-        ax.legend(fontsize=7)
+        wide = max(len(t) for t in labels) > 30  # two columns of long labels would widen the plot
+        ax.legend(fontsize=FONT, ncol=1 if wide else min(len(handles), 2), loc="upper center",
+                  bbox_to_anchor=(0.5, -0.3), frameon=False)
 
 
-LEGEND_INSIDE = 6
-"""At most this many legend entries go inside a plot; more go beside it."""
+LEGEND_BELOW = 4
+"""At most this many legend entries go below a plot; more go beside it."""
 
 
 def series_styles(n: int) -> list[dict[str, Any]]:
-    """Colour and line style of ``n`` lines, all different: matplotlib's 10-colour cycle repeats from the
-    11th line on (two of twelve models shared a colour), so 11 to 20 lines take tab20 and more add dashes."""
+    """Colour and line style of ``n`` lines, all different, and neighbours differ in dash too, so a line drawn on
+    top of another close to it leaves the one below visible: matplotlib's 10-colour cycle repeats from the 11th
+    line on (two of twelve models shared a colour), so 11 to 20 lines take tab20."""
     import matplotlib
 
     if n <= 10:
         colors = [matplotlib.colormaps["tab10"](i) for i in range(10)]
     else:
         colors = [matplotlib.colormaps["tab20"](i) for i in range(20)]
-    dashes = ["-", "--", ":", "-."]
-    return [{"color": colors[i % len(colors)], "linestyle": dashes[(i // len(colors)) % len(dashes)]}
+    dashes = ["-", (0, (5, 2)), (0, (1, 1.5)), (0, (6, 2, 1, 2))]
+    return [{"color": colors[i % len(colors)], "linestyle": dashes[(i + i // len(colors)) % len(dashes)]}
             for i in range(n)]
 
 
@@ -506,24 +525,29 @@ def _bias_label(task: str) -> str:
     return "logit shift c*" if task == "binary" else "mean shift c*"
 
 
-def _mark_flags(ax: Any, flags: pd.DataFrame) -> None:
+def _mark_flags(ax: Any, flags: pd.DataFrame, quiet: pd.DataFrame | None = None) -> None:
+    """Flagged moves as red rings at the window's mean c* (the line stays visible through them); moves within the
+    label noise, when given, as small grey dots."""
+    if quiet is not None and not quiet.empty:
+        ax.scatter(_dates(quiet["window_end"]), quiet["bias"], marker="o", s=10, color="0.35", zorder=4,
+                   label=f"within label noise, not flagged ({len(quiet)})")
     if not flags.empty:
-        ax.scatter(_dates(flags["window_end"]), flags["bias"], marker="x", s=30, color="tab:red", zorder=5,
-                   label=f"flagged move ({len(flags)})")
+        ax.scatter(_dates(flags["window_end"]), flags["bias"], marker="o", s=40, facecolors="none",
+                   edgecolors="tab:red", linewidths=1.3, zorder=5, label=f"flagged move ({len(flags)})")
 
 
 def overview_png(report: DriftReport) -> str:
     """One plot across models: mean c* over runs per window, flagged moves marked (the page's first plot)."""
     plt = pyplot()
     whole = _numeric(report.whole, ["bias"])
-    fig, ax = plt.subplots(figsize=(9.0, 3.0))
+    fig, ax = plt.subplots(figsize=(10.0, 3.0))
     groups = list(whole.dropna(subset=["bias"]).groupby("model", sort=True))
     for (model, grp), style in zip(groups, series_styles(len(groups))):
         g = grp.groupby("window_end")["bias"].mean()
-        ax.plot(_dates(g.index.to_series()), g.to_numpy(), lw=1, label=plain(model), **style)
+        ax.plot(_dates(g.index.to_series()), g.to_numpy(), lw=1.3, label=plain(model), **style)
     _mark_flags(ax, report.flags)
-    _finish_ax(ax, f"Mean c* across runs per window; rule {report.rule.describe()}", _bias_label(report.task))
-    return figure_png(fig, dpi=80, tight=True)
+    _finish_ax(ax, "Mean c* across runs per window, flagged moves ringed", _bias_label(report.task))
+    return figure_png(fig, dpi=DPI, tight=True)
 
 
 def model_plots(report: DriftReport, model: str) -> dict[str, str]:
@@ -534,26 +558,27 @@ def model_plots(report: DriftReport, model: str) -> dict[str, str]:
     metric = METRIC_NAME[task]
     name = plain(model)
     out: dict[str, str] = {}
-    size = (7.0, 3.0)
+    size = (6.0, 3.0)
 
     fig, ax = plt.subplots(figsize=size)
     _per_run(ax, grp, "bias")
-    _mark_flags(ax, report.flags[report.flags["model"] == model])  # at the window's mean c*
+    mine = report.moves[report.moves["model"] == model]
+    _mark_flags(ax, report.flags[report.flags["model"] == model], mine[mine["within_noise"].astype(bool)])
     _finish_ax(ax, f"{name}: c* fitted on all of each window", _bias_label(task))
-    out["bias"] = figure_png(fig, dpi=80, tight=True)
+    out["bias"] = figure_png(fig, dpi=DPI, tight=True)
 
     fig, ax = plt.subplots(figsize=size)
     _band(ax, grp, "vanilla", f"vanilla {metric}", "tab:blue")
     _band(ax, grp, "calibrated", f"calibrated {metric}", "tab:orange")
     _finish_ax(ax, f"{name}: vanilla vs rolling-calibrated {metric}", metric)
-    out["metric"] = figure_png(fig, dpi=80, tight=True)
+    out["metric"] = figure_png(fig, dpi=DPI, tight=True)
 
     fig, ax = plt.subplots(figsize=size)
     _band(ax, grp, "calibration_gain", "vanilla − calibrated", "tab:red")
     _band(ax, grp, "best_shift_gain", "vanilla − metric at the window's own c*", "tab:purple")
     ax.axhline(0.0, color="grey", lw=1)
     _finish_ax(ax, f"{name}: loss a bias shift removes (invisible to the calibrated metric)", metric)
-    out["gap"] = figure_png(fig, dpi=80, tight=True)
+    out["gap"] = figure_png(fig, dpi=DPI, tight=True)
 
     fig, ax = plt.subplots(figsize=size)
     if task == "binary":
@@ -564,9 +589,9 @@ def model_plots(report: DriftReport, model: str) -> dict[str, str]:
         _band(ax, grp, "mean_prediction", "mean prediction", "tab:blue")
         _band(ax, grp, "mean_label", "mean label", "tab:green")
         _finish_ax(ax, f"{name}: mean prediction vs mean label (ratio is unstable near 0)", "mean")
-    out["calibration"] = figure_png(fig, dpi=80, tight=True)
+    out["calibration"] = figure_png(fig, dpi=DPI, tight=True)
 
-    fig, ax = plt.subplots(figsize=(4.6, 4.0))
+    fig, ax = plt.subplots(figsize=(4.6, 3.6))
     label = plain(report.latest_label)
     if task == "binary":
         for (m, run), s in sorted(latest.items()):
@@ -574,7 +599,7 @@ def model_plots(report: DriftReport, model: str) -> dict[str, str]:
                 continue
             rel = s.reliability(10)
             ok = rel["weight"] > 0
-            ax.plot(rel["mean_predicted"][ok], rel["observed_rate"][ok], marker="o", ms=3, lw=1,
+            ax.plot(rel["mean_predicted"][ok], rel["observed_rate"][ok], marker="o", ms=3, lw=1, alpha=0.7,
                     label=plain(f"run {run}"))
         ax.plot([0, 1], [0, 1], color="grey", ls="--", lw=1)
         ax.set_xlabel("mean predicted probability (bucket)")
@@ -587,7 +612,7 @@ def model_plots(report: DriftReport, model: str) -> dict[str, str]:
         ax.plot(lim, lim, color="grey", ls="--", lw=1)
         ax.set_xlabel("mean prediction")
         _finish_ax(ax, f"{name}: window {label} (regression summaries keep no histogram)", "mean label")
-    out["reliability"] = figure_png(fig, dpi=80, tight=True)
+    out["reliability"] = figure_png(fig, dpi=DPI, tight=True)
     return out
 
 
