@@ -354,6 +354,10 @@ def headline(c: Comparison) -> str:
     means = (f"Means over runs: {v.metric} {x} {f(vx)} vs {y} {f(vy)}, {k.metric} {x} {f(kx)} vs {y} {f(ky)}; the "
              f"bias (the loss one shift per run removes) costs {x} {f(gx)} and {y} {f(gy)}.")
     acc = f"Acc of {c.name_a}"
+    if gx < 0 and gy < 0:  # the fitted bias made both worse: it is noise there, not a calibration
+        means += (f" The calibrated metric is higher than the vanilla one for both pipelines: the bias fitted on the "
+                  "val-bias rows (or the previous window) adds noise here rather than removing a bias, so weigh "
+                  f"{k.metric} with that in mind.")
     if cv == ck:
         return (f"{x} ranks ahead of {y} under both metrics ({v.metric}: {acc} {_pct(v.acc)}, {k.metric}: "
                 f"{_pct(k.acc)}): {x} is better, not only better calibrated. {means}")
