@@ -392,7 +392,8 @@ def test_stationary_data_flags_at_most_5_percent_of_model_windows():
     beyond_limit = float((moves["move"].abs() > moves["limit"]).mean())
     print(f"\nstationary: {len(rep.flags)} of {len(moves)} model-windows flagged ({100 * share:.1f} %); "
           f"{int(moves['within_noise'].sum())} beyond 2 x seed spread but within the label noise "
-          f"({100 * beyond_limit:.1f} % beyond the limit alone); median label noise ±{moves['label_noise'].median():.2f}")
+          f"({100 * beyond_limit:.1f} % beyond the limit alone); median label noise "
+          f"±{moves['label_noise'].median():.2f}")
     assert len(moves) == 3 * 239 and share <= 0.05
     assert beyond_limit > 0.3  # the seed-spread limit alone flags a third or more of them
 
