@@ -5,10 +5,13 @@ population level ``level(t)``, shared by every model: a mean-reverting walk arou
 -1.5 (daily step std ``walk_std``, daily persistence ``persistence``). Labels enter
 as their expectation, ``y = sigmoid(x + level(t))`` (summaries are sums, so a
 fractional label is the large-sample limit: no label sampling noise, as on a day
-of millions of rows). Model logits are
+of millions of rows), or with ``sampled_labels`` as draws of Bernoulli(sigmoid(x + level(t))), the sampling
+noise of a day of ``n`` rows. Model logits are
 ``z = x - 1.5 + offset(model, run) + shift(model, t) + noise``: each run keeps its own
 persistent bias offset (seed noise, std ``seed_std``), and a model's ``shift`` jumps
-at the days listed in ``jumps`` (a broken feature, a new traffic source).
+at the days listed in ``jumps`` (a broken feature, a new traffic source). ``shifts`` adds a constant logit
+shift per model; with ``shared_runs`` every model's run r has the same offset and noise as the other models'
+run r, so two models differ only by their shifts and jumps (pipelines that differ only by a bias).
 """
 from __future__ import annotations
 
@@ -39,6 +42,9 @@ def binary_drift_summaries(
     walk_std: float = 0.045,
     persistence: float = 0.97,
     jumps: Mapping[tuple[str, str], float] | None = None,
+    shifts: Mapping[str, float] | None = None,
+    shared_runs: bool = False,
+    sampled_labels: bool = False,
     bin_width: float = 0.1,
     seed: int = 0,
 ) -> pd.DataFrame:
@@ -52,17 +58,24 @@ def binary_drift_summaries(
         level[t] = persistence * level[t - 1] + steps[t]
     level -= 1.5  # population log-odds around -1.5: a base rate near 0.2
     shift = np.zeros((len(models), n_days))
+    for model, size in (shifts or {}).items():
+        shift[list(models).index(model)] += size
     for (model, day), size in (jumps or {}).items():
         shift[list(models).index(model), days.index(day):] += size
     spread = np.linspace(-1.0, 1.0, runs) if runs > 1 else np.zeros(1)
     spread = spread / spread.std(ddof=1) if runs > 1 else spread  # the runs' offsets have std seed_std exactly
     offsets = seed_std * np.stack([rng.permutation(spread) for _ in models])
+    if shared_runs:
+        offsets[:] = offsets[0]
     x = rng.normal(0.0, 1.0, (n_days, 1, n))  # the same rows scored by every model run
     y = sigmoid(x + level[:, None, None])  # expected labels; the models below do not track the level
+    if sampled_labels:
+        y = (rng.random(y.shape) < y).astype(float)
     pair_model = np.repeat(np.arange(len(models)), runs)
     pair_run = np.tile(np.arange(runs), len(models))
+    noise = rng.normal(0.0, 0.3, (n_days, runs if shared_runs else n_pairs, n))
     z = (x - 1.5 + offsets[pair_model, pair_run][None, :, None]
-         + shift[pair_model].T[:, :, None] + rng.normal(0.0, 0.3, (n_days, n_pairs, n)))
+         + shift[pair_model].T[:, :, None] + (noise[:, pair_run] if shared_runs else noise))
     y = np.broadcast_to(y, z.shape)
     k = np.floor(z / bin_width).astype(np.int64)
     d = z - (k + 0.5) * bin_width

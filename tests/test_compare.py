@@ -99,9 +99,12 @@ def test_compare_runs_and_verdict() -> None:
     assert c.calibrated.acc > 0.95 and c.calibrated.acc_ci[0] > 0.5
     assert c.vanilla.acc_ci[0] < 0.5 < c.vanilla.acc_ci[1]
     assert c.std_reduction_a > 0.8
-    assert "Under calibrated_log_loss" in c.verdict and "new is better" in c.verdict
+    assert c.headline.startswith("new ranks ahead of old under calibrated_log_loss (Acc of new 99.5%), while "
+                                 "log_loss, which also counts each run's bias, does not tell them apart")
+    assert "Whether new is really better is decided by calibrated_log_loss: it ranks new ahead" in c.headline
+    assert "Under calibrated_log_loss" in c.verdict and "new ranks ahead" in c.verdict
     assert "no clear winner" in c.verdict  # the vanilla metric cannot tell
-    assert "more reliably" in c.verdict
+    assert "more reliabl" not in c.verdict  # a more decisive metric is not called a more reliable one
     d = c.to_dict()
     json.dumps(d)
     assert d["calibrated"]["acc"] == c.calibrated.acc
@@ -109,7 +112,8 @@ def test_compare_runs_and_verdict() -> None:
 
 def test_verdict_flags_disagreement_and_few_runs() -> None:
     c = compare_runs([1.0, 1.1, 1.2], [2.0, 2.1, 2.2], [1.5, 1.6, 1.7], [1.0, 1.1, 1.2], n_boot=200)
-    assert "disagree" in c.verdict and "calibration" in c.verdict
+    assert c.headline.startswith("The metrics rank the pipelines in opposite directions: A has the lower log_loss")
+    assert "B ranks better once each run's bias is removed, and A is better calibrated" in c.verdict
     assert "Only 3 and 3 runs" in c.verdict
     with pytest.raises(InputError, match=r">= 2 runs per pipeline, got 1 of 'A' and 2 of 'B': .* Score more runs of "
                                          r"each"):  # it pointed at single_run_noise, a library function
@@ -122,18 +126,16 @@ def test_verdict_flags_disagreement_and_few_runs() -> None:
         compare_runs([0.52], [0.50], [0.49, 0.51], [0.50, 0.52])
 
 
-def test_verdict_names_the_pipeline_both_shares_are_of_when_one_metric_ties() -> None:
-    """Vanilla: a beats b in 1 of 4 run pairs; calibrated: in 2 of 4 (a tie at 50 %). The verdict said 'ranked
-    with a ahead 50.0% of the time under the calibrated metric vs 75.0% under the vanilla metric': the 75 % was b's.
-    Both shares are now of b, the pipeline both metrics rank ahead (one of them on neither side)."""
+def test_verdict_reads_each_metric_from_its_interval() -> None:
+    """Which pipeline a metric ranks ahead comes from its Acc interval: with 2 runs each, 25 % and 50 % both have
+    intervals around 50 % (no call); 100 % in every resample is a call under both metrics."""
     c = compare_runs([2.2, 3.0], [1.0, 3.0], [2.0, 2.5], [2.0, 2.5], name_a="a", name_b="b", n_boot=200)
     assert (c.vanilla.acc, c.calibrated.acc, c.ahead) == (0.25, 0.5, "b")
-    assert ("Trained once each, the pipelines would be ranked with b ahead 50.0% of the time under the calibrated "
-            "metric vs 75.0% under the vanilla metric.") in c.verdict
-    tie = compare_runs([1.0, 3.0], [1.0, 3.0], [2.0, 2.5], [2.0, 2.5], name_a="a", name_b="b", n_boot=200)
-    assert "either pipeline would be ranked ahead half the time under both metrics" in tie.verdict
+    assert c.headline == ("Neither metric tells a and b apart: the intervals of both log_loss and calibrated_log_loss "
+                          "include 50%.")
     ahead_a = compare_runs([1.0, 1.1], [1.0, 1.1], [2.0, 2.5], [2.0, 2.5], name_a="a", name_b="b", n_boot=200)
-    assert "ranked with a ahead 100.0% of the time under the calibrated metric vs 100.0%" in ahead_a.verdict
+    assert ahead_a.headline.startswith("a ranks ahead of b under both metrics (log_loss: Acc of a 100.0%, "
+                                       "calibrated_log_loss: 100.0%): a is better, not only better calibrated.")
 
 
 def test_single_run_noise_normal_and_empirical() -> None:
@@ -260,8 +262,8 @@ def test_verdict_for_degenerate_intervals_is_exact_not_noise() -> None:
                          n_boot=200)
     assert apart.acc_gain_ci == (0.0, 0.0) and apart.vanilla.acc_ci == (1.0, 1.0)
     assert "within noise" not in apart.verdict and "no change, exactly" in apart.verdict
-    assert "both separate the pipelines in every run pair" in apart.verdict
-    assert "a is better, in every run pair" in apart.verdict and "CI 100.0%–100.0%" not in apart.verdict
+    assert "both metrics rank every resampled run pair the same way" in apart.verdict
+    assert "a ranks ahead, in every run pair" in apart.verdict and "CI 100.0%–100.0%" not in apart.verdict
     tied = compare_runs([1.0, 1.0], [2.0, 2.0], [1.0, 1.0], [2.0, 2.0], n_boot=200)
     assert tied.vanilla.acc_ci == (0.5, 0.5)
     assert "every run pair ties" in tied.verdict and "within noise" not in tied.verdict
@@ -383,34 +385,34 @@ def test_cli_compare_names_a_reversed_range_the_days_there_and_a_letter_case_sli
             "'Candidate' is 'candidate' there.") in error("--a", "baseline", "--b", "Candidate", "--ds", "2026-11-16")
 
 
-def test_verdict_reads_the_gain_on_the_side_of_the_pipeline_ahead() -> None:
-    """With the better pipeline given as B, Acc (A's share) falls when the calibrated metric ranks the pair right
-    more often: the verdict said "the vanilla metric separates the pipelines more reliably" right after saying the
-    calibrated metric ranked them right 94.8 % of the time against 79.0 %."""
+def test_the_acc_change_has_one_sign_in_table_note_and_verdict_whichever_pipeline_is_a() -> None:
+    """With the better pipeline given as B, the table printed A's Acc change (-15.8) and the verdict the change on
+    the side of the pipeline ahead (+15.8), and called the metric that separated more "more reliable". Every Acc is
+    A's share now: the table's change is the verdict's, and a swap of A and B flips the sign of both."""
+    from ctcalc_spark.reports.comparison import ACC_CHANGE, accuracy_table_rows
+
     rng = np.random.default_rng(0)
     shift_a, shift_b = np.abs(rng.normal(0, 0.02, 20)), np.abs(rng.normal(0, 0.02, 20))
     cal_worse, cal_better = 0.51 + rng.normal(0, 0.004, 20), 0.50 + rng.normal(0, 0.004, 20)
     runs = {"worse": (cal_worse + shift_a, cal_worse), "better": (cal_better + shift_b, cal_better)}
     b_ahead = compare_runs(*runs["worse"], *runs["better"], name_a="worse", name_b="better", n_boot=500)
     a_ahead = compare_runs(*runs["better"], *runs["worse"], name_a="better", name_b="worse", n_boot=500)
-    assert b_ahead.acc_gain < 0 and b_ahead.acc_gain_ci[1] < 0  # A's share falls ...
-    for c in (a_ahead, b_ahead):  # ... and either way round the calibrated metric ranks the pair right more often
-        assert c.ahead == "better"
-        assert c.ranking_gain == pytest.approx(a_ahead.acc_gain, abs=1e-12) and c.ranking_gain_ci[0] > 0
-        assert "the calibrated metric separates the pipelines more reliably" in c.verdict
-        assert "vanilla metric separates" not in c.verdict
-        assert f"Share of run pairs ranking better ahead (the accuracy of one comparison), calibrated minus vanilla: " \
-               f"+{100 * c.ranking_gain:.1f} points" in c.verdict
-    assert b_ahead.ranking_gain_ci == (-b_ahead.acc_gain_ci[1], -b_ahead.acc_gain_ci[0])
+    assert b_ahead.acc_gain == pytest.approx(-a_ahead.acc_gain, abs=1e-12) and b_ahead.acc_gain < 0
+    for c in (a_ahead, b_ahead):
+        assert c.ahead == "better" and c.headline.startswith("better ranks ahead of worse under both metrics")
+        change = f"{100 * c.acc_gain:+.1f}"
+        assert accuracy_table_rows([c])[0][ACC_CHANGE].startswith(f"{change} pts")
+        assert f"Acc of {c.name_a}, calibrated_log_loss minus log_loss: {change} points" in c.verdict
+        assert "more reliabl" not in c.verdict and "gain" not in c.verdict
     note = orientation_note(b_ahead)
     assert orientation_note(a_ahead) is None and note is not None
-    assert "one comparison ranks them right 79.0% of the time under log_loss and 94.8% under calibrated_log_loss " \
-           "(+15.8 pts), so an Acc change below 0 is a gain" in note and note.endswith("first, as A.")
+    assert ("Acc is the share of run pairs in which worse (A) has the lower metric, in the tables, the plots and the "
+            "verdict alike: better ranks ahead here, so its Accs are below 50% (21.0% under log_loss, 5.2% under "
+            "calibrated_log_loss)") in note and note.endswith("first, as A.")
     assert orientation_note(b_ahead, swapped="--a better --b worse").endswith("first, as A: --a better --b worse.")
     assert html.escape(note) in render_html([b_ahead], title="t")
     opposite = compare_runs([1.0, 1.1, 1.2], [2.0, 2.1, 2.2], [1.5, 1.6, 1.7], [1.0, 1.1, 1.2], n_boot=200)
-    assert opposite.ahead is None and math.isnan(opposite.ranking_gain) and orientation_note(opposite) is None
-    assert "a change in Acc is not a change in how often either ranks them right" in opposite.verdict
+    assert opposite.ahead is None and orientation_note(opposite) is None
     json.dumps(b_ahead.to_dict())
 
 
@@ -526,3 +528,103 @@ def test_single_run_p_value_counts_that_the_noise_std_is_estimated() -> None:
     assert student_two_sided_p(math.inf, 3) == 0.0
     with pytest.raises(ValueError, match="positive integer"):
         student_two_sided_p(1.0, 0)
+
+
+def _bias_only_metrics(shift: float, *, runs: int = 12, n: int = 20_000, n_bias: int = 5_000, seed: int = 3):
+    """Per-run (log loss, calibrated log loss) of two pipelines whose logits differ only by a constant ``shift``:
+    run r of B is run r of A plus ``shift`` (the same model, miscalibrated), on one shared evaluation set."""
+    from ctcalc_spark.core._math import sigmoid
+    from ctcalc_spark.paper.synthetic import log_loss_metrics
+
+    rng = np.random.default_rng(seed)
+    x = rng.normal(0.0, 1.0, n)
+    y = (rng.random(n) < sigmoid(x - 1.5)).astype(float)
+    z_a = x[:, None] - 1.5 + rng.normal(0.0, 0.05, runs) + rng.normal(0.0, 0.3, (n, runs))  # seed noise per run
+    return log_loss_metrics(y, z_a, n_bias), log_loss_metrics(y, z_a + shift, n_bias)
+
+
+def test_a_bias_only_difference_gets_a_verdict_that_says_it_is_the_bias(tmp_path, capsys) -> None:
+    """B = A + 0.4 logits: the vanilla log loss ranks A ahead in every run pair, the calibrated one ties (run r of
+    both is the same model). The verdict called the vanilla metric the one that "separates the pipelines more
+    reliably"; it now says the difference is the bias, by how much, and that the calibrated metric decides. The
+    table, the verdict and the plot titles give A's Acc change with one sign."""
+    import yaml
+
+    from ctcalc_spark.cli.main import main
+    from ctcalc_spark.reports.comparison import ACC_CHANGE, accuracy_table_rows
+
+    (ll_a, cll_a), (ll_b, cll_b) = _bias_only_metrics(0.4)
+    c = compare_runs(ll_a, cll_a, ll_b, cll_b, name_a="fresh", name_b="shifted", n_boot=500)
+    assert c.vanilla.acc == 1.0 and c.calibrated.acc_ci[0] < 0.5 < c.calibrated.acc_ci[1]
+    assert c.verdict.startswith(c.headline) and c.headline.startswith("The difference is the bias (calibration): "
+                                                                      "fresh ranks ahead of shifted under log_loss")
+    bias, lead = (ll_b.mean() - cll_b.mean()) - (ll_a.mean() - cll_a.mean()), ll_b.mean() - ll_a.mean()
+    said = re.search(r"So ([0-9.]+) of fresh's ([0-9.]+) lead in log_loss is calibration\.", c.headline)
+    assert said and float(said[1]) == pytest.approx(bias, rel=0.005)
+    assert float(said[2]) == pytest.approx(lead, rel=0.005)
+    assert "calibrated_log_loss decides: it does not tell them apart, so fresh is only better calibrated" in c.headline
+    assert "more reliabl" not in c.verdict
+    change = f"{100 * c.acc_gain:+.1f}"
+    assert c.acc_gain < 0 and accuracy_table_rows([c])[0][ACC_CHANGE].startswith(change + " pts")
+    assert f"Acc of fresh, calibrated_log_loss minus log_loss: {change} points" in c.verdict
+    # the same pair given the other way round: the same answer, A's Acc change with the other sign
+    r = compare_runs(ll_b, cll_b, ll_a, cll_a, name_a="shifted", name_b="fresh", n_boot=500)
+    assert r.headline.startswith("The difference is the bias (calibration): fresh ranks ahead of shifted")
+    assert r.acc_gain == pytest.approx(-c.acc_gain) and f"{100 * r.acc_gain:+.1f}" == f"{-100 * c.acc_gain:+.1f}"
+
+    # the CLI and the report: the headline first on stdout and first on the page
+    out = tmp_path / "out"
+    part = out / "metrics" / "ds=2026-11-16"
+    part.mkdir(parents=True)
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    rows = [{"model": m, "run": str(i), "slice_name": "__all__", "slice_value": "__all__", "log_loss": float(v),
+             "calibrated_log_loss": float(k), "status": "ok", "n_rows": 20_000}
+            for m, vs, ks in (("fresh", ll_a, cll_a), ("shifted", ll_b, cll_b)) for i, (v, k) in enumerate(zip(vs, ks))]
+    pq.write_table(pa.Table.from_pylist(rows), part / "part-0.parquet")
+    conf = tmp_path / "job.yaml"
+    conf.write_text(yaml.safe_dump({"task": "binary", "output": {"path": str(out)}, "columns": {"ds": None}}))
+    assert main(["compare", "--config", str(conf), "--engine", "local", "--bootstrap", "500", "--a", "fresh", "--b",
+                 "shifted", "--ds", "2026-11-16"]) == 0
+    printed = capsys.readouterr().out
+    lines = printed.splitlines()
+    assert lines[0] == "fresh vs shifted, fixed evaluation set"  # columns.ds: null, the --ds only labels a partition
+    assert lines[2].startswith("Verdict: The difference is the bias (calibration): fresh ranks ahead of shifted")
+    assert f"| {change} pts [" in printed
+    page = (out / "compare" / "fresh_vs_shifted" / "report.html").read_text()
+    body = page.split("<body>", 1)[1]
+    assert "2026-11-16" not in body.split("</h1>")[0]
+    assert body.index("The difference is the bias (calibration)") < body.index("<h2>Metric accuracy</h2>")
+    assert "more reliabl" not in page
+
+
+def test_each_panel_bins_its_own_runs_so_no_pipeline_merges_into_one_bar() -> None:
+    """20 runs per pipeline: the vanilla metric spread over 0.03, the calibrated one over 0.0005. With the bins of
+    the wider panel every calibrated run fell into one bar; each panel now bins its own runs, finely enough for the
+    narrower pipeline's range to span several bars."""
+    from ctcalc_spark.reports.comparison import distributions_figure
+    from ctcalc_spark.reports.plotting import pyplot
+
+    rng = np.random.default_rng(8)
+    c = compare_runs(0.40 + rng.normal(0, 0.002, 20), 0.4 + rng.normal(0, 1e-4, 20), 0.42 + rng.normal(0, 0.006, 20),
+                     0.4 + rng.normal(0, 1e-4, 20), name_a="a", name_b="b", n_boot=200)
+    fig = distributions_figure(c)
+    try:
+        for ax in fig.axes:
+            for cont in (cont for cont in ax.containers if len(cont)):
+                assert sum(r.get_height() > 0 for r in cont) >= 3, ax.get_title()
+    finally:
+        pyplot().close(fig)
+
+
+def test_verdict_warns_when_the_fitted_bias_makes_both_pipelines_worse() -> None:
+    """c* fitted on a handful of val-bias rows is noise: both calibrated metrics lie above the vanilla ones
+    (0.79 and 0.95 against 0.55 and 0.54 in docs/your-own-data.md §7), and the verdict says so next to the metric
+    it names as deciding."""
+    c = compare_runs([0.55, 0.56, 0.54], [0.78, 0.79, 0.80], [0.54, 0.55, 0.53], [0.94, 0.95, 0.96],
+                     name_a="candidate", name_b="baseline", n_boot=200)
+    assert c.headline.startswith("candidate ranks ahead of baseline under calibrated_log_loss")
+    assert "The calibrated metric is higher than the vanilla one for both pipelines" in c.headline
+    fine = compare_runs([0.55, 0.56, 0.54], [0.50, 0.51, 0.49], [0.56, 0.57, 0.55], [0.53, 0.54, 0.52], n_boot=200)
+    assert "higher than the vanilla one" not in fine.verdict

@@ -1,4 +1,5 @@
-"""The drift report in a real browser: headless Chromium lays out a 3-year report and the answer is on the first screen.
+"""The reports in a real browser (a 1400 x 900 window): headless Chromium lays out a 3-year drift report and a
+comparison; the answer is on the first screen, and every plot's smallest text is 10 px or more as displayed.
 
 Chromium comes from the Debian package (scripts/ensure_chromium.sh, which scripts/test.sh runs first).
 Without it the test is skipped, unless CTCALC_REQUIRE_BROWSER=1 (set by scripts/test.sh) makes that a failure.
@@ -22,7 +23,7 @@ from ctcalc_spark.core.finalize import ALL
 from ctcalc_spark.reports.drift import write_report_files
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
-WINDOW = (1280, 900)
+WINDOW = (1400, 900)
 FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking",
          "--disable-component-update", "--disable-sync", f"--window-size={WINDOW[0]},{WINDOW[1]}"]
 
@@ -32,13 +33,25 @@ if not os.access(CHROMIUM, os.X_OK):
                            "(apt-get install chromium) or unset CTCALC_REQUIRE_BROWSER.")
     pytest.skip(f"no Chromium at {CHROMIUM}; run scripts/ensure_chromium.sh", allow_module_level=True)
 
+# Every image: decoded, its natural and displayed width, its right edge, and the facts figure_png stored on it
+# (the smallest text in image pixels, legends over their axes); and the smallest computed font of any page text.
+_IMAGES = """
+const IMAGES = () => [...document.images].map(i => ({loaded: i.complete, natural_width: i.naturalWidth,
+  shown_width: i.getBoundingClientRect().width, right: i.getBoundingClientRect().right + scrollX,
+  min_font_px: parseFloat(i.dataset.minFontPx), legends_over_axes: parseFloat(i.dataset.legendsOverAxes),
+  alt: i.alt}));
+const MIN_TEXT_PX = () => Math.min(...[...document.body.querySelectorAll('*')]
+  .filter(e => [...e.childNodes].some(n => n.nodeType === 3 && n.textContent.trim()))
+  .map(e => parseFloat(getComputedStyle(e).fontSize)));
+"""
+
 # Injected into a copy of the page (the report itself has no script): element boxes in page coordinates.
-_MEASURE = """<script>
+_MEASURE = """<script>""" + _IMAGES + """
 addEventListener('load', () => {
   const box = (el) => { if (!el) return null; const r = el.getBoundingClientRect();
     return {top: r.top + scrollY, bottom: r.bottom + scrollY, left: r.left + scrollX, right: r.right + scrollX}; };
   const img = document.querySelector('img');
-  const out = {innerHeight, innerWidth, scrollHeight: document.documentElement.scrollHeight,
+  const out = {innerHeight, innerWidth, scrollHeight: document.documentElement.scrollHeight, images: IMAGES(),
     summary: box(document.getElementById('summary')), flags: box(document.getElementById('flags')),
     first_img: Object.assign(box(img) || {}, {loaded: !!img && img.complete, natural_width: img ? img.naturalWidth : 0,
       section: img ? img.closest('section').id : null})};
@@ -64,6 +77,18 @@ def layout(page: str, tmp_path: Path, name: str) -> dict[str, Any]:
     m = re.search(r'data-layout="([^"]*)"', dom)
     assert m, f"the measuring script left no data-layout attribute; DOM starts {dom[:300]!r}"
     return json.loads(html.unescape(m.group(1)))  # type: ignore[no-any-return]
+
+
+def check_readable(images: list[dict[str, Any]]) -> None:
+    """Every plot decoded, its smallest text at least MIN_FONT_PX as displayed (image pixels scaled by the displayed
+    over the natural width), and no legend over its axes."""
+    from ctcalc_spark.reports.plotting import MIN_FONT_PX
+
+    assert images and all(i["loaded"] and i["natural_width"] > 0 for i in images), images
+    shown = {i["alt"]: round(i["min_font_px"] * i["shown_width"] / i["natural_width"], 1) for i in images}
+    small = {alt: px for alt, px in shown.items() if not px >= MIN_FONT_PX}
+    assert not small, f"plot text below {MIN_FONT_PX} px as displayed: {small}"
+    assert not [i["alt"] for i in images if i["legends_over_axes"] != 0], "a legend over its axes"
 
 
 def _pixels(png: Path, box: dict[str, float]) -> np.ndarray:
@@ -94,6 +119,7 @@ def test_summary_and_first_plot_are_on_the_first_screen(three_year_report, tmp_p
     assert img["section"] == "overview" and img["loaded"] and img["natural_width"] >= 500
     assert summary["bottom"] <= img["top"] < img["bottom"] <= screen, f"first plot {img} not within {screen} px"
     assert flags["top"] > img["bottom"]  # the flag table comes after the plots
+    check_readable(lay["images"])
 
     # What a person sees: a screenshot of the first screen holds the summary text and the plot's coloured lines.
     shot = tmp_path / "first_screen.png"
@@ -116,12 +142,12 @@ def test_summary_and_first_plot_are_on_the_first_screen(three_year_report, tmp_p
 
 # Injected like _MEASURE: every image decoded, the page's width against the window's, and where the accuracy
 # table and each note and verdict paragraph sit.
-_MEASURE_COMPARE = """<script>
+_MEASURE_COMPARE = """<script>""" + _IMAGES + """
 addEventListener('load', () => {
-  const box = (el) => { const r = el.getBoundingClientRect();
+  const box = (el) => { if (!el) return null; const r = el.getBoundingClientRect();
     return {top: r.top + scrollY, bottom: r.bottom + scrollY, right: r.right + scrollX}; };
-  const out = {innerHeight, innerWidth, scrollWidth: document.documentElement.scrollWidth,
-    images: [...document.images].map(i => ({loaded: i.complete, natural_width: i.naturalWidth, right: box(i).right})),
+  const out = {innerHeight, innerWidth, scrollWidth: document.documentElement.scrollWidth, images: IMAGES(),
+    min_text_px: MIN_TEXT_PX(), verdict: box(document.querySelector('section.verdict')),
     first_table: box(document.querySelector('table')),
     notes: [...document.querySelectorAll('p.note, p.verdict')].map(p => Object.assign(box(p), {text: p.textContent}))};
   document.body.setAttribute('data-layout', JSON.stringify(out));
@@ -172,11 +198,18 @@ def test_the_compare_report_lays_out_within_the_window_with_every_plot_decoded(t
     lay = json.loads(html.unescape(m.group(1)))
     assert len(lay["images"]) == 2  # the runs' distributions and the accuracy per window
     assert all(i["loaded"] and i["natural_width"] >= 500 for i in lay["images"]), lay["images"]
+    check_readable(lay["images"])
+    assert lay["min_text_px"] >= 10, f"page text of {lay['min_text_px']} px"
     assert lay["scrollWidth"] <= lay["innerWidth"], f"the page is {lay['scrollWidth']} px wide in a " \
                                                      f"{lay['innerWidth']} px window"
-    assert lay["first_table"]["bottom"] <= lay["innerHeight"]
+    # the verdict first, on the first screen, before the tables
+    assert lay["verdict"]["bottom"] <= lay["innerHeight"] and lay["verdict"]["bottom"] <= lay["first_table"]["top"]
+    assert any(n["text"] == c.headline for n in lay["notes"]), c.headline
     assert any(n["text"].startswith("Acc is the share of run pairs in which a_much_longer") for n in lay["notes"])
-    assert any("ranking b ahead" in n["text"] for n in lay["notes"])  # the verdict, read on b's side
+    shot = tmp_path / "compare_first_screen.png"
+    _chromium([f"--screenshot={shot}", Path(paths["html"]).as_uri()], tmp_path)
+    px = _pixels(shot, {"left": 0, "right": WINDOW[0], **lay["verdict"]})
+    assert int((px.max(axis=1) < 110).sum()) > 2000  # the verdict's text is drawn there
 
 
 def test_the_regression_drift_report_lays_out_like_the_binary_one(tmp_path):
@@ -204,4 +237,6 @@ def test_the_regression_drift_report_lays_out_like_the_binary_one(tmp_path):
     assert m
     whole = json.loads(html.unescape(m.group(1)))
     assert len(whole["images"]) >= 2 and all(i["loaded"] and i["natural_width"] > 0 for i in whole["images"])
+    check_readable(whole["images"])
+    assert whole["min_text_px"] >= 10, f"page text of {whole['min_text_px']} px"
     assert whole["scrollWidth"] <= whole["innerWidth"], f"{whole['scrollWidth']} px wide in {whole['innerWidth']}"

@@ -255,3 +255,39 @@ def test_regression_rolling_comparison_is_exact():
         got = rc.period_runs.query("model == @model and run == @run").iloc[0]
         assert got["vanilla"] == pytest.approx(v / w, rel=1e-12)
         assert got["calibrated"] == pytest.approx(c / w, rel=1e-12)
+
+
+def test_rolling_comparison_of_pipelines_that_differ_only_by_a_bias_says_so(tmp_path, capsys):
+    """Two pipelines whose logits differ by a constant 0.4 (run r of one is run r of the other, shifted), under a
+    drifting base rate (tests/_drift_data.py), week windows: the vanilla log loss ranks the unshifted one ahead in
+    every run pair, the previous week's bias removes the shift and the two tie. The CLI's first line after the
+    title and the report's first block say that the difference is the bias and that the calibrated metric decides."""
+    import yaml
+
+    from ctcalc_spark.cli.main import main
+    from tests._drift_data import binary_drift_summaries, day_range
+    from tests.test_report import _store
+
+    days = day_range("2026-01-05", 84)  # 12 ISO weeks, Monday to Sunday
+    rows = binary_drift_summaries(days, models=("fresh", "shifted"), runs=6, n=150, seed_std=0.05,
+                                  shifts={"shifted": 0.4}, shared_runs=True, seed=2)
+    out = tmp_path / "out"
+    _store(out, rows)
+    conf = tmp_path / "job.yaml"
+    conf.write_text(yaml.safe_dump({"task": "binary", "output": {"path": str(out)}, "histogram": {"bin_width": 0.1}}))
+    assert main(["compare", "--config", str(conf), "--engine", "local", "--bootstrap", "300", "--rolling",
+                 "--window", "week", "--a", "shifted", "--b", "fresh", "--ds", f"{days[0]}..{days[-1]}"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    verdict = next(line for line in lines if line.startswith("Verdict: "))
+    assert lines.index(verdict) < lines.index("Whole period:") + 3  # before the tables
+    assert verdict.startswith("Verdict: The difference is the bias (calibration): fresh ranks ahead of shifted under "
+                              "log_loss (Acc of shifted 0.0%), but once each run's bias is removed the two tie under "
+                              "rolling_calibrated_log_loss")
+    assert "rolling_calibrated_log_loss decides: it does not tell them apart, so fresh is only better calibrated" \
+        in verdict
+    payload = json.loads((out / "compare" / "shifted_vs_fresh" / "rolling_week" / "comparison.json").read_text())
+    c = payload["comparisons"][0]
+    assert c["vanilla"]["acc_ci"] == [0.0, 0.0] and c["calibrated"]["acc_ci"][0] < 0.5 < c["calibrated"]["acc_ci"][1]
+    page = (out / "compare" / "shifted_vs_fresh" / "rolling_week" / "report.html").read_text()
+    body = page.split("</h1>", 1)[1]
+    assert body.lstrip().startswith("<section class='verdict'><p class='verdict'><b>The difference is the bias")

@@ -17,6 +17,8 @@ from ctcalc_spark.cli.common import (
 if TYPE_CHECKING:
     import pandas as pd
 
+    from ctcalc_spark.core.accuracy import Comparison
+
     from ctcalc_spark.config import JobConfig
 
 
@@ -87,14 +89,7 @@ def run(args: argparse.Namespace) -> int:
     from ctcalc_spark.core.accuracy import describe_noise_check
     from ctcalc_spark.core.sanity import unequal_rows_line
     from ctcalc_spark.jobs.compare import compare_pipelines, resolve_days, run_metrics, summary_payload
-    from ctcalc_spark.reports.comparison import (
-        accuracy_table_rows,
-        format_text_table,
-        orientation_note,
-        report_title,
-        spread_table_rows,
-        write_report,
-    )
+    from ctcalc_spark.reports.comparison import report_title, write_report
 
     cfg = config_from_args(args)
     check_relative_paths(cfg, args.config, ["output"])
@@ -106,14 +101,9 @@ def run(args: argparse.Namespace) -> int:
                             seed=args.seed, single_run=tuple(args.single_run) if args.single_run else None,
                             baseline=args.baseline)
     c = res.comparison
-    title = report_title(args.a, args.b, days)
+    title = report_title(args.a, args.b, days, dated=cfg.columns.ds is not None)
     print(f"{title}\n")
-    print(format_text_table(accuracy_table_rows([c])))
-    if note := orientation_note(c, swapped=f"--a {c.name_b} --b {c.name_a}"):
-        print(note)
-    print()
-    print(format_text_table(spread_table_rows([c])))
-    print("\n" + c.verdict)
+    print_comparison(c, f"--a {c.name_b} --b {c.name_a}")
     for name, ex in res.excluded.items():
         if ex:
             print(f"left out {len(ex)} run(s) of {name} without a calibrated value: {', '.join(ex)}")
@@ -138,6 +128,24 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
+def print_comparison(c: Comparison, swapped: str) -> None:
+    """The verdict's headline first, then the accuracy and spread tables, then the rest of the verdict."""
+    from ctcalc_spark.reports.comparison import (
+        accuracy_table_rows,
+        format_text_table,
+        orientation_note,
+        spread_table_rows,
+    )
+
+    print(f"Verdict: {c.headline}\n")
+    print(format_text_table(accuracy_table_rows([c])))
+    if note := orientation_note(c, swapped=swapped):
+        print(note)
+    print()
+    print(format_text_table(spread_table_rows([c])))
+    print("\n" + c.verdict[len(c.headline):].strip())
+
+
 def _report_folder(args: argparse.Namespace, cfg: JobConfig, folder: str | None = None) -> Path:
     """Where the report goes (``--out``: the user's own path, taken as given), checked writable before the work."""
     from ctcalc_spark.pathsafe import check_report_folder
@@ -159,13 +167,7 @@ def _run_rolling(args: argparse.Namespace) -> int:
     from ctcalc_spark.core.sanity import status_line, unequal_rows_line
     from ctcalc_spark.core.windows import WindowSpec
     from ctcalc_spark.jobs.compare import rolling_comparison
-    from ctcalc_spark.reports.comparison import (
-        accuracy_table_rows,
-        format_text_table,
-        orientation_note,
-        spread_table_rows,
-        write_report,
-    )
+    from ctcalc_spark.reports.comparison import write_report
     from ctcalc_spark.reports.rolling_comparison import section_html, write_windows_csv
 
     if args.ds or not (args.ds_from and args.ds_to):
@@ -190,12 +192,7 @@ def _run_rolling(args: argparse.Namespace) -> int:
     if line:
         print(line)
     print("\nWhole period:\n")
-    print(format_text_table(accuracy_table_rows([c])))
-    if note := orientation_note(c, swapped=f"--a {c.name_b} --b {c.name_a}"):
-        print(note)
-    print()
-    print(format_text_table(spread_table_rows([c])))
-    print("\n" + c.verdict)
+    print_comparison(c, f"--a {c.name_b} --b {c.name_a}")
     print("\nPer window:")
     for sentence in window_summary(rc):
         print("  " + sentence)

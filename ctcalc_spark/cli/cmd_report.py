@@ -74,7 +74,7 @@ def run(args: argparse.Namespace) -> int:
           f"{len(rep.flags)} of {len(rep.moves)} model-windows flagged by the rule {rep.rule.describe()}")
     for kind, path in rep.paths.items():
         print(f"  {kind}: {path}")
-    noisy = noise_line(rep.flags, rep.moves, rep.spec)
+    noisy = noise_line(rep.moves, rep.spec)
     if noisy:
         print(f"note: {noisy}")
     for line in rep.warnings:

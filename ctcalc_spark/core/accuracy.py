@@ -198,11 +198,9 @@ class Comparison:
     ahead: str | None = None
     """The pipeline both metrics rank ahead (Acc on its side of 50 % under one metric, not on the other side under
     the other); None when they point in opposite directions or both tie."""
-    ranking_gain: float = float("nan")
-    """Calibrated minus vanilla share of run pairs that rank ``ahead`` first: ``acc_gain`` when A is ahead, its
-    negative when B is (an Acc below 50 % is then the right call, and a falling Acc a gain); NaN without ``ahead``."""
-    ranking_gain_ci: tuple[float, float] = (float("nan"), float("nan"))
-
+    headline: str = ""
+    """The answer in one to three sentences (the start of ``verdict``): what each metric ranks, and when they
+    differ, how much of the difference is the bias and which metric decides."""
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON-ready dict (NaN becomes None)."""
         def clean(v: Any) -> Any:
@@ -268,19 +266,16 @@ def compare_runs(
     van = _side(metric, va, vb, cis[metric])
     cal = _side(calibrated_metric, ca, cb, cis[calibrated_metric])
     gain, gain_ci = cal.acc - van.acc, cis[f"{calibrated_metric}-{metric}"]
-    side = _direction(van.acc, cal.acc)
-    ahead = {1: name_a, -1: name_b}.get(side)
-    lo, hi = (gain_ci[0], gain_ci[1]) if side > 0 else (-gain_ci[1], -gain_ci[0])
-    ranking_gain, ranking_ci = ((side * gain + 0.0, (lo + 0.0, hi + 0.0)) if side  # + 0.0: no "-0.0 pts"
-                                else (float("nan"), (float("nan"), float("nan"))))
+    ahead = {1: name_a, -1: name_b}.get(_direction(van.acc, cal.acc))
     partial = Comparison(
         name_a, name_b, int(va.size), int(vb.size), van, cal, std_reduction(va, ca), std_reduction(vb, cb),
         gain, gain_ci, level, n_boot, "",
         runs={name_a: {metric: va.tolist(), calibrated_metric: ca.tolist()},
               name_b: {metric: vb.tolist(), calibrated_metric: cb.tolist()}},
-        ahead=ahead, ranking_gain=ranking_gain, ranking_gain_ci=ranking_ci,
+        ahead=ahead,
     )
-    return Comparison(**{**partial.__dict__, "verdict": verdict(partial)})
+    head = headline(partial)
+    return Comparison(**{**partial.__dict__, "headline": head, "verdict": verdict(partial, head)})
 
 
 def _direction(acc_vanilla: float, acc_calibrated: float) -> int:
@@ -307,9 +302,9 @@ def _one_metric_sentence(side: MetricSide, name_a: str, name_b: str, level: floa
     if lo == hi == 0.5:
         call = "every run pair ties, the metric cannot tell them apart"
     elif lo > 0.5:
-        call = f"{name_a} is better" + (", in every run pair" if lo == 1.0 else "")
+        call = f"{name_a} ranks ahead" + (", in every run pair" if lo == 1.0 else "")
     elif hi < 0.5:
-        call = f"{name_b} is better" + (", in every run pair" if hi == 0.0 else "")
+        call = f"{name_b} ranks ahead" + (", in every run pair" if hi == 0.0 else "")
     else:
         call = "no clear winner; the interval includes 50%, a coin flip"
     return (f"Under {side.metric}, a run of {name_a} beats a run of {name_b} in {_pct(side.acc)} of run pairs "
@@ -322,60 +317,80 @@ def _std_change(reduction: float) -> str:
     return f"{-100.0 * reduction:+.1f}%"
 
 
-def _gain_sentence(c: Comparison) -> str:
-    """How the calibrated metric's accuracy compares with the vanilla one's, worded for degenerate intervals too.
+def _call(side: MetricSide) -> int:
+    """+1 when the metric's interval ranks A ahead (above 50 %), -1 for B (below 50 %), 0 when it includes 50 %."""
+    lo, hi = side.acc_ci
+    return 1 if lo > 0.5 else -1 if hi < 0.5 else 0
 
-    Read on the side of the pipeline both metrics rank ahead (``ranking_gain_ci``): with B ahead, A's Acc falling
-    is the calibrated metric ranking them right more often.
+
+def _decimals(*diffs: float) -> int:
+    """Decimals that show the smallest non-zero of ``diffs`` with three significant digits (3 to 6)."""
+    small = min((abs(d) for d in diffs if math.isfinite(d) and d != 0), default=1.0)
+    return int(np.clip(2 - math.floor(math.log10(small)), 3, 6))
+
+
+def headline(c: Comparison) -> str:
+    """The answer first: which pipeline each metric ranks ahead, and when the vanilla and the calibrated metric
+    differ, the bias (calibration) part of the difference in the metric's own unit and the metric that decides.
+
+    The vanilla difference of the means splits exactly into the calibrated one and a calibration part:
+    ``V_Y - V_X = (C_Y - C_X) + (gap_Y - gap_X)``, ``gap = V - C`` the loss one bias shift per run removes.
+    Which pipeline a metric ranks ahead is read from its Acc interval (above or below 50 %), never from how far
+    from 50 % it lies: without a pipeline known to be better, a more decisive metric is not a more reliable one.
     """
-    if c.ahead is None and c.vanilla.acc == c.calibrated.acc == 0.5:
-        return "neither metric ranks one pipeline ahead"
-    if c.ahead is None:
-        return ("the metrics rank the pipelines in opposite directions, so a change in Acc is not a change in how "
-                "often either ranks them right")
-    glo, ghi = c.ranking_gain_ci
-    if glo == ghi == 0.0:
-        perfect = all(min(s.acc, 1.0 - s.acc) == 0.0 for s in (c.vanilla, c.calibrated))
-        why = ("both separate the pipelines in every run pair" if perfect
-               else "both rank every resampled run pair the same way")
-        return f"no change, exactly: {why} (the paired interval is [0, 0], not noise)"
-    if glo > 0:
-        return "the calibrated metric separates the pipelines more reliably (the paired interval is above 0)"
-    if ghi < 0:
-        return "the vanilla metric separates the pipelines more reliably here (the paired interval is below 0)"
-    return "the change in accuracy is within noise (the paired interval includes 0)"
-
-
-def verdict(c: Comparison) -> str:
-    """Plain-language reading of a comparison (what to conclude, how reliable one run would be)."""
     v, k = c.vanilla, c.calibrated
-    parts = [_one_metric_sentence(v, c.name_a, c.name_b, c.level), _one_metric_sentence(k, c.name_a, c.name_b, c.level)]
-    # Both shares are of the pipeline both metrics rank ahead: with one Acc exactly 50 % the other one decides
-    # (it read 'a ahead 50 % under the calibrated metric vs 75 % under the vanilla' where the vanilla 75 % was b's).
-    side = _direction(v.acc, k.acc)
-    if side:
-        winner = c.name_a if side > 0 else c.name_b
-        single, single_v = (k.acc, v.acc) if side > 0 else (1.0 - k.acc, 1.0 - v.acc)
-        parts.append(
-            f"Trained once each, the pipelines would be ranked with {winner} ahead {_pct(single)} of the time "
-            f"under the calibrated metric vs {_pct(single_v)} under the vanilla metric."
-        )
-    elif v.acc == k.acc == 0.5:
-        parts.append("Trained once each, either pipeline would be ranked ahead half the time under both metrics.")
+    cv, ck = _call(v), _call(k)
+    if cv == 0 and ck == 0:
+        return (f"Neither metric tells {c.name_a} and {c.name_b} apart: the intervals of both {v.metric} and "
+                f"{k.metric} include 50%.")
+    first = cv or ck
+    x, y = (c.name_a, c.name_b) if first > 0 else (c.name_b, c.name_a)
+    vx, vy = (v.mean_a, v.mean_b) if first > 0 else (v.mean_b, v.mean_a)
+    kx, ky = (k.mean_a, k.mean_b) if first > 0 else (k.mean_b, k.mean_a)
+    gx, gy = vx - kx, vy - ky  # the loss one bias shift per run removes, per pipeline
+    d_v, bias = vy - vx, gy - gx  # x's lead under the vanilla metric, and its calibration part
+    nd = _decimals(max(abs(d_v), abs(d_v - bias)), bias)
+    f = lambda t: f"{t:.{nd}f}"  # noqa: E731
+    means = (f"Means over runs: {v.metric} {x} {f(vx)} vs {y} {f(vy)}, {k.metric} {x} {f(kx)} vs {y} {f(ky)}; the "
+             f"bias (the loss one shift per run removes) costs {x} {f(gx)} and {y} {f(gy)}.")
+    acc = f"Acc of {c.name_a}"
+    if gx < 0 and gy < 0:  # the fitted bias made both worse: it is noise there, not a calibration
+        means += (f" The calibrated metric is higher than the vanilla one for both pipelines: the bias fitted on the "
+                  "val-bias rows (or the previous window) adds noise here rather than removing a bias, so weigh "
+                  f"{k.metric} with that in mind.")
+    if cv == ck:
+        return (f"{x} ranks ahead of {y} under both metrics ({v.metric}: {acc} {_pct(v.acc)}, {k.metric}: "
+                f"{_pct(k.acc)}): {x} is better, not only better calibrated. {means}")
+    if ck == 0:
+        return (f"The difference is the bias (calibration): {x} ranks ahead of {y} under {v.metric} ({acc} "
+                f"{_pct(v.acc)}), but once each run's bias is removed the two tie under {k.metric} ({_pct(k.acc)}, "
+                f"its interval includes 50%). {means} So {f(bias)} of {x}'s {f(d_v)} lead in {v.metric} is "
+                f"calibration. Is {x} really better, or only better calibrated in this period? {k.metric} decides: "
+                f"it does not tell them apart, so {x} is only better calibrated here.")
+    if cv == 0:
+        return (f"{x} ranks ahead of {y} under {k.metric} ({acc} {_pct(k.acc)}), while {v.metric}, which also "
+                f"counts each run's bias, does not tell them apart ({_pct(v.acc)}, its interval includes 50%). "
+                f"{means} Whether {x} is really better is decided by {k.metric}: it ranks {x} ahead; the bias hides "
+                f"that under {v.metric}.")
+    return (f"The metrics rank the pipelines in opposite directions: {x} has the lower {v.metric} ({acc} "
+            f"{_pct(v.acc)}), {y} the lower {k.metric} ({_pct(k.acc)}). {means} {y} ranks better once each run's "
+            f"bias is removed, and {x} is better calibrated. Whether {y} is really better is decided by {k.metric}; "
+            f"{v.metric} says which serves better as calibrated in this period.")
+
+
+def verdict(c: Comparison, head: str | None = None) -> str:
+    """The plain-language reading of a comparison: :func:`headline`, then each metric's Acc with its interval,
+    the Acc change (A's share, calibrated minus vanilla: the table's and the plot's sign) and the std change."""
+    v, k = c.vanilla, c.calibrated
+    parts = [head if head is not None else headline(c),
+             _one_metric_sentence(v, c.name_a, c.name_b, c.level), _one_metric_sentence(k, c.name_a, c.name_b, c.level)]
+    glo, ghi = c.acc_gain_ci
+    if glo == ghi == 0.0:
+        ci = "no change, exactly: both metrics rank every resampled run pair the same way"
     else:
-        parts.append(
-            "The two metrics disagree on the direction. The calibrated metric removes a single global bias shift; "
-            "if the difference between the pipelines is in calibration itself, only the vanilla metric sees it — "
-            "look at the calibration gain (vanilla minus calibrated) before concluding."
-        )
-    if c.ahead is None:
-        gain, (glo, ghi), what = c.acc_gain, c.acc_gain_ci, f"Acc of {c.name_a} (share of run pairs it is ahead)"
-    else:
-        gain, (glo, ghi) = c.ranking_gain, c.ranking_gain_ci
-        what = f"Share of run pairs ranking {c.ahead} ahead (the accuracy of one comparison)"
-    ci = "the same in every resample" if glo == ghi else f"CI {100 * glo:+.1f} to {100 * ghi:+.1f}"
+        ci = "the same in every resample" if glo == ghi else f"CI {100 * glo:+.1f} to {100 * ghi:+.1f}"
     parts.append(
-        f"{what}, calibrated minus vanilla: {100 * gain:+.1f} points ({ci}): {_gain_sentence(c)}. "
+        f"Acc of {c.name_a}, {k.metric} minus {v.metric}: {100 * c.acc_gain:+.1f} points ({ci}). "
         f"Std across runs, calibrated vs vanilla: {_std_change(c.std_reduction_a)} for {c.name_a}, "
         f"{_std_change(c.std_reduction_b)} for {c.name_b}."
     )

@@ -31,20 +31,25 @@ def mean_sd(mean: float, sd: float, decimals: int) -> str:
 
 
 def shared_bins(values: Sequence[np.ndarray], lo: float, hi: float) -> np.ndarray:
-    """One set of histogram edges over [lo, hi] for every pipeline of a panel (about 2·√n bins, 6 to 30)."""
-    n = sum(v.size for v in values)
-    return np.linspace(lo, hi, int(np.clip(round(2 * math.sqrt(n)), 6, 30)) + 1)
+    """One set of histogram edges over [lo, hi] for every pipeline of a panel: about 2·√n bins (6 to 30), and
+    more (up to 60) where a pipeline's runs spread over less than 4 of them, so its runs do not merge into a bar
+    or two when the other pipeline's range is much wider."""
+    n = int(np.clip(round(2 * math.sqrt(sum(v.size for v in values))), 6, 30))
+    spans = [float(np.ptp(v)) for v in values if v.size > 1 and np.ptp(v) > 0]
+    if spans and hi > lo:
+        n = max(n, min(60, math.ceil(4 * (hi - lo) / min(spans))))
+    return np.linspace(lo, hi, n + 1)
 
 
 def _count_axis(ax: Any, top: int, rug_rows: int) -> list[float]:
-    """Run counts: integer ticks from 0 only, headroom for the legend; returns the y of each rug row (below 0)."""
+    """Run counts: integer ticks from 0 only; returns the y of each rug row (below 0)."""
     from matplotlib.ticker import FixedLocator, MaxNLocator
 
     top = max(int(top), 1)
     ticks = [t for t in MaxNLocator(nbins=5, integer=True).tick_values(0, top) if 0 <= t <= top]
     ax.yaxis.set_major_locator(FixedLocator(ticks))
     step = 0.1 * top
-    ax.set_ylim(-step * (rug_rows + 0.5), 1.45 * top)
+    ax.set_ylim(-step * (rug_rows + 0.5), 1.1 * top)
     ax.axhline(0.0, color="0.6", lw=0.8)
     return [-step * (k + 1) for k in range(rug_rows)]
 
@@ -52,8 +57,9 @@ def _count_axis(ax: Any, top: int, rug_rows: int) -> list[float]:
 def distributions_figure(c: Comparison) -> Any:
     """The paper's Figure 1 for one pair: per-pipeline distribution of the vanilla and the calibrated metric.
 
-    Both panels span the same x-range width, so the spreads compare directly; in each
-    panel both pipelines share one set of bins; the y axis counts runs (integers from 0).
+    Both panels span the same x-range width, so the spreads compare directly; each panel's bins cover its own
+    runs' range (both pipelines of a panel share them), so a panel whose runs lie close together still shows
+    them as several bars; the y axis counts runs (integers from 0); legends sit below the panels, off the data.
     """
     plt = pyplot()
     metrics = (c.vanilla.metric, c.calibrated.metric)
@@ -61,12 +67,14 @@ def distributions_figure(c: Comparison) -> Any:
     values = {(p, m): np.asarray(c.runs[p][m], float) for p in names for m in metrics}
     width = max(float(np.ptp(np.concatenate([values[(c.name_a, m)], values[(c.name_b, m)]]))) for m in metrics)
     width = width if width > 0 else 1e-6
-    fig, axes = plt.subplots(1, 2, figsize=(10, 3.6), constrained_layout=True)
+    fig, axes = plt.subplots(1, 2, figsize=(10, 4.2), constrained_layout=True)
     for ax, m, side in zip(axes, metrics, (c.vanilla, c.calibrated)):
         both = [values[(p, m)] for p in names]
-        centre = 0.5 * (min(v.min() for v in both) + max(v.max() for v in both))
+        data_lo, data_hi = min(v.min() for v in both), max(v.max() for v in both)
+        centre = 0.5 * (data_lo + data_hi)
         lo, hi = centre - 0.55 * width, centre + 0.55 * width
-        bins = shared_bins(both, lo, hi)
+        pad = 0.05 * (data_hi - data_lo) if data_hi > data_lo else 0.05 * width
+        bins = shared_bins(both, data_lo - pad, data_hi + pad)
         sds = [float(v.std(ddof=1)) for v in both]
         nd = decimals_for(min((s for s in sds if s > 0), default=math.nan))
         top = 0
@@ -79,10 +87,11 @@ def distributions_figure(c: Comparison) -> Any:
             ax.plot(v, np.full(v.size, y), "|", color=col, markersize=8)
         ax.set_xlim(lo, hi)
         lo_ci, hi_ci = side.acc_ci
-        ax.set_title(f"{m}: Acc {100 * side.acc:.1f}% [{100 * lo_ci:.1f}%, {100 * hi_ci:.1f}%]", fontsize=10)
+        ax.set_title(plain(f"{m}: Acc of {c.name_a} {100 * side.acc:.1f}% [{100 * lo_ci:.1f}%, {100 * hi_ci:.1f}%]"),
+                     fontsize=10)
         ax.set_xlabel(f"{m} per run, lower is better")
         ax.set_ylabel("runs")
-        ax.legend(fontsize=8, loc="upper right")
+        ax.legend(fontsize=9, loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=1, frameon=False)
     fig.suptitle(plain(f"{c.name_a} vs {c.name_b}: {c.m_a} and {c.m_b} runs"), fontsize=11)
     return fig
 
@@ -92,8 +101,12 @@ def distributions_png(c: Comparison) -> str:
     return figure_png(distributions_figure(c), dpi=110)
 
 
-def report_title(name_a: str, name_b: str, days: Sequence[str]) -> str:
-    """``A vs B, <day>`` or ``A vs B, <first>..<last>: N days, summaries merged`` (no nested parentheses)."""
+def report_title(name_a: str, name_b: str, days: Sequence[str], *, dated: bool = True) -> str:
+    """``A vs B, <day>`` or ``A vs B, <first>..<last>: N days, summaries merged`` (no nested parentheses);
+    ``dated=False`` (a fixed evaluation set, ``columns.ds: null``, whose one day only labels the output partition):
+    ``A vs B, fixed evaluation set``, no date."""
+    if not dated:
+        return f"{name_a} vs {name_b}, fixed evaluation set"
     if len(days) == 1:
         return f"{name_a} vs {name_b}, {days[0]}"
     return f"{name_a} vs {name_b}, {days[0]}..{days[-1]}: {len(days)} days, summaries merged"
@@ -108,6 +121,11 @@ def _pct(x: float) -> str:
     return f"{100 * x:.1f}%" if np.isfinite(x) else "–"
 
 
+ACC_CHANGE = "Acc change, calibrated − vanilla"
+"""The table's column of ``acc_gain``: A's Acc under the calibrated minus under the vanilla metric, the sign the
+verdict prints too."""
+
+
 def accuracy_table_rows(comparisons: Sequence[Comparison]) -> list[dict[str, Any]]:
     """Rows of the paper-style table: Pipeline A | Pipeline B | vanilla Acc | calibrated Acc (with intervals)."""
     rows = []
@@ -119,22 +137,21 @@ def accuracy_table_rows(comparisons: Sequence[Comparison]) -> list[dict[str, Any
             f"{c.vanilla.metric} Acc": f"{_pct(c.vanilla.acc)} [{_pct(c.vanilla.acc_ci[0])}, {_pct(c.vanilla.acc_ci[1])}]",
             f"{c.calibrated.metric} Acc":
                 f"{_pct(c.calibrated.acc)} [{_pct(c.calibrated.acc_ci[0])}, {_pct(c.calibrated.acc_ci[1])}]",
-            "Acc change": f"{100 * c.acc_gain:+.1f} pts [{100 * c.acc_gain_ci[0]:+.1f}, {100 * c.acc_gain_ci[1]:+.1f}]",
+            ACC_CHANGE: f"{100 * c.acc_gain:+.1f} pts [{100 * c.acc_gain_ci[0]:+.1f}, {100 * c.acc_gain_ci[1]:+.1f}]",
         })
     return rows
 
 
 def orientation_note(c: Comparison, swapped: str | None = None) -> str | None:
-    """A line for under the accuracy table when pipeline B is the one both metrics rank ahead: the table's Acc is
-    A's share, so below 50 % is the right call and a negative change is a gain (None when A is ahead).
+    """A line for under the accuracy table when pipeline B is the one both metrics rank ahead: every Acc on the page
+    is A's share, so B ahead reads as an Acc below 50 % (None when A is ahead).
     ``swapped``: how to give the pair the other way round in the command at hand (e.g. its flags)."""
     if c.ahead is None or c.ahead != c.name_b or c.name_a == c.name_b:
         return None
-    return (f"Acc is the share of run pairs in which {c.name_a} (A) has the lower metric, and {c.name_b} is ahead "
-            f"under both metrics: one comparison ranks them right {_pct(1 - c.vanilla.acc)} of the time under "
-            f"{c.vanilla.metric} and {_pct(1 - c.calibrated.acc)} under {c.calibrated.metric} "
-            f"({100 * c.ranking_gain:+.1f} pts), so an Acc change below 0 is a gain. The paper's layout puts the "
-            "better pipeline first, as A" + (f": {swapped}." if swapped else "."))
+    return (f"Acc is the share of run pairs in which {c.name_a} (A) has the lower metric, in the tables, the plots "
+            f"and the verdict alike: {c.name_b} ranks ahead here, so its Accs are below 50% ({_pct(c.vanilla.acc)} "
+            f"under {c.vanilla.metric}, {_pct(c.calibrated.acc)} under {c.calibrated.metric}). The paper's layout "
+            "puts the pipeline ahead first, as A" + (f": {swapped}." if swapped else "."))
 
 
 def spread_table_rows(comparisons: Sequence[Comparison]) -> list[dict[str, Any]]:
@@ -185,7 +202,8 @@ def _html_table(rows: list[dict[str, Any]]) -> str:
 CSS = """
 body{font-family:system-ui,-apple-system,Segoe UI,sans-serif;margin:2em;max-width:1100px;color:#222}
 table{border-collapse:collapse;margin:0.6em 0 1.2em}th,td{border:1px solid #ccc;padding:4px 8px;text-align:left;
-font-size:0.9em}th{background:#f3f3f3}.verdict{background:#f8f8f0;border-left:4px solid #b8a500;padding:0.6em 1em}
+font-size:0.9em}th{background:#f3f3f3}section.verdict{background:#f8f8f0;border-left:4px solid #b8a500;
+padding:0.2em 1em;margin:0.6em 0 1em}p.verdict{font-size:1.05em}.detail{color:#333;font-size:0.92em}
 .note{color:#555;font-size:0.88em}img{max-width:100%}
 .warning{background:#fff0f0;border-left:4px solid #c62828;padding:0.6em 1em}
 """
@@ -200,13 +218,18 @@ def render_html(
     warnings: Sequence[str] = (),
     sections: Sequence[str] = (),
 ) -> str:
-    """One HTML page: the accuracy table, the spread table, and per pair Figure 1 and the verdict.
+    """One HTML page: the verdict of each pair first, then the accuracy table, the spread table, and per pair Figure 1.
 
     ``noise_checks``: (name_a, name_b, checks) of single-run helper results to include; ``warnings``: lines shown
     first, in a warning box (e.g. extreme logits); ``sections``: HTML blocks placed after the tables.
     """
     parts = [f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title>"
              f"<style>{CSS}</style></head><body><h1>{html.escape(title)}</h1>"]
+    for c in comparisons:  # the answer first
+        rest = c.verdict[len(c.headline):].strip() if c.verdict.startswith(c.headline) else c.verdict
+        pair = f"{html.escape(c.name_a)} vs {html.escape(c.name_b)}: " if len(comparisons) > 1 else ""
+        parts.append(f"<section class='verdict'><p class='verdict'><b>{pair}{html.escape(c.headline)}</b></p>"
+                     f"<p class='detail'>{html.escape(rest)}</p></section>")
     parts += [f"<p class='warning'>{html.escape(w)}</p>" for w in warnings]
     if comparisons:
         c0 = comparisons[0]
@@ -214,7 +237,8 @@ def render_html(
         parts.append(_html_table(accuracy_table_rows(comparisons)))
         parts.append(
             f"<p class='note'>Acc = share of run pairs (one run of A, one of B) in which A's metric is lower; "
-            f"ties count 1/2. Brackets: {int(round(100 * c0.level))}% percentile bootstrap intervals "
+            f"ties count 1/2. {ACC_CHANGE} is A's Acc under the calibrated metric minus under the vanilla one. "
+            f"Brackets: {int(round(100 * c0.level))}% percentile bootstrap intervals "
             f"({c0.n_boot} resamples of runs within each pipeline; the accuracy change uses the same resamples "
             "for both metrics).</p>"
         )
@@ -228,7 +252,6 @@ def render_html(
     for c in comparisons:
         parts.append(f"<h2>{html.escape(c.name_a)} vs {html.escape(c.name_b)}</h2>")
         parts.append(img_tag(distributions_png(c), f"{c.name_a} vs {c.name_b}: distributions of both metrics"))
-        parts.append(f"<p class='verdict'>{html.escape(c.verdict)}</p>")
     for name_a, name_b, checks in noise_checks:
         parts.append(f"<h2>Single run: {html.escape(name_a)} vs {html.escape(name_b)}</h2><ul>")
         parts += [f"<li>{html.escape(describe_noise_check(ch, name_a, name_b))}</li>" for ch in checks]

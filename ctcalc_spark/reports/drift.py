@@ -10,11 +10,16 @@ the plots, then the largest flagged moves (top N; the full list is in the
 ``_flags.csv`` and the JSON), then the windows without a calibrated value.
 
 A move is judged per model and window on ``Δc̄``, the across-run mean of
-``c*(t) - c*(t-1)``. Default rule: flag it when ``|Δc̄| > k · s``, ``s`` the model's
-seed spread of c* (median over windows of the across-run std of c*): the bias
-moved by more than the run-to-run noise that calibration removes, so the
-correction fitted on window t-1 is stale in window t. ``--threshold`` gives a
-fixed limit instead.
+``c*(t) - c*(t-1)``. It is flagged when it exceeds both
+
+* the model's limit: ``k · s`` by default, ``s`` the model's seed spread of c* (median over windows of the
+  across-run std of c*), the run-to-run noise that calibration removes; ``--threshold`` gives a fixed limit
+  instead; and
+* the labels' sampling noise of c* in that window (:func:`label_noise`, a 99 % half-width): refitted on a new
+  window's labels, c* moves that much with no drift at all, and the runs share the rows, so averaging runs does
+  not shrink it.
+
+A move beyond the limit but within that noise is not flagged; the page lists it apart.
 """
 from __future__ import annotations
 
@@ -31,7 +36,6 @@ import pandas as pd
 
 from ctcalc_spark.config import JobConfig, config_to_dict
 from ctcalc_spark.core.finalize import ALL
-from ctcalc_spark.core.sanity import Z_95
 from ctcalc_spark.core.summary import BinarySummary, RegressionSummary
 from ctcalc_spark.core.windows import (
     METRIC_NAME,
@@ -54,6 +58,9 @@ if TYPE_CHECKING:
 
 DEFAULT_SPREAD_K = 2.0
 """Default k of the rule |Δc̄| > k · (seed spread of c*)."""
+NOISE_Z = 2.5758293035489004
+"""z of the labels' sampling noise a flagged move must exceed: the 99 % two-sided normal quantile, so on data
+without drift about 1 % of model-windows pass it by chance (a 95 % half-width passes 1 in 20)."""
 DEFAULT_TOP = 25
 """Flagged moves shown on the page (largest |Δc̄| first); every one is in the CSV and JSON."""
 SUMMARY_MODELS = 12
@@ -102,9 +109,10 @@ class FlagRule:
         return cls(DEFAULT_SPREAD_K if spread_k is None else float(spread_k), float(cfg.rolling.bias_threshold))
 
     def describe(self) -> str:
+        noise = " and beyond the labels' sampling noise of c* (99 %)"
         if self.spread_k is None:
-            return f"|Δc̄| > {self.threshold:g}, a fixed limit"
-        return (f"|Δc̄| > {self.spread_k:g} × the model's seed spread of c*; "
+            return f"|Δc̄| > {self.threshold:g}, a fixed limit,{noise}"
+        return (f"|Δc̄| > {self.spread_k:g} × the model's seed spread of c*{noise}; "
                 f"models with one run: |Δc̄| > {self.threshold:g}")
 
 
@@ -207,7 +215,7 @@ def seed_spread(whole: pd.DataFrame) -> pd.Series:
 
 MOVE_COLUMNS = ["window", "window_start", "window_end", "model", "runs", "prev_bias", "bias", "move",
                 "run_move_min", "run_move_max", "seed_spread", "in_seed_spreads", "limit", "basis", "flagged",
-                "label_noise"]
+                "label_noise", "within_noise"]
 
 
 def model_information(rows: pd.DataFrame, cfg: JobConfig) -> dict[str, float]:
@@ -235,8 +243,8 @@ def model_information(rows: pd.DataFrame, cfg: JobConfig) -> dict[str, float]:
 
 
 def label_noise(whole: pd.DataFrame, information: Mapping[str, float]) -> pd.DataFrame:
-    """Per (model, window): the 95 % half-width of the move of c* that the labels' sampling alone gives between
-    two windows with no drift, ``1.96 · sqrt(1/(W_t·ī) + 1/(W_{t-1}·ī))`` (W: the windows' weight, median over
+    """Per (model, window): the 99 % half-width of the move of c* that the labels' sampling alone gives between
+    two windows with no drift, ``2.576 · sqrt(1/(W_t·ī) + 1/(W_{t-1}·ī))`` (W: the windows' weight, median over
     runs; ī: :func:`model_information`; for regression 1/ī is the residual's variance, so this is the standard
     error of a difference of two means). Runs share the rows, so averaging runs does not shrink it."""
     w = _numeric(whole, ["weight", "prev_weight", "bias_change"]).dropna(subset=["bias_change"])
@@ -246,7 +254,7 @@ def label_noise(whole: pd.DataFrame, information: Mapping[str, float]) -> pd.Dat
                                                          prev_weight=("prev_weight", "median")).reset_index()
     info = per["model"].astype(str).map(information).astype(float)
     var = 1.0 / (per["weight"] * info) + 1.0 / (per["prev_weight"] * info)
-    per["label_noise"] = Z_95 * np.sqrt(var.where((per["weight"] > 0) & (per["prev_weight"] > 0)))
+    per["label_noise"] = NOISE_Z * np.sqrt(var.where((per["weight"] > 0) & (per["prev_weight"] > 0)))
     return per[["model", "window", "label_noise"]]
 
 
@@ -255,13 +263,14 @@ def bias_moves(whole: pd.DataFrame, rule: FlagRule, information: Mapping[str, fl
 
     ``prev_bias``/``bias``: mean c* of t-1 and t over the runs that have both;
     ``run_move_min/max``: the range of the per-run moves; ``in_seed_spreads``: |Δc̄| / s; ``label_noise``:
-    :func:`label_noise` (NaN without ``information``). The rule does not use it: it says which moves the
-    windows are too small to tell from noise.
+    :func:`label_noise` (NaN without ``information``). ``flagged``: |Δc̄| beyond the limit and beyond the label
+    noise (the limit alone where the noise is unknown); ``within_noise``: beyond the limit but not the noise, a
+    move the window is too small to tell from sampling, not flagged.
     """
     w = _numeric(whole, ["bias", "prev_bias", "bias_change"]).dropna(subset=["bias_change"])
     if w.empty:
         types = {c: float for c in MOVE_COLUMNS if c not in ("window", "window_start", "window_end", "model", "basis")}
-        return pd.DataFrame(columns=MOVE_COLUMNS).astype({**types, "runs": int, "flagged": bool})
+        return pd.DataFrame(columns=MOVE_COLUMNS).astype({**types, "runs": int, "flagged": bool, "within_noise": bool})
     moves = w.groupby(["model", "window"], sort=False).agg(
         window_start=("window_start", "first"), window_end=("window_end", "first"), runs=("run", "nunique"),
         prev_bias=("prev_bias", "mean"), bias=("bias", "mean"), move=("bias_change", "mean"),
@@ -274,10 +283,14 @@ def bias_moves(whole: pd.DataFrame, rule: FlagRule, information: Mapping[str, fl
     moves["in_seed_spreads"] = (moves["move"].abs() / s).where(np.isfinite(s) & (s > 0))
     moves["limit"] = np.where(relative, k * s, rule.threshold)
     moves["basis"] = np.where(relative, f"{k:g} x seed spread", "absolute")
-    moves["flagged"] = moves["move"].abs() > moves["limit"]
     noise = label_noise(whole, information or {})
     moves = moves.merge(noise, on=["model", "window"], how="left")
     moves["label_noise"] = moves["label_noise"].astype(float)
+    size = moves["move"].abs()
+    beyond_limit = size > moves["limit"]
+    inside_noise = moves["label_noise"].notna() & (size <= moves["label_noise"])
+    moves["flagged"] = beyond_limit & ~inside_noise
+    moves["within_noise"] = beyond_limit & inside_noise
     return moves[MOVE_COLUMNS].sort_values(["window_start", "model"], kind="stable").reset_index(drop=True)
 
 
@@ -295,7 +308,7 @@ def model_summary(whole: pd.DataFrame, moves: pd.DataFrame, spread: pd.DataFrame
         big = _largest(fl if not fl.empty else mv)
         row = {
             "model": model, "runs": int(grp["run"].nunique()), "windows": int(grp["window"].nunique()),
-            "moves": len(mv), "flagged": len(fl),
+            "moves": len(mv), "flagged": len(fl), "within_noise": int(mv["within_noise"].astype(bool).sum()),
             "largest_move": None if big is None else float(big["move"]),
             "largest_move_window": None if big is None else big["window"],
             "largest_in_seed_spreads": None if big is None or pd.isna(big["in_seed_spreads"])
@@ -383,8 +396,10 @@ def headline(report: DriftReport, *, most: int = 5) -> list[str]:
     elif moved.empty:
         big = _largest(mv)
         tail = "" if big is None else (f" The largest move was {big['move']:+.3g} ({big['model']}, window "
-                                       f"{big['window']}), within its limit {big['limit']:.3g}.")
-        out = [f"No model's bias moved beyond its limit ({n} checked).{tail}"]
+                                       f"{big['window']}); its limit {big['limit']:.3g}"
+                                       + ("" if pd.isna(big["label_noise"])
+                                          else f", the label noise ±{big['label_noise']:.3g}") + ".")
+        out = [f"No model's bias moved beyond its limit and the labels' sampling noise ({n} checked).{tail}"]
     else:
         items = []
         for r in moved.head(most).itertuples():
@@ -392,10 +407,10 @@ def headline(report: DriftReport, *, most: int = 5) -> list[str]:
             ratio = "" if pd.isna(r.largest_in_seed_spreads) else f" ({r.largest_in_seed_spreads:.1f}× its seed spread)"
             items.append(f"{r.model}: {times} {r.largest_move:+.3g} in {r.largest_move_window}{ratio}")
         more = f"; and {len(moved) - most} more models" if len(moved) > most else ""
-        out = [f"Bias moved beyond its limit in {n}. " + "; ".join(items) + more + "."]
-        noisy = noise_line(report.flags, report.moves, report.spec)
-        if noisy:
-            out.append(noisy)
+        out = [f"Bias moved beyond its limit and the labels' sampling noise in {n}. " + "; ".join(items) + more + "."]
+    noisy = noise_line(report.moves, report.spec)
+    if noisy:
+        out.append(noisy)
     red = s.dropna(subset=["std_reduction_pct"]) if "std_reduction_pct" in s else s.iloc[0:0]
     if not red.empty:
         lower = int((red["std_reduction_pct"] > 0).sum())
@@ -421,20 +436,17 @@ def _longer_windows(spec: WindowSpec | None) -> str:
     return f"--window rolling --days N with N > {spec.days}"
 
 
-def noise_line(flags: pd.DataFrame, moves: pd.DataFrame, spec: WindowSpec | None = None) -> str | None:
-    """A sentence when flagged moves are within the labels' sampling noise of c* (see :func:`label_noise`)."""
-    noise = pd.to_numeric(flags["label_noise"], errors="coerce")
-    within = flags[noise.notna() & (flags["move"].abs() <= noise)]
+def noise_line(moves: pd.DataFrame, spec: WindowSpec | None = None) -> str | None:
+    """A sentence when moves beyond the limit are within the labels' sampling noise of c* (see :func:`label_noise`):
+    they are not flagged, and the page lists them apart."""
+    within = moves[moves["within_noise"].astype(bool)]
     if within.empty:
         return None
-    typical = float(pd.to_numeric(moves["label_noise"], errors="coerce").median())
-    digits = 1 - math.floor(math.log10(typical))  # the median noise rounded up to two significant digits
-    limit = math.ceil(typical * 10.0**digits) / 10.0**digits
-    return (f"{len(within):,} of the {len(flags):,} flagged moves are within the labels' own sampling noise "
-            f"(median ±{typical:.2g} at 95 %): refitted on a new window's labels, c* moves that much with no "
-            "drift at all, so these windows are too small to tell drift from noise. Longer windows shrink the "
-            f"noise ({_longer_windows(spec)}); --threshold {limit:g} flags only moves beyond it. The noise of each "
-            "move is in the flags table and the files (label_noise).")
+    typical = float(pd.to_numeric(within["label_noise"], errors="coerce").median())
+    return (f"{len(within):,} more model-window{'s' if len(within) != 1 else ''} moved beyond the limit but within "
+            f"the labels' sampling noise of c* (median ±{typical:.2g} at 99 %): refitted on a new window's labels, c* "
+            "moves that much with no drift at all, so these are not flagged; they are listed apart. Longer windows "
+            f"shrink the noise ({_longer_windows(spec)}).")
 
 
 # ---- plots -----------------------------------------------------------------------------------------
@@ -443,52 +455,71 @@ def _dates(values: pd.Series) -> list[dt.date]:
     return [dt.date.fromisoformat(str(s)) for s in values]
 
 
+DPI = 100
+"""Every drift plot's resolution; with fonts of 8 pt and more its text is 11 px or more as shown (1 image pixel per
+CSS pixel: the plots are no wider than the page)."""
+FONT = 8.5
+"""Tick labels and legends, in points."""
+
+
 def _band(ax: Any, grp: pd.DataFrame, col: str, label: str, color: str) -> None:
     """Mean across runs per window, with the min..max across runs shaded where there are several runs."""
     g = _numeric(grp, [col]).dropna(subset=[col]).groupby("window_end")[col].agg(["mean", "min", "max", "count"])
     if g.empty:
         return
     x = _dates(g.index.to_series())
-    ax.plot(x, g["mean"], marker="o", ms=2, lw=1, color=color, label=f"{label} (mean of runs)")
+    ax.plot(x, g["mean"], lw=1.4, color=color, label=f"{label} (mean of runs)", zorder=3)
     if (g["count"] > 1).any():
         ax.fill_between(x, g["min"], g["max"], color=color, alpha=0.2, label=f"{label} (min..max across runs)")
 
 
-def _per_run(ax: Any, grp: pd.DataFrame, col: str) -> None:
-    runs = [(run, r.dropna(subset=[col])) for run, r in _numeric(grp, [col]).groupby("run", sort=True)]
-    runs = [(run, r) for run, r in runs if not r.empty]
-    for (run, r), style in zip(runs, series_styles(len(runs))):
-        ax.plot(_dates(r["window_end"]), r[col], marker=".", ms=2, lw=0.8, label=plain(f"run {run}"), **style)
+def _per_run(ax: Any, grp: pd.DataFrame, col: str, color: str = "tab:blue") -> None:
+    """Each run as a faint grey line, the mean across runs per window on top in ``color``."""
+    num = _numeric(grp, [col]).dropna(subset=[col])
+    runs = [r for _, r in num.groupby("run", sort=True) if not r.empty]
+    for i, r in enumerate(runs):
+        ax.plot(_dates(r["window_end"]), r[col], lw=0.7, color="0.55", alpha=0.45,
+                label=f"each run ({len(runs)})" if i == 0 else None, zorder=2)
+    mean = num.groupby("window_end")[col].mean()
+    if not mean.empty:
+        ax.plot(_dates(mean.index.to_series()), mean.to_numpy(), lw=1.6, color=color,
+                label="mean of runs" if len(runs) > 1 else "the run", zorder=3)
 
 
 def _finish_ax(ax: Any, title: str, ylabel: str) -> None:
+    """Title, labels, grid; the legend outside the axes (beside them with many entries, below with few), so it
+    never covers data."""
     ax.set_title(title, fontsize=10)
     ax.set_ylabel(ylabel)
     ax.grid(alpha=0.3)
-    ax.tick_params(axis="x", labelrotation=30, labelsize=8)
-    handles, _ = ax.get_legend_handles_labels()
-    if len(handles) > LEGEND_INSIDE:  # beside the axes: inside, a dozen entries covered the lines
-        ax.legend(fontsize=7, ncol=1 if len(handles) <= 16 else 2, loc="upper left", bbox_to_anchor=(1.01, 1.0),
+    ax.tick_params(axis="both", labelsize=FONT)
+    ax.tick_params(axis="x", labelrotation=30)
+    handles, labels = ax.get_legend_handles_labels()
+    if len(handles) > LEGEND_BELOW:
+        ax.legend(fontsize=FONT, ncol=1 if len(handles) <= 16 else 2, loc="upper left", bbox_to_anchor=(1.01, 1.0),
                   borderaxespad=0.0)
     elif handles:
-        ax.legend(fontsize=7)
+        wide = max(len(t) for t in labels) > 30  # two columns of long labels would widen the plot
+        ax.legend(fontsize=FONT, ncol=1 if wide else min(len(handles), 2), loc="upper center",
+                  bbox_to_anchor=(0.5, -0.3), frameon=False)
 
 
-LEGEND_INSIDE = 6
-"""At most this many legend entries go inside a plot; more go beside it."""
+LEGEND_BELOW = 4
+"""At most this many legend entries go below a plot; more go beside it."""
 
 
 def series_styles(n: int) -> list[dict[str, Any]]:
-    """Colour and line style of ``n`` lines, all different: matplotlib's 10-colour cycle repeats from the
-    11th line on (two of twelve models shared a colour), so 11 to 20 lines take tab20 and more add dashes."""
+    """Colour and line style of ``n`` lines, all different, and neighbours differ in dash too, so a line drawn on
+    top of another close to it leaves the one below visible: matplotlib's 10-colour cycle repeats from the 11th
+    line on (two of twelve models shared a colour), so 11 to 20 lines take tab20."""
     import matplotlib
 
     if n <= 10:
         colors = [matplotlib.colormaps["tab10"](i) for i in range(10)]
     else:
         colors = [matplotlib.colormaps["tab20"](i) for i in range(20)]
-    dashes = ["-", "--", ":", "-."]
-    return [{"color": colors[i % len(colors)], "linestyle": dashes[(i // len(colors)) % len(dashes)]}
+    dashes = ["-", (0, (5, 2)), (0, (1, 1.5)), (0, (6, 2, 1, 2))]
+    return [{"color": colors[i % len(colors)], "linestyle": dashes[(i + i // len(colors)) % len(dashes)]}
             for i in range(n)]
 
 
@@ -496,24 +527,29 @@ def _bias_label(task: str) -> str:
     return "logit shift c*" if task == "binary" else "mean shift c*"
 
 
-def _mark_flags(ax: Any, flags: pd.DataFrame) -> None:
+def _mark_flags(ax: Any, flags: pd.DataFrame, quiet: pd.DataFrame | None = None) -> None:
+    """Flagged moves as red rings at the window's mean c* (the line stays visible through them); moves within the
+    label noise, when given, as small grey dots."""
+    if quiet is not None and not quiet.empty:
+        ax.scatter(_dates(quiet["window_end"]), quiet["bias"], marker="o", s=10, color="0.35", zorder=4,
+                   label=f"within label noise, not flagged ({len(quiet)})")
     if not flags.empty:
-        ax.scatter(_dates(flags["window_end"]), flags["bias"], marker="x", s=30, color="tab:red", zorder=5,
-                   label=f"flagged move ({len(flags)})")
+        ax.scatter(_dates(flags["window_end"]), flags["bias"], marker="o", s=40, facecolors="none",
+                   edgecolors="tab:red", linewidths=1.3, zorder=5, label=f"flagged move ({len(flags)})")
 
 
 def overview_png(report: DriftReport) -> str:
     """One plot across models: mean c* over runs per window, flagged moves marked (the page's first plot)."""
     plt = pyplot()
     whole = _numeric(report.whole, ["bias"])
-    fig, ax = plt.subplots(figsize=(9.0, 3.0))
+    fig, ax = plt.subplots(figsize=(10.0, 3.0))
     groups = list(whole.dropna(subset=["bias"]).groupby("model", sort=True))
     for (model, grp), style in zip(groups, series_styles(len(groups))):
         g = grp.groupby("window_end")["bias"].mean()
-        ax.plot(_dates(g.index.to_series()), g.to_numpy(), lw=1, label=plain(model), **style)
+        ax.plot(_dates(g.index.to_series()), g.to_numpy(), lw=1.3, label=plain(model), **style)
     _mark_flags(ax, report.flags)
-    _finish_ax(ax, f"Mean c* across runs per window; rule {report.rule.describe()}", _bias_label(report.task))
-    return figure_png(fig, dpi=80, tight=True)
+    _finish_ax(ax, "Mean c* across runs per window, flagged moves ringed", _bias_label(report.task))
+    return figure_png(fig, dpi=DPI, tight=True)
 
 
 def model_plots(report: DriftReport, model: str) -> dict[str, str]:
@@ -524,26 +560,27 @@ def model_plots(report: DriftReport, model: str) -> dict[str, str]:
     metric = METRIC_NAME[task]
     name = plain(model)
     out: dict[str, str] = {}
-    size = (7.0, 3.0)
+    size = (6.0, 3.0)
 
     fig, ax = plt.subplots(figsize=size)
     _per_run(ax, grp, "bias")
-    _mark_flags(ax, report.flags[report.flags["model"] == model])  # at the window's mean c*
+    mine = report.moves[report.moves["model"] == model]
+    _mark_flags(ax, report.flags[report.flags["model"] == model], mine[mine["within_noise"].astype(bool)])
     _finish_ax(ax, f"{name}: c* fitted on all of each window", _bias_label(task))
-    out["bias"] = figure_png(fig, dpi=80, tight=True)
+    out["bias"] = figure_png(fig, dpi=DPI, tight=True)
 
     fig, ax = plt.subplots(figsize=size)
     _band(ax, grp, "vanilla", f"vanilla {metric}", "tab:blue")
     _band(ax, grp, "calibrated", f"calibrated {metric}", "tab:orange")
     _finish_ax(ax, f"{name}: vanilla vs rolling-calibrated {metric}", metric)
-    out["metric"] = figure_png(fig, dpi=80, tight=True)
+    out["metric"] = figure_png(fig, dpi=DPI, tight=True)
 
     fig, ax = plt.subplots(figsize=size)
     _band(ax, grp, "calibration_gain", "vanilla − calibrated", "tab:red")
     _band(ax, grp, "best_shift_gain", "vanilla − metric at the window's own c*", "tab:purple")
     ax.axhline(0.0, color="grey", lw=1)
     _finish_ax(ax, f"{name}: loss a bias shift removes (invisible to the calibrated metric)", metric)
-    out["gap"] = figure_png(fig, dpi=80, tight=True)
+    out["gap"] = figure_png(fig, dpi=DPI, tight=True)
 
     fig, ax = plt.subplots(figsize=size)
     if task == "binary":
@@ -554,9 +591,9 @@ def model_plots(report: DriftReport, model: str) -> dict[str, str]:
         _band(ax, grp, "mean_prediction", "mean prediction", "tab:blue")
         _band(ax, grp, "mean_label", "mean label", "tab:green")
         _finish_ax(ax, f"{name}: mean prediction vs mean label (ratio is unstable near 0)", "mean")
-    out["calibration"] = figure_png(fig, dpi=80, tight=True)
+    out["calibration"] = figure_png(fig, dpi=DPI, tight=True)
 
-    fig, ax = plt.subplots(figsize=(4.6, 4.0))
+    fig, ax = plt.subplots(figsize=(4.6, 3.6))
     label = plain(report.latest_label)
     if task == "binary":
         for (m, run), s in sorted(latest.items()):
@@ -564,7 +601,7 @@ def model_plots(report: DriftReport, model: str) -> dict[str, str]:
                 continue
             rel = s.reliability(10)
             ok = rel["weight"] > 0
-            ax.plot(rel["mean_predicted"][ok], rel["observed_rate"][ok], marker="o", ms=3, lw=1,
+            ax.plot(rel["mean_predicted"][ok], rel["observed_rate"][ok], marker="o", ms=3, lw=1, alpha=0.7,
                     label=plain(f"run {run}"))
         ax.plot([0, 1], [0, 1], color="grey", ls="--", lw=1)
         ax.set_xlabel("mean predicted probability (bucket)")
@@ -577,7 +614,7 @@ def model_plots(report: DriftReport, model: str) -> dict[str, str]:
         ax.plot(lim, lim, color="grey", ls="--", lw=1)
         ax.set_xlabel("mean prediction")
         _finish_ax(ax, f"{name}: window {label} (regression summaries keep no histogram)", "mean label")
-    out["reliability"] = figure_png(fig, dpi=80, tight=True)
+    out["reliability"] = figure_png(fig, dpi=DPI, tight=True)
     return out
 
 
@@ -608,9 +645,9 @@ def _html_table(head: list[str], rows: list[list[str]], empty: str) -> str:
 
 def summary_table_html(report: DriftReport) -> str:
     s = report.summary.head(SUMMARY_MODELS)
-    head = ["model", "runs", "flagged / windows", "largest Δc̄ (window)", "× seed spread", "last flagged",
-            "seed spread of c*", "limit", "std vanilla", "std calibrated", "std change"]
-    rows = [[_fmt(r.model), _fmt(r.runs), f"{r.flagged} / {r.moves}",
+    head = ["model", "runs", "flagged / windows", "within label noise", "largest Δc̄ (window)", "× seed spread",
+            "last flagged", "seed spread of c*", "limit", "std vanilla", "std calibrated", "std change"]
+    rows = [[_fmt(r.model), _fmt(r.runs), f"{r.flagged} / {r.moves}", _fmt(r.within_noise),
              "–" if r.largest_move is None or pd.isna(r.largest_move)
              else f"{_signed(r.largest_move)} ({_fmt(r.largest_move_window)})",
              _fmt(r.largest_in_seed_spreads, 2), _fmt(r.last_flagged_window), _fmt(r.seed_spread, 3),
@@ -622,20 +659,33 @@ def summary_table_html(report: DriftReport) -> str:
     return _html_table(head, rows, "No model has data in these windows.") + note
 
 
-def flags_table_html(report: DriftReport) -> str:
-    f = report.flags.head(report.top)
-    head = ["window", "model", "runs", "mean c* before", "mean c* after", "Δc̄", "per-run Δc* range",
-            "× seed spread", "limit", "label noise (95 %)"]
-    rows = [[_fmt(r.window), _fmt(r.model), _fmt(r.runs), _fmt(r.prev_bias), _fmt(r.bias), _signed(r.move),
+_MOVE_HEAD = ["window", "model", "runs", "mean c* before", "mean c* after", "Δc̄", "per-run Δc* range",
+              "× seed spread", "limit", "label noise (99 %)"]
+
+
+def _move_rows(moves: pd.DataFrame) -> list[list[str]]:
+    return [[_fmt(r.window), _fmt(r.model), _fmt(r.runs), _fmt(r.prev_bias), _fmt(r.bias), _signed(r.move),
              f"{_signed(r.run_move_min)} .. {_signed(r.run_move_max)}", _fmt(r.in_seed_spreads, 2),
              f"{_fmt(r.limit, 3)} ({_fmt(r.basis)})",
-             "" if pd.isna(r.label_noise) else f"±{_fmt(r.label_noise, 3)}"] for r in f.itertuples()]
-    return _html_table(head, rows, f"No model's bias moved beyond its limit ({report.rule.describe()}).")
+             "" if pd.isna(r.label_noise) else f"±{_fmt(r.label_noise, 3)}"] for r in moves.itertuples()]
+
+
+def flags_table_html(report: DriftReport) -> str:
+    return _html_table(_MOVE_HEAD, _move_rows(report.flags.head(report.top)),
+                       f"No model's bias moved beyond its limit and the label noise ({report.rule.describe()}).")
+
+
+def within_noise_moves(report: DriftReport) -> pd.DataFrame:
+    """Moves beyond the limit but within the label noise (not flagged), largest |Δc̄| first."""
+    w = report.moves[report.moves["within_noise"].astype(bool)]
+    return w.loc[w["move"].abs().sort_values(ascending=False, kind="stable").index].reset_index(drop=True)
 
 
 def missing_table(report: DriftReport) -> pd.DataFrame:
-    """Windows without a calibrated value, per (status, model): how many, first and last."""
-    w = report.table[(report.table["slice_name"] == ALL) & (report.table["status"] != "ok")]
+    """Windows without a calibrated value, per (status, model): how many, first and last. A window with a value
+    and a status that qualifies it (incomplete_window, incomplete_previous_window) is not one of them."""
+    t = report.table
+    w = t[(t["slice_name"] == ALL) & pd.to_numeric(t["calibrated"], errors="coerce").isna()]
     if w.empty:
         return pd.DataFrame(columns=["status", "model", "windows", "runs", "first", "last"])
     return (w.sort_values("window_start").groupby(["status", "model"], sort=True)
@@ -664,6 +714,7 @@ def render_html(report: DriftReport, cfg: JobConfig, overview: str, plots: dict[
     wdesc = f"rolling {spec.days} days" if spec.kind == "rolling" else spec.kind
     n_flags, shown = len(report.flags), min(len(report.flags), report.top)
     missing = missing_table(report)
+    quiet = within_noise_moves(report)
     links = " · ".join(f"<a href='{html.escape(Path(p).name)}'>{html.escape(Path(p).name)}</a>"
                        for k, p in files.items() if k != "html")
     parts = [
@@ -694,6 +745,15 @@ def render_html(report: DriftReport, cfg: JobConfig, overview: str, plots: dict[
         "<div class='flag'>" if n_flags else "<div>", flags_table_html(report), "</div>",
         f"<p class='note'>Largest |Δc̄| first. Every flagged move is in {links or 'the CSV and JSON files'}.</p>",
         "</section>",
+        "<section id='within-noise'>",
+        f"<h2>Beyond the limit, within the label noise (not flagged): {min(len(quiet), report.top)} of "
+        f"{len(quiet):,}</h2>",
+        _html_table(_MOVE_HEAD, _move_rows(quiet.head(report.top)),
+                    "No move beyond the limit is within the labels' sampling noise."),
+        "<p class='note'>These windows' bias moved by more than the limit, but by no more than the labels' "
+        "sampling alone moves c* between two windows of their size (99 %): they cannot be told from noise. Every "
+        "move, with <code>within_noise</code>, is in the JSON file.</p>",
+        "</section>",
         "<section id='missing'><h2>Windows without a calibrated value</h2>",
         _html_table(["status", "model", "windows", "runs", "first", "last"],
                     [[_fmt(v) for v in r] for r in missing.head(report.top).itertuples(index=False)],
@@ -706,8 +766,12 @@ def render_html(report: DriftReport, cfg: JobConfig, overview: str, plots: dict[
         f"{'Binary values carry the histogram bound in calibrated_bound. ' if report.task == 'binary' else ''}</p>",
         "<p class='note'>Seed spread of c* = median over windows of the across-run standard deviation of c*: the "
         "run-to-run noise in the bias that calibration removes. A move larger than a few seed spreads means the "
-        "correction fitted on window t−1 is stale in window t. Change the rule with <code>--spread-k K</code>, or "
+        "correction fitted on window t−1 is stale in window t. Change the limit with <code>--spread-k K</code>, or "
         "use a fixed limit with <code>--threshold X</code> (docs/reports.md).</p>",
+        "<p class='note'>Label noise = the 99 % half-width of the move of c* that the labels' sampling alone gives "
+        "between two windows of these sizes, 2.576·sqrt(1/(W<sub>t</sub>·ī) + 1/(W<sub>t−1</sub>·ī)), W the "
+        "window's weight and ī the information about c per unit weight. The runs share the rows, so it does not "
+        "shrink with more runs; a move is flagged only beyond both the limit and this noise.</p>",
         "<p class='note'>std vanilla / calibrated = median over windows of the across-run standard deviation of "
         "the metric; the calibrated one should be lower when most run-to-run noise is a global bias.</p>",
         f"<p class='note'>Output root: {html.escape(redact_url(cfg.output.path))}. "

@@ -27,24 +27,59 @@ def plain(text: object) -> str:
     return str(text).replace("$", r"\$")
 
 
+MIN_FONT_PX = 10.0
+"""Smallest text in a report plot, in CSS pixels at a 1400 px wide window (tests/test_report_browser.py)."""
+_FACTS = ("min-font-px", "legends-over-axes")
+"""What :func:`figure_png` measures on a figure and stores in the PNG's text chunks; :func:`img_tag` shows them
+as ``data-`` attributes, so a browser test can check the text size as displayed."""
+
+
+def layout_facts(fig: Any, dpi: float) -> dict[str, float]:
+    """The figure's smallest drawn text in image pixels at ``dpi``, and how many legends overlap their axes
+    (a legend over the axes hides data)."""
+    from matplotlib.text import Text
+
+    fig.canvas.draw()
+    sizes = [t.get_fontsize() for t in fig.findobj(Text) if t.get_visible() and t.get_text().strip()]
+    over = 0
+    for ax in fig.axes:
+        legend = ax.get_legend()
+        if legend is not None and legend.get_visible():
+            over += bool(legend.get_window_extent().overlaps(ax.get_window_extent()))
+    return {"min-font-px": round(min(sizes) * dpi / 72.0, 2) if sizes else 0.0, "legends-over-axes": float(over)}
+
+
 def figure_png(fig: Any, *, dpi: int, tight: bool = False) -> str:
     """The figure as a base64 PNG string with a 256-colour palette (a third of the bytes of RGBA); the figure is closed.
 
     Line plots use a handful of colours plus their anti-aliasing shades, so the palette
-    is not visible; the report page stays small.
+    is not visible; the report page stays small. :func:`layout_facts` go into the PNG's text chunks.
     """
     from PIL import Image  # matplotlib's own dependency
+    from PIL.PngImagePlugin import PngInfo
 
     buf = io.BytesIO()
     try:
+        facts = layout_facts(fig, dpi)
         fig.savefig(buf, format="png", dpi=dpi, **({"bbox_inches": "tight"} if tight else {}))
     finally:
         pyplot().close(fig)
     buf.seek(0)
+    info = PngInfo()
+    for key, value in facts.items():
+        info.add_text(f"ctcalc:{key}", f"{value:g}")
     small = io.BytesIO()
     # method 1 (maximum coverage) keeps the white background exactly white; fast octree (2) shifts it to 254
-    Image.open(buf).convert("RGB").quantize(colors=256, method=1).save(small, format="PNG", optimize=True)
+    Image.open(buf).convert("RGB").quantize(colors=256, method=1).save(small, format="PNG", optimize=True, pnginfo=info)
     return base64.b64encode(small.getvalue()).decode("ascii")
+
+
+def png_facts(png_base64: str) -> dict[str, str]:
+    """The :func:`layout_facts` a PNG of :func:`figure_png` carries ({} for another PNG)."""
+    from PIL import Image
+
+    text = Image.open(io.BytesIO(base64.b64decode(png_base64))).text  # type: ignore[attr-defined]
+    return {k: text[f"ctcalc:{k}"] for k in _FACTS if f"ctcalc:{k}" in text}
 
 
 def png_size(png_base64: str) -> tuple[int, int]:
@@ -57,6 +92,8 @@ def png_size(png_base64: str) -> tuple[int, int]:
 
 
 def img_tag(png_base64: str, alt: str) -> str:
-    """An ``<img>`` with the PNG inline and its pixel size (the page does not move while images decode)."""
+    """An ``<img>`` with the PNG inline, its pixel size (the page does not move while images decode) and its layout
+    facts as ``data-`` attributes."""
     w, h = png_size(png_base64)
-    return f"<img alt='{html.escape(alt)}' width='{w}' height='{h}' src='data:image/png;base64,{png_base64}'>"
+    data = "".join(f" data-{k}='{html.escape(v)}'" for k, v in png_facts(png_base64).items())
+    return f"<img alt='{html.escape(alt)}' width='{w}' height='{h}'{data} src='data:image/png;base64,{png_base64}'>"

@@ -39,7 +39,7 @@ def accuracy_over_time_png(rc: RollingComparison) -> str:
     """Acc of A vs B per window under both metrics, with their bootstrap intervals, and the period's Acc."""
     plt = pyplot()
     f = window_frame(rc).dropna(subset=["vanilla_acc"])
-    fig, ax = plt.subplots(figsize=(10.0, 3.6))
+    fig, ax = plt.subplots(figsize=(9.6, 3.6))
     x = [dt.date.fromisoformat(d) for d in f["window_end"]]
     for name, label, colour, acc in (("vanilla", rc.metric, "tab:blue", rc.period.vanilla.acc),
                                      ("rolling_calibrated", rc.calibrated_metric, "tab:orange",
@@ -53,8 +53,9 @@ def accuracy_over_time_png(rc: RollingComparison) -> str:
     ax.set_ylabel(plain(f"Acc: P({rc.name_a} < {rc.name_b})"))
     ax.set_title(plain(f"{rc.name_a} vs {rc.name_b}: metric accuracy per {rc.spec.label} window"), fontsize=10)
     ax.grid(alpha=0.3)
-    ax.tick_params(axis="x", labelrotation=30, labelsize=8)
-    ax.legend(fontsize=7, ncol=3, loc="upper center", bbox_to_anchor=(0.5, -0.25))
+    ax.tick_params(axis="both", labelsize=9)
+    ax.tick_params(axis="x", labelrotation=30)
+    ax.legend(fontsize=9, ncol=3, loc="upper center", bbox_to_anchor=(0.5, -0.3), frameon=False)
     return figure_png(fig, dpi=100, tight=True)
 
 
