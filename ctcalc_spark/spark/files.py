@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 
 from ctcalc_spark.errors import ConfigError
 from ctcalc_spark.pathsafe import write_atomic
+from ctcalc_spark.redact import redact_url
 from ctcalc_spark.spark import interrupt
 
 if TYPE_CHECKING:
@@ -268,7 +269,7 @@ def connector_error(error: BaseException | str, uri: str | None = None) -> str |
         scheme = uri.split("://", 1)[0].lower()
     if not scheme:
         return None
-    uri = uri or f"{scheme}://..."
+    uri = redact_url(uri) if uri else f"{scheme}://..."  # s3a://KEY:SECRET@bucket: the message is echoed
     version = hadoop_version() or "<the Hadoop version of your Spark>"
 
     def package(artifact: str) -> str:
