@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import re
+import time
 from pathlib import Path
 
 import numpy as np
@@ -1296,3 +1297,84 @@ def test_report_csv_cells_that_start_like_a_formula_are_text(tmp_path):
     models = {c for c in cells if "HYPERLINK" in c or "SUM(" in c}
     assert models == {"'" + v for v in evil.values()}
     assert not [c for c in cells if c[:1] in ("=", "@", "+")]  # negative numbers stay numbers
+
+
+def test_a_stream_file_of_other_column_types_is_quarantined_as_such(spark, demo_config, tmp_path):
+    """A landed Parquet file whose logit column is text was quarantined as 'corrupt or truncated data'; the
+    reason now names the column and both types, and the stream goes on with the other files."""
+    from tests.test_stream import _move_files, _stream_config
+    from ctcalc_spark.jobs.stream import run_stream, write_stream_demo_files
+
+    gen, src = tmp_path / "gen", tmp_path / "src"
+    write_stream_demo_files(str(gen), n_examples_per_day=200, n_runs=1, n_days=1, files_per_day=2)
+    good = sorted(gen.glob("*.parquet"))
+    texts = pq.read_table(good[1]).to_pandas()
+    wrong = tmp_path / "part-x-text.parquet"
+    texts.assign(logit=texts["logit"].map(repr)).to_parquet(wrong, index=False)
+    _move_files([good[0], wrong], src, time.time() - 600)
+    result = run_stream(spark, _stream_config(demo_config, src), trigger="availableNow")
+    quarantined = [q for b in result.batches for q in b["quarantined"]]
+    assert [Path(q["file"]).name for q in quarantined] == ["part-x-text.parquet"]
+    assert quarantined[0]["reason"] == (f"Spark read 0 of the {len(texts)} rows its footer lists (its column 'logit' "
+                                        "is string where the stream reads double: a file written with other types)")
+
+
+@pytest.mark.parametrize("target", ["day", "root"])
+def test_a_folder_that_links_back_into_the_input_is_refused_before_the_scan(spark, demo_config, tmp_path, target):
+    """A symbolic link in a ds= folder to that folder: Spark followed it 40 times deep and counted the day's 400
+    rows as 16,400, exit 0; a link to the table's own folder ended in CONFLICTING_PARTITION_COLUMN_NAMES with no
+    detail. A link to a folder outside the table is read as before."""
+    _write(_rows(), tmp_path / "eval")
+    day = tmp_path / "eval" / f"ds={DS}"
+    (day / "loop").symlink_to(day if target == "day" else tmp_path / "eval")
+    with pytest.raises(InputError, match=rf"^The evaluation table '.*/eval' holds a folder that links back into it: "
+                                         rf"ds={DS}/loop -> .*/eval(/ds={DS})?\. Spark follows the link and reads the "
+                                         r"files under it again .* Remove the link, or point it at a folder outside"):
+        evaluate(spark, demo_config(), DS)
+    assert _written(tmp_path / "out") == []
+    (day / "loop").unlink()
+    _write(_rows(ds="2026-11-22"), tmp_path / "elsewhere")  # a day's folder on another disk, linked in
+    (tmp_path / "eval" / "ds=2026-11-22").symlink_to(tmp_path / "elsewhere" / "ds=2026-11-22")
+    assert list(evaluate(spark, demo_config(), "2026-11-22", write=False).metrics["n_rows"]) == [N]
+
+
+def test_an_empty_range_with_allow_missing_days_does_not_advise_allow_missing_days(spark, demo_config, tmp_path):
+    _write(_rows(), tmp_path / "eval")
+    with pytest.raises(InputError) as err:
+        evaluate(spark, demo_config(), "2026-10-01..2026-10-05", allow_missing_days=True)
+    assert "or pass --allow-missing-days" not in str(err.value)
+    assert "(--allow-missing-days skips days without rows, and needs one day with rows)" in str(err.value)
+    assert _written(tmp_path / "out") == []
+
+
+def test_an_example_row_with_a_null_model_shows_null(spark, demo_config, tmp_path):
+    """The error's example row showed a null model as model=np.float64(nan)."""
+    df = _rows()
+    df["model"] = np.where(df.index < 3, None, df["model"])
+    _write(df, tmp_path / "eval")
+    with pytest.raises(InputError, match=rf"\(e\.g\. ds={DS}, model=null, run='0'\)"):
+        evaluate(spark, demo_config(), DS, write=False)
+
+
+@pytest.mark.parametrize(("spec", "message"), [
+    ("2026-11-20..2026-13-01", "got '2026-13-01', in --ds '2026-11-20..2026-13-01'."),
+    ("2026-11-19,20261121", "got '20261121' (write it 2026-11-21), in --ds '2026-11-19,20261121'."),
+    ("2026-11-32", "--ds must be a date like 2026-11-21, got '2026-11-32'."),
+])
+def test_ds_errors_quote_the_whole_value(spec, message):
+    from ctcalc_spark.jobs.evaluate import parse_days
+
+    with pytest.raises(ConfigError) as err:
+        parse_days(spec)
+    assert str(err.value).endswith(message)
+
+
+def test_the_days_a_long_range_skips_are_a_set():
+    """A 300-year --ds range with --allow-missing-days spent 180 s in two list comprehensions that looked every
+    day up in the list of missing days (109,573 x 109,572 comparisons)."""
+    from ctcalc_spark.jobs.evaluate import _check_days, parse_days
+
+    days = parse_days("1800-01-01..2099-12-31")
+    missing = _check_days(days, [DS], config_from_dict({"input": {"path": "x"}}), True)
+    assert isinstance(missing, (set, frozenset)) and len(missing) == len(days) - 1
+    assert [d for d in days if d not in missing] == [DS]

@@ -62,6 +62,7 @@ from ctcalc_spark.pathsafe import unwritable_reason
 from ctcalc_spark.spark import interrupt
 from ctcalc_spark.spark.filekind import (
     TABLE_FORMAT_MARKS,
+    check_folder_links,
     compression,
     data_files,
     has_data_files,
@@ -501,6 +502,8 @@ def load_input(spark: SparkSession, cfg: JobConfig, days: Sequence[str] | None =
                 _check_output_outside(root, cfg)
             _check_table_format(root, cfg)
             _check_temporary_files(day_paths or [root], cfg)
+            if is_local(root):
+                check_folder_links(root, day_paths or [root])
             _check_csv_quoting(cfg)
             with _listing_on_driver(spark, is_local(root)):
                 literal = [literal_path(p) for p in day_paths or []]
