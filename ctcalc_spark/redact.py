@@ -102,6 +102,17 @@ def redact(value: Any, *, key: str | None = None) -> Any:
     return value
 
 
+def printable(value: Any) -> str:
+    """A name as one line of output shows it: control characters escaped (``'a\\nb'`` -> ``a\\nb``), so that a
+    model called ``"a\\nctcalc evaluate: done"`` cannot write a line of its own.
+
+    >>> printable("a\\nb"), printable("ok")
+    ('a\\\\nb', 'ok')
+    """
+    text = str(value)
+    return text if text.isprintable() else text.encode("unicode_escape").decode("ascii")
+
+
 FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
 """First characters that make a spreadsheet read a CSV cell as a formula (OWASP's CSV injection list)."""
 

@@ -1159,7 +1159,7 @@ def test_dates_that_are_no_yyyy_mm_dd_day_are_rows_of_no_day(spark, demo_config,
 
     df = _rows()
     df["ds"] = df["ds"].astype(object)
-    for i, text in enumerate(["", f" {DS}", "21.11.2026", "2026-11-32", "2026-11", "x"]):
+    for i, text in enumerate(["", f" {DS}", "21.11.2026", "2026-11-32", "２０２６-11-21", "x"]):  # full-width digits
         df.loc[i, "ds"] = text
     df.loc[10, "ds"], df.loc[11, "ds"] = f"{DS}T23:30:00-08:00", f"{DS} 13:45"
     (tmp_path / "eval").mkdir()
@@ -1378,3 +1378,63 @@ def test_the_days_a_long_range_skips_are_a_set():
     missing = _check_days(days, [DS], config_from_dict({"input": {"path": "x"}}), True)
     assert isinstance(missing, (set, frozenset)) and len(missing) == len(days) - 1
     assert [d for d in days if d not in missing] == [DS]
+
+
+def test_names_with_control_characters_path_parts_or_formulas_are_kept_and_shown_on_one_line(
+        spark, tmp_path, capsys, restore_ctcalc_logger):
+    """Model names are data: a newline, a NUL, '../..' or '=cmd' in one is kept as written in the tables (no two
+    names merge), a printed line shows its control characters escaped (a name could forge a line of its own), a
+    compare report's folder stays under the output (pathsafe), a CSV report's cell is text."""
+    from ctcalc_spark.cli.main import main
+
+    names = ["m\nctcalc evaluate: done", "m\x00x", "../../etc", "=cmd|' /C calc'!A0"]
+    df = pd.concat([_rows().assign(model=name, split="remain") for name in names], ignore_index=True)
+    _write(df, tmp_path / "eval")
+    config = tmp_path / "c.yaml"
+    config.write_text(f"input: {{path: {tmp_path / 'eval'}}}\noutput: {{path: {tmp_path / 'out'}}}\n"
+                      "columns: {split: split}\n")
+    assert main(["-q", "evaluate", "--config", str(config), "--ds", DS]) == 0
+    out = capsys.readouterr().out
+    assert "model=m\\nctcalc evaluate: done run=0" in out and "model=m\\x00x run=0" in out
+    assert not [line for line in out.splitlines() if line.startswith("ctcalc evaluate: done")]
+    from ctcalc_spark.spark.storage import OutputStore
+
+    stored = OutputStore(config_from_dict(yaml.safe_load(config.read_text())), spark).read("metrics", days=[DS])
+    assert sorted(stored["model"]) == sorted(names) and (stored["status"] == "no_bias_rows").all()
+
+
+def test_columns_of_other_types_read_as_their_numbers(spark, demo_config, tmp_path):
+    """A boolean run column, a decimal label and an integer weight: the same metrics as the plain types (the run
+    named 'true'); text numbers with spaces around them are numbers, '1e999' is an infinite score and full-width
+    digits are text that is not a number, each counted under its reason."""
+    import decimal
+
+    plain = _rows().assign(weight=2.0)
+    _write(plain, tmp_path / "plain")
+    other = pa.Table.from_pandas(plain.drop(columns="ds").assign(
+        run=True, weight=2, label=[decimal.Decimal(int(v)) for v in plain["label"]]), preserve_index=False)
+    (tmp_path / "eval" / f"ds={DS}").mkdir(parents=True)
+    pq.write_table(other, tmp_path / "eval" / f"ds={DS}" / "f.parquet")
+    cols = ["n_rows", "log_loss", "calibrated_log_loss", "auc"]
+    want = evaluate(spark, demo_config(input__path=str(tmp_path / "plain"), columns={"weight": "weight"}), DS,
+                    write=False).metrics
+    got = evaluate(spark, demo_config(columns={"weight": "weight"}), DS, write=False).metrics
+    assert list(got["run"]) == ["true"]
+    pd.testing.assert_frame_equal(got[cols], want[cols])
+    texts = _rows().assign(logit=lambda f: f["logit"].map(repr))
+    texts.loc[0, "logit"], texts.loc[1, "logit"], texts.loc[2, "logit"] = " 0.5 ", "1e999", "１２"
+    _write(texts, tmp_path / "texts")
+    result = evaluate(spark, demo_config(input__path=str(tmp_path / "texts"), on_invalid="drop"), DS, write=False)
+    assert result.metrics.loc[0, ["n_rows", "n_invalid"]].tolist() == [N - 2, 2]
+    with pytest.raises(InputError, match=r"1 rows: NaN or infinite logit/prediction; 1 rows: text that is not a "
+                                         r"number .* The score column 'logit' holds text such as '１２'\."):
+        evaluate(spark, demo_config(input__path=str(tmp_path / "texts")), DS, write=False)
+
+
+def test_a_range_of_thousands_of_years_is_refused_before_spark_starts():
+    from ctcalc_spark.jobs.evaluate import MAX_RANGE_DAYS, parse_days
+
+    with pytest.raises(ConfigError, match=r"^The range 0001-01-01\.\.9999-12-31 has 3,652,059 days; a run takes at "
+                                          r"most 146,097 \(400 years\)"):
+        parse_days("0001-01-01..9999-12-31")
+    assert len(parse_days("1700-01-01..2099-12-31")) == MAX_RANGE_DAYS

@@ -5,6 +5,7 @@ are written by one transaction of the storage layer (:mod:`ctcalc_spark.spark.st
 """
 from __future__ import annotations
 
+import datetime as dt
 import logging
 import math
 import re
@@ -128,10 +129,18 @@ def table_path(cfg: JobConfig, table: str) -> str:
     return OutputStore(cfg).location(table)
 
 
+MAX_RANGE_DAYS = 146_097
+"""Days a --ds range may have (400 years): a 300-year range runs, and one of 10,000 years is refused up front."""
+
+
 def day_range(start: str, end: str) -> list[str]:
     """Every day from ``start`` to ``end`` inclusive."""
     if validate_ds(end) < validate_ds(start):
         raise ConfigError(f"The range {start}..{end} ends before it starts.")
+    span = (dt.date.fromisoformat(end) - dt.date.fromisoformat(start)).days + 1
+    if span > MAX_RANGE_DAYS:  # 0001-01-01..9999-12-31 would build a filter of 3.6 million days
+        raise ConfigError(f"The range {start}..{end} has {span:,} days; a run takes at most {MAX_RANGE_DAYS:,} (400 "
+                          "years): give the years the table holds, or run the range in parts.")
     return Window(start, end, f"{start}..{end}").days()
 
 
