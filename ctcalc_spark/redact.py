@@ -28,7 +28,11 @@ SECRET_WORDS = frozenset({
 
 _WORD = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|\d+")
 _URL_USERINFO = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*://)(?P<userinfo>[^/@\s]+)@")
-_URL_PARAM = re.compile(r"(?P<sep>[;?&])(?P<name>[A-Za-z0-9_.-]+)=(?P<value>[^;&#\s]*)")
+_URL_PARAM = re.compile(r"(?P<sep>[;?&:])(?P<name>[A-Za-z0-9_.-]+)=(?P<value>[^;&#\s]*)")
+# JDBC URLs that are no scheme://: Derby's parameters (jdbc:derby:;databaseName=m;password=p), Oracle's
+# user/password@ (jdbc:oracle:thin:scott/tiger@//host:1521/svc); they hold the secrets of a metastore's database
+_JDBC_USER = re.compile(r"(?P<scheme>jdbc:oracle:[A-Za-z0-9]+:)(?P<userinfo>[^@/\s;]+/[^@\s;]+)@", re.IGNORECASE)
+_URL_LIKE = re.compile(r"://|jdbc:", re.IGNORECASE)
 
 
 def key_words(key: str) -> list[str]:
@@ -44,10 +48,16 @@ def is_secret_key(key: str) -> bool:
 
 def redact_url(text: str) -> str:
     """``scheme://user:password@host`` -> ``scheme://***@host``, and secret URL parameters
-    (``sc://host:15002/;token=abc``, ``?sig=...&password=...``) -> ``name=***``, wherever they appear in ``text``."""
-    if "://" not in text:
+    (``sc://host:15002/;token=abc``, ``?sig=...&password=...``) -> ``name=***``, wherever they appear in ``text``;
+    JDBC URLs without ``://`` too (``jdbc:derby:;password=p``, ``jdbc:oracle:thin:scott/tiger@host``).
+
+    >>> redact_url("jdbc:oracle:thin:scott/tiger@//db:1521/x and jdbc:derby:;databaseName=m;password=p")
+    'jdbc:oracle:thin:***@//db:1521/x and jdbc:derby:;databaseName=m;password=***'
+    """
+    if not _URL_LIKE.search(text):
         return text
     text = _URL_USERINFO.sub(lambda m: f"{m.group('scheme')}{MASK}@", text)
+    text = _JDBC_USER.sub(lambda m: f"{m.group('scheme')}{MASK}@", text)
     return _URL_PARAM.sub(lambda m: f"{m.group('sep')}{m.group('name')}={MASK}" if is_secret_key(m.group("name"))
                           else m.group(0), text)
 
@@ -57,9 +67,9 @@ def url_secrets(text: str) -> list[str]:
     Connect ``;token=``), as written and percent-decoded: what a log masker must hide on its own."""
     from urllib.parse import unquote
 
-    if "://" not in text:
+    if not _URL_LIKE.search(text):
         return []
-    found = [m.group("userinfo") for m in _URL_USERINFO.finditer(text)]
+    found = [m.group("userinfo") for pattern in (_URL_USERINFO, _JDBC_USER) for m in pattern.finditer(text)]
     found += [m.group("value") for m in _URL_PARAM.finditer(text)
               if is_secret_key(m.group("name")) and m.group("value")]
     return list(dict.fromkeys(x for v in found for x in (v, unquote(v))))
@@ -89,4 +99,45 @@ def redact(value: Any, *, key: str | None = None) -> Any:
         return MASK
     if isinstance(value, str):
         return redact_url(value)
+    return value
+
+
+def printable(value: Any) -> str:
+    """A name as one line of output shows it: control characters escaped (``'a\\nb'`` -> ``a\\nb``), so that a
+    model called ``"a\\nctcalc evaluate: done"`` cannot write a line of its own.
+
+    >>> printable("a\\nb"), printable("ok")
+    ('a\\\\nb', 'ok')
+    """
+    text = str(value)
+    return text if text.isprintable() else text.encode("unicode_escape").decode("ascii")
+
+
+FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+"""First characters that make a spreadsheet read a CSV cell as a formula (OWASP's CSV injection list)."""
+
+
+def spreadsheet_safe(frame: Any) -> Any:
+    """A copy of a pandas frame for a CSV report: text cells that start like a formula (a model named
+    ``=HYPERLINK(…)``, ``@SUM(…)``, ``-2+3``) get a ``'`` in front, which spreadsheets show as text; text that is a
+    number (a run ``-1``) stays as it is. Number columns are left alone.
+
+    >>> import pandas as pd
+    >>> spreadsheet_safe(pd.DataFrame({"model": ["=1+2", "a", "-1", "@x"], "v": [-1.0, 2.0, 3.0, 4.0]})).to_dict("list")
+    {'model': ["'=1+2", 'a', '-1', "'@x"], 'v': [-1.0, 2.0, 3.0, 4.0]}
+    """
+    out = frame.copy()
+    for name in out.columns:
+        if out[name].dtype == object or str(out[name].dtype) in ("string", "str"):
+            out[name] = out[name].map(_cell)
+    return out
+
+
+def _cell(value: Any) -> Any:
+    if not isinstance(value, str) or not value.startswith(FORMULA_START):
+        return value
+    try:
+        float(value)
+    except ValueError:
+        return "'" + value
     return value

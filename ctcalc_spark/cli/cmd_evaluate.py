@@ -12,6 +12,7 @@ from ctcalc_spark.cli.common import (
     config_from_args,
     session_for,
 )
+from ctcalc_spark.redact import printable
 
 if TYPE_CHECKING:
     from ctcalc_spark.config import JobConfig
@@ -127,7 +128,8 @@ def run(args: argparse.Namespace) -> int:
     if "summaries" in result.paths:
         print(f"summaries -> {result.paths['summaries']}")
     for _, r in not_ok.head(LISTED).iterrows():
-        print(f"  ds={r['ds']} model={r['model']} run={r['run']} slice={r['slice_name']}={r['slice_value']}: "
+        print(f"  ds={r['ds']} model={printable(r['model'])} run={printable(r['run'])} "
+              f"slice={printable(r['slice_name'])}={printable(r['slice_value'])}: "
               f"status={r['status']}")
     if len(not_ok) > LISTED:
         print(f"  ... and {len(not_ok) - LISTED:,} more (column 'status' of the metrics table)")
@@ -135,8 +137,8 @@ def run(args: argparse.Namespace) -> int:
         where = "no date" if r.ds is None else f"ds={r.ds}"
         print(f"  {r.n_rows} rows in no metrics row ({where}): {r.reason}")
     for r in result.duplicates.itertuples(index=False):
-        print(f"  ds={r.ds} model={r.model} run={r.run}: {r.n_duplicate_rows} rows repeat an example id "
-              f"({r.n_repeated_ids} ids, {r.n_conflicting_ids} with different labels)")
+        print(f"  ds={r.ds} model={printable(r.model)} run={printable(r.run)}: {r.n_duplicate_rows} rows repeat an "
+              f"example id ({r.n_repeated_ids} ids, {r.n_conflicting_ids} with different labels)")
     if result.skipped_files:
         print(f"  {len(result.skipped_files)} unreadable input files skipped: " + ", ".join(result.skipped_files))
     for line in data_notes(result, cfg):  # warnings on stderr with the other warnings, the rest with the results

@@ -13,13 +13,15 @@ import signal
 import sys
 import time
 import traceback
-from typing import Callable, Sequence
+from contextlib import contextmanager
+from typing import Any, Callable, Iterator, Sequence
 
 from ctcalc_spark import __version__
 from ctcalc_spark.errors import (
     EXIT_CONFIG, EXIT_INPUT, EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_MISSING_DEPENDENCY, EXIT_OK, EXIT_RUNTIME,
     EXIT_TERMINATED, EXIT_USAGE, CtcalcError, MissingDependencyError, java_root_cause,
 )
+from ctcalc_spark.redact import redact_url
 from ctcalc_spark.spark import interrupt
 from ctcalc_spark.spark.files import connector_error
 from ctcalc_spark.spark.interrupt import received, signal_name
@@ -124,6 +126,33 @@ def build_parser(submitted: bool = False) -> argparse.ArgumentParser:
         _add_logging_flags(p, in_subcommand=True)
         p.set_defaults(_module=module, _submitted=submitted)
     return parser
+
+
+class RedactedStream:
+    """A text stream that writes through :func:`ctcalc_spark.redact.redact_url`: main() puts stdout and stderr
+    behind one while a command runs, so that no message, log line or result line shows a password in a path or
+    URL it echoes (``s3a://KEY:SECRET@bucket``, a JDBC URL's ``password=``). Everything else is the stream's."""
+
+    def __init__(self, stream: Any) -> None:
+        self.wrapped = stream
+
+    def write(self, text: str) -> int:
+        self.wrapped.write(redact_url(text))
+        return len(text)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.wrapped, name)
+
+
+@contextmanager
+def redacted_output() -> Iterator[None]:
+    """stdout and stderr behind :class:`RedactedStream` until the block ends."""
+    saved = sys.stdout, sys.stderr
+    sys.stdout, sys.stderr = RedactedStream(sys.stdout), RedactedStream(sys.stderr)
+    try:
+        yield
+    finally:
+        sys.stdout, sys.stderr = saved
 
 
 class _CtcalcHandler(logging.StreamHandler):  # type: ignore[type-arg]
@@ -290,7 +319,8 @@ def main(argv: Sequence[str] | None = None, *, submitted: bool = False) -> int:
     t0 = time.perf_counter()
     interrupt.install(None)  # SIGTERM ends a command as Ctrl-C does; session_for adds stopping Spark's work
     try:
-        code = run_guarded(lambda: importlib.import_module(args._module).run(args), label)
+        with redacted_output():
+            code = run_guarded(lambda: importlib.import_module(args._module).run(args), label)
     finally:
         interrupt.uninstall()
     elapsed = time.perf_counter() - t0

@@ -5,6 +5,7 @@ are written by one transaction of the storage layer (:mod:`ctcalc_spark.spark.st
 """
 from __future__ import annotations
 
+import datetime as dt
 import logging
 import math
 import re
@@ -110,7 +111,7 @@ class EvaluateResult:
 
 UNCOUNTED_COLUMNS = ["ds", "reason", "n_rows"]
 DUPLICATE_COLUMNS = ["ds", "model", "run", "n_duplicate_rows", "n_repeated_ids", "n_conflicting_ids"]
-NO_DATE = "null date: the row belongs to no day and is never evaluated"
+NO_DATE = "null date, or a date not written YYYY-MM-DD: the row belongs to no day and is never evaluated"
 NO_DATE_IN_FORMAT = ("null date, or a date not written as columns.ds_format {!r}: the row belongs to no day and is "
                      "never evaluated")
 
@@ -120,10 +121,18 @@ def table_path(cfg: JobConfig, table: str) -> str:
     return OutputStore(cfg).location(table)
 
 
+MAX_RANGE_DAYS = 146_097
+"""Days a --ds range may have (400 years): a 300-year range runs, and one of 10,000 years is refused up front."""
+
+
 def day_range(start: str, end: str) -> list[str]:
     """Every day from ``start`` to ``end`` inclusive."""
     if validate_ds(end) < validate_ds(start):
         raise ConfigError(f"The range {start}..{end} ends before it starts.")
+    span = (dt.date.fromisoformat(end) - dt.date.fromisoformat(start)).days + 1
+    if span > MAX_RANGE_DAYS:  # 0001-01-01..9999-12-31 would build a filter of 3.6 million days
+        raise ConfigError(f"The range {start}..{end} has {span:,} days; a run takes at most {MAX_RANGE_DAYS:,} (400 "
+                          "years): give the years the table holds, or run the range in parts.")
     return Window(start, end, f"{start}..{end}").days()
 
 
@@ -142,10 +151,15 @@ def parse_days(spec: str | Sequence[str]) -> list[str]:
     for part in parts:
         for item in str(part).split(","):
             item = item.strip()
-            if ".." in item:
-                days.update(day_range(*(end.strip() for end in item.split("..", 1))))
-            elif item:
-                days.add(validate_ds(item))
+            try:
+                if ".." in item:
+                    days.update(day_range(*(end.strip() for end in item.split("..", 1))))
+                elif item:
+                    days.add(validate_ds(item))
+            except ConfigError as e:  # it quoted the one day, not the value given
+                if repr(str(part)) in str(e) or repr(str(part).strip()) in str(e):
+                    raise
+                raise ConfigError(f"{str(e).rstrip('.')}, in --ds {str(part)!r}.") from None
     if not days:
         raise ConfigError("Expected at least one day (YYYY-MM-DD or a range START..END).")
     return sorted(days)
@@ -166,11 +180,18 @@ def _raise_invalid(invalid: pd.DataFrame, cfg: JobConfig) -> None:
     where = "unknown (rows without a date)" if not days else days[0] if len(days) == 1 else \
         f"{len(days)} days ({days[0]}..{days[-1]})"
     raise InputError(
-        f"Invalid evaluation rows for ds={where}: {reason_counts(invalid)} (e.g. ds={first['ds']}, "
-        f"model={first[c.model]!r}, run={first[c.run]!r}). {LABEL_RULES[cfg.task].format(c.label)}, scores "
+        f"Invalid evaluation rows for ds={where}: {reason_counts(invalid)} (e.g. ds={_shown(first['ds'], False)}, "
+        f"model={_shown(first[c.model])}, run={_shown(first[c.run])}). {LABEL_RULES[cfg.task].format(c.label)}, scores "
         f"finite numbers, probabilities in [0, 1], weights >= 0, model and run set, records well formed. Fix the "
         "upstream table, or set on_invalid: drop to exclude and count them."
     )
+
+
+def _shown(value: object, quote: bool = True) -> str:
+    """A key of an example row as an error shows it: 'null' for a null or NaN (not ``np.float64(nan)``)."""
+    if value is None or (not isinstance(value, (str, bytes)) and bool(pd.isna(value))):
+        return "null"
+    return repr(str(value)) if quote else str(value)
 
 
 LABEL_RULES = {"binary": "Binary labels must be 0/1 in '{}'", "regression": "Labels must be finite numbers in '{}'",
@@ -265,7 +286,7 @@ def _check_encoding(metrics: pd.DataFrame, cfg: JobConfig) -> None:
         raise InputError(not_utf8_message(found, cfg.input.format, "input.options") + " Nothing was written.")
 
 
-def _check_days(days: Sequence[str], present: Sequence[str], cfg: JobConfig, allow_missing: bool) -> list[str]:
+def _check_days(days: Sequence[str], present: Sequence[str], cfg: JobConfig, allow_missing: bool) -> set[str]:
     missing = sorted(set(days) - set(present))
     where = input_name(cfg)
     # as runs of days: a year asked of a 90-day table was 10 days and "265 more"
@@ -275,12 +296,13 @@ def _check_days(days: Sequence[str], present: Sequence[str], cfg: JobConfig, all
         held = "" if not found else (f" (of the {len(days)} days asked for, the table has rows for {len(found)}: "
                                      f"{day_runs(found)})")
         unlisted = "" if cfg.input.table else unlisted_files_hint(str(cfg.input.path), cfg.input.options)
+        skip = "" if len(days) == 1 else " (--allow-missing-days skips days without rows, and needs one day with " \
+            "rows)" if allow_missing else ", or pass --allow-missing-days to skip such days"
         raise InputError(f"No evaluation rows for ds={shown} in {where!r}{held}; check the dates and the 'columns.ds' "
-                         "name" + ("" if len(days) == 1 else ", or pass --allow-missing-days to skip such days") + "."
-                         + unlisted)
+                         f"name{skip}." + unlisted)
     if missing:
         log.warning("no evaluation rows for %d of %d days (skipped): %s", len(missing), len(days), shown)
-    return missing
+    return set(missing)  # a set: its callers keep the days not in it, of a 300-year range too
 
 
 ISO_DAY = re.compile(r"^\d{4}-\d{2}-\d{2}")

@@ -567,7 +567,12 @@ class BatchHandler:
         if footer is not None:
             if read == footer:
                 return None, footer
-            return f"Spark read {read} of the {footer} rows its footer lists (corrupt or truncated data)", footer
+            try:  # a file of other column types reads as short as a damaged one: tell them apart
+                why = footers.parquet_type_clash(path, self.schema) if self.schema is not None else None
+            except Exception:  # noqa: BLE001 - the footer was read just above; a reason is all this adds
+                why = None
+            return f"Spark read {read} of the {footer} rows its footer lists ({why or 'corrupt or truncated data'})", \
+                footer
         if read == 0 and length > 0:
             return f"no rows read from a {length}-byte file: {problem}", None
         return None, None

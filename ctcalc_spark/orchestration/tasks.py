@@ -842,6 +842,7 @@ def compare_plan(params: Mapping[str, Any], project_dir: str, *, allowed_root: s
     may trigger the DAG cannot make it read or write elsewhere.
     """
     from ctcalc_spark.errors import ConfigError
+    from ctcalc_spark.pathsafe import MAX_COMPONENT, safe_component
 
     project = Path(project_dir)
     missing = [k for k in (*COMPARE_PATH_PARAMS, "ds") if _first(params.get(k)) is None]
@@ -862,6 +863,11 @@ def compare_plan(params: Mapping[str, Any], project_dir: str, *, allowed_root: s
     work = absolute(params["workdir"]).rstrip("/")
     config = absolute(params["config"])
     a, b = str(params["pipeline_a"]), str(params["pipeline_b"])
+    for key, name in (("pipeline_a", a), ("pipeline_b", b)):  # folder names under workdir: '../x' left it
+        if safe_component(name) != name or name in (".", ".."):
+            raise ConfigError(f"The param {key} names the folders of its models and report under workdir, so it must "
+                              f"be letters, digits, '_', '-' and '.' (not first), at most {MAX_COMPONENT} of them; "
+                              f"got {name!r}. Give the pipeline a plain name, e.g. {safe_component(name)!r}.")
     if a == b:
         raise ConfigError(f"pipeline_a and pipeline_b must differ, both are {a!r}.")
     ds = str(params["ds"])

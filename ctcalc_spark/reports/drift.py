@@ -50,7 +50,7 @@ from ctcalc_spark.core.windows import (
 )
 from ctcalc_spark.errors import ConfigError, InputError
 from ctcalc_spark.pathsafe import report_root, write_atomic
-from ctcalc_spark.redact import redact, redact_url
+from ctcalc_spark.redact import redact, redact_url, spreadsheet_safe
 from ctcalc_spark.reports.plotting import figure_png, img_tag, plain, pyplot
 
 if TYPE_CHECKING:
@@ -794,8 +794,8 @@ def write_report_files(report: DriftReport, cfg: JobConfig, out_dir: str | Path)
     paths = {"html": out / f"{stem}.html", "csv": out / f"{stem}.csv", "flags_csv": out / f"{stem}_flags.csv",
              "json": out / f"{stem}.json"}
     plots = {str(m): model_plots(report, str(m)) for m in sorted(report.whole["model"].unique())}
-    write_atomic(paths["csv"], report.table.to_csv(index=False))
-    write_atomic(paths["flags_csv"], report.flags.to_csv(index=False))
+    write_atomic(paths["csv"], spreadsheet_safe(report.table).to_csv(index=False))
+    write_atomic(paths["flags_csv"], spreadsheet_safe(report.flags).to_csv(index=False))
     meta = {"start": report.start, "end": report.end, "task": report.task, "window": report.spec.kind,
             "days": report.spec.days, "rule": {**asdict(report.rule), "description": report.rule.describe()},
             "config": redact(config_to_dict(cfg)), "warnings": report.warnings, "summary": _records(report.summary),

@@ -11,6 +11,7 @@ import pandas as pd
 
 from ctcalc_spark.core.rolling_compare import RollingComparison, period_description, window_summary
 from ctcalc_spark.pathsafe import write_atomic
+from ctcalc_spark.redact import spreadsheet_safe
 from ctcalc_spark.reports.plotting import figure_png, img_tag, plain, pyplot
 
 WINDOW_COLUMNS = ["window", "window_start", "window_end", "runs_a", "runs_b", "vanilla_acc", "vanilla_lo",
@@ -102,6 +103,6 @@ def write_windows_csv(rc: RollingComparison, out_dir: str | Path) -> Path:
     """``windows.csv`` (per-window Acc) and ``runs.csv`` (per window and run: sums and both metrics) in out_dir."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    write_atomic(out / "windows.csv", window_frame(rc).to_csv(index=False))
-    write_atomic(out / "runs.csv", rc.runs.to_csv(index=False))
+    write_atomic(out / "windows.csv", spreadsheet_safe(window_frame(rc)).to_csv(index=False))
+    write_atomic(out / "runs.csv", spreadsheet_safe(rc.runs).to_csv(index=False))
     return out / "windows.csv"

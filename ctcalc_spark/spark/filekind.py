@@ -121,6 +121,33 @@ def data_files(folder: str, glob: str | None = None) -> Iterator[str]:
                     and (not patterns or any(fnmatch.fnmatchcase(n, p) for p in patterns)))
 
 
+def check_folder_links(root: str, paths: Sequence[str]) -> None:
+    """InputError when a local input has a folder below ``paths`` that is a symbolic link into the table's own
+    folder ``root`` or above it (``ds=2026-11-21/loop -> ..``): Spark follows such a link and reads the files under
+    it again, a loop up to 40 times (a day of 400 rows counted 16,400), without a word. Links to folders elsewhere
+    (a day's folder on another disk) are read as they are. Folders Spark leaves out ('.', '_') are not looked at."""
+    from ctcalc_spark.errors import InputError
+
+    top = os.path.realpath(local_path(root))
+    for path in paths:
+        for where, subs, _ in os.walk(local_path(path)):
+            subs[:] = sorted(d for d in subs if not d.startswith((".", "_")))
+            for d in subs:
+                link = os.path.join(where, d)
+                target = os.path.realpath(link)
+                if not os.path.islink(link) or not (_inside(target, top) or _inside(top, target)):
+                    continue
+                raise InputError(
+                    f"The evaluation table {root!r} holds a folder that links back into it: "
+                    f"{os.path.relpath(link, top)} -> {target}. Spark follows the link and reads the files under it "
+                    "again (a link to a folder above it, over and over), so rows would count more than once. Remove "
+                    "the link, or point it at a folder outside the table's.")
+
+
+def _inside(path: str, folder: str) -> bool:
+    return path == folder or path.startswith(folder.rstrip(os.sep) + os.sep)
+
+
 TABLE_FORMAT_MARKS = {"delta": "_delta_log", "hudi": ".hoodie", "iceberg": "metadata"}
 """Table formats whose folder keeps the files of earlier versions, and the folder that marks a table of each."""
 

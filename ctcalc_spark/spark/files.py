@@ -12,10 +12,11 @@ import os
 import re
 import uuid
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ctcalc_spark.errors import ConfigError
 from ctcalc_spark.pathsafe import write_atomic
+from ctcalc_spark.redact import redact_url
 
 if TYPE_CHECKING:
     import pyarrow.fs as pafs
@@ -69,6 +70,26 @@ def csv_first_record(data: bytes, sep: str = ",") -> tuple[list[str], bool]:
 
     first, _, rest = data.decode("utf-8", errors="replace").lstrip("\ufeff").partition("\n")
     return next(csv.reader([first.rstrip("\r")], delimiter=sep), []), bool(rest.strip())
+
+
+def _arrow_kind(kind: Any) -> str:
+    """text, number, boolean, time or the type's name, of a pyarrow type."""
+    import pyarrow as pa
+
+    checks = (("text", (pa.types.is_string, pa.types.is_large_string, pa.types.is_string_view)),
+              ("number", (pa.types.is_integer, pa.types.is_floating, pa.types.is_decimal)),
+              ("boolean", (pa.types.is_boolean,)), ("time", (pa.types.is_timestamp, pa.types.is_date)))
+    return next((name for name, tests in checks if any(t(kind) for t in tests)), str(kind))
+
+
+def _spark_kind(kind: Any) -> str:
+    """text, number, boolean, time or the type's name, of a Spark type."""
+    name = kind.typeName()
+    if name in ("string", "varchar", "char"):
+        return "text"
+    if name in ("byte", "short", "integer", "long", "float", "double", "decimal"):
+        return "number"
+    return {"boolean": "boolean", "date": "time", "timestamp": "time", "timestamp_ntz": "time"}.get(name, name)
 
 
 class FileStore:
@@ -156,6 +177,20 @@ class FileStore:
 
         with self._fs.open_input_file(self._p(path)) as f:
             return list(pq.read_schema(f).names)
+
+    def parquet_type_clash(self, path: str, schema: Any) -> str | None:
+        """Where a Parquet file's footer gives a column of ``schema`` (a Spark StructType) a type of another kind
+        (text where numbers are read, say): a phrase naming the column and both types; None when every kind agrees
+        (raises OSError or pyarrow's ArrowInvalid if the footer is unreadable)."""
+        import pyarrow.parquet as pq
+
+        with self._fs.open_input_file(self._p(path)) as f:
+            got = pq.read_schema(f)
+        for field in schema.fields:
+            if field.name in got.names and _arrow_kind(got.field(field.name).type) != _spark_kind(field.dataType):
+                return (f"its column {field.name!r} is {got.field(field.name).type} where the stream reads "
+                        f"{field.dataType.simpleString()}: a file written with other types")
+        return None
 
     def csv_head(self, path: str, sep: str = ",", limit: int = 1 << 16) -> tuple[list[str], bool]:
         """(the first record's fields, whether a non-blank line follows it) of a CSV file, from its first
@@ -257,7 +292,7 @@ def connector_error(error: BaseException | str, uri: str | None = None) -> str |
         scheme = uri.split("://", 1)[0].lower()
     if not scheme:
         return None
-    uri = uri or f"{scheme}://..."
+    uri = redact_url(uri) if uri else f"{scheme}://..."  # s3a://KEY:SECRET@bucket: the message is echoed
     version = hadoop_version() or "<the Hadoop version of your Spark>"
 
     def package(artifact: str) -> str:

@@ -7,6 +7,7 @@ key, so invalid rows are summed in groups of their own, which only count them.
 from __future__ import annotations
 
 import logging
+import re
 from typing import TYPE_CHECKING, Mapping, Sequence
 
 from ctcalc_spark.config import JobConfig
@@ -16,6 +17,7 @@ from ctcalc_spark.core.summary import BINARY_COUNTS, BINARY_MOMENTS, HIST_LOGIT_
 from ctcalc_spark.spark.names import col, quoted
 
 if TYPE_CHECKING:
+    import numpy as np
     import pandas as pd
     from pyspark.sql import Column, DataFrame
 
@@ -30,7 +32,7 @@ INVALID_REASONS = {
     6: "split value not 'bias'/'remain'",
     7: "text that is not a number in the label, score or weight column",
     8: "malformed record (the reader could not parse it)",
-    9: "null in the model or run column",
+    9: "null (or NaN) in the model or run column",
     10: "logit array length differs from the other rows of its model and run",
     11: "null label",
     12: "null score (logit or prediction)",
@@ -49,6 +51,9 @@ UNATTRIBUTED_CODES = (MALFORMED_RECORD, 9)
 """Codes of rows that no (model, run) owns: counted per day, outside the metrics rows."""
 NULL_SLICE = "__null__"
 """slice_value of the rows whose slice column is null (a slice of its own, like any other value)."""
+NULL_SLICE_TEXT = re.compile(r"^\\*__null__$")
+"""Slice values written with one more backslash in front (:func:`string_key`): the text ``__null__`` itself, and
+the values that escaping makes (``\\__null__``), so that no value merges with the null slice or another value."""
 
 
 def reason_counts(tally: pd.DataFrame) -> str:
@@ -216,13 +221,17 @@ def prepared_rows(df: DataFrame, cfg: JobConfig, extra_keys: Sequence[str] = ())
 
 
 def first_checks(df: DataFrame, cfg: JobConfig, text: Sequence[str | None]) -> list[tuple[str, int]]:
-    """The checks every task makes first (SQL conditions): a malformed record (8), a null model or run (9),
+    """The checks every task makes first (SQL conditions): a malformed record (8), a null (or NaN) model or run (9),
     text that is not a number (7) in the columns whose ``text`` condition (from :func:`number_column`) is given."""
     checks: list[tuple[str, int]] = []
     corrupt = corrupt_record_column(df, cfg)
     if corrupt is not None:
         checks.append((f"{quoted(corrupt)} IS NOT NULL", 8))
-    checks.append((f"({quoted(cfg.columns.model)} IS NULL OR {quoted(cfg.columns.run)} IS NULL)", 9))
+    types = dict(df.dtypes)
+    # a NaN in a float model or run column is a missing value as a null is (it was a run of its own, 'NaN')
+    keys = [f"{quoted(k)} IS NULL" + (f" OR isnan({quoted(k)})" if types.get(k) in ("float", "double") else "")
+            for k in (cfg.columns.model, cfg.columns.run)]
+    checks.append((f"({' OR '.join(keys)})", 9))
     flags = [t for t in text if t is not None]
     if flags:
         checks.append(("(" + " OR ".join(flags) + ")", 7))
@@ -395,11 +404,15 @@ def sql_double(x: float) -> str:
 
 def string_key(c: str, slices: Sequence[str]) -> Column:
     """Key column ``c`` as a string (the summaries-table contract), cast after aggregating; a null slice
-    value becomes :data:`NULL_SLICE`."""
+    value becomes :data:`NULL_SLICE`, and a slice value that is that text (after any backslashes) gets one more
+    backslash in front (``'__null__'`` -> ``'\\__null__'``), so that it stays a slice of its own."""
     from pyspark.sql import functions as F
 
     text = col(c).cast("string")
-    return (F.coalesce(text, F.lit(NULL_SLICE)) if c in slices else text).alias(c)
+    if c not in slices:
+        return text.alias(c)
+    literal = text.rlike(NULL_SLICE_TEXT.pattern)
+    return F.when(text.isNull(), F.lit(NULL_SLICE)).when(literal, F.concat(F.lit("\\"), text)).otherwise(text).alias(c)
 
 
 def _string_keys(agg: DataFrame, keys: Sequence[str], slices: Sequence[str]) -> DataFrame:
@@ -446,11 +459,15 @@ def invalid_tally(groups: pd.DataFrame, keys: Sequence[str]) -> pd.DataFrame:
 MAX_WEIGHT_SUM = 1e150
 """Largest total weight of a (model, run) group: the finalisers multiply two weight sums (AUC), and 1e150² is
 still a finite double. Metrics do not change when every weight is scaled by one constant."""
+MIN_WEIGHT_SUM = 1e-150
+"""Smallest total weight of a group with any weight (a summary group of a day, model, run and slice): the
+product of two such sums is still a normal double, where weights of 1e-300 made the AUC 0/0."""
 
 
 def _check_sums(ok: pd.DataFrame, keys: Sequence[str], cfg: JobConfig, skip: Sequence[str] = ()) -> None:
-    """InputError when a group's sums overflowed (inf, or NaN from inf - inf) or its weights are too large.
-    ``skip``: more columns that are not sums (named, not dropped: a drop copies a year's summaries)."""
+    """InputError when a group's sums overflowed (inf, or NaN from inf - inf) or its weights are too large, or
+    too small to multiply. ``skip``: more columns that are not sums (named, not dropped: a drop copies a year's
+    summaries)."""
     import numpy as np
 
     from ctcalc_spark.errors import InputError
@@ -459,22 +476,48 @@ def _check_sums(ok: pd.DataFrame, keys: Sequence[str], cfg: JobConfig, skip: Seq
             if n not in (*keys, *skip, "invalid", "is_bias", "label", "bin", "count", "clipped")]
     values = ok[sums].to_numpy(dtype=np.float64, na_value=0.0)
     finite = np.isfinite(values).all(axis=1)
+    w = ok["weight"].to_numpy(dtype=np.float64, na_value=0.0)
     # A group's weight is a sum of rows' weights, none negative (a negative weight makes its row invalid): when all
     # of them together stay within the limit, no group exceeds it, and the groups need not be summed (a year's
-    # summaries: 78 -> 17 ms).
-    if finite.all() and float(ok["weight"].sum()) <= MAX_WEIGHT_SUM:
+    # summaries: 78 -> 17 ms); when no summary row's weight is below the floor, no group's is.
+    with np.errstate(over="ignore", invalid="ignore"):
+        total = float(w.sum())
+        if finite.all() and total <= MAX_WEIGHT_SUM and not ((w > 0) & (w < MIN_WEIGHT_SUM)).any():
+            return
+        group = [k for k in keys if k not in cfg.columns.slices]
+        # numpy's sums, not pandas': a grouped pandas sum compensates its rounding, and 1e308 + 1e308 gives NaN
+        # there (then NaN > limit is false)
+        weight = _group_sums(ok, group, w)
+        smallest = _group_sums(ok, list(keys), w)
+        large = ~finite | ~(weight <= MAX_WEIGHT_SUM)
+        small = (smallest > 0) & (smallest < MIN_WEIGHT_SUM)
+    if not (large.any() or small.any()):
         return
-    group = [k for k in keys if k not in cfg.columns.slices]
-    weight = ok.groupby(group, dropna=False)["weight"].transform("sum").to_numpy(dtype=np.float64)
-    bad = ~finite | (weight > MAX_WEIGHT_SUM)
-    if not bad.any():
-        return
-    first = ok[bad].iloc[0]
-    where = ", ".join(f"{k}={first[k]!r}" for k in group)
+    mask, names, sums_of = (large, group, weight) if large.any() else (small, list(keys), smallest)
+    first = ok[mask].iloc[0]
+    where = ", ".join(f"{k}={first[k]!r}" for k in names)
+    got = float(sums_of[mask][0])
     column = cfg.columns.weight or "the weight (1 per row)"
+    if large.any():
+        raise InputError(
+            f"The weights in {column!r} or the scores are too large to sum: {int(large.sum())} summary groups "
+            f"overflow (e.g. {where}: total weight {got:.3g}, at most {MAX_WEIGHT_SUM:g} is allowed; or a sum of "
+            "weight x loss is infinite). Metrics do not change when every weight is divided by one constant: "
+            "rescale the weights (e.g. divide by their maximum) and check the scores."
+        )
     raise InputError(
-        f"The weights in {column!r} or the scores are too large to sum: {int(bad.sum())} summary groups overflow "
-        f"(e.g. {where}: total weight {float(weight[bad][0]):.3g}, at most {MAX_WEIGHT_SUM:g} is allowed; or a sum "
-        "of weight x loss is infinite). Metrics do not change when every weight is divided by one constant: "
-        "rescale the weights (e.g. divide by their maximum) and check the scores."
+        f"The weights in {column!r} are too small to multiply: e.g. {where} has a total weight of {got:.3g}, and at "
+        f"least {MIN_WEIGHT_SUM:g} is needed (the AUC multiplies two weight sums, which would round to 0). Metrics do "
+        "not change when every weight is multiplied by one constant: rescale the weights (e.g. divide by their "
+        "maximum)."
     )
+
+
+def _group_sums(ok: pd.DataFrame, keys: list[str], w: np.ndarray) -> np.ndarray:
+    """Per row of ``ok``: the sum of ``w`` over its group of ``keys`` (plain float sums, inf where they overflow)."""
+    import numpy as np
+
+    codes = ok.groupby(keys, dropna=False, sort=False).ngroup().to_numpy()
+    sums = np.zeros(int(codes.max()) + 1 if len(codes) else 0)
+    np.add.at(sums, codes, w)
+    return sums[codes]
