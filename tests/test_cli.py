@@ -16,7 +16,7 @@ import ctcalc_spark
 from ctcalc_spark.cli.main import EXIT_CODES, build_parser, configure_logging, log_levels, main, run_guarded
 from ctcalc_spark.errors import (
     EXIT_CONFIG, EXIT_INPUT, EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_MISSING_DEPENDENCY, EXIT_RUNTIME, EXIT_USAGE,
-    ConfigError, DegenerateBiasError, InputError, MissingDependencyError,
+    ConfigError, DegenerateBiasError, InputError, MissingDependencyError, UsageError,
 )
 from ctcalc_spark.where import conf_dir, example_config, submit_script
 from tests._cli import run_cli
@@ -290,11 +290,13 @@ def test_demo_progress_on_stderr_results_on_stdout_then_quiet_and_bad_input(spar
     (["evaluate", "--ds", "2026/11/20"], "--ds", "2026/11/20"),
 ])
 def test_a_malformed_date_is_refused_naming_its_option_before_spark_starts(tmp_path, args, flag, value):
-    """A day written another unambiguous way (20261120, 2026/11/20) is refused, not guessed, with the form to use."""
-    proc = run_cli([*args, "--config", str(example_config("demo.yaml"))], cwd=tmp_path, expect=EXIT_CONFIG)
+    """A day written another unambiguous way (20261120, 2026/11/20) is refused, not guessed, with the form to use:
+    a usage error (exit 2, as docs/deploy.md says), before anything starts."""
+    proc = run_cli([*args, "--config", str(example_config("demo.yaml"))], cwd=tmp_path, expect=EXIT_USAGE)
     meant = " (write it 2026-11-20)" if value.startswith("2026") and value.endswith("20") else ""
-    assert proc.stderr == f"ctcalc {args[0]}: error: {flag} must be a date like 2026-11-21, got '{value}'{meant}.\n"
-    # (a started JVM prints its own line first: 'WARNING: Using incubator modules')
+    assert proc.stderr.splitlines()[-1] == (f"ctcalc {args[0]}: error: argument {flag}: the day must be a date like "
+                                            f"2026-11-21, got '{value}'{meant}.")
+    assert proc.stderr.startswith(f"usage: ctcalc {args[0]} ")
 
 
 @pytest.mark.parametrize("args", [["rolling", "--ds", "2026-11-20"], ["rolling", "--ds", "2026-11-20", "--scan"],
@@ -330,13 +332,28 @@ def test_a_period_given_as_ds_start_end_for_compare_and_report():
     assert period("2026-11-02") == (False, "2026-11-02", None, None)  # one day: left to the command
     assert period(None, "2026-11-01", "2026-11-02") == (False, None, "2026-11-01", "2026-11-02")
     for ds, first, message in (
-            ("2026-11-03..2026-11-01", None, "START 2026-11-03 is after END 2026-11-01."),
             ("2026-11-01,2026-11-03", None, "one day or one range START..END, not a list; give --ds-from and --ds-to"),
-            ("2026-11-01..2026-11-03", "2026-11-01", "names the period already: give it, or --ds-from and --ds-to"),
-            ("2026-11-01..20261103", None, "--ds (its END) must be a date like 2026-11-21, got '20261103' (write it "
-                                            "2026-11-03).")):
-        with pytest.raises(ConfigError, match=re.escape(message)):
+            ("2026-11-01..2026-11-03", "2026-11-01", "names the period already: give it, or --ds-from and --ds-to")):
+        with pytest.raises(UsageError, match=re.escape(message)) as refused:
             period(ds, first)
+        assert refused.value.exit_code == EXIT_USAGE
+
+
+@pytest.mark.parametrize(("text", "message"), [
+    ("2026-11-03..2026-11-01", "the range '2026-11-03..2026-11-01' ends before it starts"),
+    ("2026-11-01..20261103", "the day must be a date like 2026-11-21, got '20261103' (write it 2026-11-03)."),
+    ("2026-11-01,", "expected days YYYY-MM-DD or ranges START..END separated by commas, got '2026-11-01,' (an empty "
+                    "item)"),
+])
+def test_a_malformed_ds_is_an_argument_error(text, message):
+    """--ds is checked as argparse parses it (exit 2); what it accepts goes on unchanged."""
+    import argparse
+
+    from ctcalc_spark.cli.common import days_argument
+
+    with pytest.raises(argparse.ArgumentTypeError, match=re.escape(message)):
+        days_argument(text)
+    assert days_argument(" 2026-11-01 .. 2026-11-03,2026-11-05") == " 2026-11-01 .. 2026-11-03,2026-11-05"
 
 
 def test_a_java_failure_is_reported_by_its_innermost_cause(spark, tmp_path, capsys):
@@ -389,12 +406,32 @@ def test_each_error_class_has_its_exit_code(error, code, capsys):
 
 @pytest.mark.parametrize(("module", "extra"), [
     ("torch", "torch"), ("matplotlib.pyplot", "reports"), ("airflow.sdk", "airflow"), ("pyspark.sql", "spark"),
+    ("grpc", "connect"), ("google.rpc", "connect"), ("zstandard", "connect"),
 ])
 def test_missing_optional_module_names_its_extra(module, extra):
     err = MissingDependencyError.from_import_error(ModuleNotFoundError(f"No module named {module!r}", name=module))
     assert err is not None and err.exit_code == EXIT_MISSING_DEPENDENCY
     assert f"pip install 'ctcalc-spark[{extra}]'" in str(err)
     assert MissingDependencyError.from_import_error(ModuleNotFoundError("x", name="numpy")) is None
+
+
+def test_pysparks_own_dependency_check_names_the_connect_extra():
+    """pyspark checks a Spark Connect client's packages itself and raises PySparkImportError (no module name), which
+    was an internal error (70); it is a missing optional package (5) naming the extra, also for one too old."""
+    from pyspark.errors import PySparkImportError
+
+    missing = PySparkImportError(errorClass="PACKAGE_NOT_INSTALLED",
+                                 messageParameters={"package_name": "grpcio-status", "minimum_version": "1.48.1"})
+    old = PySparkImportError(errorClass="UNSUPPORTED_PACKAGE_VERSION", messageParameters={
+        "package_name": "grpcio", "minimum_version": "1.48.1", "current_version": "1.40.0"})
+    assert str(MissingDependencyError.from_import_error(missing)) == (
+        "the optional Python package 'grpcio-status' is not installed; install it with: pip install "
+        "'ctcalc-spark[connect]'")
+    assert str(MissingDependencyError.from_import_error(old)) == (
+        "the optional Python package 'grpcio' is 1.40.0, too old; install it with: pip install 'ctcalc-spark[connect]'")
+    other = PySparkImportError(errorClass="PACKAGE_NOT_INSTALLED",
+                               messageParameters={"package_name": "something-else", "minimum_version": "1"})
+    assert MissingDependencyError.from_import_error(other) is None
 
 
 def test_missing_torch_is_one_line_naming_the_extra(tmp_path):

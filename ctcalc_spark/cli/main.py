@@ -50,10 +50,10 @@ COMMANDS = {
 
 EXIT_CODES = (
     (EXIT_OK, "success"),
-    (EXIT_RUNTIME, "Spark or the file system failed (missing path, lost executor, full disk); may be transient"),
-    (EXIT_USAGE, "usage error: unknown option, missing or malformed argument"),
+    (EXIT_RUNTIME, "Spark or the file system failed while running (lost executor, full disk); may be transient"),
+    (EXIT_USAGE, "usage error: unknown option, missing or malformed argument (e.g. a --ds that is no day)"),
     (EXIT_CONFIG, "invalid configuration (config file or --set)"),
-    (EXIT_INPUT, "the input data violates the contract (columns, labels, values, empty day)"),
+    (EXIT_INPUT, "the input is missing or violates the contract (columns, labels, values, empty day)"),
     (EXIT_MISSING_DEPENDENCY, "an optional dependency is missing; the message names the extra to install"),
     (EXIT_INTERNAL, "internal error: a bug in ctcalc; the traceback is printed, please report it"),
     (EXIT_INTERRUPTED, "interrupted (Ctrl-C): jobs cancelled, staged files removed (an exchange under way ends)"),
