@@ -25,7 +25,8 @@ from ctcalc_spark.orchestration.notify import FailureNotifier
 from ctcalc_spark.orchestration.operators import CtcalcSparkSubmitOperator
 
 S = orch.parse_settings(__file__)
-NOTIFY = FailureNotifier(S.on_failure)
+NOTIFY = FailureNotifier(S.on_failure)  # each task's, after its last try
+NOTIFY_RUN = FailureNotifier(S.on_failure, run_level=True)  # the run's: only what no task reported
 
 
 def _path_param(description: str) -> Param:
@@ -39,7 +40,7 @@ def _path_param(description: str) -> Param:
     start_date=S.start_date,
     catchup=False,
     dagrun_timeout=dt.timedelta(seconds=S.dagrun_timeout_s),
-    on_failure_callback=NOTIFY,
+    on_failure_callback=NOTIFY_RUN,
     default_args={"owner": S.owner, "retries": S.retries, "retry_exponential_backoff": True,
                   "execution_timeout": dt.timedelta(seconds=S.task_timeout_s), "on_failure_callback": NOTIFY},
     params={

@@ -31,7 +31,8 @@ from ctcalc_spark.orchestration.notify import FailureNotifier
 from ctcalc_spark.orchestration.operators import CtcalcSparkSubmitOperator
 
 S = orch.parse_settings(__file__)
-NOTIFY = FailureNotifier(S.on_failure)
+NOTIFY = FailureNotifier(S.on_failure)  # each task's, after its last try
+NOTIFY_RUN = FailureNotifier(S.on_failure, run_level=True)  # the run's: only what no task reported
 TASK_TIMEOUT = dt.timedelta(seconds=S.task_timeout_s)
 
 
@@ -56,7 +57,7 @@ def _sensor_timeout(timeout_s: float) -> dt.timedelta:
     catchup=S.catchup,
     max_active_runs=S.max_active_runs,
     dagrun_timeout=dt.timedelta(seconds=S.dagrun_timeout_s),
-    on_failure_callback=NOTIFY,
+    on_failure_callback=NOTIFY_RUN,
     default_args={
         "owner": S.owner,
         "retries": S.retries,

@@ -497,6 +497,77 @@ def test_jobs_that_a_retry_cannot_mend_fail_for_good():
     assert [m for m in ERROR_MARKERS if m in "ctcalc evaluate: stopped by SIGTERM"] == [": stopped by SIG"]
 
 
+NOTIFY_DAG = r"""
+import datetime as dt
+from airflow.sdk import dag, task
+from ctcalc_spark.orchestration.notify import FailureNotifier
+
+@dag(dag_id="notify_probe", schedule=None, start_date=dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc),
+     on_failure_callback=FailureNotifier("probe:on_failure", run_level=True), dagrun_timeout=dt.timedelta(hours=2),
+     default_args={"retries": 0, "on_failure_callback": FailureNotifier("probe:on_failure")})
+def notify_probe():
+    @task
+    def fails():
+        raise ValueError("the day is bad")
+
+    @task
+    def after():
+        pass
+
+    fails() >> after()
+
+notify_probe()
+"""
+NOTIFY_RUNNER = r"""
+import datetime as dt, sys
+from airflow.dag_processing.dagbag import DagBag
+
+d = DagBag(dag_folder=sys.argv[1]).dags["notify_probe"]
+run = d.test(logical_date=dt.datetime(2026, 1, 2, tzinfo=dt.timezone.utc))
+print("RUN", run.run_id, run.state)
+# What the dag-processor passes for a run that dagrun_timeout ended (airflow.dag_processing.processor): no task
+# failed, the last unfinished task is the context's ti.
+class TI:
+    task_id, dag_id, run_id, try_number, log_url = "after", "notify_probe", "timeout_run", 1, None
+d.on_failure_callback({"dag": d, "run_id": "timeout_run", "reason": "timed_out", "ti": TI()})
+"""
+
+
+@needs_airflow
+def test_each_failure_notifies_once(tmp_path):
+    """A failed task calls the function once (its own callback); the run it fails only logs. A run that failed with
+    no task failure (dagrun_timeout) calls it once, naming the task left unfinished. (The DAG's callback notified
+    every task failure a second time.)"""
+    home = tmp_path / "home"
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("CTCALC_", "AIRFLOW"))}
+    env.update({"AIRFLOW_HOME": str(home), "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
+                "PROBE_FAILURE_OUT": str(tmp_path / "failures.jsonl"),
+                "PYTHONPATH": os.pathsep.join(p for p in (str(REPO), str(tmp_path), os.environ.get("PYTHONPATH", ""))
+                                              if p)})
+    (tmp_path / "probe.py").write_text(PROBE)
+    (tmp_path / "dags").mkdir()
+    (tmp_path / "dags" / "notify_probe.py").write_text(NOTIFY_DAG)
+    (tmp_path / "runner.py").write_text(NOTIFY_RUNNER)
+    env["AIRFLOW__CORE__DAGS_FOLDER"] = str(tmp_path / "dags")
+    for step in (["db", "migrate"], ["dags", "reserialize"]):  # dag.test() needs the DAG serialized
+        subprocess.run([str(BIN / "airflow"), *step], env=env, check=True, capture_output=True, cwd=tmp_path,
+                       timeout=300)
+    proc = subprocess.run([sys.executable, "runner.py", str(tmp_path / "dags")], env=env, capture_output=True, text=True, cwd=tmp_path,
+                          timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    run_id, state = next(line.split()[1:] for line in proc.stdout.splitlines() if line.startswith("RUN "))
+    assert state == "failed"
+    # the run's callback ran, and only logged
+    assert "ctcalc run failed: dag_id=notify_probe run_id=" in proc.stdout and "task fails failed and was notified" \
+        in proc.stdout
+    notified = [json.loads(line) for line in (tmp_path / "failures.jsonl").read_text().splitlines()]
+    assert [(n["kind"], n["run_id"], n["task_id"]) for n in notified] == [
+        ("task", run_id, "fails"), ("dag_run", "timeout_run", "after")]
+    assert notified[0]["reason"] == "ValueError: the day is bad"
+    assert notified[1]["reason"] == ("the run exceeded its dagrun_timeout (2:00:00) while task after was unfinished "
+                                     "(CTCALC_DAGRUN_TIMEOUT_S)")
+
+
 def test_compare_plan_needs_paths_and_respects_the_root(tmp_path):
     from ctcalc_spark.errors import ConfigError
     from ctcalc_spark.orchestration.tasks import compare_plan
