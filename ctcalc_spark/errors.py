@@ -17,6 +17,9 @@ EXIT_MISSING_DEPENDENCY = 5  # MissingDependencyError
 EXIT_INTERNAL = 70  # an unexpected exception: a bug in ctcalc (sysexits' EX_SOFTWARE)
 EXIT_INTERRUPTED = 130  # Ctrl-C (128 + SIGINT)
 EXIT_TERMINATED = 143  # SIGTERM (128 + 15): a scheduler stopped the task
+# `ctcalc ... --result-file PATH` writes {"command": ..., "exit_code": N} there when the command ends: how the
+# DAGs' spark-submit operator learns the job's code (ctcalc_spark.orchestration.operators).
+RESULT_FLAG = "--result-file"
 
 
 def listed(items: list[str], shown: int = 5, sep: str = ", ") -> str:

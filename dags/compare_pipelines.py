@@ -77,9 +77,9 @@ def compare_pipelines():  # type: ignore[no-untyped-def]
         """One training job per (pipeline, run): what `train` is mapped over."""
         return plan(params)["train_jobs"]  # type: ignore[no-any-return]
 
-    @task(max_active_tis_per_dagrun=2, execution_timeout=dt.timedelta(seconds=S.spark_timeout_s))
+    @task(max_active_tis_per_dagrun=2, execution_timeout=dt.timedelta(seconds=S.spark_timeout_s),
+          doc_md="Train one run (seed = run) of one pipeline; save the model file.")  # a mapped task: no docstring
     def train(job: dict) -> dict:
-        """Train one run (seed = run) of one pipeline; save the model file."""
         import pandas as pd
 
         from ctcalc_spark.upstream.models import ModelSpec
@@ -104,10 +104,13 @@ def compare_pipelines():  # type: ignore[no-untyped-def]
     spark_timeout = dt.timedelta(seconds=S.spark_timeout_s)
     evaluate = CtcalcSparkSubmitOperator(task_id="evaluate", conn_id=S.conn_id, application=s["evaluate_app"],
                                          application_args=s["evaluate_args"], name="ctcalc-compare-evaluate",
-                                         execution_timeout=spark_timeout)
+                                         execution_timeout=spark_timeout, pool=S.spark_pool,
+                                         doc_md="`ctcalc evaluate` of the scored table: metrics and summaries.")
     compare = CtcalcSparkSubmitOperator(task_id="compare", conn_id=S.conn_id, application=s["compare_app"],
                                         application_args=s["compare_args"], name="ctcalc-compare",
-                                        execution_timeout=spark_timeout)
+                                        execution_timeout=spark_timeout, pool=S.spark_pool,
+                                        doc_md="`ctcalc compare` of the two pipelines: metric accuracy, vanilla "
+                                               "vs calibrated, and the HTML report.")
     scored >> evaluate >> compare
 
 

@@ -147,12 +147,14 @@ def daily_calibrated_eval():  # type: ignore[no-untyped-def]
             raise ValueError("Scoring writes the evaluation table, so the config needs 'input.path'.")
         return orch.score_partition(models, features_path, eval_partition, ds)
 
-    def spark_job(task_id: str, app: str, outlets: dict,  # type: ignore[no-untyped-def]
+    def spark_job(task_id: str, app: str, outlets: dict, doc: str,  # type: ignore[no-untyped-def]
                   **kwargs) -> CtcalcSparkSubmitOperator:
         # The master (local, spark://..., yarn, k8s) or the Spark Connect server comes from the connection alone.
         return CtcalcSparkSubmitOperator(
             task_id=task_id,
+            doc_md=doc,
             conn_id=S.conn_id,
+            pool=S.spark_pool,
             application=s[app],
             application_args=s["job_args"],
             conf=s["spark_conf"],
@@ -222,8 +224,12 @@ def daily_calibrated_eval():  # type: ignore[no-untyped-def]
     branch = maybe_score(s["score"])
     scored = score(s["models"], s["sensor_path"], s["eval_partition"])
     evaluate = spark_job("evaluate", "evaluate_app", {METRICS: "metrics_path", SUMMARIES: "summaries_path"},
+                         "`ctcalc evaluate` of the day (spark-submit, or a Spark Connect client): its metrics and "
+                         "summaries partitions, swapped in atomically. Exit codes 2-5 fail it for good.",
                          trigger_rule=TriggerRule.NONE_FAILED_MIN_ONE_SUCCESS)
-    rolling = spark_job("rolling", "rolling_app", {ROLLING: "rolling_path"})
+    rolling = spark_job("rolling", "rolling_app", {ROLLING: "rolling_path"},
+                        "`ctcalc rolling` of the day: calibrated metrics with the bias fitted on the previous window's "
+                        "summaries, into its rolling partition.")
     [wait, previous] >> branch >> [scored, evaluate]
     scored >> evaluate >> rolling
     reported = report()

@@ -121,12 +121,14 @@ def describe():
                                   "retries": t.retries, "trigger_rule": str(t.trigger_rule),
                                   "on_failure": [type(c).__name__ for c in callbacks(t.on_failure_callback)],
                                   "outlets": [a.name for a in t.outlets], "mode": getattr(t, "mode", None),
-                                  "timeout": getattr(t, "timeout", None), "conn_id": getattr(t, "_conn_id", None)}
+                                  "timeout": getattr(t, "timeout", None), "conn_id": getattr(t, "_conn_id", None),
+                                  "pool": t.pool, "doc": bool(t.doc_md)}
                       for t in dag.tasks}}
     return out
 
 bare = describe()
 os.environ.update({"CTCALC_START_DATE": "2026-11-15", "CTCALC_CATCHUP": "true", "CTCALC_OWNER": "ml-eval",
+                   "CTCALC_SPARK_POOL": "ctcalc_spark",
                    "CTCALC_SENSOR_MODE": "poke", "CTCALC_SENSOR_TIMEOUT_S": "8", "CTCALC_RETRIES": "nope"})
 print(json.dumps({"bare": bare, "set": describe()}))
 '''
@@ -161,6 +163,8 @@ def test_dags_parse_without_any_setting(parsed):
             assert t["owner"] == "ctcalc", task_id
             assert t["execution_timeout"] != "None", task_id
             assert t["on_failure"] == ["FailureNotifier"], task_id
+            assert t["doc"], f"{task_id} has no doc_md"
+            assert t["pool"] == "default_pool", task_id  # until CTCALC_SPARK_POOL names one
     tasks = daily["tasks"]
     assert tasks["evaluate"]["outlets"] == ["ctcalc_daily_metrics", "ctcalc_daily_summaries"]
     assert tasks["rolling"]["outlets"] == ["ctcalc_daily_rolling"]
@@ -182,6 +186,10 @@ def test_parse_time_settings_reach_the_dag(parsed):
     daily = s["dags"]["daily_calibrated_eval"]
     assert daily["start_date"].startswith("2026-11-15 00:00:00") and daily["catchup"] is True
     assert {t["owner"] for t in daily["tasks"].values()} == {"ml-eval"}
+    # the Spark drivers share the pool CTCALC_SPARK_POOL names, so it caps how many run at once
+    assert {(d, i) for d, dag in s["dags"].items() for i, t in dag["tasks"].items() if t["pool"] == "ctcalc_spark"} \
+        == {("daily_calibrated_eval", "evaluate"), ("daily_calibrated_eval", "rolling"), ("compare_pipelines", "evaluate"),
+            ("compare_pipelines", "compare")}
     assert daily["tasks"]["settings"]["retries"] == 2  # the default, until CTCALC_RETRIES is fixed
     sensor = daily["tasks"]["wait_for_eval_partition"]
     assert sensor["mode"] == "poke" and sensor["timeout"] == 8
@@ -566,6 +574,41 @@ def test_each_failure_notifies_once(tmp_path):
     assert notified[0]["reason"] == "ValueError: the day is bad"
     assert notified[1]["reason"] == ("the run exceeded its dagrun_timeout (2:00:00) while task after was unfinished "
                                      "(CTCALC_DAGRUN_TIMEOUT_S)")
+
+
+OPERATOR_PROBE = r"""
+from ctcalc_spark.orchestration.operators import CtcalcSparkSubmitOperator
+from ctcalc_spark.where import submit_script
+op = CtcalcSparkSubmitOperator(task_id="evaluate", conn_id="spark_default", application=str(submit_script()),
+                               application_args=["evaluate", "--config", "missing.yaml", "--ds", "2026-11-15"],
+                               conf={"spark.ui.enabled": "false"})
+try:
+    op.execute({})
+except Exception as e:
+    print("RAISED", type(e).__name__, e)
+print("ARGS", op.application_args)
+"""
+
+
+@needs_airflow
+def test_the_spark_operator_reads_the_jobs_exit_code_from_its_result_record(tmp_path):
+    """spark-submit of the packaged submit.py: the job writes its exit code to a result record the operator reads
+    (the code was parsed out of the provider's error text); 3, a configuration error, fails for good."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("CTCALC_", "AIRFLOW"))}
+    env.update({"AIRFLOW_HOME": str(tmp_path / "home"), "PATH": str(BIN) + os.pathsep + env.get("PATH", ""),
+                "AIRFLOW_CONN_SPARK_DEFAULT": json.dumps({"conn_type": "spark", "host": "local[1]"}),
+                "TMPDIR": str(tmp_path / "tmp"),  # where the operator's record folder goes
+                "PYTHONPATH": os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH", "")) if p)})
+    (tmp_path / "tmp").mkdir()
+    proc = subprocess.run([sys.executable, "-c", OPERATOR_PROBE], env=env, capture_output=True, text=True,
+                          cwd=tmp_path, timeout=300)
+    out = proc.stdout + proc.stderr
+    assert "the job's result record: exit code 3" in out, out[-3000:]
+    raised = next(line for line in out.splitlines() if line.startswith("RAISED "))
+    assert raised.startswith("RAISED AirflowFailException ctcalc evaluate stopped with exit code 3 (configuration): "
+                             "ctcalc evaluate: error: Config file 'missing.yaml' does not exist"), raised
+    assert "ARGS ['evaluate', '--config', 'missing.yaml', '--ds', '2026-11-15']" in out  # the record flag taken off
+    assert not [p.name for p in (tmp_path / "tmp").iterdir() if p.name.startswith("ctcalc-result-")]  # removed
 
 
 def test_compare_plan_needs_paths_and_respects_the_root(tmp_path):

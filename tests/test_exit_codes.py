@@ -100,3 +100,20 @@ def test_each_documented_code_has_a_case_that_produces_it(code, tmp_path):
     done = run(tmp_path)
     assert done.returncode == code, done.stderr[-3000:]
     assert says in done.stderr and "Traceback" not in done.stderr
+
+
+@pytest.mark.parametrize(("args", "code"), [
+    (["where", "conf"], 0),
+    (["evaluate", "--ds", "2026-11-32"], 2),  # argparse's own exit: recorded too
+    (["evaluate", "--config", "missing.yaml", "--ds", "2026-11-15"], 3),
+])
+def test_the_result_file_records_the_exit_code(args, code, tmp_path):
+    """`--result-file PATH` (before or after the command) holds the command and its exit code when it ends: what the
+    DAGs' spark-submit operator reads instead of the provider's error text."""
+    import json
+
+    for where, flag in (("after", [*args, "--result-file", "r.json"]), ("before", ["--result-file=r.json", *args])):
+        done = run_cli(flag, cwd=tmp_path, expect=code)
+        assert json.loads((tmp_path / "r.json").read_text()) == {"command": args[0], "exit_code": code}, where
+        (tmp_path / "r.json").unlink()
+        assert done.returncode == code

@@ -18,7 +18,7 @@ from typing import Callable, Sequence
 from ctcalc_spark import __version__
 from ctcalc_spark.errors import (
     EXIT_CONFIG, EXIT_INPUT, EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_MISSING_DEPENDENCY, EXIT_OK, EXIT_RUNTIME,
-    EXIT_TERMINATED, EXIT_USAGE, CtcalcError, MissingDependencyError, java_root_cause,
+    EXIT_TERMINATED, EXIT_USAGE, RESULT_FLAG, CtcalcError, MissingDependencyError, java_root_cause,
 )
 from ctcalc_spark.spark import interrupt
 from ctcalc_spark.spark.files import connector_error
@@ -95,6 +95,34 @@ def _add_logging_flags(parser: argparse.ArgumentParser, *, in_subcommand: bool) 
                        help=f"one of {', '.join(LOG_LEVELS)}, for ctcalc and Spark alike")
 
 
+def _add_result_flag(parser: argparse.ArgumentParser, *, in_subcommand: bool) -> None:
+    parser.add_argument(RESULT_FLAG, dest="result_file", default=argparse.SUPPRESS if in_subcommand else None,
+                        metavar="PATH", help="when the command ends, write {\"command\": ..., \"exit_code\": N} as "
+                                             "JSON to PATH (for a scheduler: the code without reading the log)")
+
+
+def result_file(argv: Sequence[str]) -> str | None:
+    """The ``--result-file`` of a command line, found before argparse runs (so a usage error is recorded too)."""
+    found = None
+    for i, arg in enumerate(argv):
+        if arg == RESULT_FLAG and i + 1 < len(argv):
+            found = argv[i + 1]
+        elif arg.startswith(RESULT_FLAG + "="):
+            found = arg.split("=", 1)[1]
+    return found
+
+
+def write_result(path: str, command: str | None, code: int) -> None:
+    """The result record: the command and its exit code, written whole (a temporary file, then renamed)."""
+    import json
+    import os
+
+    tmp = f"{path}.{os.getpid()}.tmp"
+    with open(tmp, "w", encoding="utf-8") as f:
+        json.dump({"command": command, "exit_code": code}, f)
+    os.replace(tmp, path)
+
+
 def _version_text() -> str:
     from importlib.metadata import PackageNotFoundError, version
 
@@ -115,11 +143,13 @@ def build_parser(submitted: bool = False) -> argparse.ArgumentParser:
                                      "Spark.", epilog=_epilog(), formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--version", action="version", version=_version_text())
     _add_logging_flags(parser, in_subcommand=False)
+    _add_result_flag(parser, in_subcommand=False)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")  # none given: main() prints the list
     for name, (module, help_text) in COMMANDS.items():
         p = sub.add_parser(name, help=help_text, description=help_text)
         importlib.import_module(module).add_arguments(p)
         _add_logging_flags(p, in_subcommand=True)
+        _add_result_flag(p, in_subcommand=True)
         p.set_defaults(_module=module, _submitted=submitted)
     return parser
 
@@ -274,7 +304,25 @@ def _internal_error(error: BaseException, label: str) -> int:
 
 
 def main(argv: Sequence[str] | None = None, *, submitted: bool = False) -> int:
-    """Run a subcommand and return its exit code (see EXIT_CODES); argparse exits 2 on a usage error."""
+    """Run a subcommand and return its exit code (see EXIT_CODES); argparse exits 2 on a usage error. With
+    ``--result-file PATH`` the code is also written there, whatever ends the command (usage errors included)."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    record = result_file(argv)
+    if record is None:
+        return _main(argv, submitted)
+    command = next((a for a in argv if a in COMMANDS), None)
+    code = EXIT_INTERNAL
+    try:
+        code = _main(argv, submitted)
+        return code
+    except SystemExit as e:  # argparse: --help, --version (0) or a usage error (2)
+        code = e.code if isinstance(e.code, int) else (EXIT_OK if e.code is None else EXIT_USAGE)
+        raise
+    finally:
+        write_result(record, command, code)
+
+
+def _main(argv: list[str], submitted: bool) -> int:
     parser = build_parser(submitted)
     args = parser.parse_args(argv)
     if args.command is None:  # a bare `ctcalc`: the command list, not argparse's one-line "required" error

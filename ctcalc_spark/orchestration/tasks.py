@@ -68,6 +68,7 @@ class ParseSettings:
     """What the DAG files need at parse time; read from the environment, never from the metadata DB."""
 
     conn_id: str = "spark_default"
+    spark_pool: str = "default_pool"  # the Airflow pool of the tasks that run a Spark driver (CTCALC_SPARK_POOL)
     start_date: dt.datetime | None = None  # None: no catch-up, the first run is the latest completed day
     catchup: bool = False
     max_active_runs: int = 1
@@ -106,7 +107,7 @@ def parse_settings(
 ) -> ParseSettings:
     """Parse-time settings from ``CTCALC_*`` environment variables (cheap: no DB, no network, never raises).
 
-    ``CTCALC_SPARK_CONN_ID``, ``CTCALC_START_DATE`` (YYYY-MM-DD: the first day evaluated), ``CTCALC_CATCHUP``,
+    ``CTCALC_SPARK_CONN_ID``, ``CTCALC_SPARK_POOL``, ``CTCALC_START_DATE`` (YYYY-MM-DD: the first day evaluated), ``CTCALC_CATCHUP``,
     ``CTCALC_MAX_ACTIVE_RUNS``, ``CTCALC_OWNER``, ``CTCALC_RETRIES``, ``CTCALC_RETRY_DELAY_S``,
     ``CTCALC_MAX_RETRY_DELAY_S``, ``CTCALC_SENSOR_TIMEOUT_S``, ``CTCALC_SENSOR_POKE_S``, ``CTCALC_SENSOR_MODE``
     (poke/reschedule), ``CTCALC_PREVIOUS_TIMEOUT_S``, ``CTCALC_TASK_TIMEOUT_S``, ``CTCALC_SPARK_TIMEOUT_S``,
@@ -159,6 +160,7 @@ def parse_settings(
         on_failure = None
     return ParseSettings(
         conn_id=env.get("CTCALC_SPARK_CONN_ID") or d.conn_id,
+        spark_pool=env.get("CTCALC_SPARK_POOL") or d.spark_pool,
         start_date=start,
         catchup=catchup,
         max_active_runs=get("MAX_ACTIVE_RUNS", int, d.max_active_runs, positive, "an integer >= 1"),
