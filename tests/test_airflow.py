@@ -16,7 +16,9 @@ import datetime as dt
 import importlib.util
 import json
 import os
+import re
 import secrets
+import shutil
 import signal
 import sqlite3
 import subprocess
@@ -242,7 +244,9 @@ def test_run_settings_paths_precedence_and_previous_window():
     assert s["rolling"] == {"location": "/data/x/rolling", "catalog": False, "window_spec": "day", "ds": "2026-11-16"}
     assert s["ready"] == {"mode": "marker", "marker": str(REPO / "output/demo/eval/ds=2026-11-16/_SUCCESS")}
     assert s["job_args"][:4] == ["--config", str(REPO / "conf/demo.yaml"), "--ds", "2026-11-16"]
-    assert s["evaluate_app"] == str(REPO / "jobs" / "evaluate.py")
+    # the package's own spark-submit entry point, the command first: no jobs/ folder needed on a worker
+    assert s["evaluate_app"] == s["rolling_app"] == str(REPO / "ctcalc_spark" / "submit.py")
+    assert s["evaluate_args"] == ["evaluate", *s["job_args"]] and s["rolling_args"] == ["rolling", *s["job_args"]]
     assert s["previous"] == {"label": "2026-11-15", "days": ["2026-11-15"], "output": "/data/x", "catalog": False,
                              "policy": "require", "first_day": "2026-11-16"}
     # The report (a session of its own for catalog tables) gets the Spark settings the submitted jobs get.
@@ -623,7 +627,8 @@ def test_compare_plan_needs_paths_and_respects_the_root(tmp_path):
     with pytest.raises(ConfigError, match="outside CTCALC_COMPARE_ROOT"):
         compare_plan(params, str(REPO), allowed_root=str(tmp_path))  # the config lies in the repo
     plan = compare_plan({**params, "config": str(tmp_path / "c.yaml")}, str(REPO), allowed_root=str(tmp_path))
-    assert len(plan["train_jobs"]) == 4 and plan["compare_app"] == str(REPO / "jobs" / "compare.py")
+    assert len(plan["train_jobs"]) == 4 and plan["compare_app"] == str(REPO / "ctcalc_spark" / "submit.py")
+    assert plan["evaluate_args"][0] == "evaluate" and plan["compare_args"][0] == "compare"
 
 
 # ---- slow: a real scheduler catches up two completed days --------------------------------------------------
@@ -665,6 +670,42 @@ def _tail(path: Path, lines: int = 40) -> str:
     return "\n".join(path.read_text(errors="replace").splitlines()[-lines:]) if path.exists() else ""
 
 
+def _wheel_install(scratch: Path, env: dict[str, str]) -> tuple[Path, dict[str, str]]:
+    """A venv with the built wheel and nothing of the checkout: Airflow, its provider and pyspark are reached through
+    one path entry to this environment's site-packages (a plain path in a .pth file: the .pth files there, this
+    checkout's editable install among them, are not read). Returns the venv and the environment of the Airflow
+    processes: no checkout on PYTHONPATH (only probe.py's folder), the two-line DAG files copied into
+    scratch/dags, the job config the wheel's packaged demo.yaml."""
+    from tests._wheel import build_wheel, isolated
+
+    whl = build_wheel(scratch / "build")
+    venv = scratch / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, env=isolated(os.environ))
+    python = venv / "bin" / "python"
+    subprocess.run([sys.executable, "-m", "pip", "--python", str(python), "install", "--quiet", "--no-deps", str(whl)],
+                   check=True, env=isolated(os.environ), capture_output=True, timeout=300)
+    site = next((venv / "lib").glob("python3*/site-packages"))
+    shared = next(Path(p) for p in sys.path if p.endswith("site-packages") and (Path(p) / "airflow").is_dir())
+    (site / "shared_site_packages.pth").write_text(f"{shared}\n")  # written after the install: pip never saw it
+    (scratch / "dags").mkdir()
+    for dag_file in (REPO / "dags").glob("*.py"):
+        shutil.copy2(dag_file, scratch / "dags" / dag_file.name)
+    package = Path(subprocess.run([str(python), "-c", "import ctcalc_spark; print(ctcalc_spark.__file__)"],
+                                  env=isolated(os.environ), cwd=scratch, capture_output=True, text=True,
+                                  check=True).stdout.strip()).parent
+    assert package.is_relative_to(venv), package  # the wheel's package, not the checkout's
+    wheel_env = {k: v for k, v in isolated(env).items()}
+    wheel_env.update({
+        "PYTHONPATH": str(scratch),  # probe.py only
+        "PATH": os.pathsep.join([str(venv / "bin"), env["PATH"]]),  # the venv's ctcalc first; spark-submit after
+        "PYSPARK_PYTHON": str(python),
+        "PYSPARK_DRIVER_PYTHON": str(python),  # scripts/env.sh points it at this environment's python
+        "AIRFLOW__CORE__DAGS_FOLDER": str(scratch / "dags"),
+        "AIRFLOW_VAR_CTCALC_CONFIG": str(package / "conf" / "demo.yaml"),
+    })
+    return venv, wheel_env
+
+
 @pytest.fixture(scope="module")
 def scheduler(tmp_path_factory, free_port):
     """Demo data for day-2, day-1 (complete) and today (no _SUCCESS); a real Airflow catches up; results."""
@@ -689,12 +730,17 @@ def scheduler(tmp_path_factory, free_port):
         "AIRFLOW__API__WORKERS": "1",
         "AIRFLOW__API_AUTH__JWT_SECRET": secrets.token_hex(16),
         "AIRFLOW__LOGGING__WORKER_LOG_SERVER_PORT": str(free_port()),  # not 8793: other runs may hold it
+        # 5 s by default: a task start's call timed out (ReadTimeout) at a load average of 9-10 on 2 cores
+        "AIRFLOW__WORKERS__EXECUTION_API_TIMEOUT": "60",
     })
     (scratch / "probe.py").write_text(PROBE)
     write_demo_eval(scratch / "eval", n_examples_per_day=2000, n_runs=2, n_days=3, start_ds=days[0])
     (scratch / "eval" / f"ds={today.isoformat()}" / "_SUCCESS").unlink()  # today is still being written
+    # The Airflow processes run from the built wheel alone (env stays the checkout's, for the dag.test() scenarios).
+    venv, wheel_env = _wheel_install(scratch, env)
+    airflow = [str(venv / "bin" / "python"), "-m", "airflow"]
     t0 = time.perf_counter()
-    subprocess.run([str(BIN / "airflow"), "db", "migrate"], env=env, check=True, capture_output=True, cwd=scratch)
+    subprocess.run([*airflow, "db", "migrate"], env=wheel_env, check=True, capture_output=True, cwd=scratch)
     migrate_s = time.perf_counter() - t0
     logs = scratch / "proc_logs"
     logs.mkdir()
@@ -705,13 +751,13 @@ def scheduler(tmp_path_factory, free_port):
         for name, cmd in (("api-server", ["api-server", "--port", str(port), "--host", "127.0.0.1"]),
                           ("dag-processor", ["dag-processor"]), ("scheduler", ["scheduler"])):
             with (logs / f"{name}.log").open("w") as f:
-                procs.append(subprocess.Popen([str(BIN / "airflow"), *cmd], env=env, cwd=scratch, stdout=f,
+                procs.append(subprocess.Popen([*airflow, *cmd], env=wheel_env, cwd=scratch, stdout=f,
                                               stderr=subprocess.STDOUT, start_new_session=True))
         deadline = time.monotonic() + 540
         runs: list[dict] = []
         while time.monotonic() < deadline:
             time.sleep(5)
-            dead = [p.args[1] for p in procs if p.poll() is not None]
+            dead = [p.args[3] for p in procs if p.poll() is not None]
             assert not dead, f"{dead} exited early:\n" + "\n".join(_tail(logs / f"{n}.log") for n in dead)
             if not db.exists():
                 continue
@@ -737,9 +783,18 @@ def scheduler(tmp_path_factory, free_port):
         _stop(procs)
     task_logs = {str(p.relative_to(home / "logs")): _tail(p, 15) for p in (home / "logs").rglob("*.log")
                  if "dag_id=daily" in str(p)}
+    whole_logs = {str(p.relative_to(home / "logs")): p.read_text(errors="replace")
+                  for p in (home / "logs").rglob("*.log") if "dag_id=daily" in str(p)}
+    submitted = f"{venv}/lib/"  # spark-submit's command line names the wheel's ctcalc_spark/submit.py
+    from_wheel = {"evaluate_logs_submitting_the_wheel": sorted(
+                      name for name, text in whole_logs.items() if "task_id=evaluate" in name and submitted in text
+                      and "ctcalc_spark/submit.py evaluate" in text),
+                  # every ctcalc_spark file a task log names (tracebacks, the command lines) is the venv's
+                  "package_folders": sorted({m for text in whole_logs.values()
+                                             for m in re.findall(r"(/[\w./-]*)/ctcalc_spark/", text)})}
     result = {"today": today.isoformat(), "days": days, "runs": runs, "dag": dag_row[0] if dag_row else {},
               "tis": tis, "drift": {x["run_id"]: json.loads(x["value"]) for x in xcoms}, "events": events,
-              "rendered": rendered,
+              "rendered": rendered, "from_wheel": from_wheel,
               "migrate_s": migrate_s, "run_s": run_s,
               "debug": "\n".join([_tail(logs / "scheduler.log"), *[f"--- {k}\n{v}" for k, v in task_logs.items()]])}
     (scratch / "scheduler_result.json").write_text(json.dumps(result, indent=1, default=str))
@@ -800,6 +855,17 @@ def test_scheduler_runs_every_task_and_writes_each_day(scheduler):
     assert verdicts[d1]["outcome"] == "first_window" and verdicts[d1]["rows_checked"] == 0
     assert verdicts[d2]["outcome"] == "no_drift" and verdicts[d2]["rows_checked"] == len(roll2)
     assert not (scratch / "failures.jsonl").exists()  # the failure notifier was not called
+
+
+@needs_airflow
+@slow
+def test_scheduler_runs_from_the_installed_wheel_alone(scheduler):
+    """The Airflow processes had the built wheel and the two-line DAG files, no checkout on any path: every evaluate
+    submitted the wheel's own submit.py, and every ctcalc_spark file a task log names is the venv's."""
+    scratch, _, r = scheduler
+    assert len(r["from_wheel"]["evaluate_logs_submitting_the_wheel"]) == 2, r["debug"]
+    (site,) = r["from_wheel"]["package_folders"]
+    assert Path(site).is_relative_to(scratch / "venv") and not Path(site).is_relative_to(REPO)
 
 
 @needs_airflow

@@ -38,8 +38,11 @@ def _cli(*args: str) -> subprocess.CompletedProcess[str]:
                           cwd=ROOT, timeout=120)
 
 
-def test_version_prints_the_package_version():
-    proc = _cli("--version")
+@pytest.mark.parametrize("module", ["ctcalc_spark.cli", "ctcalc_spark"])
+def test_version_prints_the_package_version(module):
+    """`python -m ctcalc_spark` is the command too (it did not run)."""
+    proc = subprocess.run([sys.executable, "-m", module, "--version"], capture_output=True, text=True, cwd=ROOT,
+                          timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert re.fullmatch(rf"ctcalc {re.escape(ctcalc_spark.__version__)} \(pyspark \S+, Python 3\.\d+\.\d+\)\n",
                         proc.stdout)
@@ -64,8 +67,44 @@ def test_logging_flags_map_to_ctcalc_and_spark_levels():
     assert log_levels(None) == ("INFO", None)  # progress shown, Spark's level left to the session
     assert log_levels("quiet") == ("WARNING", "ERROR")
     assert log_levels("verbose") == ("DEBUG", "INFO")
-    assert log_levels("WARNING") == ("WARNING", "WARN")  # Spark's spelling
-    assert log_levels("DEBUG") == ("DEBUG", "DEBUG")
+    # --log-level is ctcalc's alone (it put Spark at DEBUG too); Spark's is --spark-log-level, which wins over
+    # what -v or -q give it
+    assert log_levels("DEBUG") == ("DEBUG", None)
+    assert log_levels("DEBUG", "WARNING") == ("DEBUG", "WARN")  # Spark's spelling
+    assert log_levels("quiet", "INFO") == ("WARNING", "INFO")
+    args = build_parser().parse_args(["--log-level", "debug", "where", "conf", "--spark-log-level", "error"])
+    assert (args.log_level, args.spark_log_level) == ("DEBUG", "ERROR")
+
+
+def test_json_log_format_for_log_lines_and_the_error_line(capsys):
+    """--log-format json: one JSON object a line, the error line too, for a log collector."""
+    import json
+
+    assert main(["--log-format", "json", "evaluate", "--config", "missing.yaml", "--ds", "2026-11-15"]) == EXIT_CONFIG
+    (line,) = capsys.readouterr().err.splitlines()
+    record = json.loads(line)
+    assert (record["level"], record["logger"]) == ("ERROR", "ctcalc_spark.cli") and record["time"].endswith("+00:00")
+    assert record["message"].startswith("ctcalc evaluate: error: Config file 'missing.yaml' does not exist")
+    logging.getLogger("ctcalc_spark.progress").info("a step")
+    assert json.loads(capsys.readouterr().err)["message"] == "a step"
+
+
+def test_under_spark_submit_the_error_and_log_lines_go_to_stderr(tmp_path):
+    """spark-submit copies the driver's stderr to its own stdout; ctcalc's lines now reach spark-submit's stderr,
+    and stdout keeps the results."""
+    import json
+    import shutil
+
+    spark_submit = shutil.which("spark-submit") or str(Path(sys.executable).with_name("spark-submit"))
+    proc = subprocess.run([spark_submit, "--master", "local[1]", str(submit_script()), "evaluate", "--config",
+                           "missing.yaml", "--ds", "2026-11-15", "--log-format", "json"], capture_output=True,
+                          text=True, cwd=tmp_path, timeout=300,
+                          env={**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT),
+                                                                                        os.environ.get("PYTHONPATH")]))})
+    assert proc.returncode == EXIT_CONFIG, proc.stdout + proc.stderr
+    assert "missing.yaml" not in proc.stdout
+    records = [json.loads(line) for line in proc.stderr.splitlines() if line.startswith("{")]
+    assert [r["level"] for r in records] == ["ERROR"] and "Config file 'missing.yaml'" in records[0]["message"]
 
 
 def test_log_lines_follow_the_current_stderr(monkeypatch):
