@@ -84,7 +84,7 @@ from ctcalc_spark.spark.files import (
     local_path,
     supports_exchange,
 )
-from ctcalc_spark.spark.names import col, excel_sep_line, header_slips, quoted, sep_line_fix
+from ctcalc_spark.spark.names import col, excel_sep_line, header_slips, quoted, sep_line_fix, sql_string
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -2165,7 +2165,7 @@ class Transaction:
         loc = store.location(table)
         empty = frame.iloc[:0] if isinstance(frame, pd.DataFrame) else frame
         root = _prepare_catalog_table(spark, loc, spark_frame(empty), parts, store.output.format,
-                                      codec_options(store.output)) if store.catalog else loc
+                                      codec_options(store.output), store.output) if store.catalog else loc
         if root is not None and store.swap_mode(root) == "exchange":
             staging = self._staging(root, table)
             self.staged.append((staging, root, [_partition_path(v) for v, _ in written]))  # removed if this fails
@@ -2271,12 +2271,16 @@ FILE_PROVIDERS = ("parquet", "orc", "json", "csv", "avro", "text", "hive")
 
 
 def _prepare_catalog_table(spark: SparkSession, name: str, frame: DataFrame, parts: Sequence[str],
-                           fmt: str, options: Mapping[str, str]) -> str | None:
-    """Create the table (partitioned, with writer ``options``: its codec) when missing and add new columns; return
-    its folder when it is a file-based table on a local file system (partitions can be exchanged atomically), else
-    None."""
+                           fmt: str, options: Mapping[str, str], output: OutputConfig) -> str | None:
+    """Create the table (partitioned, with writer ``options``: its codec; external under ``output.location`` and
+    with ``output.table_properties`` when set) when missing and add new columns; return its folder when it is a
+    file-based table on a local file system (partitions can be exchanged atomically), else None."""
     if not spark.catalog.tableExists(name):
-        frame.limit(0).write.partitionBy(*parts).format(fmt).options(**options).saveAsTable(name)
+        where = {"path": f"{output.location.rstrip('/')}/{name.split('.')[-1]}"} if output.location else {}
+        frame.limit(0).write.partitionBy(*parts).format(fmt).options(**options, **where).saveAsTable(name)
+        if output.table_properties:
+            props = ", ".join(f"{sql_string(k)} = {sql_string(v)}" for k, v in output.table_properties.items())
+            spark.sql(f"ALTER TABLE {name} SET TBLPROPERTIES ({props})")
     have = spark.table(name).columns
     new = [f for f in frame.schema.fields if f.name not in have]
     if new:
