@@ -666,6 +666,20 @@ def _ts(value: str | None) -> str | None:
     return None if value is None else str(value)[:19].replace("T", " ")
 
 
+def _wait_for_http(url: str, proc: subprocess.Popen, log: Path, timeout_s: float = 300) -> None:
+    import urllib.request
+
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        assert proc.poll() is None, f"exited early:\n{_tail(log)}"
+        try:
+            urllib.request.urlopen(url, timeout=5)
+            return
+        except OSError:
+            time.sleep(2)
+    raise AssertionError(f"{url} did not answer in {timeout_s} s:\n{_tail(log)}")
+
+
 def _tail(path: Path, lines: int = 40) -> str:
     return "\n".join(path.read_text(errors="replace").splitlines()[-lines:]) if path.exists() else ""
 
@@ -753,6 +767,8 @@ def scheduler(tmp_path_factory, free_port):
             with (logs / f"{name}.log").open("w") as f:
                 procs.append(subprocess.Popen([*airflow, *cmd], env=wheel_env, cwd=scratch, stdout=f,
                                               stderr=subprocess.STDOUT, start_new_session=True))
+            if name == "api-server":  # the task runners call it: a task started before it listens fails at once
+                _wait_for_http(f"http://127.0.0.1:{port}/api/v2/monitor/health", procs[0], logs / f"{name}.log")
         deadline = time.monotonic() + 540
         runs: list[dict] = []
         while time.monotonic() < deadline:
