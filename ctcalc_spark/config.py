@@ -325,6 +325,12 @@ class OutputConfig:
     endpoint. Unset keys come from the usual environment variables (docs/storage.md)."""
     compression: str = "none"
     """The codec of the catalog tables ctcalc creates (Spark's ``compression`` option: none, snappy, zstd, ...)."""
+    location: str | None = None
+    """Catalog mode: the folder under which ctcalc creates its missing tables as external tables, one folder per
+    table (``<location>/<table name>``, e.g. s3a://bucket/ctcalc/ctcalc_metrics); None: managed tables in the
+    database's own location."""
+    table_properties: Mapping[str, str] = field(default_factory=dict)
+    """Catalog mode: ``TBLPROPERTIES`` of the tables ctcalc creates (an owner, a retention class, ...)."""
 
     @property
     def catalog(self) -> bool:
@@ -595,6 +601,12 @@ def _validate_output(o: OutputConfig) -> None:
     bad = [k for k, v in o.storage_options.items() if not isinstance(v, str)]
     if bad:
         raise ConfigError(f"'output.storage_options' values must be strings (quote them in YAML), got {bad}.")
+    if (o.location or o.table_properties) and not o.catalog:
+        raise ConfigError("'output.location' and 'output.table_properties' describe the catalog tables ctcalc "
+                          "creates; set 'output.database' (or 'output.tables') too, or leave them out for output "
+                          "folders under 'output.path'.")
+    if o.location is not None and not str(o.location).strip():
+        raise ConfigError("'output.location' must be a folder (a path or URI), or null for managed tables.")
     codecs = OUTPUT_CODECS.get(str(o.format).lower())
     if codecs is not None and o.compression.lower() not in codecs:
         raise ConfigError(f"'output.compression' must be one of {list(codecs)} for output.format {o.format!r}, got "
@@ -938,7 +950,8 @@ class _UniqueKeyLoader(yaml.SafeLoader):
 
 # Mappings whose own keys are free text that may hold dots (Spark settings, reader options, Kafka options): in an
 # override 'spark.conf.spark.sql.shuffle.partitions' everything after the section is one key.
-FREE_KEY_SECTIONS = ("spark.conf", "input.options", "output.tables", "stream.options", "stream.kafka_options")
+FREE_KEY_SECTIONS = ("spark.conf", "input.options", "output.tables", "output.table_properties", "stream.options",
+                     "stream.kafka_options")
 
 
 def override_path(key: str) -> list[str]:

@@ -9,14 +9,17 @@ from __future__ import annotations
 import re
 
 EXIT_OK = 0
-EXIT_RUNTIME = 1  # Spark or the file system reported a failure (lost executor, missing path, full disk)
+EXIT_RUNTIME = 1  # Spark or the file system reported a failure while running (lost executor, full disk)
 EXIT_USAGE = 2  # argparse: unknown option, missing argument
 EXIT_CONFIG = 3  # ConfigError
-EXIT_INPUT = 4  # InputError, DegenerateBiasError
+EXIT_INPUT = 4  # InputError, DegenerateBiasError: a missing input path too (a rerun reads the same nothing)
 EXIT_MISSING_DEPENDENCY = 5  # MissingDependencyError
 EXIT_INTERNAL = 70  # an unexpected exception: a bug in ctcalc (sysexits' EX_SOFTWARE)
 EXIT_INTERRUPTED = 130  # Ctrl-C (128 + SIGINT)
 EXIT_TERMINATED = 143  # SIGTERM (128 + 15): a scheduler stopped the task
+# `ctcalc ... --result-file PATH` writes {"command": ..., "exit_code": N} there when the command ends: how the
+# DAGs' spark-submit operator learns the job's code (ctcalc_spark.orchestration.operators).
+RESULT_FLAG = "--result-file"
 
 
 def listed(items: list[str], shown: int = 5, sep: str = ", ") -> str:
@@ -58,6 +61,13 @@ class ConfigError(CtcalcError, ValueError):
     exit_code = EXIT_CONFIG
 
 
+class UsageError(ConfigError):
+    """A command-line argument is malformed or conflicts with another (a bad ``--ds``, two ways of naming a period):
+    exit 2, as for argparse's own usage errors."""
+
+    exit_code = EXIT_USAGE
+
+
 class InputError(CtcalcError, ValueError):
     """The evaluation data violates the input contract (columns, labels, values)."""
 
@@ -85,14 +95,22 @@ class ConcurrentRunError(CtcalcError):
     exit_code = EXIT_RUNTIME
 
 
-# Optional imports -> the extra of ctcalc-spark that installs them.
+# Optional imports -> the extra of ctcalc-spark that installs them. grpc, grpc_status, google.rpc and zstandard are
+# what a Spark Connect client needs besides pyspark (pyspark's own `connect` extra).
 OPTIONAL_DEPENDENCIES = {
     "pyspark": "spark",
     "torch": "torch",
     "tqdm": "torch",
     "matplotlib": "reports",
     "airflow": "airflow",
+    "grpc": "connect",
+    "grpc_status": "connect",
+    "google": "connect",
+    "zstandard": "connect",
 }
+# Distributions pyspark's own dependency check reports (PySparkImportError's package_name) -> the extra.
+_DISTRIBUTIONS = {"grpcio": "connect", "grpcio-status": "connect", "googleapis-common-protos": "connect",
+                  "zstandard": "connect"}
 
 
 class MissingDependencyError(CtcalcError, ImportError):
@@ -100,19 +118,31 @@ class MissingDependencyError(CtcalcError, ImportError):
 
     exit_code = EXIT_MISSING_DEPENDENCY
 
-    def __init__(self, module: str, extra: str) -> None:
+    def __init__(self, module: str, extra: str, found: str | None = None) -> None:
         hint = f"pip install 'ctcalc-spark[{extra}]'"
         if extra == "torch":
             hint += " (CPU-only torch: add --extra-index-url https://download.pytorch.org/whl/cpu)"
         elif extra == "spark":
             hint += ", or run it where a Spark runtime provides pyspark"
-        super().__init__(f"the optional Python package '{module}' is not installed; install it with: {hint}")
+        what = "is not installed" if found is None else f"is {found}, too old"
+        super().__init__(f"the optional Python package '{module}' {what}; install it with: {hint}")
         self.module = module
         self.extra = extra
 
     @classmethod
     def from_import_error(cls, error: ImportError) -> MissingDependencyError | None:
-        """The error for a failed import of an optional dependency, or None when ``error`` is about another module."""
+        """The error for a failed import of an optional dependency, or None when ``error`` is about another module.
+
+        Two kinds: Python's ``ModuleNotFoundError`` (``error.name`` is the module), and pyspark's
+        ``PySparkImportError`` from its own dependency check (e.g. a Spark Connect session without grpcio), whose
+        message parameters name the distribution and, for one too old, the version found.
+        """
+        params = getattr(error, "getMessageParameters", None)
+        if callable(params):
+            given = params() or {}
+            package = str(given.get("package_name", ""))
+            extra = _DISTRIBUTIONS.get(package)
+            return None if extra is None else cls(package, extra, given.get("current_version"))
         if not isinstance(error, ModuleNotFoundError) or not error.name:
             return None
         top = error.name.split(".")[0]

@@ -671,13 +671,19 @@ def _local(path: str) -> str:
 
 def _write_catalog(spark: SparkSession, name: str, data: pa.Table, parts: Sequence[str], output: OutputConfig) -> None:
     """Replace the partitions of catalog table ``name`` that ``data`` holds: the table is created when missing
-    (partitioned, ``output.format``), new columns are added, then Spark's own partition overwrite."""
+    (partitioned, ``output.format``, external under ``output.location`` and with ``output.table_properties`` when
+    set), new columns are added, then Spark's own partition overwrite."""
     from ctcalc_spark.config import codec_options
-    from ctcalc_spark.spark.names import quoted
+    from ctcalc_spark.spark.names import quoted, sql_string
 
     frame = spark.createDataFrame(data)
-    if not spark.catalog.tableExists(name):
-        frame.limit(0).write.partitionBy(*parts).format(output.format).options(**codec_options(output)).saveAsTable(name)
+    if not spark.catalog.tableExists(name):  # external under output.location when set
+        where = {"path": f"{output.location.rstrip('/')}/{name.split('.')[-1]}"} if output.location else {}
+        (frame.limit(0).write.partitionBy(*parts).format(output.format).options(**codec_options(output), **where)
+         .saveAsTable(name))
+        if output.table_properties:
+            props = ", ".join(f"{sql_string(k)} = {sql_string(v)}" for k, v in output.table_properties.items())
+            spark.sql(f"ALTER TABLE {name} SET TBLPROPERTIES ({props})")
     have = spark.table(name).columns
     new = [f for f in frame.schema.fields if f.name not in have]
     if new:

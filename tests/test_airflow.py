@@ -16,7 +16,9 @@ import datetime as dt
 import importlib.util
 import json
 import os
+import re
 import secrets
+import shutil
 import signal
 import sqlite3
 import subprocess
@@ -121,12 +123,14 @@ def describe():
                                   "retries": t.retries, "trigger_rule": str(t.trigger_rule),
                                   "on_failure": [type(c).__name__ for c in callbacks(t.on_failure_callback)],
                                   "outlets": [a.name for a in t.outlets], "mode": getattr(t, "mode", None),
-                                  "timeout": getattr(t, "timeout", None), "conn_id": getattr(t, "_conn_id", None)}
+                                  "timeout": getattr(t, "timeout", None), "conn_id": getattr(t, "_conn_id", None),
+                                  "pool": t.pool, "doc": bool(t.doc_md)}
                       for t in dag.tasks}}
     return out
 
 bare = describe()
 os.environ.update({"CTCALC_START_DATE": "2026-11-15", "CTCALC_CATCHUP": "true", "CTCALC_OWNER": "ml-eval",
+                   "CTCALC_SPARK_POOL": "ctcalc_spark",
                    "CTCALC_SENSOR_MODE": "poke", "CTCALC_SENSOR_TIMEOUT_S": "8", "CTCALC_RETRIES": "nope"})
 print(json.dumps({"bare": bare, "set": describe()}))
 '''
@@ -161,6 +165,8 @@ def test_dags_parse_without_any_setting(parsed):
             assert t["owner"] == "ctcalc", task_id
             assert t["execution_timeout"] != "None", task_id
             assert t["on_failure"] == ["FailureNotifier"], task_id
+            assert t["doc"], f"{task_id} has no doc_md"
+            assert t["pool"] == "default_pool", task_id  # until CTCALC_SPARK_POOL names one
     tasks = daily["tasks"]
     assert tasks["evaluate"]["outlets"] == ["ctcalc_daily_metrics", "ctcalc_daily_summaries"]
     assert tasks["rolling"]["outlets"] == ["ctcalc_daily_rolling"]
@@ -182,6 +188,10 @@ def test_parse_time_settings_reach_the_dag(parsed):
     daily = s["dags"]["daily_calibrated_eval"]
     assert daily["start_date"].startswith("2026-11-15 00:00:00") and daily["catchup"] is True
     assert {t["owner"] for t in daily["tasks"].values()} == {"ml-eval"}
+    # the Spark drivers share the pool CTCALC_SPARK_POOL names, so it caps how many run at once
+    assert {(d, i) for d, dag in s["dags"].items() for i, t in dag["tasks"].items() if t["pool"] == "ctcalc_spark"} \
+        == {("daily_calibrated_eval", "evaluate"), ("daily_calibrated_eval", "rolling"), ("compare_pipelines", "evaluate"),
+            ("compare_pipelines", "compare")}
     assert daily["tasks"]["settings"]["retries"] == 2  # the default, until CTCALC_RETRIES is fixed
     sensor = daily["tasks"]["wait_for_eval_partition"]
     assert sensor["mode"] == "poke" and sensor["timeout"] == 8
@@ -234,7 +244,9 @@ def test_run_settings_paths_precedence_and_previous_window():
     assert s["rolling"] == {"location": "/data/x/rolling", "catalog": False, "window_spec": "day", "ds": "2026-11-16"}
     assert s["ready"] == {"mode": "marker", "marker": str(REPO / "output/demo/eval/ds=2026-11-16/_SUCCESS")}
     assert s["job_args"][:4] == ["--config", str(REPO / "conf/demo.yaml"), "--ds", "2026-11-16"]
-    assert s["evaluate_app"] == str(REPO / "jobs" / "evaluate.py")
+    # the package's own spark-submit entry point, the command first: no jobs/ folder needed on a worker
+    assert s["evaluate_app"] == s["rolling_app"] == str(REPO / "ctcalc_spark" / "submit.py")
+    assert s["evaluate_args"] == ["evaluate", *s["job_args"]] and s["rolling_args"] == ["rolling", *s["job_args"]]
     assert s["previous"] == {"label": "2026-11-15", "days": ["2026-11-15"], "output": "/data/x", "catalog": False,
                              "policy": "require", "first_day": "2026-11-16"}
     # The report (a session of its own for catalog tables) gets the Spark settings the submitted jobs get.
@@ -497,6 +509,112 @@ def test_jobs_that_a_retry_cannot_mend_fail_for_good():
     assert [m for m in ERROR_MARKERS if m in "ctcalc evaluate: stopped by SIGTERM"] == [": stopped by SIG"]
 
 
+NOTIFY_DAG = r"""
+import datetime as dt
+from airflow.sdk import dag, task
+from ctcalc_spark.orchestration.notify import FailureNotifier
+
+@dag(dag_id="notify_probe", schedule=None, start_date=dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc),
+     on_failure_callback=FailureNotifier("probe:on_failure", run_level=True), dagrun_timeout=dt.timedelta(hours=2),
+     default_args={"retries": 0, "on_failure_callback": FailureNotifier("probe:on_failure")})
+def notify_probe():
+    @task
+    def fails():
+        raise ValueError("the day is bad")
+
+    @task
+    def after():
+        pass
+
+    fails() >> after()
+
+notify_probe()
+"""
+NOTIFY_RUNNER = r"""
+import datetime as dt, sys
+from airflow.dag_processing.dagbag import DagBag
+
+d = DagBag(dag_folder=sys.argv[1]).dags["notify_probe"]
+run = d.test(logical_date=dt.datetime(2026, 1, 2, tzinfo=dt.timezone.utc))
+print("RUN", run.run_id, run.state)
+# What the dag-processor passes for a run that dagrun_timeout ended (airflow.dag_processing.processor): no task
+# failed, the last unfinished task is the context's ti.
+class TI:
+    task_id, dag_id, run_id, try_number, log_url = "after", "notify_probe", "timeout_run", 1, None
+d.on_failure_callback({"dag": d, "run_id": "timeout_run", "reason": "timed_out", "ti": TI()})
+"""
+
+
+@needs_airflow
+def test_each_failure_notifies_once(tmp_path):
+    """A failed task calls the function once (its own callback); the run it fails only logs. A run that failed with
+    no task failure (dagrun_timeout) calls it once, naming the task left unfinished. (The DAG's callback notified
+    every task failure a second time.)"""
+    home = tmp_path / "home"
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("CTCALC_", "AIRFLOW"))}
+    env.update({"AIRFLOW_HOME": str(home), "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
+                "PROBE_FAILURE_OUT": str(tmp_path / "failures.jsonl"),
+                "PYTHONPATH": os.pathsep.join(p for p in (str(REPO), str(tmp_path), os.environ.get("PYTHONPATH", ""))
+                                              if p)})
+    (tmp_path / "probe.py").write_text(PROBE)
+    (tmp_path / "dags").mkdir()
+    (tmp_path / "dags" / "notify_probe.py").write_text(NOTIFY_DAG)
+    (tmp_path / "runner.py").write_text(NOTIFY_RUNNER)
+    env["AIRFLOW__CORE__DAGS_FOLDER"] = str(tmp_path / "dags")
+    for step in (["db", "migrate"], ["dags", "reserialize"]):  # dag.test() needs the DAG serialized
+        subprocess.run([str(BIN / "airflow"), *step], env=env, check=True, capture_output=True, cwd=tmp_path,
+                       timeout=300)
+    proc = subprocess.run([sys.executable, "runner.py", str(tmp_path / "dags")], env=env, capture_output=True, text=True, cwd=tmp_path,
+                          timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    run_id, state = next(line.split()[1:] for line in proc.stdout.splitlines() if line.startswith("RUN "))
+    assert state == "failed"
+    # the run's callback ran, and only logged
+    assert "ctcalc run failed: dag_id=notify_probe run_id=" in proc.stdout and "task fails failed and was notified" \
+        in proc.stdout
+    notified = [json.loads(line) for line in (tmp_path / "failures.jsonl").read_text().splitlines()]
+    assert [(n["kind"], n["run_id"], n["task_id"]) for n in notified] == [
+        ("task", run_id, "fails"), ("dag_run", "timeout_run", "after")]
+    assert notified[0]["reason"] == "ValueError: the day is bad"
+    assert notified[1]["reason"] == ("the run exceeded its dagrun_timeout (2:00:00) while task after was unfinished "
+                                     "(CTCALC_DAGRUN_TIMEOUT_S)")
+
+
+OPERATOR_PROBE = r"""
+from ctcalc_spark.orchestration.operators import CtcalcSparkSubmitOperator
+from ctcalc_spark.where import submit_script
+op = CtcalcSparkSubmitOperator(task_id="evaluate", conn_id="spark_default", application=str(submit_script()),
+                               application_args=["evaluate", "--config", "missing.yaml", "--ds", "2026-11-15"],
+                               conf={"spark.ui.enabled": "false"})
+try:
+    op.execute({})
+except Exception as e:
+    print("RAISED", type(e).__name__, e)
+print("ARGS", op.application_args)
+"""
+
+
+@needs_airflow
+def test_the_spark_operator_reads_the_jobs_exit_code_from_its_result_record(tmp_path):
+    """spark-submit of the packaged submit.py: the job writes its exit code to a result record the operator reads
+    (the code was parsed out of the provider's error text); 3, a configuration error, fails for good."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("CTCALC_", "AIRFLOW"))}
+    env.update({"AIRFLOW_HOME": str(tmp_path / "home"), "PATH": str(BIN) + os.pathsep + env.get("PATH", ""),
+                "AIRFLOW_CONN_SPARK_DEFAULT": json.dumps({"conn_type": "spark", "host": "local[1]"}),
+                "TMPDIR": str(tmp_path / "tmp"),  # where the operator's record folder goes
+                "PYTHONPATH": os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH", "")) if p)})
+    (tmp_path / "tmp").mkdir()
+    proc = subprocess.run([sys.executable, "-c", OPERATOR_PROBE], env=env, capture_output=True, text=True,
+                          cwd=tmp_path, timeout=300)
+    out = proc.stdout + proc.stderr
+    assert "the job's result record: exit code 3" in out, out[-3000:]
+    raised = next(line for line in out.splitlines() if line.startswith("RAISED "))
+    assert raised.startswith("RAISED AirflowFailException ctcalc evaluate stopped with exit code 3 (configuration): "
+                             "ctcalc evaluate: error: Config file 'missing.yaml' does not exist"), raised
+    assert "ARGS ['evaluate', '--config', 'missing.yaml', '--ds', '2026-11-15']" in out  # the record flag taken off
+    assert not [p.name for p in (tmp_path / "tmp").iterdir() if p.name.startswith("ctcalc-result-")]  # removed
+
+
 def test_compare_plan_needs_paths_and_respects_the_root(tmp_path):
     from ctcalc_spark.errors import ConfigError
     from ctcalc_spark.orchestration.tasks import compare_plan
@@ -509,7 +627,8 @@ def test_compare_plan_needs_paths_and_respects_the_root(tmp_path):
     with pytest.raises(ConfigError, match="outside CTCALC_COMPARE_ROOT"):
         compare_plan(params, str(REPO), allowed_root=str(tmp_path))  # the config lies in the repo
     plan = compare_plan({**params, "config": str(tmp_path / "c.yaml")}, str(REPO), allowed_root=str(tmp_path))
-    assert len(plan["train_jobs"]) == 4 and plan["compare_app"] == str(REPO / "jobs" / "compare.py")
+    assert len(plan["train_jobs"]) == 4 and plan["compare_app"] == str(REPO / "ctcalc_spark" / "submit.py")
+    assert plan["evaluate_args"][0] == "evaluate" and plan["compare_args"][0] == "compare"
 
 
 # ---- slow: a real scheduler catches up two completed days --------------------------------------------------
@@ -547,8 +666,58 @@ def _ts(value: str | None) -> str | None:
     return None if value is None else str(value)[:19].replace("T", " ")
 
 
+def _wait_for_http(url: str, proc: subprocess.Popen, log: Path, timeout_s: float = 300) -> None:
+    import urllib.request
+
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        assert proc.poll() is None, f"exited early:\n{_tail(log)}"
+        try:
+            urllib.request.urlopen(url, timeout=5)
+            return
+        except OSError:
+            time.sleep(2)
+    raise AssertionError(f"{url} did not answer in {timeout_s} s:\n{_tail(log)}")
+
+
 def _tail(path: Path, lines: int = 40) -> str:
     return "\n".join(path.read_text(errors="replace").splitlines()[-lines:]) if path.exists() else ""
+
+
+def _wheel_install(scratch: Path, env: dict[str, str]) -> tuple[Path, dict[str, str]]:
+    """A venv with the built wheel and nothing of the checkout: Airflow, its provider and pyspark are reached through
+    one path entry to this environment's site-packages (a plain path in a .pth file: the .pth files there, this
+    checkout's editable install among them, are not read). Returns the venv and the environment of the Airflow
+    processes: no checkout on PYTHONPATH (only probe.py's folder), the two-line DAG files copied into
+    scratch/dags, the job config the wheel's packaged demo.yaml."""
+    from tests._wheel import build_wheel, isolated
+
+    whl = build_wheel(scratch / "build")
+    venv = scratch / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, env=isolated(os.environ))
+    python = venv / "bin" / "python"
+    subprocess.run([sys.executable, "-m", "pip", "--python", str(python), "install", "--quiet", "--no-deps", str(whl)],
+                   check=True, env=isolated(os.environ), capture_output=True, timeout=300)
+    site = next((venv / "lib").glob("python3*/site-packages"))
+    shared = next(Path(p) for p in sys.path if p.endswith("site-packages") and (Path(p) / "airflow").is_dir())
+    (site / "shared_site_packages.pth").write_text(f"{shared}\n")  # written after the install: pip never saw it
+    (scratch / "dags").mkdir()
+    for dag_file in (REPO / "dags").glob("*.py"):
+        shutil.copy2(dag_file, scratch / "dags" / dag_file.name)
+    package = Path(subprocess.run([str(python), "-c", "import ctcalc_spark; print(ctcalc_spark.__file__)"],
+                                  env=isolated(os.environ), cwd=scratch, capture_output=True, text=True,
+                                  check=True).stdout.strip()).parent
+    assert package.is_relative_to(venv), package  # the wheel's package, not the checkout's
+    wheel_env = {k: v for k, v in isolated(env).items()}
+    wheel_env.update({
+        "PYTHONPATH": str(scratch),  # probe.py only
+        "PATH": os.pathsep.join([str(venv / "bin"), env["PATH"]]),  # the venv's ctcalc first; spark-submit after
+        "PYSPARK_PYTHON": str(python),
+        "PYSPARK_DRIVER_PYTHON": str(python),  # scripts/env.sh points it at this environment's python
+        "AIRFLOW__CORE__DAGS_FOLDER": str(scratch / "dags"),
+        "AIRFLOW_VAR_CTCALC_CONFIG": str(package / "conf" / "demo.yaml"),
+    })
+    return venv, wheel_env
 
 
 @pytest.fixture(scope="module")
@@ -575,12 +744,17 @@ def scheduler(tmp_path_factory, free_port):
         "AIRFLOW__API__WORKERS": "1",
         "AIRFLOW__API_AUTH__JWT_SECRET": secrets.token_hex(16),
         "AIRFLOW__LOGGING__WORKER_LOG_SERVER_PORT": str(free_port()),  # not 8793: other runs may hold it
+        # 5 s by default: a task start's call timed out (ReadTimeout) at a load average of 9-10 on 2 cores
+        "AIRFLOW__WORKERS__EXECUTION_API_TIMEOUT": "60",
     })
     (scratch / "probe.py").write_text(PROBE)
     write_demo_eval(scratch / "eval", n_examples_per_day=2000, n_runs=2, n_days=3, start_ds=days[0])
     (scratch / "eval" / f"ds={today.isoformat()}" / "_SUCCESS").unlink()  # today is still being written
+    # The Airflow processes run from the built wheel alone (env stays the checkout's, for the dag.test() scenarios).
+    venv, wheel_env = _wheel_install(scratch, env)
+    airflow = [str(venv / "bin" / "python"), "-m", "airflow"]
     t0 = time.perf_counter()
-    subprocess.run([str(BIN / "airflow"), "db", "migrate"], env=env, check=True, capture_output=True, cwd=scratch)
+    subprocess.run([*airflow, "db", "migrate"], env=wheel_env, check=True, capture_output=True, cwd=scratch)
     migrate_s = time.perf_counter() - t0
     logs = scratch / "proc_logs"
     logs.mkdir()
@@ -591,13 +765,15 @@ def scheduler(tmp_path_factory, free_port):
         for name, cmd in (("api-server", ["api-server", "--port", str(port), "--host", "127.0.0.1"]),
                           ("dag-processor", ["dag-processor"]), ("scheduler", ["scheduler"])):
             with (logs / f"{name}.log").open("w") as f:
-                procs.append(subprocess.Popen([str(BIN / "airflow"), *cmd], env=env, cwd=scratch, stdout=f,
+                procs.append(subprocess.Popen([*airflow, *cmd], env=wheel_env, cwd=scratch, stdout=f,
                                               stderr=subprocess.STDOUT, start_new_session=True))
+            if name == "api-server":  # the task runners call it: a task started before it listens fails at once
+                _wait_for_http(f"http://127.0.0.1:{port}/api/v2/monitor/health", procs[0], logs / f"{name}.log")
         deadline = time.monotonic() + 540
         runs: list[dict] = []
         while time.monotonic() < deadline:
             time.sleep(5)
-            dead = [p.args[1] for p in procs if p.poll() is not None]
+            dead = [p.args[3] for p in procs if p.poll() is not None]
             assert not dead, f"{dead} exited early:\n" + "\n".join(_tail(logs / f"{n}.log") for n in dead)
             if not db.exists():
                 continue
@@ -623,9 +799,18 @@ def scheduler(tmp_path_factory, free_port):
         _stop(procs)
     task_logs = {str(p.relative_to(home / "logs")): _tail(p, 15) for p in (home / "logs").rglob("*.log")
                  if "dag_id=daily" in str(p)}
+    whole_logs = {str(p.relative_to(home / "logs")): p.read_text(errors="replace")
+                  for p in (home / "logs").rglob("*.log") if "dag_id=daily" in str(p)}
+    submitted = f"{venv}/lib/"  # spark-submit's command line names the wheel's ctcalc_spark/submit.py
+    from_wheel = {"evaluate_logs_submitting_the_wheel": sorted(
+                      name for name, text in whole_logs.items() if "task_id=evaluate" in name and submitted in text
+                      and "ctcalc_spark/submit.py evaluate" in text),
+                  # every ctcalc_spark file a task log names (tracebacks, the command lines) is the venv's
+                  "package_folders": sorted({m for text in whole_logs.values()
+                                             for m in re.findall(r"(/[\w./-]*)/ctcalc_spark/", text)})}
     result = {"today": today.isoformat(), "days": days, "runs": runs, "dag": dag_row[0] if dag_row else {},
               "tis": tis, "drift": {x["run_id"]: json.loads(x["value"]) for x in xcoms}, "events": events,
-              "rendered": rendered,
+              "rendered": rendered, "from_wheel": from_wheel,
               "migrate_s": migrate_s, "run_s": run_s,
               "debug": "\n".join([_tail(logs / "scheduler.log"), *[f"--- {k}\n{v}" for k, v in task_logs.items()]])}
     (scratch / "scheduler_result.json").write_text(json.dumps(result, indent=1, default=str))
@@ -686,6 +871,17 @@ def test_scheduler_runs_every_task_and_writes_each_day(scheduler):
     assert verdicts[d1]["outcome"] == "first_window" and verdicts[d1]["rows_checked"] == 0
     assert verdicts[d2]["outcome"] == "no_drift" and verdicts[d2]["rows_checked"] == len(roll2)
     assert not (scratch / "failures.jsonl").exists()  # the failure notifier was not called
+
+
+@needs_airflow
+@slow
+def test_scheduler_runs_from_the_installed_wheel_alone(scheduler):
+    """The Airflow processes had the built wheel and the two-line DAG files, no checkout on any path: every evaluate
+    submitted the wheel's own submit.py, and every ctcalc_spark file a task log names is the venv's."""
+    scratch, _, r = scheduler
+    assert len(r["from_wheel"]["evaluate_logs_submitting_the_wheel"]) == 2, r["debug"]
+    (site,) = r["from_wheel"]["package_folders"]
+    assert Path(site).is_relative_to(scratch / "venv") and not Path(site).is_relative_to(REPO)
 
 
 @needs_airflow

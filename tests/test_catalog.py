@@ -171,3 +171,46 @@ print(json.dumps(out))
     moved.write_text(yaml.safe_dump(plain))
     found = run_cli(["rolling", "--config", str(moved), "--ds", DAYS[1]], cwd=elsewhere)
     assert "-> ct.ctcalc_rolling (window_spec=day)" in found.stdout and "note:" not in found.stderr, found.stderr
+
+
+def test_created_tables_are_external_under_output_location_with_its_properties(tmp_path):
+    """output.location makes the tables ctcalc creates external (one folder each under it), and
+    output.table_properties become their TBLPROPERTIES; the job's log shows no Hive metastore notes."""
+    from ctcalc_spark.demo import write_demo_eval
+
+    write_demo_eval(tmp_path / "eval", n_examples_per_day=500, n_runs=2, n_days=1, start_ds=DAYS[0])
+    cfg = {**_config(tmp_path), "input": {"path": str(tmp_path / "eval")}, "columns": {}}
+    cfg["output"] = {**cfg["output"], "location": str(tmp_path / "lake"),
+                     "table_properties": {"owner.team": "ml-eval", "retention": "90 days, 'then' gone"}}
+    conf = tmp_path / "catalog.yaml"
+    conf.write_text(yaml.safe_dump(cfg))
+    _run(PREAMBLE + "spark.sql('CREATE DATABASE IF NOT EXISTS ct')\n", tmp_path, str(conf))
+    cli = run_cli(["evaluate", "--config", str(conf), "--ds", DAYS[0]], cwd=tmp_path)
+    assert [line for line in cli.stderr.splitlines() if " WARN " in line and "hive" in line.lower()] == [], cli.stderr
+    described = _run(PREAMBLE + """
+out = {}
+for t in ("metrics", "summaries"):
+    rows = spark.sql(f"DESCRIBE TABLE EXTENDED ct.ctcalc_{t}").collect()
+    info = {r[0]: r[1] for r in rows}
+    props = {r[0]: r[1] for r in spark.sql(f"SHOW TBLPROPERTIES ct.ctcalc_{t}").collect()}
+    out[t] = {"type": info.get("Type"), "location": info.get("Location"), "props": props,
+              "rows": spark.table(f"ct.ctcalc_{t}").count()}
+print(json.dumps(out))
+""", tmp_path, str(conf))
+    tables = json.loads(described.stdout.strip().splitlines()[-1])
+    for t, info in tables.items():
+        assert info["type"] == "EXTERNAL" and info["location"] == f"file:{tmp_path}/lake/ctcalc_{t}", info
+        assert info["props"]["owner.team"] == "ml-eval" and info["props"]["retention"] == "90 days, 'then' gone"
+        assert info["rows"] > 0
+    assert (tmp_path / "lake" / "ctcalc_metrics" / f"ds={DAYS[0]}").is_dir()
+
+
+def test_location_and_properties_need_catalog_mode():
+    from ctcalc_spark.config import config_from_dict
+    from ctcalc_spark.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="'output.location' and 'output.table_properties' describe the catalog"):
+        config_from_dict({"input": {"path": "x"}, "output": {"path": "o", "location": "/lake"}})
+    cfg = config_from_dict({"input": {"path": "x"}, "output": {"path": "o", "database": "ct", "location": "/lake",
+                                                               "table_properties": {"a.b": "c"}}})
+    assert cfg.output.location == "/lake" and dict(cfg.output.table_properties) == {"a.b": "c"}

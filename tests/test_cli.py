@@ -16,7 +16,7 @@ import ctcalc_spark
 from ctcalc_spark.cli.main import EXIT_CODES, build_parser, configure_logging, log_levels, main, run_guarded
 from ctcalc_spark.errors import (
     EXIT_CONFIG, EXIT_INPUT, EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_MISSING_DEPENDENCY, EXIT_RUNTIME, EXIT_USAGE,
-    ConfigError, DegenerateBiasError, InputError, MissingDependencyError,
+    ConfigError, DegenerateBiasError, InputError, MissingDependencyError, UsageError,
 )
 from ctcalc_spark.where import conf_dir, example_config, submit_script
 from tests._cli import run_cli
@@ -38,8 +38,11 @@ def _cli(*args: str) -> subprocess.CompletedProcess[str]:
                           cwd=ROOT, timeout=120)
 
 
-def test_version_prints_the_package_version():
-    proc = _cli("--version")
+@pytest.mark.parametrize("module", ["ctcalc_spark.cli", "ctcalc_spark"])
+def test_version_prints_the_package_version(module):
+    """`python -m ctcalc_spark` is the command too (it did not run)."""
+    proc = subprocess.run([sys.executable, "-m", module, "--version"], capture_output=True, text=True, cwd=ROOT,
+                          timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert re.fullmatch(rf"ctcalc {re.escape(ctcalc_spark.__version__)} \(pyspark \S+, Python 3\.\d+\.\d+\)\n",
                         proc.stdout)
@@ -64,8 +67,44 @@ def test_logging_flags_map_to_ctcalc_and_spark_levels():
     assert log_levels(None) == ("INFO", None)  # progress shown, Spark's level left to the session
     assert log_levels("quiet") == ("WARNING", "ERROR")
     assert log_levels("verbose") == ("DEBUG", "INFO")
-    assert log_levels("WARNING") == ("WARNING", "WARN")  # Spark's spelling
-    assert log_levels("DEBUG") == ("DEBUG", "DEBUG")
+    # --log-level is ctcalc's alone (it put Spark at DEBUG too); Spark's is --spark-log-level, which wins over
+    # what -v or -q give it
+    assert log_levels("DEBUG") == ("DEBUG", None)
+    assert log_levels("DEBUG", "WARNING") == ("DEBUG", "WARN")  # Spark's spelling
+    assert log_levels("quiet", "INFO") == ("WARNING", "INFO")
+    args = build_parser().parse_args(["--log-level", "debug", "where", "conf", "--spark-log-level", "error"])
+    assert (args.log_level, args.spark_log_level) == ("DEBUG", "ERROR")
+
+
+def test_json_log_format_for_log_lines_and_the_error_line(capsys):
+    """--log-format json: one JSON object a line, the error line too, for a log collector."""
+    import json
+
+    assert main(["--log-format", "json", "evaluate", "--config", "missing.yaml", "--ds", "2026-11-15"]) == EXIT_CONFIG
+    (line,) = capsys.readouterr().err.splitlines()
+    record = json.loads(line)
+    assert (record["level"], record["logger"]) == ("ERROR", "ctcalc_spark.cli") and record["time"].endswith("+00:00")
+    assert record["message"].startswith("ctcalc evaluate: error: Config file 'missing.yaml' does not exist")
+    logging.getLogger("ctcalc_spark.progress").info("a step")
+    assert json.loads(capsys.readouterr().err)["message"] == "a step"
+
+
+def test_under_spark_submit_the_error_and_log_lines_go_to_stderr(tmp_path):
+    """spark-submit copies the driver's stderr to its own stdout; ctcalc's lines now reach spark-submit's stderr,
+    and stdout keeps the results."""
+    import json
+    import shutil
+
+    spark_submit = shutil.which("spark-submit") or str(Path(sys.executable).with_name("spark-submit"))
+    proc = subprocess.run([spark_submit, "--master", "local[1]", str(submit_script()), "evaluate", "--config",
+                           "missing.yaml", "--ds", "2026-11-15", "--log-format", "json"], capture_output=True,
+                          text=True, cwd=tmp_path, timeout=300,
+                          env={**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT),
+                                                                                        os.environ.get("PYTHONPATH")]))})
+    assert proc.returncode == EXIT_CONFIG, proc.stdout + proc.stderr
+    assert "missing.yaml" not in proc.stdout
+    records = [json.loads(line) for line in proc.stderr.splitlines() if line.startswith("{")]
+    assert [r["level"] for r in records] == ["ERROR"] and "Config file 'missing.yaml'" in records[0]["message"]
 
 
 def test_log_lines_follow_the_current_stderr(monkeypatch):
@@ -290,11 +329,13 @@ def test_demo_progress_on_stderr_results_on_stdout_then_quiet_and_bad_input(spar
     (["evaluate", "--ds", "2026/11/20"], "--ds", "2026/11/20"),
 ])
 def test_a_malformed_date_is_refused_naming_its_option_before_spark_starts(tmp_path, args, flag, value):
-    """A day written another unambiguous way (20261120, 2026/11/20) is refused, not guessed, with the form to use."""
-    proc = run_cli([*args, "--config", str(example_config("demo.yaml"))], cwd=tmp_path, expect=EXIT_CONFIG)
+    """A day written another unambiguous way (20261120, 2026/11/20) is refused, not guessed, with the form to use:
+    a usage error (exit 2, as docs/deploy.md says), before anything starts."""
+    proc = run_cli([*args, "--config", str(example_config("demo.yaml"))], cwd=tmp_path, expect=EXIT_USAGE)
     meant = " (write it 2026-11-20)" if value.startswith("2026") and value.endswith("20") else ""
-    assert proc.stderr == f"ctcalc {args[0]}: error: {flag} must be a date like 2026-11-21, got '{value}'{meant}.\n"
-    # (a started JVM prints its own line first: 'WARNING: Using incubator modules')
+    assert proc.stderr.splitlines()[-1] == (f"ctcalc {args[0]}: error: argument {flag}: the day must be a date like "
+                                            f"2026-11-21, got '{value}'{meant}.")
+    assert proc.stderr.startswith(f"usage: ctcalc {args[0]} ")
 
 
 @pytest.mark.parametrize("args", [["rolling", "--ds", "2026-11-20"], ["rolling", "--ds", "2026-11-20", "--scan"],
@@ -330,13 +371,28 @@ def test_a_period_given_as_ds_start_end_for_compare_and_report():
     assert period("2026-11-02") == (False, "2026-11-02", None, None)  # one day: left to the command
     assert period(None, "2026-11-01", "2026-11-02") == (False, None, "2026-11-01", "2026-11-02")
     for ds, first, message in (
-            ("2026-11-03..2026-11-01", None, "START 2026-11-03 is after END 2026-11-01."),
             ("2026-11-01,2026-11-03", None, "one day or one range START..END, not a list; give --ds-from and --ds-to"),
-            ("2026-11-01..2026-11-03", "2026-11-01", "names the period already: give it, or --ds-from and --ds-to"),
-            ("2026-11-01..20261103", None, "--ds (its END) must be a date like 2026-11-21, got '20261103' (write it "
-                                            "2026-11-03).")):
-        with pytest.raises(ConfigError, match=re.escape(message)):
+            ("2026-11-01..2026-11-03", "2026-11-01", "names the period already: give it, or --ds-from and --ds-to")):
+        with pytest.raises(UsageError, match=re.escape(message)) as refused:
             period(ds, first)
+        assert refused.value.exit_code == EXIT_USAGE
+
+
+@pytest.mark.parametrize(("text", "message"), [
+    ("2026-11-03..2026-11-01", "the range '2026-11-03..2026-11-01' ends before it starts"),
+    ("2026-11-01..20261103", "the day must be a date like 2026-11-21, got '20261103' (write it 2026-11-03)."),
+    ("2026-11-01,", "expected days YYYY-MM-DD or ranges START..END separated by commas, got '2026-11-01,' (an empty "
+                    "item)"),
+])
+def test_a_malformed_ds_is_an_argument_error(text, message):
+    """--ds is checked as argparse parses it (exit 2); what it accepts goes on unchanged."""
+    import argparse
+
+    from ctcalc_spark.cli.common import days_argument
+
+    with pytest.raises(argparse.ArgumentTypeError, match=re.escape(message)):
+        days_argument(text)
+    assert days_argument(" 2026-11-01 .. 2026-11-03,2026-11-05") == " 2026-11-01 .. 2026-11-03,2026-11-05"
 
 
 def test_a_java_failure_is_reported_by_its_innermost_cause(spark, tmp_path, capsys):
@@ -389,12 +445,32 @@ def test_each_error_class_has_its_exit_code(error, code, capsys):
 
 @pytest.mark.parametrize(("module", "extra"), [
     ("torch", "torch"), ("matplotlib.pyplot", "reports"), ("airflow.sdk", "airflow"), ("pyspark.sql", "spark"),
+    ("grpc", "connect"), ("google.rpc", "connect"), ("zstandard", "connect"),
 ])
 def test_missing_optional_module_names_its_extra(module, extra):
     err = MissingDependencyError.from_import_error(ModuleNotFoundError(f"No module named {module!r}", name=module))
     assert err is not None and err.exit_code == EXIT_MISSING_DEPENDENCY
     assert f"pip install 'ctcalc-spark[{extra}]'" in str(err)
     assert MissingDependencyError.from_import_error(ModuleNotFoundError("x", name="numpy")) is None
+
+
+def test_pysparks_own_dependency_check_names_the_connect_extra():
+    """pyspark checks a Spark Connect client's packages itself and raises PySparkImportError (no module name), which
+    was an internal error (70); it is a missing optional package (5) naming the extra, also for one too old."""
+    from pyspark.errors import PySparkImportError
+
+    missing = PySparkImportError(errorClass="PACKAGE_NOT_INSTALLED",
+                                 messageParameters={"package_name": "grpcio-status", "minimum_version": "1.48.1"})
+    old = PySparkImportError(errorClass="UNSUPPORTED_PACKAGE_VERSION", messageParameters={
+        "package_name": "grpcio", "minimum_version": "1.48.1", "current_version": "1.40.0"})
+    assert str(MissingDependencyError.from_import_error(missing)) == (
+        "the optional Python package 'grpcio-status' is not installed; install it with: pip install "
+        "'ctcalc-spark[connect]'")
+    assert str(MissingDependencyError.from_import_error(old)) == (
+        "the optional Python package 'grpcio' is 1.40.0, too old; install it with: pip install 'ctcalc-spark[connect]'")
+    other = PySparkImportError(errorClass="PACKAGE_NOT_INSTALLED",
+                               messageParameters={"package_name": "something-else", "minimum_version": "1"})
+    assert MissingDependencyError.from_import_error(other) is None
 
 
 def test_missing_torch_is_one_line_naming_the_extra(tmp_path):

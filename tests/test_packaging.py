@@ -17,38 +17,19 @@ import yaml
 
 import ctcalc_spark
 from ctcalc_spark.errors import EXIT_MISSING_DEPENDENCY
+from tests._wheel import BUILD_INPUTS, build_wheel, isolated
 
 ROOT = Path(__file__).resolve().parents[1]
-# What the wheel is built from: docker/Dockerfile's wheel stage copies the same (checked below).
-BUILD_INPUTS = ("pyproject.toml", "LICENSE", "docs/pypi.md", "conf", "ctcalc_spark")
 
 
 def _run(cmd: list[str], **kwargs) -> subprocess.CompletedProcess[str]:
     return subprocess.run(cmd, capture_output=True, text=True, timeout=kwargs.pop("timeout", 600), **kwargs)
 
 
-def _isolated(environ) -> dict[str, str]:
-    return {k: v for k, v in environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV", "PYTHONHOME")}
-
-
 @pytest.fixture(scope="module")
 def wheel(tmp_path_factory) -> Path:
     """The wheel pip builds (isolated build env) from a clean copy of the build inputs: no stale build/ folder."""
-    src = tmp_path_factory.mktemp("src")
-    for name in BUILD_INPUTS:
-        (src / name).parent.mkdir(parents=True, exist_ok=True)
-        if (ROOT / name).is_dir():
-            shutil.copytree(ROOT / name, src / name, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
-        else:
-            shutil.copy2(ROOT / name, src / name)
-    dist = tmp_path_factory.mktemp("dist")
-    t0 = time.perf_counter()
-    proc = _run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--wheel-dir", str(dist), str(src)],
-                env=_isolated(os.environ))
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    print(f"\nwheel built in {time.perf_counter() - t0:.1f} s")
-    (whl,) = dist.glob("ctcalc_spark-*.whl")
-    return whl
+    return build_wheel(tmp_path_factory.mktemp("build"))
 
 
 @pytest.fixture(scope="module")
@@ -56,7 +37,7 @@ def venv(wheel, tmp_path_factory):
     """A fresh venv with the wheel and its `spark` extra, under the pins of requirements.txt (pip's cache)."""
     path = tmp_path_factory.mktemp("venv")
     # No PYTHONPATH: pip would see this checkout's package there and call the wheel "already installed".
-    env = _isolated(os.environ)
+    env = isolated(os.environ)
     t0 = time.perf_counter()
     proc = _run([sys.executable, "-m", "venv", "--without-pip", str(path)], env=env)
     assert proc.returncode == 0, proc.stderr
@@ -71,7 +52,7 @@ def venv(wheel, tmp_path_factory):
 
 def _venv_env(venv: Path) -> dict[str, str]:
     """The venv alone: its bin/ first on PATH, its python for Spark's workers, nothing from this checkout."""
-    env = _isolated(os.environ)
+    env = isolated(os.environ)
     python = str(venv / "bin" / "python")
     return {**env, "PATH": f"{venv / 'bin'}{os.pathsep}{env['PATH']}", "PYSPARK_PYTHON": python,
             "PYSPARK_DRIVER_PYTHON": python, "SPARK_LOCAL_IP": "127.0.0.1"}
@@ -118,7 +99,8 @@ def test_installed_wheel_runs_the_demo_and_spark_submit_in_an_empty_folder(venv,
     assert Path(proc.stdout.strip()).is_relative_to(venv), proc.stdout  # the installed copy, not this checkout
 
     t0 = time.perf_counter()
-    demo = _run(["ctcalc", "demo", "--examples-per-day", "2000", "--days", "2", "--runs", "2", "--log-level", "INFO"],
+    demo = _run(["ctcalc", "demo", "--examples-per-day", "2000", "--days", "2", "--runs", "2", "--log-level", "INFO",
+                 "--spark-log-level", "INFO"],
                 env=env, cwd=work)
     print(f"\nctcalc demo from the wheel: {time.perf_counter() - t0:.1f} s")
     assert demo.returncode == 0, demo.stdout[-2000:] + demo.stderr[-4000:]
@@ -180,9 +162,25 @@ def test_compose_runs_airflow_as_separate_services_on_postgres_with_healthchecks
     assert {commands["airflow-apiserver"].split(" --")[0], commands["airflow-scheduler"],
             commands["airflow-dag-processor"]} == {"airflow api-server", "airflow scheduler", "airflow dag-processor"}
     assert services["postgres"]["image"].startswith("postgres:")
-    assert "postgresql" in services["airflow-scheduler"]["environment"]["AIRFLOW__DATABASE__SQL_ALCHEMY_CONN"]
+    assert "postgresql" in services["airflow-scheduler"]["environment"]["AIRFLOW__DATABASE__SQL_ALCHEMY_CONN_CMD"]
     long_running = [name for name in services if name != "airflow-init"]
     assert [name for name in long_running if "healthcheck" not in services[name]] == []
+
+
+def test_compose_keeps_secrets_in_files_uis_on_loopback_and_limits_every_service():
+    compose = yaml.safe_load((ROOT / "docker" / "compose.yaml").read_text())
+    services = compose["services"]
+    assert set(compose["secrets"]) == {"postgres_password", "airflow_jwt_secret", "airflow_fernet_key"}
+    for name, s in services.items():
+        env = s.get("environment", {})
+        # no secret as a value: files under /run/secrets, read by *_FILE (Postgres) or Airflow's *_CMD
+        assert not [k for k in env if any(w in k for w in ("PASSWORD", "SECRET", "FERNET")) and
+                    not k.endswith(("_FILE", "_CMD"))], name
+        assert not any("${" in str(v) for v in env.values()), name
+        assert all(str(p).startswith("127.0.0.1:") for p in s.get("ports", [])), name  # UIs on loopback only
+        assert "mem_limit" in s and "cpus" in s and s.get("init") is True, name
+    assert "airflow pools set ctcalc_spark" in " ".join(services["airflow-init"]["command"])
+    assert services["airflow-scheduler"]["environment"]["CTCALC_SPARK_POOL"] == "ctcalc_spark"
 
 
 def test_airflow_constraints_keep_airflows_pins_except_ours(tmp_path):

@@ -17,7 +17,7 @@ import yaml
 from ctcalc_spark.cli.main import main
 from ctcalc_spark.config import config_from_dict
 from ctcalc_spark.core.finalize import ALL
-from ctcalc_spark.errors import EXIT_CONFIG, EXIT_INPUT, ConfigError
+from ctcalc_spark.errors import EXIT_CONFIG, EXIT_INPUT, EXIT_USAGE, ConfigError
 from ctcalc_spark.reports.drift import (
     NOISE_Z,
     SECTIONS,
@@ -268,7 +268,7 @@ def test_cli_report_with_threshold_and_top(tmp_path, capsys):
     assert main(["report", "--config", str(conf), "--ds", f"{days[1]}..{days[-1]}", "--threshold", "0",
                  "--top", "2"]) == 0
     assert capsys.readouterr().out == out
-    assert main(["report", "--config", str(conf), "--threshold", "0"]) == EXIT_CONFIG
+    assert main(["report", "--config", str(conf), "--threshold", "0"]) == EXIT_USAGE
     assert capsys.readouterr().err == ("ctcalc report: error: Give the period: --start DAY --end DAY (inclusive), "
                                        "or --ds START..END.\n")
     with pytest.raises(SystemExit):

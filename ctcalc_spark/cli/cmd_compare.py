@@ -8,6 +8,8 @@ from typing import TYPE_CHECKING
 
 from ctcalc_spark.cli.common import (
     add_config_arguments,
+    day_argument,
+    days_argument,
     check_relative_paths,
     config_from_args,
     period_arguments,
@@ -26,9 +28,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_config_arguments(parser, ds=False)
     parser.add_argument("--a", required=True, metavar="MODEL", help="pipeline A: a model name in the metrics table")
     parser.add_argument("--b", required=True, metavar="MODEL", help="pipeline B: a model name in the metrics table")
-    parser.add_argument("--ds", help="one logical date YYYY-MM-DD, or a range START..END (as --ds-from/--ds-to)")
-    parser.add_argument("--ds-from", help="first day of a range (inclusive); days are merged via the summaries")
-    parser.add_argument("--ds-to", help="last day of a range (inclusive)")
+    parser.add_argument("--ds", type=days_argument, help="one logical date YYYY-MM-DD, or a range START..END (as --ds-from/--ds-to)")
+    parser.add_argument("--ds-from", type=day_argument, help="first day of a range (inclusive); days are merged via the summaries")
+    parser.add_argument("--ds-to", type=day_argument, help="last day of a range (inclusive)")
     parser.add_argument("--rolling", action="store_true",
                         help="compare under rolling calibration (bias fitted on all of the previous window, applied "
                              "to the next) per window and over --ds-from..--ds-to, from the stored daily summaries")
@@ -72,13 +74,9 @@ def _bias_hint(cfg: JobConfig, per_run: pd.DataFrame, n_days: int) -> str | None
 
 
 def run(args: argparse.Namespace) -> int:
-    from ctcalc_spark.config import validate_ds
     from ctcalc_spark.errors import ConfigError
 
     period_arguments(args, "ds_from", "ds_to", first_flag="--ds-from", last_flag="--ds-to")
-    for flag, value in (("--ds", args.ds), ("--ds-from", args.ds_from), ("--ds-to", args.ds_to)):
-        if value is not None:  # before Spark starts
-            validate_ds(value, flag)
     if args.rolling:
         return _run_rolling(args)
     if args.window or args.days:

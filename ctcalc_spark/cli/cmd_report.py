@@ -8,6 +8,8 @@ import sys
 from ctcalc_spark.cli.common import (
     add_config_arguments,
     as_of_value,
+    day_argument,
+    days_argument,
     check_relative_paths,
     config_from_args,
     period_arguments,
@@ -19,9 +21,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     from ctcalc_spark.reports.drift import DEFAULT_SPREAD_K, DEFAULT_TOP
 
     add_config_arguments(parser, ds=False)
-    parser.add_argument("--start", help="first day YYYY-MM-DD")
-    parser.add_argument("--end", help="last day YYYY-MM-DD")
-    parser.add_argument("--ds", metavar="START..END", help="the period as evaluate and rolling name it, instead of "
+    parser.add_argument("--start", type=day_argument, help="first day YYYY-MM-DD")
+    parser.add_argument("--end", type=day_argument, help="last day YYYY-MM-DD")
+    parser.add_argument("--ds", type=days_argument, metavar="START..END", help="the period as evaluate and rolling name it, instead of "
                                                            "--start and --end")
     parser.add_argument("--out", default=None, help="folder for the files (default <output.path>/reports)")
     parser.add_argument("--window", choices=["day", "week", "month", "rolling"], default=None,
@@ -45,21 +47,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from ctcalc_spark.core.windows import WindowSpec
-    from ctcalc_spark.config import validate_ds
-    from ctcalc_spark.errors import ConfigError
+    from ctcalc_spark.errors import UsageError
     from ctcalc_spark.pathsafe import check_report_folder, report_root
     from ctcalc_spark.reports.drift import noise_line, write_report
 
     if not period_arguments(args, "start", "end", first_flag="--start", last_flag="--end"):
         if args.ds is not None:  # one day: a period of one day
             if args.start or args.end:
-                raise ConfigError("Give --ds, or --start and --end, not both.")
-            args.start = args.end = validate_ds(args.ds)
+                raise UsageError("Give --ds, or --start and --end, not both.")
+            args.start = args.end = args.ds
         elif not (args.start and args.end):
-            raise ConfigError("Give the period: --start DAY --end DAY (inclusive), or --ds START..END.")
+            raise UsageError("Give the period: --start DAY --end DAY (inclusive), or --ds START..END.")
     cfg = config_from_args(args)
-    validate_ds(args.start, "--start")
-    validate_ds(args.end, "--end")
     check_relative_paths(cfg, args.config, ["output"])
     spec = WindowSpec(args.window or cfg.rolling.window, args.days or cfg.rolling.days)
     out = args.out or report_root(cfg.output.path) / "reports"

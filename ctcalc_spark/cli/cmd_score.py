@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import argparse
 
-from ctcalc_spark.cli.common import add_table_arguments, upstream_overrides
+from ctcalc_spark.cli.common import add_table_arguments, day_argument, upstream_overrides
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -13,7 +13,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--files-per-partition", type=int, help="files per ds partition (default 1)")
     parser.add_argument("--mode", choices=["partitions", "overwrite", "error"],
                         help="replace the ds partitions written (default), the whole table, or refuse an existing one")
-    parser.add_argument("--ds", help="the day of every row when the models declare no ds column (scores.ds)")
+    parser.add_argument("--ds", type=day_argument, help="the day of every row when the models declare no ds column (scores.ds)")
 
 
 def run(args: argparse.Namespace) -> int:

@@ -9,9 +9,36 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from ctcalc_spark.config import JobConfig, apply_overrides, config_from_dict, load_config, parse_yaml
-from ctcalc_spark.errors import ConfigError
+from ctcalc_spark.errors import ConfigError, UsageError
 
 progress_log = logging.getLogger("ctcalc_spark.progress")
+
+
+def day_argument(text: str) -> str:
+    """argparse ``type`` of a flag that takes one day: ``text`` when it is YYYY-MM-DD, else a usage error (exit 2)."""
+    from ctcalc_spark.config import validate_ds
+
+    try:
+        return validate_ds(text, "the day")
+    except ConfigError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+
+
+def days_argument(text: str) -> str:
+    """argparse ``type`` of ``--ds``: a day, a range START..END or a comma list of those, checked here so that a
+    malformed one is a usage error (exit 2) before anything starts; returns ``text`` unchanged."""
+    items = [item.strip() for item in text.split(",")]
+    if not all(items):
+        raise argparse.ArgumentTypeError(f"expected days YYYY-MM-DD or ranges START..END separated by commas, got "
+                                         f"{text!r} (an empty item)")
+    for item in items:
+        if ".." not in item:
+            day_argument(item)
+            continue
+        lo, hi = (day_argument(end.strip()) for end in item.split("..", 1))
+        if lo > hi:
+            raise argparse.ArgumentTypeError(f"the range {item!r} ends before it starts")
+    return text
 
 
 def add_config_arguments(parser: argparse.ArgumentParser, *, ds: bool = True) -> None:
@@ -20,7 +47,7 @@ def add_config_arguments(parser: argparse.ArgumentParser, *, ds: bool = True) ->
                         help="YAML job config (examples: the folder `ctcalc where conf` prints); without it the "
                              "defaults and the --set keys, e.g. --set input.path=scores --set output.path=eval")
     if ds:
-        parser.add_argument("--ds", required=True,
+        parser.add_argument("--ds", required=True, type=days_argument,
                             help="logical date YYYY-MM-DD, a range START..END, or a comma list of both "
                                  "(every day in one job)")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
@@ -33,20 +60,15 @@ def period_arguments(args: argparse.Namespace, first: str, last: str, *, first_f
     are ``first_flag``/``last_flag``: sets ``args.<first>``/``args.<last>`` and clears ``args.ds``; True when
     ``--ds`` named a range. A comma list (evaluate's several ranges) is refused: these commands take one period.
     """
-    from ctcalc_spark.config import validate_ds
-
     ds = getattr(args, "ds", None)
     if ds is None or (".." not in ds and "," not in ds):
         return False
     if "," in ds:
-        raise ConfigError(f"--ds {ds!r}: this command takes one day or one range START..END, not a list; give "
-                          f"{first_flag} and {last_flag} (inclusive) for a period.")
+        raise UsageError(f"--ds {ds!r}: this command takes one day or one range START..END, not a list; give "
+                         f"{first_flag} and {last_flag} (inclusive) for a period.")
     if getattr(args, first) or getattr(args, last):
-        raise ConfigError(f"--ds {ds!r} names the period already: give it, or {first_flag} and {last_flag}, not both.")
-    lo, hi = (part.strip() for part in ds.split("..", 1))
-    lo, hi = validate_ds(lo, "--ds (its START)"), validate_ds(hi, "--ds (its END)")
-    if lo > hi:
-        raise ConfigError(f"--ds {ds!r}: START {lo} is after END {hi}.")
+        raise UsageError(f"--ds {ds!r} names the period already: give it, or {first_flag} and {last_flag}, not both.")
+    lo, hi = (part.strip() for part in ds.split("..", 1))  # checked by days_argument
     setattr(args, first, lo)
     setattr(args, last, hi)
     args.ds = None

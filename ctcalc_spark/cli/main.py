@@ -19,7 +19,7 @@ from typing import Any, Callable, Iterator, Sequence
 from ctcalc_spark import __version__
 from ctcalc_spark.errors import (
     EXIT_CONFIG, EXIT_INPUT, EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_MISSING_DEPENDENCY, EXIT_OK, EXIT_RUNTIME,
-    EXIT_TERMINATED, EXIT_USAGE, CtcalcError, MissingDependencyError, java_root_cause,
+    EXIT_TERMINATED, EXIT_USAGE, RESULT_FLAG, CtcalcError, MissingDependencyError, java_root_cause,
 )
 from ctcalc_spark.redact import redact_url
 from ctcalc_spark.spark import interrupt
@@ -54,10 +54,10 @@ COMMANDS = {
 
 EXIT_CODES = (
     (EXIT_OK, "success"),
-    (EXIT_RUNTIME, "Spark or the file system failed (missing path, lost executor, full disk); may be transient"),
-    (EXIT_USAGE, "usage error: unknown option, missing or malformed argument"),
+    (EXIT_RUNTIME, "Spark or the file system failed while running (lost executor, full disk); may be transient"),
+    (EXIT_USAGE, "usage error: unknown option, missing or malformed argument (e.g. a --ds that is no day)"),
     (EXIT_CONFIG, "invalid configuration (config file or --set)"),
-    (EXIT_INPUT, "the input data violates the contract (columns, labels, values, empty day)"),
+    (EXIT_INPUT, "the input is missing or violates the contract (columns, labels, values, empty day)"),
     (EXIT_MISSING_DEPENDENCY, "an optional dependency is missing; the message names the extra to install"),
     (EXIT_INTERNAL, "internal error: a bug in ctcalc; the traceback is printed, please report it"),
     (EXIT_INTERRUPTED, "interrupted (Ctrl-C): Spark's jobs cancelled; a table commit is whole or not made"),
@@ -68,15 +68,18 @@ EXIT_CODES = (
 # Spark's level is left to the session (WARN locally; the cluster's log4j2 settings under spark-submit).
 VERBOSITY = {"quiet": ("WARNING", "ERROR"), "verbose": ("DEBUG", "INFO"), None: ("INFO", None)}
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
+LOG_FORMATS = ("text", "json")
 _SPARK_NAMES = {"WARNING": "WARN"}
 
 
-def log_levels(flag: str | None) -> tuple[str, str | None]:
-    """(ctcalc level, Spark level or None) for the value the logging flags stored."""
-    if flag in VERBOSITY:
-        return VERBOSITY[flag]
-    level = str(flag)
-    return level, _SPARK_NAMES.get(level, level)
+def log_levels(flag: str | None, spark_flag: str | None = None) -> tuple[str, str | None]:
+    """(ctcalc level, Spark level or None) for the values the logging flags stored: ``--log-level`` sets ctcalc's
+    level alone (Spark's own DEBUG output is a separate choice); ``--spark-log-level`` sets Spark's,
+    and wins over what -v/-q give it."""
+    ours, spark = VERBOSITY[flag] if flag in VERBOSITY else (str(flag), None)
+    if spark_flag is not None:
+        spark = spark_flag
+    return ours, None if spark is None else _SPARK_NAMES.get(spark, spark)
 
 
 def _log_level_name(text: str) -> str:
@@ -96,7 +99,40 @@ def _add_logging_flags(parser: argparse.ArgumentParser, *, in_subcommand: bool) 
     group.add_argument("-q", "--quiet", dest="log_level", action="store_const", const="quiet", default=default,
                        help="warnings and errors only (no progress lines); Spark at ERROR")
     group.add_argument("--log-level", dest="log_level", type=_log_level_name, default=default, metavar="LEVEL",
-                       help=f"one of {', '.join(LOG_LEVELS)}, for ctcalc and Spark alike")
+                       help=f"ctcalc's own lines: one of {', '.join(LOG_LEVELS)} (Spark's level stays)")
+    group.add_argument("--spark-log-level", dest="spark_log_level", type=_log_level_name, default=default,
+                       metavar="LEVEL", help=f"Spark's log level: one of {', '.join(LOG_LEVELS)}")
+    group.add_argument("--log-format", dest="log_format", choices=LOG_FORMATS, default=default,
+                       help="text (default) or json: one JSON object a line for ctcalc's log lines and its "
+                            "error line, for a log collector")
+
+
+def _add_result_flag(parser: argparse.ArgumentParser, *, in_subcommand: bool) -> None:
+    parser.add_argument(RESULT_FLAG, dest="result_file", default=argparse.SUPPRESS if in_subcommand else None,
+                        metavar="PATH", help="when the command ends, write {\"command\": ..., \"exit_code\": N} as "
+                                             "JSON to PATH (for a scheduler: the code without reading the log)")
+
+
+def result_file(argv: Sequence[str]) -> str | None:
+    """The ``--result-file`` of a command line, found before argparse runs (so a usage error is recorded too)."""
+    found = None
+    for i, arg in enumerate(argv):
+        if arg == RESULT_FLAG and i + 1 < len(argv):
+            found = argv[i + 1]
+        elif arg.startswith(RESULT_FLAG + "="):
+            found = arg.split("=", 1)[1]
+    return found
+
+
+def write_result(path: str, command: str | None, code: int) -> None:
+    """The result record: the command and its exit code, written whole (a temporary file, then renamed)."""
+    import json
+    import os
+
+    tmp = f"{path}.{os.getpid()}.tmp"
+    with open(tmp, "w", encoding="utf-8") as f:
+        json.dump({"command": command, "exit_code": code}, f)
+    os.replace(tmp, path)
 
 
 def _version_text() -> str:
@@ -119,11 +155,13 @@ def build_parser(submitted: bool = False) -> argparse.ArgumentParser:
                                      "Spark.", epilog=_epilog(), formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--version", action="version", version=_version_text())
     _add_logging_flags(parser, in_subcommand=False)
+    _add_result_flag(parser, in_subcommand=False)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")  # none given: main() prints the list
     for name, (module, help_text) in COMMANDS.items():
         p = sub.add_parser(name, help=help_text, description=help_text)
         importlib.import_module(module).add_arguments(p)
         _add_logging_flags(p, in_subcommand=True)
+        _add_result_flag(p, in_subcommand=True)
         p.set_defaults(_module=module, _submitted=submitted)
     return parser
 
@@ -171,15 +209,45 @@ class _CtcalcHandler(logging.StreamHandler):  # type: ignore[type-arg]
         pass
 
 
-def configure_logging(level: str) -> None:
+class JsonFormatter(logging.Formatter):
+    """One JSON object a line: ``time`` (UTC, ISO 8601), ``level``, ``logger``, ``message`` (and ``exception``)."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        import datetime as dt
+        import json
+
+        line = {"time": dt.datetime.fromtimestamp(record.created, dt.timezone.utc).isoformat(timespec="milliseconds"),
+                "level": record.levelname, "logger": record.name, "message": record.getMessage()}
+        if record.exc_info:
+            line["exception"] = self.formatException(record.exc_info)
+        return json.dumps(line, ensure_ascii=False)
+
+
+_FORMAT = {"json": False}  # the --log-format of this run: the error line follows it (say())
+
+
+def say(line: str) -> None:
+    """A line of the command's own on stderr (its error, interruption or note): as text, or under
+    ``--log-format json`` as a JSON object of the logger ``ctcalc_spark.cli`` (level ERROR unless a note)."""
+    if not _FORMAT["json"]:
+        print(line, file=sys.stderr)
+        return
+    level = logging.INFO if line.startswith("note: ") else logging.ERROR
+    record = logging.LogRecord("ctcalc_spark.cli", level, __file__, 0, line, None, None)
+    print(JsonFormatter().format(record), file=sys.stderr)
+
+
+def configure_logging(level: str, log_format: str = "text") -> None:
     """ctcalc's log lines (progress at INFO) to stderr at ``level``; other libraries stay at WARNING."""
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     logger = logging.getLogger("ctcalc_spark")
     for h in [h for h in logger.handlers if isinstance(h, _CtcalcHandler)]:
         logger.removeHandler(h)
     handler = _CtcalcHandler()
-    # Spark's own layout, so both interleave readably on one terminal.
-    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s", "%y/%m/%d %H:%M:%S"))
+    _FORMAT["json"] = log_format == "json"
+    # Text: Spark's own layout, so both interleave readably on one terminal.
+    handler.setFormatter(JsonFormatter() if _FORMAT["json"] else
+                         logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s", "%y/%m/%d %H:%M:%S"))
     logger.addHandler(handler)
     logger.setLevel(level)
     logger.propagate = False
@@ -235,14 +303,14 @@ def run_guarded(work: Callable[[], int | None], label: str) -> int:
     except CtcalcError as e:
         if received() is not None:  # e.g. an input error made of Spark's cancellation
             return _interrupted(label)
-        print(f"{label}: error: {e}", file=sys.stderr)
+        say(f"{label}: error: {e}")
         _metastore_note()
         return e.exit_code
     except ImportError as e:
         missing = MissingDependencyError.from_import_error(e)
         if missing is None:
             return _internal_error(e, label)
-        print(f"{label}: error: {missing}", file=sys.stderr)
+        say(f"{label}: error: {missing}")
         return missing.exit_code
     except KeyboardInterrupt:
         return _interrupted(label)
@@ -253,21 +321,37 @@ def run_guarded(work: Callable[[], int | None], label: str) -> int:
         return _failure(e, label)
 
 
+def _stderr_under_spark_submit() -> None:
+    """Under spark-submit (client mode) the driver's stderr is a pipe that Spark's launcher copies to its own
+    stdout, so progress and errors came out with the results. When the parent process is that launcher (a JVM
+    running SparkSubmit) and its stderr can be opened, write this process's stderr lines there instead."""
+    import os
+
+    parent = os.getppid()
+    try:
+        with open(f"/proc/{parent}/cmdline", "rb") as f:
+            launcher = b"org.apache.spark.deploy.SparkSubmit" in f.read()
+        if launcher:
+            sys.stderr = open(f"/proc/{parent}/fd/2", "w", buffering=1, encoding="utf-8", errors="replace")
+    except OSError:  # not Linux, or not allowed: stderr stays the pipe
+        return
+
+
 def _metastore_note() -> None:
     """The note of :func:`ctcalc_spark.spark.session.new_metastore_note`, when there is one (Spark was started)."""
     session = sys.modules.get("ctcalc_spark.spark.session")
     note = session.new_metastore_note() if session is not None else None
     if note:
-        print(f"note: {note}", file=sys.stderr)
+        say(f"note: {note}")
 
 
 def _interrupted(label: str) -> int:
     """One line and 130 (Ctrl-C) or 143 (SIGTERM, as a scheduler stops a task): see spark/interrupt.py."""
     signum = received()
     if signum is None or signum == signal.SIGINT:
-        print(f"{label}: interrupted", file=sys.stderr)
+        say(f"{label}: interrupted")
         return EXIT_INTERRUPTED
-    print(f"{label}: stopped by {signal_name(signum)}", file=sys.stderr)
+    say(f"{label}: stopped by {signal_name(signum)}")
     return EXIT_TERMINATED  # the only other signal interrupt.install() handles
 
 
@@ -279,13 +363,13 @@ def _failure(e: Exception, label: str) -> int:
         traceback.print_exc()
     refused = connect_refusal(e) or connector_error(e)
     if refused is not None:
-        print(f"{label}: error: {refused}", file=sys.stderr)
+        say(f"{label}: error: {refused}")
         return EXIT_CONFIG
     rpc = rpc_failure(e)
     java = java_failure(e)
     first = rpc or java or (str(e).strip().splitlines()[0] if str(e).strip() else "")
-    print(f"{label}: failed: {'' if java else type(e).__name__ + ': '}{first}\n(a Spark or file-system failure: "
-          "check the path, the cluster and the disk, then rerun; -v prints the Python traceback)", file=sys.stderr)
+    say(f"{label}: failed: {'' if java else type(e).__name__ + ': '}{first}\n(a Spark or file-system failure: "
+        "check the path, the cluster and the disk, then rerun; -v prints the Python traceback)")
     return EXIT_RUNTIME
 
 
@@ -299,21 +383,41 @@ def java_failure(error: BaseException) -> str | None:
 
 def _internal_error(error: BaseException, label: str) -> int:
     traceback.print_exception(error)
-    print(f"{label}: internal error in ctcalc {__version__}: {type(error).__name__}: {error}\n"
-          "This is a bug: please report it with the command line and the traceback above.", file=sys.stderr)
+    say(f"{label}: internal error in ctcalc {__version__}: {type(error).__name__}: {error}\n"
+        "This is a bug: please report it with the command line and the traceback above.")
     return EXIT_INTERNAL
 
 
 def main(argv: Sequence[str] | None = None, *, submitted: bool = False) -> int:
-    """Run a subcommand and return its exit code (see EXIT_CODES); argparse exits 2 on a usage error."""
+    """Run a subcommand and return its exit code (see EXIT_CODES); argparse exits 2 on a usage error. With
+    ``--result-file PATH`` the code is also written there, whatever ends the command (usage errors included)."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    record = result_file(argv)
+    if record is None:
+        return _main(argv, submitted)
+    command = next((a for a in argv if a in COMMANDS), None)
+    code = EXIT_INTERNAL
+    try:
+        code = _main(argv, submitted)
+        return code
+    except SystemExit as e:  # argparse: --help, --version (0) or a usage error (2)
+        code = e.code if isinstance(e.code, int) else (EXIT_OK if e.code is None else EXIT_USAGE)
+        raise
+    finally:
+        write_result(record, command, code)
+
+
+def _main(argv: list[str], submitted: bool) -> int:
     parser = build_parser(submitted)
     args = parser.parse_args(argv)
     if args.command is None:  # a bare `ctcalc`: the command list, not argparse's one-line "required" error
         parser.print_help(sys.stderr)
         parser.exit(EXIT_USAGE, "\nctcalc: error: name a COMMAND: `ctcalc demo` runs the whole job on generated data, "
                                 "`ctcalc COMMAND -h` lists a command's options.\n")
-    level, spark_level = log_levels(args.log_level)
-    configure_logging(level)
+    level, spark_level = log_levels(args.log_level, args.spark_log_level)
+    if submitted:
+        _stderr_under_spark_submit()
+    configure_logging(level, args.log_format or "text")
     args._spark_log_level = spark_level
     label = f"ctcalc {args.command}"
     t0 = time.perf_counter()

@@ -1,12 +1,18 @@
-"""The failure notifier of the ctcalc DAGs: one log line per failure, then an optional configured function.
+"""The failure notifier of the ctcalc DAGs: one log line per failure, then an optional configured function, called
+once per failure.
 
-Used as ``on_failure_callback`` of every task (runs in the task's process once the task has failed with
-no retry left) and of the DAG (runs in the dag-processor, e.g. when ``dagrun_timeout`` ends
-a run). The function comes from ``CTCALC_ON_FAILURE`` (``package.module:function``), read at parse time
-from the environment only, never from params or Variables (see docs/airflow.md, trust model); it is
-called with keyword arguments ``dag_id, run_id, task_id, logical_date, try_number, reason, log_url``
-and must accept ``**kwargs`` for fields added later. A failing function is logged, never raised: the
-notifier must not hide the failure it reports.
+``FailureNotifier(target)`` is the ``on_failure_callback`` of every task: it runs in the task's process once the
+task has failed with no retry left, and calls the function with ``kind="task"``.
+``FailureNotifier(target, run_level=True)`` is the DAG's: it runs in the dag-processor when a run fails. A run that
+failed because a task failed was notified by that task already, so it only logs; a run that failed with no task
+failure (``dagrun_timeout`` ended it, or no task could run any more) calls the function once with
+``kind="dag_run"``, ``task_id`` naming the task that was still unfinished. Every failure reaches the function
+exactly once.
+
+The function comes from ``CTCALC_ON_FAILURE`` (``package.module:function``), read at parse time from the environment
+only, never from params or Variables (see docs/airflow.md, trust model); it is called with keyword arguments
+``kind, dag_id, run_id, task_id, logical_date, try_number, reason, log_url`` and must accept ``**kwargs`` for
+fields added later. A failing function is logged, never raised: the notifier must not hide the failure it reports.
 """
 from __future__ import annotations
 
@@ -49,15 +55,44 @@ def failure_info(context: Any) -> dict[str, Any]:
     }
 
 
-class FailureNotifier(BaseNotifier):
-    """Log the failure; then call ``target`` (``package.module:function``) with :func:`failure_info`'s fields."""
+# Airflow's reason for a failed run (the DAG callback's context["reason"]) when a task failure caused it.
+RUN_FAILED_BY_TASK = "task_failure"
 
-    def __init__(self, target: str | None = None) -> None:
+
+def run_failure_reason(reason: str, task_id: str | None, timeout: Any = None) -> str:
+    """What a run-level failure that no task reported means, naming the unfinished task."""
+    task = f"task {task_id}" if task_id else "a task"
+    if reason == "timed_out":
+        limit = f" ({timeout})" if timeout else ""
+        return f"the run exceeded its dagrun_timeout{limit} while {task} was unfinished (CTCALC_DAGRUN_TIMEOUT_S)"
+    if reason == "all_tasks_deadlocked":
+        return f"no task of the run could start any more ({task} among those left): check the run's task states"
+    return f"the run failed ({reason or 'no reason given'}) at {task}"
+
+
+class FailureNotifier(BaseNotifier):
+    """Log the failure; then call ``target`` (``package.module:function``) with :func:`failure_info`'s fields and
+    ``kind``, once per failure (see the module's docstring): ``run_level`` for the DAG's callback."""
+
+    def __init__(self, target: str | None = None, *, run_level: bool = False) -> None:
         super().__init__()
         self.target = target
+        self.run_level = run_level
+
+    def render_template_fields(self, context: Any, jinja_env: Any = None) -> None:
+        """Nothing to render: no field is templated. (BaseNotifier's own asks the DAG for a template environment,
+        which the serialized DAG of ``dag.test()`` lacks: the run's callback then failed there.)"""
 
     def notify(self, context: Any) -> None:
-        info = failure_info(context)
+        info = {"kind": "dag_run" if self.run_level else "task", **failure_info(context)}
+        if self.run_level:
+            reason = str(context.get("reason") or "")
+            if reason == RUN_FAILED_BY_TASK:
+                log.error("ctcalc run failed: dag_id=%s run_id=%s; task %s failed and was notified by its own "
+                          "callback", info["dag_id"], info["run_id"], info["task_id"])
+                return
+            dag = context.get("dag")
+            info["reason"] = run_failure_reason(reason, info["task_id"], getattr(dag, "dagrun_timeout", None))
         log.error("ctcalc failure: %s", " ".join(f"{k}={v}" for k, v in info.items() if v is not None))
         if not self.target:
             return

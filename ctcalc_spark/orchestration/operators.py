@@ -10,6 +10,7 @@ from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOpe
 
 from airflow.sdk.exceptions import AirflowException, AirflowFailException
 
+from ctcalc_spark.errors import RESULT_FLAG
 from ctcalc_spark.orchestration.tasks import (
     ERROR_MARKERS, connect_client_command, final_failure, job_command, redact_args, secret_values, spark_connect_url,
 )
@@ -23,6 +24,26 @@ class ConnectJobError(AirflowException):
         super().__init__(message)
         self.exit_code = exit_code
         self.errors = errors
+
+
+class JobExitError(AirflowException):
+    """spark-submit failed; ``exit_code`` is the job's, from its result record (None when there is none)."""
+
+    def __init__(self, message: str, exit_code: int | None) -> None:
+        super().__init__(message)
+        self.exit_code = exit_code
+
+
+def read_result(path: str) -> int | None:
+    """The exit code a ``ctcalc --result-file`` record holds, or None when there is no readable record."""
+    import json
+
+    try:
+        with open(path, encoding="utf-8") as f:
+            code = json.load(f).get("exit_code")
+    except (OSError, ValueError, AttributeError):
+        return None
+    return code if isinstance(code, int) else None
 
 
 class CtcalcSparkSubmitOperator(SparkSubmitOperator):
@@ -55,27 +76,45 @@ class CtcalcSparkSubmitOperator(SparkSubmitOperator):
             mask_secret(value)
 
     def execute(self, context: Any) -> None:
-        import re
-
         remote = spark_connect_url(self._conn_id)
         try:
             if remote is None:
-                super().execute(context)
+                self._spark_submit(context)
             else:
                 self._run_connect_client(remote)
         except ConnectJobError as e:
             self._fail_for_good(e, e.exit_code, e.errors)
             raise
-        except AirflowException as e:
-            # spark-submit (client mode) exits with the job's exit code, which the provider puts in its message.
-            found = re.search(r"Error code is: (\d+)", str(e))
-            self._fail_for_good(e, int(found.group(1)) if found else None, str(e))
+        except JobExitError as e:
+            self._fail_for_good(e, e.exit_code, str(e.__cause__ or e))
             raise
         events = context.get("outlet_events")
         for asset in self.outlets or []:
             extra = self.asset_extra.get(getattr(asset, "name", ""))
             if events is not None and extra:
                 events[asset].extra.update(extra)
+
+    def _spark_submit(self, context: Any) -> None:
+        """The provider's spark-submit, the job writing its exit code to a result record (``ctcalc --result-file``)
+        that is read here: the code does not depend on the wording of the provider's error. The record exists where
+        the driver runs on this machine (client mode); in a cluster deploy mode the failure has no code (retried)."""
+        import shutil
+        import tempfile
+
+        folder = tempfile.mkdtemp(prefix="ctcalc-result-")
+        record = os.path.join(folder, "result.json")
+        args = list(self.application_args or [])
+        self.application_args = [*args, RESULT_FLAG, record]
+        try:
+            super().execute(context)
+        except AirflowException as e:
+            code = read_result(record)
+            self.log.info("the job's result record: %s", f"exit code {code}" if code is not None else
+                          "none (the driver ran elsewhere or ended before writing it)")
+            raise JobExitError(str(e), code) from e
+        finally:
+            self.application_args = args
+            shutil.rmtree(folder, ignore_errors=True)
 
     def _fail_for_good(self, error: AirflowException, code: int | None, output: str) -> None:
         """Raise AirflowFailException (no retries) when the job's exit code says a rerun cannot mend it."""

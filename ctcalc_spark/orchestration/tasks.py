@@ -32,7 +32,7 @@ VARIABLE_PREFIX = "ctcalc_"  # Airflow Variable of run-time key k: ctcalc_<k>
 ENV_PREFIX = "CTCALC_"  # environment fallback of run-time key k: CTCALC_<K>
 
 # Run-time keys that choose which code runs or which paths are read and written: a drift callback is
-# imported and called, spark_conf reaches the JVM command line, project_dir picks jobs/*.py, models are
+# imported and called, spark_conf reaches the JVM command line, project_dir is where relative paths start, models are
 # unpickled by torch, config/overrides pick every input and output path. Only trusted sources set them.
 TRUSTED_KEYS = ("config", "overrides", "project_dir", "spark_conf", "drift_callback", "models", "sensor_path",
                 "ready_marker", "readiness")
@@ -41,7 +41,7 @@ TUNING_KEYS = ("bias_threshold", "score", "report_days", "previous_window")
 RUN_KEYS = TRUSTED_KEYS + TUNING_KEYS
 
 VAR_CONFIG = "ctcalc_config"  # job YAML; relative paths are resolved against the project dir
-VAR_PROJECT_DIR = "ctcalc_project_dir"  # folder holding jobs/ and conf/
+VAR_PROJECT_DIR = "ctcalc_project_dir"  # the folder relative config and data paths start from
 VAR_OVERRIDES = "ctcalc_overrides"  # JSON object of config overrides, e.g. {"output.path": "/data/ctcalc"}
 VAR_BIAS_THRESHOLD = "ctcalc_bias_threshold"  # |bias change| above which the drift check fires
 VAR_SCORE = "ctcalc_score"  # "true": score the day's feature rows before evaluating
@@ -68,6 +68,7 @@ class ParseSettings:
     """What the DAG files need at parse time; read from the environment, never from the metadata DB."""
 
     conn_id: str = "spark_default"
+    spark_pool: str = "default_pool"  # the Airflow pool of the tasks that run a Spark driver (CTCALC_SPARK_POOL)
     start_date: dt.datetime | None = None  # None: no catch-up, the first run is the latest completed day
     catchup: bool = False
     max_active_runs: int = 1
@@ -106,7 +107,7 @@ def parse_settings(
 ) -> ParseSettings:
     """Parse-time settings from ``CTCALC_*`` environment variables (cheap: no DB, no network, never raises).
 
-    ``CTCALC_SPARK_CONN_ID``, ``CTCALC_START_DATE`` (YYYY-MM-DD: the first day evaluated), ``CTCALC_CATCHUP``,
+    ``CTCALC_SPARK_CONN_ID``, ``CTCALC_SPARK_POOL``, ``CTCALC_START_DATE`` (YYYY-MM-DD: the first day evaluated), ``CTCALC_CATCHUP``,
     ``CTCALC_MAX_ACTIVE_RUNS``, ``CTCALC_OWNER``, ``CTCALC_RETRIES``, ``CTCALC_RETRY_DELAY_S``,
     ``CTCALC_MAX_RETRY_DELAY_S``, ``CTCALC_SENSOR_TIMEOUT_S``, ``CTCALC_SENSOR_POKE_S``, ``CTCALC_SENSOR_MODE``
     (poke/reschedule), ``CTCALC_PREVIOUS_TIMEOUT_S``, ``CTCALC_TASK_TIMEOUT_S``, ``CTCALC_SPARK_TIMEOUT_S``,
@@ -159,6 +160,7 @@ def parse_settings(
         on_failure = None
     return ParseSettings(
         conn_id=env.get("CTCALC_SPARK_CONN_ID") or d.conn_id,
+        spark_pool=env.get("CTCALC_SPARK_POOL") or d.spark_pool,
         start_date=start,
         catchup=catchup,
         max_active_runs=get("MAX_ACTIVE_RUNS", int, d.max_active_runs, positive, "an integer >= 1"),
@@ -321,8 +323,8 @@ def run_settings(
         "ds": ds,
         "data_interval": [str(v) for v in data_interval] if data_interval else None,
         "project_dir": str(project),
-        "evaluate_app": str(project / "jobs" / "evaluate.py"),
-        "rolling_app": str(project / "jobs" / "rolling.py"),
+        "evaluate_app": submit_app(),  # the package's spark-submit entry point: the command comes first
+        "rolling_app": submit_app(),
         "config": str(config),
         "overrides": sets,
         "sensor_path": sensor_path,
@@ -330,6 +332,8 @@ def run_settings(
         "previous": previous_window_spec(cfg, ds, output, policy, parse.start_date),
         "score": _as_bool(_first(get("score"), False)),
         "job_args": ["--config", str(config), "--ds", ds, *set_args],
+        "evaluate_args": ["evaluate", "--config", str(config), "--ds", ds, *set_args],
+        "rolling_args": ["rolling", "--config", str(config), "--ds", ds, *set_args],
         **where,
         "report_dir": f"{output}/reports/ds={ds}",
         # ctcalc_spark_conf too: a report on catalog tables starts a session that must see the same metastore.
@@ -343,6 +347,14 @@ def run_settings(
         "bias_threshold": threshold,
         "drift_callback": callback,
     }
+
+
+def submit_app() -> str:
+    """The spark-submit entry point the DAGs' Spark tasks run: ``ctcalc_spark/submit.py`` of the installed package
+    (its first argument names the command), so no checkout is needed on the workers."""
+    from ctcalc_spark.where import submit_script
+
+    return str(submit_script())
 
 
 def day_placeholders(template: str, ds: str, input_ds: str) -> str:
@@ -883,9 +895,9 @@ def compare_plan(params: Mapping[str, Any], project_dir: str, *, allowed_root: s
                        for r in range(int(params["runs"]))],
         "features_path": absolute(params["features_path"]),
         "eval_path": f"{work}/eval",
-        "evaluate_app": str(project / "jobs" / "evaluate.py"),
-        "compare_app": str(project / "jobs" / "compare.py"),
-        "evaluate_args": ["--config", config, "--ds", ds, *sets],
-        "compare_args": ["--config", config, "--a", a, "--b", b, "--ds", ds, "--out", f"{work}/out/compare/{a}_vs_{b}",
-                         *sets],
+        "evaluate_app": submit_app(),
+        "compare_app": submit_app(),
+        "evaluate_args": ["evaluate", "--config", config, "--ds", ds, *sets],
+        "compare_args": ["compare", "--config", config, "--a", a, "--b", b, "--ds", ds, "--out",
+                         f"{work}/out/compare/{a}_vs_{b}", *sets],
     }

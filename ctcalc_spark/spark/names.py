@@ -13,6 +13,11 @@ def quoted(name: str) -> str:
     return "`" + name.replace("`", "``") + "`"
 
 
+def sql_string(text: str) -> str:
+    """``text`` as a Spark SQL string literal: in single quotes, backslashes and quotes inside escaped."""
+    return "'" + str(text).replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
 def col(name: str) -> Column:
     """The top-level column called exactly ``name`` (``F.col`` would read ``a.b`` as field b of struct a)."""
     from pyspark.sql import functions as F

@@ -1168,6 +1168,3 @@ def unread_files(spark: SparkSession, cfg: JobConfig, days: Sequence[str] | None
     seen = df.groupBy(F.col("_metadata.file_path").alias("f")).agg(F.max(values).alias("h")).collect()
     got = {plain_file_path(r["f"]) for r in seen}
     return [f for f in listed if f not in got]
-
-
-# ---- pandas <-> Spark ---------------------------------------------------------------------------------
