@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, Sequence
 import numpy as np
 import pandas as pd
 
-from ctcalc_spark.config import JobConfig, fits_ds_format, guess_ds_formats, validate_ds, yaml_list
+from ctcalc_spark.config import JobConfig, fits_ds_format, guess_ds_formats, parse_days, validate_ds, yaml_list
 from ctcalc_spark.core.finalize import (
     ALL,
     KEY_TYPES,
@@ -27,7 +27,7 @@ from ctcalc_spark.core.finalize import (
     metrics_from_summaries,
 )
 from ctcalc_spark.core.solvers import solve_temperature
-from ctcalc_spark.core.windows import Window, day_runs
+from ctcalc_spark.core.windows import day_runs
 from ctcalc_spark.errors import ConfigError, DegenerateBiasError, InputError, listed
 from ctcalc_spark.spark.filekind import own_encoding
 from ctcalc_spark.spark.names import col, quoted
@@ -63,6 +63,7 @@ from ctcalc_spark.spark.scan import (
     summary_aggregation,
     uncounted_groups,
 )
+from ctcalc_spark.spark.progress import long_step
 from ctcalc_spark.spark.session import is_connect
 from ctcalc_spark.spark.storage import (
     DS,
@@ -128,35 +129,12 @@ def table_path(cfg: JobConfig, table: str) -> str:
     return OutputStore(cfg).location(table)
 
 
-def day_range(start: str, end: str) -> list[str]:
-    """Every day from ``start`` to ``end`` inclusive."""
-    if validate_ds(end) < validate_ds(start):
-        raise ConfigError(f"The range {start}..{end} ends before it starts.")
-    return Window(start, end, f"{start}..{end}").days()
-
-
 def day_span(days: Sequence[str]) -> str:
     """'ds=D' for one day, 'ds=A..B (N days)' for several, 'ds=A, C..D (N days)' when they have gaps (A..D read
     as every day between): how progress and result lines name a run's days."""
     if len(days) == 1:
         return f"ds={days[0]}"
     return f"ds={day_runs(sorted(days), shown=5)} ({len(days)} days)"
-
-
-def parse_days(spec: str | Sequence[str]) -> list[str]:
-    """Days from '2026-11-21', '2026-11-15..2026-11-21', a comma list of those, or a sequence of days."""
-    parts = [spec] if isinstance(spec, str) else list(spec)
-    days: set[str] = set()
-    for part in parts:
-        for item in str(part).split(","):
-            item = item.strip()
-            if ".." in item:
-                days.update(day_range(*(end.strip() for end in item.split("..", 1))))
-            elif item:
-                days.add(validate_ds(item))
-    if not days:
-        raise ConfigError("Expected at least one day (YYYY-MM-DD or a range START..END).")
-    return sorted(days)
 
 
 def check_finite(frame: pd.DataFrame) -> None:
@@ -621,7 +599,7 @@ def evaluate(
     direct = write and len(days) > 1 and kb is None and OutputStore(cfg, spark).stages_locally("summaries")
     with ExitStack() as run:
         tx = run.enter_context(OutputStore(cfg, spark).transaction("evaluate", days)) if direct else None
-        with input_read_errors(cfg):
+        with input_read_errors(cfg), long_step("evaluate scan", spark):
             one_day = {DS: days[0]} if len(days) == 1 else None  # the rows' day is that one or null
             aggregated = summary_aggregation(df, cfg, extra_keys=[DS], known_bias=kb, single=one_day)
             # On Spark Connect a range's summaries are written from the aggregate where Spark holds it (cached, and
