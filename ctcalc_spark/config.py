@@ -388,8 +388,7 @@ class SparkConfig:
     log_level: str | None = None
     fast_local_files: bool = True
     """Local masters only: write ``file://`` paths through :mod:`ctcalc_spark.localfs` (Hadoop's local file
-    system without a ``chmod`` process per file: 365 daily partitions written in 1.41 s instead of 3.48 s,
-    bench/bench_local_writes.py)."""
+    system without a ``chmod`` process per file; bench/bench_local_writes.py measures the difference)."""
 
 
 DURATION_UNITS = {"second": 1, "minute": 60, "hour": 3600, "day": 86400, "week": 7 * 86400}
