@@ -3,7 +3,7 @@
 A step that ends within ``after`` seconds prints nothing; a longer one prints, every ``every`` seconds, on the
 ``ctcalc_spark.progress`` logger (stderr, INFO; hidden by ``-q``)::
 
-    ctcalc evaluate: scan running, 20 s, 37 of 120 Spark tasks done (31 %)
+    evaluate scan running, 20 s, 37 of 120 Spark tasks done (31 %)
 
 The share of tasks comes from public APIs only, never from the JVM handles (``sparkContext``), so the same code
 runs on classic sessions and on Spark Connect:

@@ -56,13 +56,13 @@ from ctcalc_spark.spark.files import absolute, is_local, literal_path, local_pat
 from ctcalc_spark.upstream.config import OUTPUT_COLUMNS, WRITE_MODES, TableColumns, TableSource
 from ctcalc_spark.upstream.models import CtrModel
 from ctcalc_spark.upstream.table import (
+    OTHER_DAYS,
     ArrowTable,
     Encoder,
     Keys,
     check_columns,
     evaluation_keys,
     load_table_for,
-    OTHER_DAYS,
     named_files,
     no_rows_error,
     require_ds_column,
