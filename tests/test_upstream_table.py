@@ -727,6 +727,8 @@ def test_spark_engine_takes_days_writes_a_fixed_set_undated_and_counts_extreme_l
     fixed = spark_table_report(spark, str(tmp_path / "fixed"), [("lr", 0)])
     assert fixed.undated and fixed.rows_per_day == {"undated": len(rows)} and fixed.files_per_day["undated"] >= 1
     assert "ds" not in pd.read_parquet(tmp_path / "fixed").columns
+    with pytest.raises(InputError, match="holds an undated table"):  # dated partitions do not join it
+        write_spark_scores(scored, str(tmp_path / "fixed"))
 
 
 def test_docs_list_every_model_setting_and_config_key_with_its_default() -> None:

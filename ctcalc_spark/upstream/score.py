@@ -660,6 +660,8 @@ def write_spark_scores(scored: SparkDataFrame, out_path: str, *, mode: str = "pa
     an undated result (no ds column) replaces the whole table, without partitions."""
     _check_mode(mode, 1)
     dated = "ds" in scored.columns
+    if is_local(str(out_path)):  # a folder this process sees (with Connect, one client and server share)
+        _refuse_mixed_layout(Path(absolute(str(out_path))), not dated, mode)
     writer = scored.write.partitionBy("ds") if dated else scored.write
     if mode == "error":
         writer = writer.mode("errorifexists")
