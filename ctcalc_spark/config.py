@@ -154,6 +154,45 @@ def validate_ds(ds: str, what: str = "--ds") -> str:
     return ds
 
 
+MAX_RANGE_DAYS = 146_097
+"""Days a --ds range may have (400 years): a 300-year range runs, and one of 10,000 years is refused up front."""
+
+
+def day_range(start: str, end: str) -> list[str]:
+    """Every day from ``start`` to ``end`` inclusive."""
+    first, last = dt.date.fromisoformat(validate_ds(start)), dt.date.fromisoformat(validate_ds(end))
+    if last < first:
+        raise ConfigError(f"The range {start}..{end} ends before it starts.")
+    span = (last - first).days + 1
+    if span > MAX_RANGE_DAYS:  # 0001-01-01..9999-12-31 would build a filter of 3.6 million days
+        raise ConfigError(f"The range {start}..{end} has {span:,} days; a run takes at most {MAX_RANGE_DAYS:,} (400 "
+                          "years): give the years the table holds, or run the range in parts.")
+    return [(first + dt.timedelta(days=i)).isoformat() for i in range(span)]
+
+
+def parse_days(spec: str | Sequence[str], what: str = "--ds") -> list[str]:
+    """Days from '2026-11-21', '2026-11-15..2026-11-21', a comma list of those, or a sequence of days (sorted,
+    each once): how ``--ds`` names the days of every command that takes some. ``what``: the option errors name;
+    an error quotes the whole value given."""
+    parts = [spec] if isinstance(spec, str) else list(spec)
+    days: set[str] = set()
+    for part in parts:
+        for item in str(part).split(","):
+            item = item.strip()
+            try:
+                if ".." in item:
+                    days.update(day_range(*(end.strip() for end in item.split("..", 1))))
+                elif item:
+                    days.add(validate_ds(item, what))
+            except ConfigError as e:  # it quoted the one day, not the value given
+                if repr(str(part)) in str(e) or repr(str(part).strip()) in str(e):
+                    raise
+                raise ConfigError(f"{str(e).rstrip('.')}, in {what} {str(part)!r}.") from None
+    if not days:
+        raise ConfigError(f"Expected at least one day in {what} (YYYY-MM-DD or a range START..END).")
+    return sorted(days)
+
+
 def _iso_form(text: object) -> str | None:
     """The YYYY-MM-DD day that a date written another unambiguous way names (20261121, 2026/11/21, 2026.11.21,
     2026-11-21T00:00:00, 2026-11-21 00:00), or None."""
@@ -568,11 +607,15 @@ def _validate(cfg: JobConfig) -> None:
     validate_ds_format(cfg.columns.ds_format)
 
 
-def _validate_sanity(s: SanityConfig) -> None:
-    limit = s.max_abs_logit
+def check_max_abs_logit(limit: Any) -> None:
+    """ConfigError unless ``sanity.max_abs_logit`` is a number in (0, 1e9]."""
     if isinstance(limit, bool) or not isinstance(limit, (int, float)) or not 0.0 < float(limit) <= 1e9:
         raise ConfigError(f"'sanity.max_abs_logit' must be a number in (0, 1e9], got {limit!r}; 50 flags logits "
                           "beyond ±50 (probabilities within 2e-22 of 0 or 1).")
+
+
+def _validate_sanity(s: SanityConfig) -> None:
+    check_max_abs_logit(s.max_abs_logit)
     if s.on_extreme not in ("warn", "error"):
         raise ConfigError(f"'sanity.on_extreme' must be 'warn' or 'error', got {s.on_extreme!r}.")
     if s.max_slice_values is not None and s.max_slice_values < 1:

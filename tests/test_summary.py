@@ -1,6 +1,6 @@
 """Mergeable summaries: the histogram path against the exact row path, and algebraic properties.
 
-Stated bound (ctcalc_spark/core/summary.py): |Δc*| <= (h/2)³/6 and
+Stated bound (ctcalc_spark/core/summary.py): |Δc*| <= bias_error_bound(h) = (h/2)³/6 + (h/2)⁴/8 + … and
 |Δ calibrated log loss| <= 1e-6 at the default bin width h = 0.05.
 """
 from __future__ import annotations
@@ -14,10 +14,10 @@ from sklearn.metrics import roc_auc_score
 
 from ctcalc_spark import BinarySummary, RegressionSummary, calibrated_log_loss, log_loss_from_logits, solve_logit_shift
 from ctcalc_spark.core.calibrated import calibrated_quadratic_loss
-from ctcalc_spark.core.summary import finalize_binary, finalize_regression
+from ctcalc_spark.core.summary import bias_error_bound, finalize_binary, finalize_regression
 
 H = 0.05
-C_BOUND = (H / 2) ** 3 / 6
+C_BOUND = bias_error_bound(H)
 LOSS_BOUND = 1e-6
 
 
@@ -180,7 +180,59 @@ def test_logit_shift_keeps_tiny_terms_when_every_bias_row_is_confidently_right()
     want = 0.5 * (logsumexp(z_neg, b=w[60:]) - logsumexp(-z_pos, b=w[:60]))
     assert abs(solve_logit_shift(y, z, sample_weight=w) - want) < 1e-9
     hist = BinarySummary.from_logits(y, z, sample_weight=w, bin_width=H).solve_bias()
-    assert abs(hist - want) <= (H / 2) ** 3 / 6  # the histogram path within its stated bound
+    assert abs(hist - want) <= C_BOUND  # the histogram path within its stated bound
+
+
+def test_bias_bound_is_its_closed_form():
+    a = H / 2
+    assert bias_error_bound(H) == pytest.approx(np.exp(a) * (1 - a + a * a / 2) - 1, rel=1e-9)
+    assert bias_error_bound(H) == pytest.approx(a**3 / 6 + a**4 / 8 + a**5 / 20 + a**6 / 72, rel=1e-8)
+    assert f"{bias_error_bound(H):.4e}" == "2.6535e-06"  # the figures docs/evaluate.md states
+    assert f"{a**3 / 6:.4e}" == "2.6042e-06"
+    assert f"{a**3 / (18 * np.sqrt(3)):.1e}" == "5.0e-07"  # the loss bound's own term
+
+
+def test_per_row_ratio_behind_the_bias_bound_never_exceeds_it():
+    """|Δc*| <= max over rows of |log(σ̃/σ)| / (1 - σ) (summary.py): σ̃ the second-order expansion of σ around
+    the bin centre. On a grid of margins and offsets, in 60-digit arithmetic, that ratio stays within the bound
+    and reaches it (to 1e-6 relative) at a logit on a bin edge far in a tail."""
+    from mpmath import mp, mpf
+
+    mp.dps = 60
+    a = mpf(H) / 2
+    worst = mpf(0)
+    for x in np.r_[np.linspace(-40, -5, 36), np.linspace(-5, 5, 101), np.linspace(5, 40, 36)]:
+        for d in np.linspace(-float(a), float(a), 9):
+            x_, d_ = mpf(float(x)), mpf(float(d))
+            s = 1 / (1 + mp.exp(-(x_ - d_)))  # σ at the bin centre
+            expanded = s + s * (1 - s) * d_ + s * (1 - s) * (1 - 2 * s) * d_ * d_ / 2
+            exact = 1 / (1 + mp.exp(-x_))
+            worst = max(worst, abs(mp.log(expanded / exact)) / (1 - exact))
+    assert float(worst) <= bias_error_bound(H) * (1 + 1e-12)
+    assert float(worst) >= bias_error_bound(H) * (1 - 1e-6)
+
+
+def _bias_error(z_pos, z_neg, w_pos, w_neg):
+    y = np.r_[np.ones(len(z_pos)), np.zeros(len(z_neg))]
+    z, w = np.r_[z_pos, z_neg], np.r_[w_pos, w_neg]
+    exact = solve_logit_shift(y, z, sample_weight=w)
+    return BinarySummary.from_logits(y, z, sample_weight=w, bin_width=H).solve_bias() - exact
+
+
+def test_worst_cases_of_the_bias_bound():
+    """Logits on bin edges (offset -h/2 from the centre) reach the bound, and stay within it:
+
+    * every val-bias row extreme and correctly predicted (positives at 35, negatives at -35): the two labels'
+      errors partly cancel, |Δc*| = 2.6047e-6 = (h/2)³/6 · 1.0002 (the leading term (h/2)³/6 = 2.6042e-6 alone is short);
+    * 100,000 negatives at -10 (on a bin edge, confidently right) and one positive at -10.025 (a bin centre: no
+      error of its own, and so badly missed that its side's log mass barely moves with c): the negatives' error
+      is all of Δc*, |Δc*| = 2.6533e-6, 1.9 % over (h/2)³/6 and 0.01 % under the stated bound."""
+    both_tails = _bias_error(np.array([35.0]), np.array([-35.0]), np.ones(1), np.ones(1))
+    assert f"{abs(both_tails):.4e}" == "2.6047e-06"
+    one_side = _bias_error(np.array([-10.025]), np.full(100_000, -10.0), np.ones(1), np.ones(100_000))
+    assert f"{abs(one_side):.4e}" == "2.6533e-06"
+    assert abs(one_side) > (H / 2) ** 3 / 6 * 1.018
+    assert abs(both_tails) <= abs(one_side) <= C_BOUND
 
 
 @pytest.mark.parametrize("scale", [1e3, 1e17, 1e300])
@@ -194,7 +246,7 @@ def test_any_finite_logit_gives_a_finite_bias_on_both_paths(scale):
     assert np.isfinite(row) and np.isfinite(hist)
     assert np.isfinite(summary.log_loss()) and np.isfinite(summary.log_loss(hist))
     if scale <= 1e3:  # below the histogram clamp (1e9) both paths solve the same problem
-        assert abs(row - hist) <= (H / 2) ** 3 / 6 * max(1.0, abs(row))
+        assert abs(row - hist) <= C_BOUND * max(1.0, abs(row))
 
 
 def test_sigmoid_pair_is_bit_identical_to_the_math_functions():

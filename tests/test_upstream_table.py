@@ -147,8 +147,16 @@ def test_labels_ids_and_days_follow_the_stated_policies() -> None:
         evaluation_keys(pa.table({"y": ["1", "maybe"]}), TableColumns(label="y"), ds_value="2026-11-01")
     with pytest.raises(InputError, match=r"ds column 'd'.*\['11/02/2026'\]"):
         evaluation_keys(pa.table({"y": [1], "d": ["11/02/2026"]}), TableColumns(label="y", ds="d"))
-    with pytest.raises(InputError, match="declare 'columns.ds'"):
-        evaluation_keys(pa.table({"y": [1]}), TableColumns(label="y"))
+    # Without a ds column and no day given the rows are undated (a fixed set), and --ds has no days to keep.
+    assert evaluation_keys(pa.table({"y": [1, 0]}), TableColumns(label="y")).ds.to_pylist() == [None, None]
+    with pytest.raises(ConfigError, match=r"--ds 2026-11-01 keeps the rows of those days, but the models declare "
+                                          r"no day column"):
+        evaluation_keys(pa.table({"y": [1]}), TableColumns(label="y"), days=["2026-11-01"])
+    # --ds keeps the rows of its days (a timestamp's UTC day), counted apart from the rows dropped as bad.
+    kept = evaluation_keys(table, cols, days=["2026-11-02", "2026-11-03"])
+    assert kept.keep.tolist() == [False, True, False, False, True] and kept.ds.to_pylist() == ["2026-11-02",
+                                                                                               "2026-11-03"]
+    assert kept.counts["left out: other days"] == 1 and kept.counts["dropped: null label"] == 1
 
 
 def test_a_json_array_file_is_told_to_be_json_lines(tmp_path: Path) -> None:
@@ -555,3 +563,193 @@ def test_next_step_names_the_days_written() -> None:
     uri = ScoreReport("s3a://bucket/team/scores", [], rows_per_day={"2026-01-01": 1}).next_step()
     assert uri == "next: ctcalc evaluate --set input.path=s3a://bucket/team/scores --set " \
                   "output.path=s3a://bucket/team/eval --ds 2026-01-01"  # PurePath made it s3a:/bucket/team/eval
+
+
+# ---------------------------------------------------------------- days, checks, fixed sets, settings
+
+
+@pytest.fixture(scope="module")
+def dated_table(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One census-like table over four days (train on some, score others), written once."""
+    path = tmp_path_factory.mktemp("dated") / "all.csv"
+    generate_census_like(2_000, seed=21, n_days=4, start_ds="2026-03-01").to_csv(path, index=False)
+    return path
+
+
+def _census_flags(table: Path) -> list[str]:
+    c = CENSUS
+    return ["--format", "csv", "--categorical", *c.categorical, "--numeric", *c.numeric, "--label", c.label,
+            "--positive-label", ">50K", "--example-id", "person id", "--ds-column", "interview date",
+            "--null-values", "?"]
+
+
+def test_train_and_score_take_the_days_evaluate_takes(dated_table: Path, tmp_path: Path,
+                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    """A user split one dated table in pandas to train on its first days: --ds does it, for train and score."""
+    from ctcalc_spark.cli.main import EXIT_CONFIG, EXIT_INPUT, main
+
+    rows = pd.read_csv(dated_table)
+    per_day = rows["interview date"].value_counts()
+    models = tmp_path / "models"
+    assert main(["train", "--train", str(dated_table), *_census_flags(dated_table), "--arch", "lr",
+                 "--ds", "2026-03-01..2026-03-02", "--models-dir", str(models)]) == 0
+    assert "(--ds 2026-03-01..2026-03-02 of them)" in capsys.readouterr().out
+    meta = load_table_model(models / "lr" / "run0.pt").meta
+    assert meta["n_train_rows"] == per_day["2026-03-01"] + per_day["2026-03-02"]
+    assert meta["train_days"] == "2026-03-01..2026-03-02"
+    assert meta["counts"]["left out: other days"] == per_day["2026-03-03"] + per_day["2026-03-04"]
+
+    out = tmp_path / "scores"
+    assert main(["score", "--eval", str(dated_table), "--format", "csv", "--models-dir", str(models),
+                 "--out", str(out), "--ds", "2026-03-04,2026-03-03"]) == 0
+    printed = capsys.readouterr().out
+    assert sorted(p.name for p in out.iterdir()) == ["ds=2026-03-03", "ds=2026-03-04"]
+    assert len(pd.read_parquet(out)) == per_day["2026-03-03"] + per_day["2026-03-04"]
+    assert f"input rows of other days left out (--ds): {per_day['2026-03-01'] + per_day['2026-03-02']:,}" in printed
+    assert "--ds 2026-03-03..2026-03-04" in printed  # the evaluate command names the days written
+
+    assert main(["score", "--eval", str(dated_table), "--format", "csv", "--models-dir", str(models),
+                 "--out", str(out), "--ds", "2026-04-01..2026-04-30"]) == EXIT_INPUT
+    assert ("The evaluation table has no rows on --ds 2026-04-01..2026-04-30: its column 'interview date' holds "
+            "days 2026-03-01..2026-03-04") in capsys.readouterr().err
+    assert main(["train", "--train", str(dated_table), "--format", "csv", "--categorical", "sex", "--label", "income",
+                 "--positive-label", ">50K", "--ds", "2026-03-01", "--models-dir", str(tmp_path / "m2")]) == EXIT_CONFIG
+    assert "no day column is declared: declare it with --ds-column" in capsys.readouterr().err
+    assert main(["train", "--train", str(dated_table), *_census_flags(dated_table), "--ds", "2026-03-05..2026-03-01",
+                 "--models-dir", str(tmp_path / "m3")]) == EXIT_CONFIG
+    assert "ends before it starts" in capsys.readouterr().err
+
+
+def test_constant_features_are_named_at_train_time_and_extreme_scores_at_score_time(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Three features constant over the training days passed `train` silently and `score` wrote logits down to
+    -245,714 (only `evaluate` warned). Both commands now say so."""
+    from ctcalc_spark.cli.main import main
+
+    rng = np.random.default_rng(4)
+    n = 3_000
+    frame = pd.DataFrame({"day": np.where(np.arange(n) < 2_000, "2026-05-01", "2026-05-02"),
+                          "id": np.arange(n), "x": rng.normal(size=n), "city": rng.choice(["a", "b", "c"], n),
+                          "y": (rng.random(n) < 0.3).astype(int)})
+    frame["flat"] = np.where(frame["day"] == "2026-05-01", 7.0, rng.normal(100.0, 10.0, n))  # constant in training
+    frame["nearly"] = np.where(np.arange(n) == 5, "other", "same")  # one row of 2,000 differs
+    path = tmp_path / "t.csv"
+    frame.to_csv(path, index=False)
+    flags = ["--format", "csv", "--categorical", "city", "nearly", "--numeric", "x", "flat", "--label", "y",
+             "--example-id", "id", "--ds-column", "day"]
+    models = tmp_path / "models"
+    assert main(["train", "--train", str(path), *flags, "--ds", "2026-05-01", "--set",
+                 "pipelines={fnn: {arch: fnn, hidden: [8]}}", "--models-dir", str(models)]) == 0
+    err = capsys.readouterr().err
+    assert ("2 feature(s) constant or nearly so over the 2,000 training rows: 'nearly' ('same' in 99.95 % of rows); "
+            "'flat' (one value, 7.0)") in err
+    assert load_table_model(models / "fnn" / "run0.pt").meta["near_constant"] == {
+        "nearly": "'same' in 99.95 % of rows", "flat": "one value, 7.0"}
+
+    assert main(["score", "--eval", str(path), "--format", "csv", "--models-dir", str(models),
+                 "--out", str(tmp_path / "scores"), "--ds", "2026-05-02"]) == 0
+    err = capsys.readouterr().err
+    z = pd.read_parquet(tmp_path / "scores")["logit"]
+    n_out = int(((z < -50) | (z >= 50)).sum())
+    assert n_out > 900  # the 1,000 rows of the day 'flat' varies on
+    assert (f"WARNING: {n_out:,} of 1,000 scored rows (1 of 1 models) have logits outside [-50, 50) "
+            f"(sanity.max_abs_logit), from {z.min():,.6g} to {z.max():,.6g}: fnn run 0: {n_out:,} of 1,000") in err
+    assert main(["score", "--eval", str(path), "--format", "csv", "--models-dir", str(models),
+                 "--out", str(tmp_path / "scores"), "--ds", "2026-05-02", "--set",
+                 f"sanity.max_abs_logit={float(np.abs(z).max()) * 2}"]) == 0
+    assert "WARNING" not in capsys.readouterr().err
+
+
+def test_a_fixed_set_is_scored_without_an_invented_day(spark: Any, tmp_path: Path,
+                                                       capsys: pytest.CaptureFixture[str]) -> None:
+    """A table without a day column needed `score --ds <some day>`. It is now written undated, and evaluate reads
+    it with columns.ds: null."""
+    import shlex
+
+    from ctcalc_spark.cli.main import EXIT_CONFIG, EXIT_INPUT, main
+
+    rows = generate_census_like(1_500, seed=5, n_days=1).drop(columns=["interview date"])
+    path = tmp_path / "fixed.csv"
+    rows.to_csv(path, index=False)
+    c = CENSUS
+    models = tmp_path / "models"
+    assert main(["train", "--train", str(path), "--format", "csv", "--categorical", *c.categorical, "--numeric",
+                 *c.numeric, "--label", c.label, "--positive-label", ">50K", "--example-id", "person id",
+                 "--null-values", "?", "--runs", "2", "--arch", "lr", "--models-dir", str(models)]) == 0
+    out = tmp_path / "scores"
+    capsys.readouterr()
+    assert main(["score", "--eval", str(path), "--format", "csv", "--models-dir", str(models), "--out", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert sorted(p.name for p in out.iterdir()) == ["part-00000.parquet"]
+    got = pd.read_parquet(out)
+    assert "ds" not in got.columns and len(got) == 2 * len(rows)
+    assert "3,000 rows (2 models) undated (no ds column)" in printed
+    step = next(line for line in printed.splitlines() if line.startswith("next: "))
+    assert step.endswith("--set columns.ds=null --ds YYYY-MM-DD")
+    args = shlex.split(step.removeprefix("next: ").replace("YYYY-MM-DD", "2026-01-01"))[1:]
+    assert main(args + ["--set", f"output.path={tmp_path / 'eval'}"]) == 0
+    metrics = pd.read_parquet(tmp_path / "eval" / "metrics")
+    assert len(metrics) == 2 and (metrics["n_rows"] == len(rows)).all()
+    # A rerun replaces the set; --ds has no days to keep; dated partitions do not join an undated table.
+    assert main(["score", "--eval", str(path), "--format", "csv", "--models-dir", str(models), "--out", str(out),
+                 "--pipeline", "lr"]) == 0
+    assert sorted(p.name for p in out.iterdir()) == ["part-00000.parquet"]
+    assert main(["score", "--eval", str(path), "--format", "csv", "--models-dir", str(models), "--out", str(out),
+                 "--ds", "2026-01-01"]) == EXIT_CONFIG
+    assert "the models declare no day column" in capsys.readouterr().err
+    assert main(["score", "--eval", str(path), "--format", "csv", "--models-dir", str(models), "--out", str(out),
+                 "--set", "scores.ds=2026-01-01"]) == EXIT_INPUT
+    assert "holds an undated table" in capsys.readouterr().err
+
+
+def test_spark_engine_takes_days_writes_a_fixed_set_undated_and_counts_extreme_logits(
+        spark: Any, trained: Path, census: dict[str, Path], tmp_path: Path) -> None:
+    models = find_models(trained, ["lr"])
+    source = TableSource(path=str(census["eval"]), format="csv")
+    out = str(tmp_path / "scores")
+    scored = score_spark(spark, read_spark_table(spark, source), models, days=[EVAL_DAYS[1]], files_per_partition=1)
+    write_spark_scores(scored, out)
+    report = spark_table_report(spark, out, list(models), max_abs_logit=0.5)
+    assert report.days == [EVAL_DAYS[1]]
+    local = score_table(models, source, tmp_path / "local", days=[EVAL_DAYS[1]], max_abs_logit=0.5)
+    assert report.rows_per_day == local.rows_per_day and report.extreme.keys() == local.extreme.keys()
+    for key, (n_out, n, lo, hi) in local.extreme.items():
+        assert report.extreme[key][:2] == (n_out, n) and report.extreme[key][2:] == pytest.approx((lo, hi), abs=1e-6)
+    assert sum(v[0] for v in local.extreme.values()) > 0 and local.extreme_lines()[0].startswith("WARNING: ")
+    # Undated: the models of a table without a day column, scored without a day.
+    rows = pd.read_csv(census["eval"]).drop(columns=["interview date"])
+    cols = dataclasses.replace(CENSUS, ds=None, passthrough=())
+    train_table_models({"lr": ModelSpec(arch="lr")}, pa.Table.from_pandas(rows), cols, seeds=[0],
+                       models_dir=tmp_path / "m")
+    undated = score_spark(spark, spark.createDataFrame(rows), find_models(tmp_path / "m"))
+    assert "ds" not in undated.columns
+    write_spark_scores(undated, str(tmp_path / "fixed"))
+    fixed = spark_table_report(spark, str(tmp_path / "fixed"), [("lr", 0)])
+    assert fixed.undated and fixed.rows_per_day == {"undated": len(rows)} and fixed.files_per_day["undated"] >= 1
+    assert "ds" not in pd.read_parquet(tmp_path / "fixed").columns
+    with pytest.raises(InputError, match="holds an undated table"):  # dated partitions do not join it
+        write_spark_scores(scored, str(tmp_path / "fixed"))
+
+
+def test_docs_list_every_model_setting_and_config_key_with_its_default() -> None:
+    from ctcalc_spark.upstream.config import UpstreamConfig
+    from ctcalc_spark.upstream.models import settings_table
+
+    doc = (Path(__file__).resolve().parents[1] / "docs" / "upstream.md").read_text(encoding="utf-8")
+    assert settings_table() in doc  # generated from ModelSpec: a new setting or a changed default shows here
+    assert {f.name for f in dataclasses.fields(ModelSpec)} == {
+        line.split("`")[1] for line in settings_table().splitlines()[2:]}
+
+    import typing
+
+    hints = typing.get_type_hints(UpstreamConfig)
+    missing = []
+    for f in dataclasses.fields(UpstreamConfig):
+        sub = hints[f.name]
+        names = ([f"{f.name}.{g.name}" for g in dataclasses.fields(sub)]
+                 if dataclasses.is_dataclass(sub) and f.name != "spark" else [f.name])
+        for name in names:
+            leaf = name.split(".", 1)[-1]
+            if f"`{name}`" not in doc and not (name.split(".")[0].endswith("_table") and f"`*.{leaf}`" in doc):
+                missing.append(name)
+    assert missing == []

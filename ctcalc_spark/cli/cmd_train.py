@@ -3,11 +3,12 @@ from __future__ import annotations
 
 import argparse
 
-from ctcalc_spark.cli.common import add_column_arguments, add_table_arguments, upstream_overrides
+from ctcalc_spark.cli.common import add_column_arguments, add_days_argument, add_table_arguments, upstream_overrides
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_table_arguments(parser, table="train")
+    add_days_argument(parser, table="train")
     add_column_arguments(parser)
     seeds = parser.add_mutually_exclusive_group()
     seeds.add_argument("--seeds", nargs="+", type=int, metavar="SEED", help="training seeds, e.g. --seeds 0 1 2")
@@ -18,7 +19,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from ctcalc_spark.core.windows import day_runs
     from ctcalc_spark.errors import ConfigError
+    from ctcalc_spark.spark.progress import long_step
     from ctcalc_spark.upstream.config import load_upstream_config
     from ctcalc_spark.upstream.table import read_table
     from ctcalc_spark.upstream.train import model_file, train_table_models
@@ -38,10 +41,13 @@ def run(args: argparse.Namespace) -> int:
             raise ConfigError(f"--pipeline names {unknown}, not among the configured pipelines {sorted(specs)}.")
         specs = {n: s for n, s in specs.items() if n in args.pipeline}
     table = read_table(cfg.train_table)
-    print(f"train table {cfg.train_table.path}: {table.num_rows:,} rows; training {sorted(specs)} x seeds "
+    days = "" if cfg.train_table.days is None else f" (--ds {day_runs(list(cfg.train_table.days))} of them)"
+    print(f"train table {cfg.train_table.path}: {table.num_rows:,} rows{days}; training {sorted(specs)} x seeds "
           f"{list(cfg.seed_list)}")
-    models = train_table_models(specs, table, cfg.columns, seeds=cfg.seed_list, encoding=cfg.encoding,
-                                models_dir=cfg.models_dir, device=cfg.device, num_threads=cfg.torch_threads, log=print)
+    with long_step("ctcalc train"):
+        models = train_table_models(specs, table, cfg.columns, seeds=cfg.seed_list, encoding=cfg.encoding,
+                                    models_dir=cfg.models_dir, device=cfg.device, num_threads=cfg.torch_threads,
+                                    log=print, days=cfg.train_table.days)
     meta = next(iter(models.values())).meta
     print("vocabulary sizes (+ null, + unseen): " + ", ".join(f"{c} {n}" for c, n in meta["vocab_sizes"].items()))
     counted = {k: v for k, v in meta["counts"].items() if v and k != "rows_in"}

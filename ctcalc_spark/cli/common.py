@@ -159,6 +159,13 @@ def add_table_arguments(parser: argparse.ArgumentParser, *, table: str) -> None:
                         help="override a config key, e.g. --set encoding.min_count=5 (repeatable)")
 
 
+def add_days_argument(parser: argparse.ArgumentParser, *, table: str) -> None:
+    """--ds: the days of ``table``'s rows to use (``<table>_table.days``)."""
+    parser.add_argument("--ds", metavar="DAYS", type=days_argument,
+                        help=f"only the rows of these days (by the day column): YYYY-MM-DD, a range START..END or a "
+                             f"comma list of both, as evaluate takes them ({table}_table.days)")
+
+
 def add_column_arguments(parser: argparse.ArgumentParser) -> None:
     """The column declarations (columns.*) as flags."""
     parser.add_argument("--categorical", nargs="+", metavar="COL", help="categorical feature columns")
@@ -176,6 +183,8 @@ def upstream_overrides(args: argparse.Namespace, *, table: str) -> dict[str, Any
     prefix = f"{table}_table."
     if args.table_path:
         out[prefix + "path"] = args.table_path
+    if getattr(args, "ds", None) is not None:
+        out[prefix + "days"] = args.ds
     for flag, key in _TABLE_FLAGS:
         if getattr(args, flag, None) is not None:
             out[prefix + key] = getattr(args, flag)

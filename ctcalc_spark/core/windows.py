@@ -48,6 +48,7 @@ from ctcalc_spark.core.summary import (
     BINARY_MOMENTS,
     BinarySummary,
     RegressionSummary,
+    bias_error_bound,
     solve_biases,
 )
 
@@ -452,12 +453,12 @@ def _group_summaries(
 def binary_calibrated_bound(current: BinarySummary, c: float) -> float:
     """Bound on |histogram - exact| mean calibrated log loss of ``current`` at the previous window's c.
 
-    ``(h/2)³/(9√3)`` for evaluating L(c) from the bins plus ``|mean(y - q)|·(h/2)³/6``
-    for the histogram error in the previous window's c* (summary.py's bound).
+    ``(h/2)³/(9√3)`` for evaluating L(c) from the bins plus ``|mean(y - q)|`` times the histogram error in the
+    previous window's c* (:func:`~ctcalc_spark.core.summary.bias_error_bound`).
     """
     h3 = (current.bin_width / 2.0) ** 3
     resid = abs(current.total_pos_weight - current.predicted_positives(c)) / current.total_weight
-    return h3 / (9.0 * math.sqrt(3.0)) + min(1.0, resid) * h3 / 6.0
+    return h3 / (9.0 * math.sqrt(3.0)) + min(1.0, resid) * bias_error_bound(current.bin_width)
 
 
 def _bias_of(s: Summary | None) -> tuple[float | None, str]:

@@ -18,6 +18,7 @@ from ctcalc_spark.core.accuracy import Comparison, NoiseCheck, compare_runs, sin
 from ctcalc_spark.config import JobConfig
 from ctcalc_spark.errors import ConfigError, InputError
 from ctcalc_spark.config import validate_ds
+from ctcalc_spark.spark.progress import long_step
 from ctcalc_spark.tables import OutputStore
 from ctcalc_spark.core.finalize import ALL, metrics_from_summaries
 from ctcalc_spark.core.rolling_compare import RollingComparison
@@ -64,7 +65,8 @@ def _read_table(cfg: JobConfig, table: str, days: Sequence[str], models: Sequenc
                          f"{span}); run the evaluate job for those days first.")
     store.require_one_run(days)
     model = cfg.columns.model if table == "summaries" else "model"  # summaries keep the input's column names
-    return store.read(table, days=days, where={model: list(models)}, task=cfg.task)
+    with long_step(f"compare: reading {table}", spark):
+        return store.read(table, days=days, where={model: list(models)}, task=cfg.task)
 
 
 def _check_models(found: Iterable[Any], models: Sequence[str], cfg: JobConfig, table: str, days: Sequence[str],
@@ -268,7 +270,8 @@ def rolling_comparison(cfg: JobConfig, model_a: str, model_b: str, ds_from: str,
     days = [d for d in days_needed(windows, spec, hi) if d in present]
     store.require_one_run(days)
     c = cfg.columns
-    rows = store.read("summaries", days=days, where={c.model: [model_a, model_b]}, task=cfg.task)
+    with long_step("rolling comparison: reading summaries", spark):
+        rows = store.read("summaries", days=days, where={c.model: [model_a, model_b]}, task=cfg.task)
     _check_models(rows[c.model] if c.model in rows else [], [model_a, model_b], cfg, "summaries", days, spark)
     rows = rows.assign(ds=rows["ds"].astype(str),
                        **{c.model: rows[c.model].astype(str), c.run: rows[c.run].astype(str)})

@@ -5,7 +5,6 @@ are written by one transaction of the storage layer (:mod:`ctcalc_spark.spark.st
 """
 from __future__ import annotations
 
-import datetime as dt
 import logging
 import math
 import re
@@ -16,7 +15,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, Sequence
 import numpy as np
 import pandas as pd
 
-from ctcalc_spark.config import JobConfig, fits_ds_format, guess_ds_formats, validate_ds, yaml_list
+from ctcalc_spark.config import JobConfig, fits_ds_format, guess_ds_formats, parse_days, validate_ds, yaml_list
 from ctcalc_spark.core.finalize import (
     ALL,
     KEY_TYPES,
@@ -27,7 +26,7 @@ from ctcalc_spark.core.finalize import (
     metrics_from_summaries,
 )
 from ctcalc_spark.core.solvers import solve_temperature
-from ctcalc_spark.core.windows import Window, day_runs
+from ctcalc_spark.core.windows import day_runs
 from ctcalc_spark.errors import ConfigError, DegenerateBiasError, InputError, listed
 from ctcalc_spark.spark.filekind import own_encoding
 from ctcalc_spark.spark.names import col, quoted
@@ -58,6 +57,7 @@ from ctcalc_spark.spark.scan import (
     string_key,
     summary_aggregation,
 )
+from ctcalc_spark.spark.progress import long_step
 from ctcalc_spark.spark.storage import (
     DS,
     empty_day_folders,
@@ -121,48 +121,12 @@ def table_path(cfg: JobConfig, table: str) -> str:
     return OutputStore(cfg).location(table)
 
 
-MAX_RANGE_DAYS = 146_097
-"""Days a --ds range may have (400 years): a 300-year range runs, and one of 10,000 years is refused up front."""
-
-
-def day_range(start: str, end: str) -> list[str]:
-    """Every day from ``start`` to ``end`` inclusive."""
-    if validate_ds(end) < validate_ds(start):
-        raise ConfigError(f"The range {start}..{end} ends before it starts.")
-    span = (dt.date.fromisoformat(end) - dt.date.fromisoformat(start)).days + 1
-    if span > MAX_RANGE_DAYS:  # 0001-01-01..9999-12-31 would build a filter of 3.6 million days
-        raise ConfigError(f"The range {start}..{end} has {span:,} days; a run takes at most {MAX_RANGE_DAYS:,} (400 "
-                          "years): give the years the table holds, or run the range in parts.")
-    return Window(start, end, f"{start}..{end}").days()
-
-
 def day_span(days: Sequence[str]) -> str:
     """'ds=D' for one day, 'ds=A..B (N days)' for several, 'ds=A, C..D (N days)' when they have gaps (A..D read
     as every day between): how progress and result lines name a run's days."""
     if len(days) == 1:
         return f"ds={days[0]}"
     return f"ds={day_runs(sorted(days), shown=5)} ({len(days)} days)"
-
-
-def parse_days(spec: str | Sequence[str]) -> list[str]:
-    """Days from '2026-11-21', '2026-11-15..2026-11-21', a comma list of those, or a sequence of days."""
-    parts = [spec] if isinstance(spec, str) else list(spec)
-    days: set[str] = set()
-    for part in parts:
-        for item in str(part).split(","):
-            item = item.strip()
-            try:
-                if ".." in item:
-                    days.update(day_range(*(end.strip() for end in item.split("..", 1))))
-                elif item:
-                    days.add(validate_ds(item))
-            except ConfigError as e:  # it quoted the one day, not the value given
-                if repr(str(part)) in str(e) or repr(str(part).strip()) in str(e):
-                    raise
-                raise ConfigError(f"{str(e).rstrip('.')}, in --ds {str(part)!r}.") from None
-    if not days:
-        raise ConfigError("Expected at least one day (YYYY-MM-DD or a range START..END).")
-    return sorted(days)
 
 
 def check_finite(frame: pd.DataFrame) -> None:
@@ -633,7 +597,7 @@ def evaluate(
             raise ConfigError("A known bias is supported for binary and regression tasks, not multiclass.")
         return _evaluate_multiclass(spark, cfg, days, df, tx, allow_missing_days, step, replace_runs)
     kb = _known_bias_frame(spark, cfg, known_bias)
-    with input_read_errors(cfg):
+    with input_read_errors(cfg), long_step("evaluate scan", spark):
         one_day = {DS: days[0]} if len(days) == 1 else None  # the rows' day is that one or null
         aggregated = summary_aggregation(df, cfg, extra_keys=[DS], known_bias=kb, single=one_day)
         agg = aggregated.toPandas().rename(columns={DS: "ds"})

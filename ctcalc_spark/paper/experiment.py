@@ -199,8 +199,8 @@ def run_experiment(
     t = time.perf_counter()
     from ctcalc_spark.upstream.score import score_table
 
-    report = score_table(models, eval_rows, out / "scores", ds_value=d.ds, mode="overwrite", device=cfg.device,
-                         num_threads=cfg.torch_threads)
+    report = score_table(models, eval_rows, out / "scores", ds_value=d.ds, days=d.eval_table.days, mode="overwrite",
+                         device=cfg.device, num_threads=cfg.torch_threads)
     timings["score"] = time.perf_counter() - t
     log(f"[3/5] score: {sum(report.rows_per_day.values()):,} rows in {timings['score']:.1f} s -> {out / 'scores'}")
 
@@ -300,7 +300,7 @@ def _train_own_tables(
     t = time.perf_counter()
     models = train_table_models({n: cfg.spec(n) for n in names}, train_table, d.columns, seeds=range(cfg.seeds),
                                 encoding=d.encoding, models_dir=out / "models" if cfg.save_models else None,
-                                device=cfg.device, num_threads=cfg.torch_threads)
+                                device=cfg.device, num_threads=cfg.torch_threads, days=d.train_table.days)
     timings["train"] = time.perf_counter() - t
     log(f"[2/5] train: {len(models)} models in {timings['train']:.1f} s")
     return models, eval_table

@@ -11,7 +11,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
-from ctcalc_spark.config import SparkConfig, _build, apply_overrides, read_yaml
+from ctcalc_spark.config import SparkConfig, _build, apply_overrides, check_max_abs_logit, parse_days, read_yaml
+from ctcalc_spark.core.summary import DEFAULT_MAX_ABS_LOGIT
 from ctcalc_spark.errors import ConfigError
 
 TABLE_FORMATS: tuple[str, ...] = ("parquet", "csv", "json")
@@ -24,16 +25,26 @@ OUTPUT_COLUMNS: tuple[str, ...] = ("model", "run", "ds", "example_id", "label", 
 
 @dataclass(frozen=True)
 class TableSource:
-    """A table on disk: a file or a folder of files (hive ``key=value`` sub-folders become columns)."""
+    """A table on disk: a file or a folder of files (hive ``key=value`` sub-folders become columns).
+
+    ``days``: only the rows of these days (by the declared ``columns.ds``), written as ``--ds`` takes them: a day,
+    ``START..END`` (inclusive) or a comma list of both; kept as the sorted days. None: every row.
+    """
 
     path: str | None = None
     format: str = "parquet"
     csv_header: bool = True
     csv_delimiter: str = ","
     csv_encoding: str = "utf-8"
+    days: str | tuple[str, ...] | None = None
 
     def __post_init__(self) -> None:
         import codecs
+
+        if self.days is not None:
+            spec = [self.days] if isinstance(self.days, (str, _dt.date)) else list(self.days)
+            spec = [d.isoformat()[:10] if isinstance(d, _dt.date) else str(d) for d in spec]
+            object.__setattr__(self, "days", tuple(parse_days(spec, "--ds (the table's days)")))
 
         if self.format not in TABLE_FORMATS:
             raise ConfigError(f"Expected a table format in {list(TABLE_FORMATS)}, got {self.format!r}.")
@@ -136,15 +147,28 @@ class EncodingConfig:
 
 
 @dataclass(frozen=True)
+class ScoreSanityConfig:
+    """``ctcalc score`` warns about logits outside ``[-max_abs_logit, max_abs_logit)``, per model and run (the
+    evaluate job's ``sanity.max_abs_logit``, same default)."""
+
+    max_abs_logit: float = DEFAULT_MAX_ABS_LOGIT
+
+    def __post_init__(self) -> None:
+        check_max_abs_logit(self.max_abs_logit)
+
+
+@dataclass(frozen=True)
 class ScoresConfig:
-    """Where and how ``ctcalc score`` writes the evaluation table (partitioned by ds)."""
+    """Where and how ``ctcalc score`` writes the evaluation table (partitioned by ds; a table without a ds column
+    and no ``ds`` given is written undated, without partitions). ``ds``: the day given to every row of a table
+    without a ds column (optional)."""
 
     path: str = "output/own/scores"
     files_per_partition: int = 1
     engine: str = "local"
     mode: str = "partitions"
     batch_size: int = 65_536
-    ds: str | None = None
+    ds: str | _dt.date | None = None  # a date: YAML (and --set) read an unquoted day as one
 
     def __post_init__(self) -> None:
         if self.files_per_partition < 1:
@@ -172,6 +196,7 @@ class UpstreamConfig:
     runs: int | None = None
     models_dir: str = "output/own/models"
     scores: ScoresConfig = field(default_factory=ScoresConfig)
+    sanity: ScoreSanityConfig = field(default_factory=ScoreSanityConfig)
     device: str | None = None
     torch_threads: int = 1
     spark: SparkConfig = field(default_factory=SparkConfig)

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
 import torch
@@ -24,27 +24,28 @@ ARCHS: tuple[str, ...] = ("lr", "fm", "fnn", "deepfm", "dcn")
 _EMBED_INIT_STD = 0.01
 
 
+def _setting(default: Any, doc: str) -> Any:
+    """A ModelSpec field with its meaning (``docs/upstream.md`` lists them: :func:`settings_table`)."""
+    return field(default=default, metadata={"doc": doc})
+
+
 @dataclass(frozen=True)
 class ModelSpec:
-    """A training pipeline: architecture, the knobs the paper varies, and optimiser settings.
+    """A training pipeline: architecture, the knobs the paper varies, and optimiser settings (each field's
+    meaning is in its metadata; :func:`settings_table` lists them)."""
 
-    ``l2`` is Adam's coupled weight decay on weights and embeddings (biases and
-    batch-norm parameters are not decayed). ``drop_fields`` names input
-    columns (``'c3'``, ``'n1'``) the model does not see. ``cross_layers`` is
-    used by ``dcn`` only; ``embed_dim`` and ``hidden`` are ignored by ``lr``.
-    """
-
-    arch: str = "deepfm"
-    embed_dim: int = 8
-    hidden: tuple[int, ...] = (64, 32)
-    batch_norm: bool = False
-    dropout: float = 0.0
-    l2: float = 0.0
-    drop_fields: tuple[str, ...] = ()
-    lr: float = 3e-3
-    batch_size: int = 512
-    epochs: int = 1
-    cross_layers: int = field(default=2)
+    arch: str = _setting("deepfm", f"the architecture: {', '.join(ARCHS)}")
+    embed_dim: int = _setting(8, "embedding size per field (every architecture but `lr`)")
+    hidden: tuple[int, ...] = _setting((64, 32), "hidden layer sizes of the MLP (`fnn`, `deepfm`, `dcn`'s deep part)")
+    batch_norm: bool = _setting(False, "batch normalisation after each hidden layer (its shift replaces the bias)")
+    dropout: float = _setting(0.0, "dropout after each hidden layer, in [0, 1)")
+    l2: float = _setting(0.0, "Adam's coupled weight decay on weights and embeddings (biases, batch-norm "
+                              "parameters and the global intercept are not decayed)")
+    drop_fields: tuple[str, ...] = _setting((), "input columns the model does not see (e.g. a feature ablation)")
+    lr: float = _setting(3e-3, "Adam's learning rate")
+    batch_size: int = _setting(512, "training rows per step")
+    epochs: int = _setting(1, "passes over the training rows")
+    cross_layers: int = _setting(2, "cross layers (`dcn` only)")
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "hidden", tuple(int(h) for h in self.hidden))
@@ -82,6 +83,19 @@ class ModelSpec:
                 f"Unknown ModelSpec keys {unknown}; expected a subset of {sorted(cls.__dataclass_fields__)}."
             )
         return cls(**dict(d))
+
+
+def settings_table() -> str:
+    """The Markdown table of every ModelSpec field, its meaning and its default (in ``docs/upstream.md``; a test
+    keeps the two equal)."""
+    import json
+
+    rows = ["| setting | meaning | default |", "|---|---|---|"]
+    for f in fields(ModelSpec):
+        default = f.default
+        shown = json.dumps(list(default) if isinstance(default, tuple) else default)
+        rows.append(f"| `{f.name}` | {f.metadata['doc']} | `{shown.strip(chr(34))}` |")
+    return "\n".join(rows)
 
 
 class CtrModel(nn.Module):

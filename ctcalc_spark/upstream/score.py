@@ -4,6 +4,9 @@ Evaluation table (one row per model, run and example; Parquet partitioned by ``d
 
     model string, run int, ds string, example_id long, label int, logit double [, passthrough columns]
 
+A table without a ds column, scored without a day given for it, is a fixed set: its evaluation table has no ds
+column and no partitions (``part-*.parquet`` in the folder), and each write replaces it whole.
+
 Two engines, one per-batch function (:func:`score_rows`), so both give the same logits:
 
 * :func:`score_table` (local, pyarrow + torch): reads the table, scores one ds at a time with every model
@@ -15,6 +18,9 @@ Two engines, one per-batch function (:func:`score_rows`), so both give the same 
 
 Write modes: ``partitions`` replaces the ds partitions present in the input and keeps the others;
 ``overwrite`` replaces the whole table; ``error`` refuses an existing table.
+
+Both engines count, per model and run, the logits outside ``[-max_abs_logit, max_abs_logit)``
+(``sanity.max_abs_logit``): :meth:`ScoreReport.extreme_lines` warns about them.
 
 How columns become inputs (null and unseen categories, missing numerics, labels, ids, days) is stated
 once in :mod:`ctcalc_spark.upstream.table`. Models trained on the synthetic ``c*``/``n*`` tables read
@@ -44,11 +50,13 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import torch
 
+from ctcalc_spark.core.summary import DEFAULT_MAX_ABS_LOGIT
 from ctcalc_spark.errors import InputError
 from ctcalc_spark.spark.files import absolute, is_local, literal_path, local_path
 from ctcalc_spark.upstream.config import OUTPUT_COLUMNS, WRITE_MODES, TableColumns, TableSource
 from ctcalc_spark.upstream.models import CtrModel
 from ctcalc_spark.upstream.table import (
+    OTHER_DAYS,
     ArrowTable,
     Encoder,
     Keys,
@@ -56,6 +64,8 @@ from ctcalc_spark.upstream.table import (
     evaluation_keys,
     load_table_for,
     named_files,
+    no_rows_error,
+    require_ds_column,
 )
 from ctcalc_spark.upstream.train import TableModel, load_table_model, resolve_device, torch_threads
 
@@ -80,6 +90,10 @@ _MODEL_CACHE: dict[tuple[str, int, str], TableModel] = {}
 
 ModelRef = str | os.PathLike[str] | CtrModel | TableModel
 Entry = tuple[str, int, TableModel]
+UNDATED = "undated"
+"""The key of :class:`ScoreReport`'s per-day counts for an undated table (no ds column, no partitions)."""
+SHOWN = 5
+"""Models named in the extreme-logit warning."""
 
 
 @dataclass
@@ -97,29 +111,72 @@ class ScoreReport:
     the table back), not only of the partitions this call wrote."""
     passthrough: tuple[str, ...] = ()
     """The columns copied from the input beside the scores (candidates for the evaluate job's slices)."""
+    extreme: dict[tuple[str, int], tuple[int, int, float, float]] = field(default_factory=dict)
+    """Per (model, run): (rows with a logit outside [-max_abs_logit, max_abs_logit), rows, lowest, highest logit)."""
+    max_abs_logit: float = DEFAULT_MAX_ABS_LOGIT
+
+    @property
+    def undated(self) -> bool:
+        """Whether the table written is undated (no ds column, no partitions)."""
+        return UNDATED in self.rows_per_day
 
     @property
     def days(self) -> list[str]:
-        """The ds partitions written, sorted."""
-        return sorted(self.rows_per_day)
+        """The ds partitions written, sorted (none for an undated table)."""
+        return sorted(d for d in self.rows_per_day if d != UNDATED)
+
+    def add_extreme(self, name: str, run: int, logits: np.ndarray) -> None:
+        """Count the extreme logits of one model's scored rows (added to what the model has so far)."""
+        limit = self.max_abs_logit
+        n_out = int(np.count_nonzero((logits < -limit) | (logits >= limit)))
+        finite = logits[np.isfinite(logits)]
+        lo, hi = (float(finite.min()), float(finite.max())) if finite.size else (np.inf, -np.inf)
+        self.merge_extreme(name, run, n_out, len(logits), lo, hi)
+
+    def merge_extreme(self, name: str, run: int, n_extreme: int, n_rows: int, lo: float, hi: float) -> None:
+        """Add one part's counts (extreme rows, rows, lowest and highest logit) to the model's."""
+        old = self.extreme.get((name, run), (0, 0, np.inf, -np.inf))
+        self.extreme[(name, run)] = (old[0] + n_extreme, old[1] + n_rows, min(old[2], lo), max(old[3], hi))
+
+    def extreme_lines(self) -> list[str]:
+        """A WARNING line when some model scored logits outside [-max_abs_logit, max_abs_logit); else none."""
+        hit = {k: v for k, v in self.extreme.items() if v[0]}
+        if not hit:
+            return []
+        total, rows = sum(v[0] for v in hit.values()), sum(v[1] for v in self.extreme.values())
+        lo, hi = min(v[2] for v in hit.values()), max(v[3] for v in hit.values())
+        worst = sorted(hit.items(), key=lambda kv: (-kv[1][0] / max(kv[1][1], 1), kv[0]))
+        named = "; ".join(f"{n} run {r}: {e:,} of {m:,} ({100 * e / max(m, 1):.1f} %)"
+                          for (n, r), (e, m, _, _) in worst[:SHOWN])
+        more = f"; {len(worst) - SHOWN} more" if len(worst) > SHOWN else ""
+        limit = f"{self.max_abs_logit:g}"
+        return [f"WARNING: {total:,} of {rows:,} scored rows ({len(hit)} of {len(self.extreme)} models) have logits "
+                f"outside [-{limit}, {limit}) (sanity.max_abs_logit), from {lo:,.6g} to {hi:,.6g}: {named}{more}. "
+                "Such scores come from broken inputs: features constant in training (ctcalc train names them) or "
+                "unscaled ones; a confidently wrong row adds about |logit| to the log loss."]
 
     def next_step(self) -> str | None:
         """The evaluate command for the days written (the evaluation table has the evaluate job's default column
         names, so no config file is needed), and how passthrough columns become slices; None when nothing was
         written."""
         days = self.days
-        if not days:
+        if not days and not self.undated:
             return None
-        first, last = date.fromisoformat(days[0]), date.fromisoformat(days[-1])
-        span = (days[0] if len(days) == 1 else f"{days[0]}..{days[-1]}" if (last - first).days + 1 == len(days)
-                else ",".join(days))
+        span = "YYYY-MM-DD"
+        if days:
+            first, last = date.fromisoformat(days[0]), date.fromisoformat(days[-1])
+            span = (days[0] if len(days) == 1 else f"{days[0]}..{days[-1]}" if (last - first).days + 1 == len(days)
+                    else ",".join(days))
         if "://" in self.path:  # a URI: PurePath would fold its '//'
             base = self.path.rstrip("/")
             out = (base.rsplit("/", 1)[0] if base.count("/") > 2 else base) + "/eval"
         else:
             out = str(PurePath(self.path).parent / "eval")
+        undated = " --set columns.ds=null" if self.undated else ""
         line = (f"next: ctcalc evaluate --set {shlex.quote('input.path=' + self.path)} "
-                f"--set {shlex.quote('output.path=' + out)} --ds {span}")
+                f"--set {shlex.quote('output.path=' + out)}{undated} --ds {span}")
+        if self.undated:
+            line += "\n  (the table has no dates: the one day you give to evaluate labels its output partitions)"
         if self.passthrough:
             slices = shlex.quote(f"columns.slices=[{', '.join(self.passthrough)}]")
             line += f"\n  (add --set {slices} for a metrics row per value of the passthrough columns)"
@@ -129,16 +186,20 @@ class ScoreReport:
         """A few lines for a terminal."""
         days = self.days
         files = sorted(set(self.files_per_day.values()))
+        where = (f"undated (no ds column), files {files}" if self.undated else
+                 f"in {len(days)} ds partition(s) {days[0] if days else ''}..{days[-1] if days else ''}, files per "
+                 f"partition {files}")
         lines = [
             ("the table now holds " if self.whole_table else "")
-            + f"{sum(self.rows_per_day.values()):,} rows ({len(self.models)} models) in {len(days)} ds partition(s) "
-            f"{days[0] if days else ''}..{days[-1] if days else ''}, files per partition {files} -> {self.path} "
+            + f"{sum(self.rows_per_day.values()):,} rows ({len(self.models)} models) {where} -> {self.path} "
             f"[{self.seconds:.2f} s]"
         ]
+        if self.counts.get(OTHER_DAYS):
+            lines.append(f"  input rows of other days left out (--ds): {self.counts[OTHER_DAYS]:,}")
         dropped = {k: v for k, v in self.counts.items() if k.startswith("dropped") and v}
         if dropped:
             lines.append("  input rows dropped: " + ", ".join(f"{k[9:]} {v:,}" for k, v in sorted(dropped.items())))
-        other = {k: v for k, v in self.counts.items() if not k.startswith(("dropped", "rows_in")) and v}
+        other = {k: v for k, v in self.counts.items() if not k.startswith(("dropped", "rows_in", "left out")) and v}
         if other:
             lines.append("  per column (null/unseen values scored by policy): "
                          + ", ".join(f"{k} {v:,}" for k, v in sorted(other.items())))
@@ -325,19 +386,23 @@ def score_table(
     *,
     passthrough: Sequence[str] | None = None,
     ds_value: str | None = None,
+    days: Sequence[str] | None = None,
     files_per_partition: int = 1,
     mode: str = "partitions",
     batch_size: int = 65_536,
     device: str | torch.device | None = None,
     num_threads: int | None = 1,
+    max_abs_logit: float = DEFAULT_MAX_ABS_LOGIT,
 ) -> ScoreReport:
     """Score ``table`` with ``{(model_name, run): model file or model}`` into the evaluation table at ``out_path``.
 
     The table is read once; each ds is scored with every model and written as ``files_per_partition``
     files into ``<out_path>/_staging-<token>/``, then every written partition is swapped into place.
     The label/id/ds columns are those the models declare; ``passthrough`` columns (default: the models'
-    declaration) are copied; ``ds_value`` is the day of every row when no ds column is declared. Memory
-    holds the table plus one day's scores of every model.
+    declaration) are copied; ``ds_value`` is the day of every row when no ds column is declared (without
+    it such a table is written undated, replacing the output whole). ``days`` (default: a TableSource's
+    ``days``) keeps the rows of those days. Logits outside ``[-max_abs_logit, max_abs_logit)`` are counted
+    per model (``report.extreme``). Memory holds the table plus one day's scores of every model.
 
     Example: ``score_table(find_models('models/'), TableSource('eval.csv', format='csv'), 'scores/')``.
     """
@@ -348,12 +413,19 @@ def score_table(
     dev = resolve_device(device)
     entries = _resolve(models, dev)
     keys_decl = key_columns(entries, passthrough)
+    if days is None and isinstance(table, TableSource):
+        days = table.days
+    require_ds_column(keys_decl.ds, days, "the models")
+    undated = keys_decl.ds is None and ds_value is None
+    _refuse_mixed_layout(out, undated, mode)
     data = load_table_for(table)
     check_columns(data.column_names, required_columns(entries, keys_decl), what="evaluation table")
-    keys = evaluation_keys(data, keys_decl, ds_value=ds_value)
+    keys = evaluation_keys(data, keys_decl, ds_value=ds_value, days=days)
+    if days is not None and not keys.keep.any():
+        raise no_rows_error(data, keys_decl.ds, days, "evaluation table")
     data = data.filter(pa.array(keys.keep)) if not keys.keep.all() else data
     report = ScoreReport(str(out), [(n, r) for n, r, _ in entries], counts=dict(keys.counts),
-                         passthrough=tuple(keys_decl.passthrough))
+                         passthrough=tuple(keys_decl.passthrough), max_abs_logit=max_abs_logit)
     staging = out / f"_staging-{uuid.uuid4().hex[:12]}"
     counts: Counter[str] = Counter()
     try:
@@ -362,10 +434,17 @@ def score_table(
                 tables, c = score_rows(day_rows, day_keys, entries, passthrough=keys_decl.passthrough,
                                        batch_size=batch_size, device=dev)
                 counts.update(c)
+                for (name, run, _), t in zip(entries, tables):
+                    report.add_extreme(name, run, t.column("logit").to_numpy())
                 day_table = pa.concat_tables(tables).drop_columns(["ds"])
-                report.files_per_day[day] = _write_partition(staging / f"ds={day}", day_table, files_per_partition)
-                report.rows_per_day[day] = day_table.num_rows
-        _swap_partitions(out, staging, report.days, mode)
+                key = UNDATED if day is None else day
+                folder = staging / (UNDATED if day is None else f"ds={day}")
+                report.files_per_day[key] = _write_partition(folder, day_table, files_per_partition)
+                report.rows_per_day[key] = day_table.num_rows
+        if undated:
+            _swap_undated(out, staging)
+        else:
+            _swap_partitions(out, staging, report.days, mode)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     report.counts.update(counts)
@@ -396,8 +475,9 @@ def write_scores(
     return Path(out_path)
 
 
-def _by_day(data: pa.Table, keys: Keys) -> Iterator[tuple[str, pa.Table, Keys]]:
-    """(ds, rows, keys) per day, days in order (one sort of the table when it holds several days)."""
+def _by_day(data: pa.Table, keys: Keys) -> Iterator[tuple[str | None, pa.Table, Keys]]:
+    """(ds, rows, keys) per day, days in order (one sort of the table when it holds several days); an undated
+    table is one group with ds None."""
     if data.num_rows == 0:
         return
     counted = pc.value_counts(keys.ds)
@@ -444,6 +524,31 @@ def _refuse_existing(out: Path, mode: str) -> None:
         out.unlink()
 
 
+def _visible(out: Path) -> list[Path]:
+    """The entries of a table folder that readers see (Spark and pyarrow leave out '_' and '.' names)."""
+    return [p for p in out.iterdir() if not p.name.startswith(("_", "."))] if out.is_dir() else []
+
+
+def _refuse_mixed_layout(out: Path, undated: bool, mode: str) -> None:
+    """InputError for dated partitions written beside an undated table's files (mode 'partitions' keeps what is
+    there, and the folder would then read as neither)."""
+    if undated or mode != "partitions":
+        return
+    files = [p.name for p in _visible(out) if p.is_file()]
+    if files:
+        raise InputError(f"Output {str(out)!r} holds an undated table ({files[0]}, …: no ds= partitions); dated "
+                         "partitions cannot join it. Use mode 'overwrite' (--mode overwrite) or another path.")
+
+
+def _swap_undated(out: Path, staging: Path) -> None:
+    """Replace the whole table with the staged undated files: what readers see is removed, then the new files move
+    in (the table is one set: there are no partitions to keep)."""
+    for entry in _visible(out):
+        shutil.rmtree(entry) if entry.is_dir() else entry.unlink()
+    for f in sorted((staging / UNDATED).iterdir()):
+        f.rename(out / f.name)
+
+
 def _swap_partitions(out: Path, staging: Path, days: Sequence[str], mode: str) -> None:
     """Move each staged ``ds=`` folder into place; the old one is renamed aside first, then deleted."""
     token = staging.name.split("-", 1)[1]
@@ -470,6 +575,7 @@ def score_spark(
     *,
     passthrough: Sequence[str] | None = None,
     ds_value: str | None = None,
+    days: Sequence[str] | None = None,
     files_per_partition: int | None = None,
     batch_size: int = 65_536,
     num_threads: int = 1,
@@ -481,8 +587,9 @@ def score_spark(
     ``num_threads`` threads, since Spark already runs one worker per core. Model files must be readable
     at the same path by the workers. With ``files_per_partition`` the input rows are first
     hash-partitioned by (day, bucket of the id) so that writing the result partitioned by ds gives at
-    most that many files per ds. Returns a DataFrame with the columns of ``SCORE_SCHEMA`` plus the
-    passthrough columns.
+    most that many files per ds. ``days`` keeps the rows of those days (chosen in the workers, by the rules
+    of the local engine). Returns a DataFrame with the columns of ``SCORE_SCHEMA`` plus the passthrough
+    columns, without ``ds`` when no ds column is declared and no ``ds_value`` given (an undated set).
 
     Example: ``score_spark(spark, spark.read.parquet('eval.parquet'), {('dcn', 0): '/m/dcn0.pt'})``.
     """
@@ -500,11 +607,10 @@ def score_spark(
     keys_decl = key_columns(entries, passthrough)
     needed = required_columns(entries, keys_decl)
     check_columns(eval_sdf.columns, needed, what="evaluation DataFrame")
-    if keys_decl.ds is None:
+    require_ds_column(keys_decl.ds, days, "the models")
+    if keys_decl.ds is None and ds_value is not None:
         from ctcalc_spark.upstream.config import check_ds_value
 
-        if ds_value is None:
-            raise InputError("No day for the rows: declare 'columns.ds' or give --ds YYYY-MM-DD.")
         check_ds_value(ds_value, "ds")
     # Without an id column the id hashes the whole row: every column goes to the workers. Columns travel
     # under plain positional names (mapInArrow cannot resolve names with dots) and get theirs back there.
@@ -522,9 +628,10 @@ def score_spark(
                           + [T.StructField(c, by_name[c].dataType, True) for c in keys_decl.passthrough])
     fn = functools.partial(
         _score_arrow_batches, entries=paths, names=names, keys_decl=keys_decl, ds_value=ds_value,
-        batch_size=batch_size, num_threads=num_threads, device=device,
+        days=None if days is None else tuple(days), batch_size=batch_size, num_threads=num_threads, device=device,
     )
-    return selected.mapInArrow(fn, schema)
+    scored = selected.mapInArrow(fn, schema)
+    return scored.drop("ds") if keys_decl.ds is None and ds_value is None else scored
 
 
 def read_spark_table(spark: SparkSession, source: TableSource) -> SparkDataFrame:
@@ -549,14 +656,18 @@ def read_spark_table(spark: SparkSession, source: TableSource) -> SparkDataFrame
 
 
 def write_spark_scores(scored: SparkDataFrame, out_path: str, *, mode: str = "partitions") -> None:
-    """Write :func:`score_spark`'s result partitioned by ds (``partitions``: Spark's dynamic partition overwrite)."""
+    """Write :func:`score_spark`'s result partitioned by ds (``partitions``: Spark's dynamic partition overwrite);
+    an undated result (no ds column) replaces the whole table, without partitions."""
     _check_mode(mode, 1)
-    writer = scored.write.partitionBy("ds")
+    dated = "ds" in scored.columns
+    if is_local(str(out_path)):  # a folder this process sees (with Connect, one client and server share)
+        _refuse_mixed_layout(Path(absolute(str(out_path))), not dated, mode)
+    writer = scored.write.partitionBy("ds") if dated else scored.write
     if mode == "error":
         writer = writer.mode("errorifexists")
     else:
         writer = writer.mode("overwrite").option("partitionOverwriteMode",
-                                                  "dynamic" if mode == "partitions" else "static")
+                                                  "dynamic" if mode == "partitions" and dated else "static")
     try:
         writer.parquet(absolute(str(out_path)))
     except Exception as e:  # AnalysisException: the path exists under mode 'error'
@@ -567,19 +678,33 @@ def write_spark_scores(scored: SparkDataFrame, out_path: str, *, mode: str = "pa
         raise
 
 
-def spark_table_report(spark: SparkSession, out_path: str, models: Sequence[tuple[str, int]]) -> ScoreReport:
-    """Rows and files per ds partition of the whole evaluation table at ``out_path`` after a write (native scan,
-    public APIs); with mode ``partitions`` it also counts days this call did not write, and says so."""
+def spark_table_report(spark: SparkSession, out_path: str, models: Sequence[tuple[str, int]], *,
+                       max_abs_logit: float = DEFAULT_MAX_ABS_LOGIT) -> ScoreReport:
+    """Rows and files per ds partition, and extreme logits per model and run, of the whole evaluation table at
+    ``out_path`` after a write (one native aggregation, public APIs); with mode ``partitions`` it also counts days
+    this call did not write, and says so."""
+    from pyspark.sql import functions as F
+
     table = spark.read.parquet(literal_path(absolute(str(out_path))))
-    rows = {str(r["ds"]): int(r["count"]) for r in table.groupBy("ds").count().collect()}
+    dated = "ds" in table.columns
+    logit, limit = F.col("logit"), float(max_abs_logit)
+    groups = table.groupBy(*(["ds"] if dated else []), "model", "run").agg(
+        F.count(F.lit(1)).alias("n"), F.sum(((logit < -limit) | (logit >= limit)).cast("long")).alias("n_extreme"),
+        F.min(logit).alias("lo"), F.max(logit).alias("hi")).collect()
+    report = ScoreReport(out_path, list(models), whole_table=True, max_abs_logit=max_abs_logit,
+                         passthrough=tuple(c for c in table.columns if c not in (*OUTPUT_COLUMNS, "ds")))
+    rows: Counter[str] = Counter()
+    for g in groups:
+        rows[str(g["ds"]) if dated else UNDATED] += int(g["n"])
+        report.merge_extreme(g["model"], int(g["run"]), int(g["n_extreme"] or 0), int(g["n"]), float(g["lo"]),
+                             float(g["hi"]))
     files: Counter[str] = Counter()
     for f in table.inputFiles():
         part = next((p for p in f.split("/") if p.startswith("ds=")), None)
-        if part is not None:
-            files[part[3:]] += 1
-    passthrough = tuple(c for c in table.columns if c not in (*OUTPUT_COLUMNS, "ds"))
-    return ScoreReport(out_path, list(models), rows_per_day=rows, files_per_day=dict(files), whole_table=True,
-                       passthrough=passthrough)
+        if part is not None or not dated:
+            files[part[3:] if part is not None else UNDATED] += 1
+    report.rows_per_day, report.files_per_day = dict(rows), dict(files)
+    return report
 
 
 def _score_arrow_batches(
@@ -589,6 +714,7 @@ def _score_arrow_batches(
     names: list[str],
     keys_decl: TableColumns,
     ds_value: str | None,
+    days: tuple[str, ...] | None,
     batch_size: int,
     num_threads: int,
     device: str | None,
@@ -600,7 +726,7 @@ def _score_arrow_batches(
         if batch.num_rows == 0:
             continue
         batch = pa.RecordBatch.from_arrays(batch.columns, names=names)
-        keys = evaluation_keys(batch, keys_decl, ds_value=ds_value)
+        keys = evaluation_keys(batch, keys_decl, ds_value=ds_value, days=days)
         rows = batch.filter(pa.array(keys.keep)) if not keys.keep.all() else batch
         if rows.num_rows == 0:
             continue

@@ -15,7 +15,8 @@ so the two scorers see the same inputs and give the same logits:
 * **label**: 0/1 or true/false, or ``value == positive_label`` when that is declared. Rows with a null label
   are dropped and counted; any other value is an error.
 * **ds**: a date, or a timestamp (its UTC day), or a string starting with 'YYYY-MM-DD'; without a ds column
-  one fixed day is given. Rows with a null ds are dropped and counted.
+  the rows are undated (one fixed set), unless one day is given for all. Rows with a null ds are dropped and
+  counted. ``--ds`` (a table's ``days``) keeps the rows of some days (:func:`select_days`).
 * **example_id**: integers are kept; other values become their integer form when they spell one, else a
   63-bit hash of their string form. Rows with a null id are dropped and counted. Without an example_id
   column the id is a 63-bit hash of every column of the row (identical rows share an id).
@@ -41,7 +42,8 @@ import pyarrow.csv as pacsv
 import pyarrow.dataset as pads
 import pyarrow.json as pajson
 
-from ctcalc_spark.errors import InputError
+from ctcalc_spark.core.windows import day_runs
+from ctcalc_spark.errors import ConfigError, InputError
 from ctcalc_spark.spark.filekind import TABLE_FORMAT_MARKS, data_files, name_kind, table_format
 from ctcalc_spark.spark.names import excel_sep_line, header_slips, sep_line_fix
 from ctcalc_spark.upstream.config import EncodingConfig, TableColumns, TableSource, check_ds_value
@@ -302,8 +304,17 @@ class Keys:
     counts: Counter[str]
 
 
-def evaluation_keys(table: ArrowTable, columns: TableColumns, *, ds_value: str | None = None) -> Keys:
-    """ds (string), example_id (int64) and label (int32) of every row with a label, a ds and an id."""
+OTHER_DAYS = "left out: other days"
+"""The count of rows outside the days asked for (``--ds``): left out on purpose, not dropped as bad rows."""
+
+
+def evaluation_keys(table: ArrowTable, columns: TableColumns, *, ds_value: str | None = None,
+                    days: Sequence[str] | None = None) -> Keys:
+    """ds (string), example_id (int64) and label (int32) of every row with a label, a ds and an id.
+
+    Without a ds column the rows get ``ds_value``, or a null ds when none is given (an undated set). ``days``
+    keeps the rows of those days only (a ds column is then required).
+    """
     n = table.num_rows
     counts: Counter[str] = Counter(rows_in=n)
     label = label_values(table.column(columns.label), columns)
@@ -314,13 +325,15 @@ def evaluation_keys(table: ArrowTable, columns: TableColumns, *, ds_value: str |
         ds_null = np.asarray(pc.is_null(ds).to_numpy(zero_copy_only=False), dtype=bool)
         counts["dropped: null ds"] = int((ds_null & keep).sum())
         keep &= ~ds_null
-    elif ds_value is not None:
-        ds = pa.array(np.full(n, check_ds_value(ds_value, "ds"), dtype=object), pa.string())
+        if days is not None:
+            other = ~np.asarray(pc.fill_null(pc.is_in(ds, value_set=pa.array(list(days), pa.string())), True)
+                                .to_numpy(zero_copy_only=False), dtype=bool)
+            counts[OTHER_DAYS] = int((other & keep).sum())
+            keep &= ~other
     else:
-        raise InputError(
-            "No day for the rows: declare 'columns.ds' (a date column of the table) or give the day with "
-            "--ds YYYY-MM-DD ('scores.ds' in the config)."
-        )
+        require_ds_column(None, days, "the models")
+        value = None if ds_value is None else check_ds_value(ds_value, "ds")
+        ds = pa.array(np.full(n, value, dtype=object), pa.string())
     if columns.example_id is not None:
         ids, id_null = _id_values(table.column(columns.example_id))
         counts["dropped: null example_id"] = int((id_null & keep).sum())
@@ -335,6 +348,84 @@ def evaluation_keys(table: ArrowTable, columns: TableColumns, *, ds_value: str |
         label=pa.array(label[keep].astype(np.int32), pa.int32()),
         counts=counts,
     )
+
+
+def require_ds_column(ds_column: str | None, days: Sequence[str] | None, declared_by: str) -> None:
+    """ConfigError when ``days`` are asked for (``--ds``) but no ds column is declared (``declared_by``: 'the
+    models' when the column comes from model files, else the config or flags)."""
+    if days is None or ds_column is not None:
+        return
+    asked = f"--ds {day_runs(list(days))} keeps the rows of those days, but"
+    if declared_by == "the models":
+        raise ConfigError(f"{asked} the models declare no day column (they were trained without --ds-column): a table "
+                          "without days is scored whole; leave --ds out, or train with --ds-column to score some days.")
+    raise ConfigError(f"{asked} no day column is declared: declare it with --ds-column (columns.ds), or leave --ds out.")
+
+
+def select_days(table: pa.Table, ds_column: str | None, days: Sequence[str] | None, *,
+                what: str = "table") -> tuple[pa.Table, int]:
+    """(the rows of ``table`` whose day in ``ds_column`` is one of ``days``, the number of rows left out); the table
+    as is when ``days`` is None. ConfigError without a ds column; InputError, naming the days the table holds, when
+    no row is in those days."""
+    if days is None:
+        return table, 0
+    require_ds_column(ds_column, days, "the config")
+    assert ds_column is not None
+    ds = _ds_strings(table.column(ds_column), ds_column)
+    kept = table.filter(pc.fill_null(pc.is_in(ds, value_set=pa.array(list(days), pa.string())), False))
+    if kept.num_rows == 0:
+        raise no_rows_error(table, ds_column, days, what)
+    return kept, table.num_rows - kept.num_rows
+
+
+def no_rows_error(table: ArrowTable, ds_column: str, days: Sequence[str], what: str) -> InputError:
+    """The error for a table with no row on ``days``: it names the days the table holds."""
+    ds = _ds_strings(table.column(ds_column), ds_column)
+    present = sorted(d for d in pc.unique(ds).to_pylist() if d is not None)
+    held = f"days {day_runs(present)}" if present else "no dated row"
+    return InputError(f"The {what} has no rows on --ds {day_runs(list(days))}: its column {ds_column!r} holds "
+                      f"{held}. Give days in that span.")
+
+
+NEAR_CONSTANT_SHARE = 0.999
+"""A feature whose most common value (null counted as one) covers at least this share of the training rows is
+named by :func:`near_constant_features`."""
+NEAR_CONSTANT_STD = 1e-3
+"""A numeric feature whose training ``symlog`` values spread less than this (their std) is named too."""
+
+
+def near_constant_features(table: ArrowTable, columns: TableColumns) -> dict[str, str]:
+    """``{column: what it holds}`` for each feature constant or nearly so over the training rows ``table``.
+
+    Such a column teaches the model nothing; a numeric one is standardised by a std floored at 1e-6, so at scoring
+    any other value becomes an input of up to ``1e6``: the logits that follow are extreme.
+    """
+    out: dict[str, str] = {}
+    n = table.num_rows
+    if n == 0:
+        return out
+    for c in columns.features:
+        if c in columns.categorical:
+            values = canonical_strings(table.column(c), columns.null_values)
+        else:
+            x = numeric_values(table.column(c), c, columns.null_values)
+            x[~np.isfinite(x)] = np.nan
+            values = pa.array(x, pa.float64(), from_pandas=True)
+        counted = pc.value_counts(values)
+        shares = np.asarray(counted.field("counts").to_numpy(zero_copy_only=False), dtype=np.float64) / n
+        top = int(np.argmax(shares))
+        value = counted.field("values")[top].as_py()
+        shown = "null" if value is None else repr(value)
+        if len(counted) == 1:
+            out[c] = f"one value, {shown}"
+        elif shares[top] >= NEAR_CONSTANT_SHARE:
+            out[c] = f"{shown} in {100 * shares[top]:.2f} % of rows"
+        elif c in columns.numeric:
+            finite = x[np.isfinite(x)]
+            spread = float(np.std(_symlog(finite))) if finite.size else 0.0
+            if spread < NEAR_CONSTANT_STD:
+                out[c] = f"values spread by {spread:.1e} (std of symlog)"
+    return out
 
 
 def _as_array(arr: ArrowColumn) -> pa.Array:

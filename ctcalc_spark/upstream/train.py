@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import os
 import time
 from collections.abc import Iterator, Mapping, Sequence
@@ -17,11 +18,22 @@ import torch
 from torch import nn
 from tqdm.auto import tqdm
 
+from ctcalc_spark.core.windows import day_runs
 from ctcalc_spark.errors import ConfigError, InputError
 from ctcalc_spark.upstream.config import EncodingConfig, TableColumns
 from ctcalc_spark.upstream.data import categorical_columns, numeric_columns
 from ctcalc_spark.upstream.models import ARCHS, CtrModel, ModelSpec, build_model
-from ctcalc_spark.upstream.table import Encoder, check_columns, fit_encoder, label_values
+from ctcalc_spark.upstream.table import (
+    OTHER_DAYS,
+    Encoder,
+    check_columns,
+    fit_encoder,
+    label_values,
+    near_constant_features,
+    select_days,
+)
+
+logger = logging.getLogger(__name__)
 
 MODEL_FORMAT = "ctcalc_spark.upstream/1"
 
@@ -306,26 +318,37 @@ def train_table_models(
     num_threads: int | None = 1,
     progress: bool = False,
     log: Any = None,
+    days: Sequence[str] | None = None,
 ) -> dict[tuple[str, int], TableModel]:
     """Train every pipeline of ``specs`` once per seed on a table with declared columns (any names).
 
-    Rows with a null label are dropped (counted in ``meta['counts']``); the encoder (vocabularies,
-    numeric statistics: see :mod:`ctcalc_spark.upstream.table`) is fitted once on the remaining rows unless
-    given, and the table is encoded once for every model. With ``models_dir`` each model is saved to
-    ``<models_dir>/<name>/run<seed>.pt`` with its encoder. Returns ``{(name, seed): TableModel}``.
+    ``days`` keeps the rows of those days (``columns.ds``; ``--ds``). Rows with a null label are dropped
+    (counted in ``meta['counts']``); the encoder (vocabularies, numeric statistics: see
+    :mod:`ctcalc_spark.upstream.table`) is fitted once on the remaining rows unless given, and the table is
+    encoded once for every model. Features constant or nearly so over those rows are named in a warning and in
+    ``meta['near_constant']``. With ``models_dir`` each model is saved to ``<models_dir>/<name>/run<seed>.pt``
+    with its encoder. Returns ``{(name, seed): TableModel}``.
 
     Example: ``train_table_models({'fm': ModelSpec(arch='fm')}, read_table(src), cols, seeds=[0, 1, 2])``.
     """
     if not specs or not seeds:
         raise ConfigError(f"Expected at least one pipeline and one seed, got {list(specs)} and {list(seeds)}.")
     check_columns(table.column_names, [*columns.features, columns.label], what="training table")
+    rows_in = table.num_rows
+    table, other_days = select_days(table, columns.ds, days, what="training table")
     labels = label_values(table.column(columns.label), columns)
     keep = ~np.isnan(labels)
     kept = table.filter(pa.array(keep))
     encoder = encoder or fit_encoder(kept, columns, encoding)
+    flat = near_constant_features(kept, columns)
+    if flat:
+        logger.warning("%d feature(s) constant or nearly so over the %s training rows: %s. They teach the model "
+                    "nothing, and a numeric one's std is floored at 1e-6, so another value at scoring gives an "
+                    "extreme logit. Drop them from columns.categorical / columns.numeric, or train on days where "
+                    "they vary.", len(flat), f"{kept.num_rows:,}", "; ".join(f"{c!r} ({w})" for c, w in flat.items()))
     cat_fields = list(encoder.cardinalities)
     cat, num, counts = encoder.encode(kept, cat_fields, list(columns.numeric))
-    counts.update({"rows_in": table.num_rows, "dropped: null label": int((~keep).sum())})
+    counts.update({"rows_in": rows_in, OTHER_DAYS: other_days, "dropped: null label": int((~keep).sum())})
     labels = labels[keep]
     stats = encoder.numeric_stats(columns.numeric)
     out: dict[tuple[str, int], TableModel] = {}
@@ -334,7 +357,8 @@ def train_table_models(
             model, meta = train_arrays(spec, cat, num, labels, field_cardinalities=encoder.cardinalities,
                                        numeric_fields=columns.numeric, seed=seed, device=device, progress=progress,
                                        num_threads=num_threads, numeric_stats=stats)
-            meta.update(model_name=name, counts=dict(counts),
+            meta.update(model_name=name, counts=dict(counts), near_constant=flat,
+                        train_days=None if days is None else day_runs(list(days), shown=10),
                         vocab_sizes={c: len(v or ()) for c, v in encoder.vocab.items()})
             if models_dir is not None:
                 save_model(model_file(models_dir, name, seed), model, spec, meta, encoder=encoder)
