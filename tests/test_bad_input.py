@@ -1432,7 +1432,7 @@ def test_columns_of_other_types_read_as_their_numbers(spark, demo_config, tmp_pa
 
 
 def test_a_range_of_thousands_of_years_is_refused_before_spark_starts():
-    from ctcalc_spark.jobs.evaluate import MAX_RANGE_DAYS, parse_days
+    from ctcalc_spark.config import MAX_RANGE_DAYS, parse_days
 
     with pytest.raises(ConfigError, match=r"^The range 0001-01-01\.\.9999-12-31 has 3,652,059 days; a run takes at "
                                           r"most 146,097 \(400 years\)"):
