@@ -38,7 +38,7 @@ from ctcalc_spark.config import SparkConfig, config_from_dict  # noqa: E402
 from ctcalc_spark.jobs.evaluate import evaluate  # noqa: E402
 from ctcalc_spark.spark.scan import split_expr, summary_aggregation  # noqa: E402
 from ctcalc_spark.spark.session import build_session  # noqa: E402
-from ctcalc_spark.spark.storage import DS as INPUT_DS, read_input  # noqa: E402
+from ctcalc_spark.spark.inputs import DS as INPUT_DS, read_input  # noqa: E402
 
 DS = "2026-11-21"
 

@@ -82,7 +82,7 @@ def input_day(fmt: str | None, day: str) -> str:
 def date_part(text: str, fmt: str | None) -> str:
     """The part of a date column's text a day is read from: YYYY-MM-DD text its first ten characters, text in
     ``fmt`` (without a space) what comes before the first space, so a time after the date is ignored. The
-    scan's SQL does the same (``spark.storage``)."""
+    scan's SQL does the same (``spark.inputs``)."""
     if fmt is None:
         return text[:10]
     return text if " " in fmt else text.split(" ", 1)[0]

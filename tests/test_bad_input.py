@@ -21,7 +21,7 @@ from ctcalc_spark import InputError
 from ctcalc_spark.config import ConfigError, config_from_dict, read_yaml
 from ctcalc_spark.jobs.evaluate import NO_DATE, evaluate
 from ctcalc_spark.spark.scan import INVALID_REASONS, NULL_SLICE
-from ctcalc_spark.spark.storage import STAGING_PREFIX
+from ctcalc_spark.spark.inputs import STAGING_PREFIX
 from tests.test_evaluate import DS, _binary_rows, _write
 
 N = 400
@@ -993,7 +993,7 @@ def test_an_input_format_that_is_not_the_files_or_not_installed_is_named(spark, 
     """A folder of CSV exports read with the default input.format parquet said only 'Could not read footer …';
     input.format delta / avro without their packages said 'ClassNotFoundException: delta.DefaultSource'. The
     first now names the format the file's name says, the others the package to add."""
-    from ctcalc_spark.spark.storage import missing_source_hint
+    from ctcalc_spark.spark.inputs import missing_source_hint
 
     (tmp_path / "eval").mkdir()
     _rows().to_csv(tmp_path / "eval" / "export.csv", index=False)
@@ -1397,7 +1397,7 @@ def test_names_with_control_characters_path_parts_or_formulas_are_kept_and_shown
     out = capsys.readouterr().out
     assert "model=m\\nctcalc evaluate: done run=0" in out and "model=m\\x00x run=0" in out
     assert not [line for line in out.splitlines() if line.startswith("ctcalc evaluate: done")]
-    from ctcalc_spark.spark.storage import OutputStore
+    from ctcalc_spark.spark.inputs import OutputStore
 
     stored = OutputStore(config_from_dict(yaml.safe_load(config.read_text())), spark).read("metrics", days=[DS])
     assert sorted(stored["model"]) == sorted(names) and (stored["status"] == "no_bias_rows").all()

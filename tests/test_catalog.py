@@ -68,7 +68,7 @@ def test_metastore_round_trip_tables_in_and_out(spark, tmp_path):
     from ctcalc_spark.demo import generate_demo_eval
     from ctcalc_spark.jobs.evaluate import evaluate
     from ctcalc_spark.jobs.rolling import run_rolling
-    from ctcalc_spark.spark.storage import STAGING_PREFIX, OutputStore
+    from ctcalc_spark.spark.inputs import STAGING_PREFIX, OutputStore
 
     rows = generate_demo_eval(n_examples_per_day=1500, n_runs=3, n_days=len(DAYS), seed=3, start_ds=DAYS[0])
     rows["country"] = np.where(rows["example_id"] % 3 == 0, "US", "DE")

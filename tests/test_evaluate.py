@@ -611,7 +611,7 @@ def test_a_date_or_timestamp_date_column_selects_the_same_days_as_text(spark, de
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from ctcalc_spark.spark.storage import _day_sql, _in_days
+    from ctcalc_spark.spark.inputs import _day_sql, _in_days
 
     days = ["2026-11-20", "2026-11-21", "2026-11-22"]
     df = pd.concat([_binary_rows(n=2000, seed=i, ds=d) for i, d in enumerate(days)], ignore_index=True)
@@ -779,7 +779,7 @@ def test_csv_files_with_their_columns_in_another_order_stop_the_run(spark, demo_
 def test_the_csv_header_listing_says_when_it_read_only_the_first_files(demo_config, tmp_path, monkeypatch):
     """The listing reads at most MAX_HEADER_FILES first lines; past that it says so instead of counting the
     headers of only those as the table's. Hidden files and folders (_SUCCESS, _staging/) are not read."""
-    from ctcalc_spark.spark import storage
+    from ctcalc_spark.spark import inputs as storage
 
     folder = tmp_path / "scored"
     (folder / "_staging").mkdir(parents=True)
@@ -881,7 +881,7 @@ def test_a_pretty_printed_json_file_is_told_about_multiline(spark, demo_config, 
 def test_missing_columns_are_named_by_their_config_keys_with_guesses_from_the_names(spark, demo_config, tmp_path):
     """A user's own export with other names: the error named only the missing names; it now names their
     ``columns.`` keys and the columns that look like them, as --set options (only a guess: never applied)."""
-    from ctcalc_spark.spark.storage import guess_columns
+    from ctcalc_spark.spark.inputs import guess_columns
 
     n = 400
     pd.DataFrame({"day": [pd.Timestamp("2026-11-01").date()] * n, "model_id": 1, "seed": np.arange(n) % 2,
@@ -917,7 +917,7 @@ def test_missing_columns_are_named_by_their_config_keys_with_guesses_from_the_na
 
 
 def test_a_missing_column_error_names_the_csv_delimiter_the_letter_case_spaces_or_a_repeated_name():
-    from ctcalc_spark.spark.storage import check_columns, csv_header_checked
+    from ctcalc_spark.spark.inputs import check_columns, csv_header_checked
 
     with pytest.raises(InputError, match=r"delimited by ';', not by commas: set input.options: \{sep: ';'\}"):
         check_columns(["model;run;ds;label;logit"], ["model", "run", "ds", "label", "logit"])
@@ -958,7 +958,7 @@ def test_scan_groups_by_the_packed_key_first_and_the_day_last(spark, demo_config
     import re
 
     from ctcalc_spark.spark.scan import summary_aggregation
-    from ctcalc_spark.spark.storage import DS as INPUT_DS
+    from ctcalc_spark.spark.inputs import DS as INPUT_DS
 
     rows = spark.createDataFrame(_binary_rows(n=50, slices=True)).withColumnRenamed("ds", INPUT_DS)
     cfg = demo_config(columns__slices=["country"])
@@ -976,7 +976,7 @@ def test_a_one_day_scan_groups_by_a_null_flag_instead_of_the_day(spark, demo_con
     import re
 
     from ctcalc_spark.spark.scan import summary_aggregation
-    from ctcalc_spark.spark.storage import DS as INPUT_DS
+    from ctcalc_spark.spark.inputs import DS as INPUT_DS
 
     frame = _binary_rows(n=400, slices=True, weights=weights)
     frame["logit"] = frame["logit"] * 3.0
@@ -1555,7 +1555,7 @@ def test_a_binary_predict_proba_pair_is_read_by_its_positive_column(spark, demo_
         assert row["log_loss"] == pytest.approx(log_loss_from_logits(g["label"].to_numpy(float),
                                                                      g["logit"].to_numpy()), rel=1e-9)
     # a single column named as a probability is offered too; names of features ending 0/1 are not a pair
-    from ctcalc_spark.spark.storage import _probability_guess
+    from ctcalc_spark.spark.inputs import _probability_guess
 
     assert "If 'pctr' holds probabilities, not logits" in _probability_guess(["model", "pctr"], ["model"])
     assert _probability_guess(["feature0", "feature1"], []) == ""

@@ -1,7 +1,7 @@
 """The evaluate job: one scan of the evaluation rows of one day or a range of days -> summaries and metrics.
 
 ``ds`` is a group key of the scan: a range of days costs one pass over its rows, and each day's partitions
-are written by one transaction of the storage layer (:mod:`ctcalc_spark.spark.storage`).
+are replaced by one commit per table (:mod:`ctcalc_spark.tables`).
 """
 from __future__ import annotations
 
@@ -58,7 +58,7 @@ from ctcalc_spark.spark.scan import (
     summary_aggregation,
 )
 from ctcalc_spark.spark.progress import long_step
-from ctcalc_spark.spark.storage import (
+from ctcalc_spark.spark.inputs import (
     DS,
     empty_day_folders,
     input_day_folders,

@@ -74,7 +74,7 @@ from ctcalc_spark.spark.files import FileStore, absolute, csv_first_record, is_l
 from ctcalc_spark.spark import names
 from ctcalc_spark.spark.scan import INVALID_REASONS, decode_aggregate, group_columns, summary_aggregation
 from ctcalc_spark.tables import OutputStore
-from ctcalc_spark.spark.storage import (
+from ctcalc_spark.spark.inputs import (
     CSV_SAMPLE_BYTES,
     check_columns,
     column_keys,

@@ -4,7 +4,7 @@ reader's ``pathGlobFilter``), what their names and first bytes say they are.
 A job that could not read a file as ``input.format`` says tells from the first bytes what it is (a Feather file
 read as CSV gave column names like ``'ARROW1\\x00…'`` and "lacks column(s)", a CSV file read as Parquet gave
 "Could not read footer"); nothing reads more than a file's first bytes, and only on those error paths. The
-storage layer and ``ctcalc train``/``score`` share the listing and the name rules.
+input reader (spark/inputs.py) and ``ctcalc train``/``score`` share the listing and the name rules.
 """
 from __future__ import annotations
 
