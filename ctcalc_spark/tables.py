@@ -50,6 +50,8 @@ PARTITIONS: dict[str, tuple[str, ...]] = {
 """Partition columns of each output table, outermost first."""
 
 RUN_ID = "run_id"
+JOB_TABLES = {"evaluate": ("summaries", "metrics", "calibrated_exact"), "rolling": ("rolling",)}
+"""The tables each batch job writes (checked before its work)."""
 _PARTITION_VALUE = re.compile(r"^[A-Za-z0-9_.:+-]+$")
 
 
@@ -203,11 +205,7 @@ class OutputStore:
             have = [f.name for f in t.schema().fields]
             if columns is None:
                 columns = [n for n in have if with_run_id or n != RUN_ID]
-            if any(not v for v in conds.values()):
-                frame = t.to_pyarrow_dataset().schema.empty_table().select(list(columns)).to_pandas()
-            else:
-                filters = [(k, "in", v) for k, v in conds.items()] or None
-                frame = t.to_pyarrow_table(filters=filters, columns=list(columns)).to_pandas()
+            frame = _read_delta(t, table, conds, columns)
         if task is not None and table == "summaries" and not frame.empty:
             self._check_summary_rows(frame, task)
         return frame
@@ -361,7 +359,7 @@ class OutputStore:
                 raise ConfigError(f"output.path {self.output.path!r} cannot hold the outputs: {why}, so the job "
                                   "would fail in its first write. Set output.path to a folder this job can create "
                                   "and write to.")
-        for table in PARTITIONS:
+        for table in JOB_TABLES.get(job, tuple(PARTITIONS)):
             if self._is_delta(table):
                 self.delta(table)  # the earlier layout: ConfigError
         if task is not None:
@@ -534,6 +532,28 @@ class Transaction:
             f"Another run committed{shown} of the {table} table {loc!r} while this {self.job} run ({self.run_id}) "
             f"was computing it; this run wrote nothing to it. Run it again once the other has ended (a rerun of a "
             f"day replaces it). ({why})")
+
+
+def _read_delta(t: DeltaTable, table: str, conds: Mapping[str, Sequence[str]], columns: Sequence[str]) -> pd.DataFrame:
+    """Rows of Delta table ``t`` whose columns take one of ``conds``' values, as pandas. Conditions on partition
+    columns select files before any is opened (``partitions=``: a day of a year's metrics in 0.07 s where a row
+    filter took 0.6 s, as the filter builds a fragment for every file first)."""
+    import warnings
+
+    import pyarrow.dataset as pads
+
+    parts = [(k, "in", list(v)) for k, v in conds.items() if k in PARTITIONS[table]]
+    with warnings.catch_warnings():  # deltalake 1.6 marks partitions= deprecated in favour of the slower filters=
+        warnings.simplefilter("ignore", DeprecationWarning)
+        dataset = t.to_pyarrow_dataset(partitions=parts or None) if all(v for _, _, v in parts) else None
+    if dataset is None or any(not v for v in conds.values()):
+        return t.to_pyarrow_dataset().schema.empty_table().select(list(columns)).to_pandas()
+    rows = None
+    for k, v in conds.items():
+        if k not in PARTITIONS[table]:
+            term = pads.field(k).isin(list(v))
+            rows = term if rows is None else rows & term
+    return dataset.to_table(filter=rows, columns=list(columns)).to_pandas()
 
 
 def vacuum(store: OutputStore, retention_hours: int, apply: bool) -> dict[str, list[str]]:
