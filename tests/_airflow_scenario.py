@@ -9,7 +9,8 @@ starts once):
 1. day 2 drift check only (other tasks marked success), tiny threshold, callback from the Variable
 2. the same without a callback: the drift check fails the run (and the failure notifier records it)
 3. a run param that chooses code (drift_callback) without CTCALC_TRUST_PARAMS: settings refuses it
-4. day 2 with day 1's summaries moved away: the previous-window check stops the run, saying why
+4. day 2 with day 1's summaries deleted (a Delta commit, restored after): the previous-window check stops the
+   run, saying why
 5. today, whose partition has data files but no _SUCCESS: the sensor times out, nothing runs after it
 6. day 1 from rows with a missing logit: evaluate exits 4 and its task fails for good (no retries)
 7. compare_pipelines on tiny generated CTR data
@@ -60,12 +61,15 @@ def main(dags_folder: str, scratch: str, result_path: str, day1: str, day2: str,
     run("drift_fails", day2, mark_success_pattern=only_drift, run_conf={**defaults, "bias_threshold": 1e-9})
     run("untrusted_param", day2, run_conf={**defaults, "drift_callback": "probe:record_drift"})
 
-    moved = Path(scratch) / "moved_summaries"
-    (out / "summaries" / f"ds={day1}").rename(moved)
+    from deltalake import DeltaTable
+
+    summaries = DeltaTable(str(out / "summaries"))
+    kept = summaries.version()
+    summaries.delete(f"ds = '{day1}'")
     try:
         run("missing_previous", day2, mark_success_pattern=after_previous, run_conf=defaults)
     finally:
-        moved.rename(out / "summaries" / f"ds={day1}")
+        DeltaTable(str(out / "summaries")).restore(kept)
     run("partial_today", today, run_conf=defaults)
     # Day 1 from rows with a missing logit (written by the test): evaluate exits 4, the task fails without retries.
     overrides = os.environ["AIRFLOW_VAR_CTCALC_OVERRIDES"]

@@ -1,4 +1,4 @@
-"""Comparing two tables' rows in tests (two engines, two layouts, two sessions)."""
+"""Tables in tests: comparing two tables' rows (two engines, two layouts, two sessions), writing output tables."""
 from __future__ import annotations
 
 from collections.abc import Sequence
@@ -20,3 +20,28 @@ def assert_same_rows(got: pd.DataFrame, want: pd.DataFrame, keys: Sequence[str],
             np.testing.assert_allclose(a, b, rtol=rtol, atol=rtol, err_msg=col)
         else:
             assert got[col].astype(str).tolist() == want[col].astype(str).tolist(), col
+
+
+def delta_types(frame: pd.DataFrame) -> dict[str, str]:
+    """The column types (ctcalc_spark.tables.arrow_table's names) of a frame's columns, from their dtypes."""
+    def kind(dtype) -> str:
+        if pd.api.types.is_bool_dtype(dtype):
+            return "boolean"
+        if pd.api.types.is_integer_dtype(dtype):
+            return "long"
+        if pd.api.types.is_float_dtype(dtype):
+            return "double"
+        return "string"
+
+    return {name: kind(dtype) for name, dtype in frame.dtypes.items()}
+
+
+def write_outputs(root, frames: dict[str, pd.DataFrame], job: str = "evaluate") -> str:
+    """Write output tables under ``root`` as a job run does: one transaction (one run id), each table's partitions
+    that its frame holds replaced by one Delta commit. Returns the run id."""
+    from ctcalc_spark.config import OutputConfig
+    from ctcalc_spark.tables import OutputStore
+
+    tx = OutputStore(OutputConfig(path=str(root))).transaction(job)
+    tx.write_all([(table, frame, delta_types(frame)) for table, frame in frames.items()])
+    return tx.run_id

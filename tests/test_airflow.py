@@ -247,8 +247,9 @@ def test_run_settings_paths_precedence_and_previous_window():
     # the package's own spark-submit entry point, the command first: no jobs/ folder needed on a worker
     assert s["evaluate_app"] == s["rolling_app"] == str(REPO / "ctcalc_spark" / "submit.py")
     assert s["evaluate_args"] == ["evaluate", *s["job_args"]] and s["rolling_args"] == ["rolling", *s["job_args"]]
-    assert s["previous"] == {"label": "2026-11-15", "days": ["2026-11-15"], "output": "/data/x", "catalog": False,
-                             "policy": "require", "first_day": "2026-11-16"}
+    assert s["previous"] == {"label": "2026-11-15", "days": ["2026-11-15"], "output": "/data/x",
+                             "summaries": "/data/x/summaries", "catalog": False, "policy": "require",
+                             "first_day": "2026-11-16"}
     # The report (a session of its own for catalog tables) gets the Spark settings the submitted jobs get.
     conf = {"spark.hadoop.hive.metastore.uris": "thrift://meta:9083", "spark.sql.shuffle.partitions": "8"}
     with_conf = orch.run_settings("2026-11-16", variables={orch.VAR_CONFIG: "conf/demo.yaml",
@@ -397,49 +398,47 @@ def test_catalog_readiness_and_drift_check_on_a_spark_connect_connection(connect
 
 
 def test_previous_window_ready(tmp_path):
-    from ctcalc_spark.config import OutputConfig
+    import pandas as pd
+    from deltalake import DeltaTable
+
     from ctcalc_spark.orchestration.tasks import previous_window_ready
-    from ctcalc_spark.tables import OutputStore
+    from tests._frames import write_outputs
 
-    out, store = tmp_path / "out", OutputStore(OutputConfig(path=str(tmp_path / "out")))
+    out = tmp_path / "out"
 
-    def write_summaries(day: str, *, commit: bool = True) -> None:
-        (out / "summaries" / f"ds={day}").mkdir(parents=True)
-        (out / "summaries" / f"ds={day}" / "part-0.parquet").write_bytes(b"x")
-        if commit:
-            store.write_commit(f"run-{day}", "evaluate", [{"table": "summaries", "partition": f"ds={day}",
-                                                            "ds": day, "n_rows": 1}])
+    def write_summaries(day: str) -> None:  # one evaluate run's commit of the day
+        write_outputs(out, {"summaries": pd.DataFrame({"ds": [day], "count": [1]})})
 
-    prev = {"label": "2026-11-15", "days": ["2026-11-15"], "output": str(out), "catalog": False,
-            "policy": "require", "first_day": "2026-11-15"}
+    prev = {"label": "2026-11-15", "days": ["2026-11-15"], "output": str(out), "summaries": str(out / "summaries"),
+            "catalog": False, "policy": "require", "first_day": "2026-11-15"}
     assert previous_window_ready(prev) == (False, ["2026-11-15"], "the previous window 2026-11-15 has no committed "
                                                                  f"summaries for ds=2026-11-15 in {out}/summaries")
     assert previous_window_ready({**prev, "first_day": "2026-11-16"})[0]  # before the DAG's first day
     assert previous_window_ready({**prev, "first_day": None})[0]  # no start date, no history: first window
     write_summaries("2026-11-14")
     assert not previous_window_ready({**prev, "first_day": None})[0]  # history exists, the day before is missing
-    write_summaries("2026-11-15", commit=False)
-    assert not previous_window_ready(prev)[0]  # written by a run that did not commit
-    store.write_commit("run-late", "evaluate", [{"table": "summaries", "partition": "ds=2026-11-15",
-                                                 "ds": "2026-11-15", "n_rows": 1}])
+    # a data file of a run that never committed (killed before its commit): no Delta commit names it
+    (out / "summaries" / "ds=2026-11-15").mkdir(parents=True)
+    pd.DataFrame({"count": [1]}).to_parquet(out / "summaries" / "ds=2026-11-15" / "part-0.parquet")
+    assert not previous_window_ready(prev)[0]
+    write_summaries("2026-11-15")
     assert previous_window_ready(prev) == (True, [], f"previous window 2026-11-15 is complete (1 day(s) in "
                                                      f"{out}/summaries)")
-    (out / "summaries" / "ds=2026-11-15" / "part-0.parquet").unlink()
-    (out / "summaries" / "ds=2026-11-15").rmdir()
-    assert not previous_window_ready(prev)[0]  # committed once, gone since
+    DeltaTable(str(out / "summaries")).delete("ds = '2026-11-15'")
+    assert not previous_window_ready(prev)[0]  # committed once, removed by a later commit
 
 
 def test_drift_check_tells_no_previous_window_from_no_drift(tmp_path):
     import pandas as pd
 
     from ctcalc_spark.orchestration.tasks import drift_check
+    from tests._frames import write_outputs
 
     def verdict(rows: list[tuple[str, float | None]], threshold: float = 0.5) -> dict:
-        root = tmp_path / f"rolling{len(list(tmp_path.iterdir()))}"
-        part = root / "window_spec=week" / "ds=2026-11-16"
-        part.mkdir(parents=True)
-        pd.DataFrame(rows, columns=["status", "bias_change"]).to_parquet(part / "part-0.parquet")
-        spec = {"location": str(root), "catalog": False, "window_spec": "week", "ds": "2026-11-16"}
+        root = tmp_path / f"out{len(list(tmp_path.iterdir()))}"
+        frame = pd.DataFrame(rows, columns=["status", "bias_change"]).astype({"bias_change": float})
+        write_outputs(root, {"rolling": frame.assign(window_spec="week", ds="2026-11-16")}, job="rolling")
+        spec = {"location": str(root / "rolling"), "catalog": False, "window_spec": "week", "ds": "2026-11-16"}
         return drift_check(spec, threshold)[0]
 
     assert verdict([("first_window", None)] * 3)["outcome"] == "first_window"
@@ -450,7 +449,10 @@ def test_drift_check_tells_no_previous_window_from_no_drift(tmp_path):
     drift = verdict([("ok", 0.1), ("ok", -0.7), ("missing_previous_window", None)])
     assert (drift["outcome"], drift["rows_checked"], drift["rows_drifted"]) == ("drift", 2, 1)
     assert drift["max_abs_bias_change"] == pytest.approx(0.7)
-    assert verdict([])["outcome"] == "no_rows"
+    # a Delta table has no empty partition: a day the rolling task wrote no rows for is no partition at all
+    with pytest.raises(FileNotFoundError, match=r"^Rolling partition window_spec=week/ds=2026-11-16 of .* does not "
+                                                r"exist; did the rolling task run\?$"):
+        verdict([])
 
 
 def test_redaction():
@@ -843,7 +845,8 @@ def test_scheduler_runs_exactly_the_completed_days(scheduler):
 @needs_airflow
 @slow
 def test_scheduler_runs_every_task_and_writes_each_day(scheduler):
-    import pandas as pd
+    from ctcalc_spark.config import OutputConfig
+    from ctcalc_spark.tables import OutputStore
 
     scratch, _, r = scheduler
     by_run: dict[str, dict[str, str]] = {}
@@ -853,17 +856,20 @@ def test_scheduler_runs_every_task_and_writes_each_day(scheduler):
     for states in by_run.values():
         assert states == {t: ("skipped" if t == "score" else "success") for t in DAILY_GRAPH}, r["debug"]
     out = scratch / "out"
-    for table in ("metrics", "summaries", "rolling/window_spec=day", "reports"):
-        assert sorted(p.name for p in (out / table).glob("ds=*")) == [f"ds={d}" for d in r["days"]]
-    assert [p.name for p in (out / "rolling").iterdir()] == ["window_spec=day"]
+    store = OutputStore(OutputConfig(path=str(out)))
+    for table in ("metrics", "summaries"):
+        assert store.days(table) == r["days"]
+    assert store.partitions("rolling") == [{"window_spec": "day", "ds": d} for d in r["days"]]
+    assert sorted(p.name for p in (out / "reports").glob("ds=*")) == [f"ds={d}" for d in r["days"]]
+    assert store.check_days() == []  # each day's summaries and metrics come from one run
     d1, d2 = r["days"]
     for d in (d1, d2):
-        metrics = pd.read_parquet(out / "metrics" / f"ds={d}")
+        metrics = store.read("metrics", days=[d])
         assert set(metrics["status"]) == {"ok"} and len(metrics[metrics["slice_name"] == "__all__"]) == 3 * 2
         report = out / "reports" / f"ds={d}"
         assert sorted(p.suffix for p in report.iterdir()) == [".csv", ".csv", ".html", ".json"]  # rows, flags
         assert len(list(report.glob("drift_*_flags.csv"))) == 1
-    roll1, roll2 = (pd.read_parquet(out / "rolling" / "window_spec=day" / f"ds={d}") for d in (d1, d2))
+    roll1, roll2 = (store.read("rolling", days=[d], where={"window_spec": ["day"]}) for d in (d1, d2))
     assert set(roll1["status"]) == {"first_window"} and roll1["bias_change"].isna().all()
     assert set(roll2["status"]) == {"ok"} and roll2["bias_change"].notna().all() and roll2["prev_window"].eq(d1).all()
     # The verdicts tell "nothing to compare with" from "compared, no drift".
@@ -1030,13 +1036,17 @@ def test_bad_input_fails_the_spark_task_for_good(scenario):
 @needs_airflow
 @slow
 def test_compare_dag_runs_end_to_end(scenario):
+    from ctcalc_spark.config import OutputConfig
+    from ctcalc_spark.tables import OutputStore
+
     scratch, result, _, _, tail = scenario
     run = _run(result, "compare")
     assert run["state"] == "success", (run, tail)
     assert sum(t.startswith("train[") for t in run["tasks"]) == 4  # 2 pipelines x 2 runs, mapped
     out = scratch / "compare"
     assert sorted(p.name for p in (out / "models").iterdir()) == ["fm_b", "lr_a"]
-    assert (out / "eval" / "ds=2026-11-02").is_dir() and (out / "out" / "metrics" / "ds=2026-11-02").is_dir()
+    assert (out / "eval" / "ds=2026-11-02").is_dir()  # the scorer's output: Parquet partitions
+    assert OutputStore(OutputConfig(path=str(out / "out"))).days("metrics") == ["2026-11-02"]
     c = json.loads((out / "out" / "compare" / "lr_a_vs_fm_b" / "comparison.json").read_text())["comparisons"][0]
     assert (c["name_a"], c["name_b"], c["m_a"], c["m_b"]) == ("lr_a", "fm_b", 2, 2)
     assert 0.0 <= c["vanilla"]["acc"] <= 1.0 and 0.0 <= c["calibrated"]["acc"] <= 1.0
@@ -1076,8 +1086,8 @@ def test_dags_on_a_spark_connect_connection(scheduler, scenario, connect_server)
     comparison that the spark-submit scenario run gave."""
     from urllib.parse import urlparse
 
-    import pandas as pd
-
+    from ctcalc_spark.config import OutputConfig
+    from ctcalc_spark.tables import OutputStore
     from tests._frames import assert_same_rows
     from tests._json import json_differences
 
@@ -1126,13 +1136,13 @@ def test_dags_on_a_spark_connect_connection(scheduler, scenario, connect_server)
     started = [line for line in text.splitlines() if "running as a client of" in line]
     assert not [line for line in started if SECRET in line]
     assert sum("kafka.sasl.jaas.config" in line and "***" in line for line in started) == 5  # the daily DAG's jobs
-    keys = {"metrics": ["model", "run", "slice_name", "slice_value"],  # one partition folder: no ds column
-            "summaries": ["model", "run", "split", "bin", "label"],
-            "rolling/window_spec=day": ["model", "run", "slice_name", "slice_value"]}
+    keys = {"metrics": ["ds", "model", "run", "slice_name", "slice_value"],
+            "summaries": ["ds", "model", "run", "split", "bin", "label"],
+            "rolling": ["window_spec", "ds", "model", "run", "slice_name", "slice_value"]}
+    connect_store, submit_store = (OutputStore(OutputConfig(path=str(o))) for o in (out, scratch / "out"))
     for table, cols in keys.items():
-        for day in sched["days"]:
-            assert_same_rows(pd.read_parquet(out / table / f"ds={day}"),
-                             pd.read_parquet(scratch / "out" / table / f"ds={day}"), cols)
+        assert_same_rows(connect_store.read(table, days=sched["days"]), submit_store.read(table, days=sched["days"]),
+                         cols)
     assert sorted(p.name for p in (out / "reports").glob("ds=*")) == [f"ds={d}" for d in sched["days"]]
     # compare_pipelines: torch trains the same seeds on the workers, the jobs run on the server.
     assert result["compare"]["state"] == "success", (result["compare"], tail)

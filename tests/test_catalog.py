@@ -1,10 +1,9 @@
 """A round trip through a real metastore: Spark's built-in Hive catalog with Derby in a temporary folder.
 
 A partitioned input table is read by name, the outputs are catalog tables (metrics, summaries, rolling)
-written by Spark's writer into hidden staging folders and swapped in partition by partition (the default
-``output.swap: auto`` on a local warehouse; the catalog then registers the partitions), a rerun of a day
-replaces exactly that day, and the CLI takes its Spark settings (the Hive catalog, the warehouse, Derby's
-home) from the job config. The numbers equal the same job on folders (the session fixture, no catalog) to
+written by Spark's own writer (a dynamic partition overwrite of the Hive table; the catalog registers the
+partitions), a rerun of a day replaces exactly that day, and the CLI takes its Spark settings (the Hive catalog,
+the warehouse, Derby's home) from the job config. The numbers equal the same job on folders (the session fixture, no catalog) to
 1e-12.
 
 Derby allows one JVM at a time, and the test session's Spark has no Hive catalog, so every catalog step runs
@@ -68,7 +67,6 @@ def test_metastore_round_trip_tables_in_and_out(spark, tmp_path):
     from ctcalc_spark.demo import generate_demo_eval
     from ctcalc_spark.jobs.evaluate import evaluate
     from ctcalc_spark.jobs.rolling import run_rolling
-    from ctcalc_spark.spark.inputs import STAGING_PREFIX, OutputStore
 
     rows = generate_demo_eval(n_examples_per_day=1500, n_runs=3, n_days=len(DAYS), seed=3, start_ds=DAYS[0])
     rows["country"] = np.where(rows["example_id"] % 3 == 0, "US", "DE")
@@ -118,9 +116,7 @@ print(json.dumps(out))
     runs = metrics.groupby("ds")["run_id"].agg(set)
     assert all(len(r) == 1 for r in runs) and runs[DAYS[1]] != runs[DAYS[0]] == runs[DAYS[2]]
     assert summaries.groupby("ds")["run_id"].agg(set).to_dict() == runs.to_dict()
-    store = OutputStore(config_from_dict(_config(tmp_path)))  # the commit records are files under output.path
-    commits = store.commits().set_index(["table", "partition"])["run_id"]
-    assert commits[("metrics", f"ds={DAYS[1]}")] == commits[("summaries", f"ds={DAYS[1]}")] == next(iter(runs[DAYS[1]]))
+    assert not (tmp_path / "out" / "metrics").exists()  # catalog tables: nothing of them under output.path
 
     # the same rows through folders (the test session, no catalog): the same numbers
     rows.to_parquet(tmp_path / "eval", partition_cols=["ds"], index=False)
@@ -131,8 +127,8 @@ print(json.dumps(out))
     assert_same_rows(metrics, want, KEYS)
     want_roll = run_rolling(spark, path_cfg, DAYS, write=False).table
     assert_same_rows(pd.read_parquet(tmp_path / "rolling.parquet"), want_roll, KEYS)
-    # 5. compare and the drift report read catalog tables without being told (--engine auto takes Spark), and
-    # give what they give on the folders
+    # 5. compare and the drift report read catalog tables through Spark without being told, and give what they
+    # give on the Delta tables of the folders
     path_conf = tmp_path / "folders.yaml"
     path_conf.write_text(yaml.safe_dump({**{k: v for k, v in _config(tmp_path).items() if k != "spark"},
                                          "input": {"path": str(tmp_path / "eval")},
@@ -150,8 +146,7 @@ print(json.dumps(out))
         r.pop("config")  # the two configs differ in where the tables are
     assert json_differences(rep[0], rep[1]) == [] and len(rep[0]["rows"]) > 0
 
-    leftovers = [p for pattern in (f"{STAGING_PREFIX}*", ".spark-staging-*", "_temporary")
-                 for p in (tmp_path / "warehouse").rglob(pattern)]
+    leftovers = [p for pattern in (".spark-staging-*", "_temporary") for p in (tmp_path / "warehouse").rglob(pattern)]
     assert leftovers == []  # nothing a killed run would leave
 
     # 6. a job started in another folder without a fixed metastore read a new, empty catalog of that folder's own

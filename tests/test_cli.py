@@ -331,8 +331,7 @@ def test_demo_progress_on_stderr_results_on_stdout_then_quiet_and_bad_input(spar
 @pytest.mark.parametrize(("args", "flag", "value"), [
     (["evaluate", "--ds", "2026-11-32"], "--ds", "2026-11-32"),
     (["report", "--start", "2026-11-15", "--end", "2026-11-40"], "--end", "2026-11-40"),
-    (["compare", "--a", "x", "--b", "y", "--ds-from", "2026-11-15", "--ds-to", "20261120", "--engine", "spark"],
-     "--ds-to", "20261120"),
+    (["compare", "--a", "x", "--b", "y", "--ds-from", "2026-11-15", "--ds-to", "20261120"], "--ds-to", "20261120"),
     (["evaluate", "--ds", "2026/11/20"], "--ds", "2026/11/20"),
 ])
 def test_a_malformed_date_is_refused_naming_its_option_before_spark_starts(tmp_path, args, flag, value):
@@ -494,34 +493,51 @@ def test_missing_torch_is_one_line_naming_the_extra(tmp_path):
 
 
 
-@pytest.mark.parametrize(("engine", "output", "submitted", "expected"), [
-    ("auto", {"path": "/data/out"}, False, False),  # local folders: pyarrow here
-    ("auto", {"path": "file:/data/out"}, False, False),
-    ("auto", {"path": "s3a://bucket/out"}, False, True),  # a store pyarrow here is not configured for
-    ("auto", {"path": "/data/out", "database": "ct"}, False, True),  # catalog tables: only Spark knows them
-    ("auto", {"path": "/data/out", "database": "ct", "tables": {"metrics": "other.m"}}, False, True),
-    ("auto", {"path": "/data/out"}, True, True),  # under spark-submit
-    ("spark", {"path": "/data/out"}, False, True),
-    ("local", {"path": "s3a://bucket/out"}, False, False),
-])
-def test_compare_and_report_choose_their_reader(engine, output, submitted, expected):
-    import argparse
+def test_rolling_report_and_compare_of_path_outputs_run_without_spark(tmp_path):
+    """Path outputs are Delta tables read and written in the command's own process: rolling, report and compare
+    run to the end in a process where importing pyspark fails: no JVM starts."""
+    import pandas as pd
 
-    from ctcalc_spark.cli.common import reads_through_spark
-    from ctcalc_spark.config import config_from_dict
+    from ctcalc_spark.core.finalize import metrics_from_summaries
+    from tests._frames import write_outputs
+    from tests.test_rolling import _binary_rows, _binary_stream, _days
 
-    args = argparse.Namespace(engine=engine, _submitted=submitted)
-    assert reads_through_spark(args, config_from_dict({"input": {"path": "eval"}, "output": output})) is expected
+    days = _days("2026-11-16", 4)
+    raw = pd.concat([_binary_stream(days, runs=3, n=300, seed=1).assign(model="a"),
+                     _binary_stream(days, runs=3, n=300, seed=2).assign(model="b")], ignore_index=True)
+    summaries = _binary_rows(raw)
+    metrics = metrics_from_summaries(summaries, "binary", keys=["ds", "model", "run"])
+    write_outputs(tmp_path / "out", {"summaries": summaries, "metrics": metrics.assign(task="binary")})
+    (tmp_path / "c.yaml").write_text("input: {path: eval}\noutput: {path: out}\nrolling: {window: day}\n")
+    no_spark = [sys.executable, "-c", "import sys; sys.modules['pyspark'] = None  # 'import pyspark' fails\n"
+                "from ctcalc_spark.cli.main import main\nsys.exit(main(sys.argv[1:]))"]
+    for args in (["rolling", "--ds", f"{days[1]}..{days[-1]}"],
+                 ["report", "--start", days[1], "--end", days[-1], "--out", "rep"],
+                 ["compare", "--a", "a", "--b", "b", "--ds-from", days[0], "--ds-to", days[-1], "--bootstrap", "100",
+                  "--out", "cmp"]):
+        proc = run_cli([*args, "--config", "c.yaml"], cwd=tmp_path, command=no_spark)
+        assert "Traceback" not in proc.stderr and "pyspark" not in proc.stderr, proc.stderr
+    assert [p.name for p in (tmp_path / "out" / "rolling").iterdir() if p.name != "_delta_log"] == ["window_spec=day"]
+    assert (tmp_path / "rep").is_dir() and (tmp_path / "cmp" / "comparison.json").is_file()
 
 
-def test_local_engine_on_catalog_tables_is_a_config_error(tmp_path, capsys):
-    conf = tmp_path / "c.yaml"
-    conf.write_text("input:\n  path: eval\noutput:\n  path: out\n  database: ct\n")
-    for argv in (["compare", "--a", "x", "--b", "y", "--ds", "2026-11-15"],
-                 ["report", "--start", "2026-11-15", "--end", "2026-11-16"]):
-        assert main([*argv, "--config", str(conf), "--engine", "local"]) == EXIT_CONFIG
-        err = capsys.readouterr().err
-        assert "--engine local" in err and "catalog tables" in err and "--engine auto" in err
+def test_as_of_on_catalog_tables_is_a_config_error_before_spark_starts(tmp_path):
+    """--as-of reads earlier versions of the Delta tables under output.path; catalog tables have none of ours."""
+    (tmp_path / "c.yaml").write_text("input:\n  path: eval\noutput:\n  path: out\n  database: ct\n")
+    proc = run_cli(["report", "--start", "2026-11-15", "--end", "2026-11-16", "--as-of", "3", "--config", "c.yaml"],
+                   cwd=tmp_path, expect=EXIT_CONFIG)
+    assert proc.stderr == ("ctcalc report: error: --as-of reads earlier versions of the Delta tables under "
+                           "output.path; the outputs here are catalog tables (use your catalog's time travel, e.g. "
+                           "VERSION AS OF in Spark SQL).\n")
+
+
+@pytest.mark.parametrize("text", ["yesterday", "3.5", "2026-13-01"])
+def test_as_of_that_is_neither_a_version_nor_a_time_is_a_config_error(tmp_path, text):
+    (tmp_path / "c.yaml").write_text("input:\n  path: eval\noutput:\n  path: out\n")
+    proc = run_cli(["report", "--start", "2026-11-15", "--end", "2026-11-16", "--as-of", text, "--config", "c.yaml"],
+                   cwd=tmp_path, expect=EXIT_CONFIG)
+    assert proc.stderr == (f"ctcalc report: error: --as-of {text!r}: give a version of the metrics table (an integer, "
+                           "see `ctcalc history`) or a time such as 2026-11-28T09:00:00Z.\n")
 
 
 def test_unreachable_connect_server_fails_at_once_naming_it(free_port, tmp_path):

@@ -66,7 +66,9 @@ def test_evaluate_on_standalone_cluster_matches_local(cluster, tmp_path):
     import numpy as np
     import pandas as pd
 
+    from ctcalc_spark.config import OutputConfig
     from ctcalc_spark.demo import write_demo_eval
+    from ctcalc_spark.tables import OutputStore
 
     data = tmp_path / "eval"
     write_demo_eval(data, n_examples_per_day=2000, n_runs=2, n_days=1)
@@ -80,8 +82,8 @@ def test_evaluate_on_standalone_cluster_matches_local(cluster, tmp_path):
     assert any(a["name"] == "ctcalc-evaluate" for a in state["completedapps"]), state["completedapps"]
     assert "Asked to launch executor" in (cluster["run_dir"] / "worker.log").read_text()
 
-    def read(out: Path, table: str, keys: list[str]) -> pd.DataFrame:
-        df = pd.read_parquet(out / table / f"ds={DS}").drop(columns="run_id")  # two runs: their own ids
+    def read(out: Path, table: str, keys: list[str]) -> pd.DataFrame:  # without the run ids: two runs, their own
+        df = OutputStore(OutputConfig(path=str(out))).read(table, days=[DS]).drop(columns="ds")
         return df.sort_values(keys).reset_index(drop=True)
 
     diffs = {}

@@ -79,9 +79,10 @@ def _cli(args: list[str], cwd: Path, *, command: list[str] | None = None, remote
 
 def test_cli_on_a_connect_server_equals_classic(spark, connect_server, tmp_path):
     """The CLI's evaluate, rolling, compare and report, pointed at a Connect server by ``spark.remote``, each in a
-    process of its own: evaluate and rolling write what the classic session writes, and compare and the report,
-    reading through the server (``--engine spark``), give what they give reading the folders here. A submitted
-    job (``spark-submit jobs/evaluate.py``) reaches the server through ``SPARK_REMOTE``."""
+    process of its own: evaluate (through the server) and rolling (no session: it reads and writes the Delta tables
+    here) write what the classic session writes, and compare and the report, which start no session either, give
+    what they give on the classic session's tables. A submitted job (``spark-submit jobs/evaluate.py``) reaches the
+    server through ``SPARK_REMOTE``."""
     import json
 
     import pyarrow as pa
@@ -105,7 +106,7 @@ def test_cli_on_a_connect_server_equals_classic(spark, connect_server, tmp_path)
                                     "spark": {"remote": connect_server}}))
     span = f"{DAYS[0]}..{DAYS[-1]}"
     _cli(["evaluate", "--config", str(conf), "--ds", span], tmp_path)
-    _cli(["rolling", "--config", str(conf), "--ds", span], tmp_path)
+    _cli(["rolling", "--config", str(conf), "--ds", span], tmp_path, session=False)
     submitted = tmp_path / "submitted.yaml"
     submitted.write_text(yaml.safe_dump({**job, "output": {"path": str(tmp_path / "submitted")}}))
     _cli(["--config", str(submitted), "--ds", span], tmp_path, remote=connect_server,
@@ -117,17 +118,22 @@ def test_cli_on_a_connect_server_equals_classic(spark, connect_server, tmp_path)
     assert_same_rows(OutputStore(cfgs["submitted"]).read("metrics"), want.read("metrics"), METRIC_KEYS)
     assert_same_rows(got.read("rolling"), want.read("rolling"), ["window_spec", *METRIC_KEYS])
 
+    classic = tmp_path / "classic.yaml"
+    classic.write_text(yaml.safe_dump({**job, "output": {"path": str(tmp_path / "classic")}}))
     pair = ["--a", "baseline", "--b", "dcn", "--ds-from", DAYS[0], "--ds-to", DAYS[-1], "--bootstrap", "200"]
-    for engine in ("spark", "local"):
-        _cli(["compare", "--config", str(conf), *pair, "--engine", engine, "--out", str(tmp_path / f"cmp_{engine}")],
-             tmp_path, session=engine == "spark")  # local: pyarrow reads the folders, no session at all
-        _cli(["report", "--config", str(conf), "--start", DAYS[0], "--end", DAYS[-1], "--engine", engine,
-              "--out", str(tmp_path / f"rep_{engine}")], tmp_path, session=engine == "spark")
-    cmp = {e: json.loads((tmp_path / f"cmp_{e}" / "comparison.json").read_text()) for e in ("spark", "local")}
-    assert json_differences(cmp["spark"], cmp["local"]) == [] and cmp["spark"]["comparisons"][0]["m_a"] == 3
-    rep = {e: json.loads(next((tmp_path / f"rep_{e}").glob(f"drift_{DAYS[0]}_{DAYS[-1]}_*.json")).read_text())
-           for e in ("spark", "local")}
-    assert json_differences(rep["spark"], rep["local"]) == [] and len(rep["spark"]["rows"]) > 0
+    for name, config in (("connect", conf), ("classic", classic)):
+        _cli(["compare", "--config", str(config), *pair, "--out", str(tmp_path / f"cmp_{name}")], tmp_path,
+             session=False)
+        _cli(["report", "--config", str(config), "--start", DAYS[0], "--end", DAYS[-1],
+              "--out", str(tmp_path / f"rep_{name}")], tmp_path, session=False)
+    names = ("connect", "classic")
+    cmp = {n: json.loads((tmp_path / f"cmp_{n}" / "comparison.json").read_text()) for n in names}
+    assert json_differences(cmp["connect"], cmp["classic"]) == [] and cmp["connect"]["comparisons"][0]["m_a"] == 3
+    rep = {n: json.loads(next((tmp_path / f"rep_{n}").glob(f"drift_{DAYS[0]}_{DAYS[-1]}_*.json")).read_text())
+           for n in names}
+    for r in rep.values():
+        r.pop("config")  # the two configs differ in where the tables are
+    assert json_differences(rep["connect"], rep["classic"]) == [] and len(rep["connect"]["rows"]) > 0
 
 
 def test_score_on_a_connect_server_from_relative_paths(connect_server, tmp_path):

@@ -1,6 +1,7 @@
 """Ctrl-C and SIGTERM (ctcalc_spark/spark/interrupt.py), sent to the CLI in its own process as a user or a
 scheduler sends them: one line and the documented exit code, no stack trace, the previous run's partitions
-untouched and nothing left behind; the stream stops after its batch in flight and exits 0."""
+untouched (or each day whole from the stopped run, never a mix); the stream stops after its batch in flight and
+exits 0."""
 from __future__ import annotations
 
 import os
@@ -12,7 +13,6 @@ import threading
 import time
 from pathlib import Path
 
-import pyarrow.dataset as pads
 import pytest
 
 from tests._cli import REPO, run_cli
@@ -64,7 +64,7 @@ def _finish(proc: subprocess.Popen, *readers: Lines) -> int:
 
 @pytest.fixture(scope="module")
 def evaluated(tmp_path_factory):
-    """900,000 rows over three days, evaluated once to the end: (config path, output folder, its run id)."""
+    """900,000 rows over three days, evaluated once to the end: (config path, output folder)."""
     from ctcalc_spark.demo import write_demo_eval
 
     tmp = tmp_path_factory.mktemp("interrupt")
@@ -73,12 +73,16 @@ def evaluated(tmp_path_factory):
     config.write_text(f"input: {{path: {tmp / 'eval'}}}\noutput: {{path: {tmp / 'out'}}}\n"
                       "split: {bias_fraction: 0.1, salt: s}\nspark: {master: 'local[2]', shuffle_partitions: 4}\n")
     run_cli(["evaluate", "--config", str(config), "--ds", f"{DAYS[0]}..{DAYS[-1]}"])
-    return config, tmp / "out", _run_ids(tmp / "out")
+    return config, tmp / "out"
 
 
-def _run_ids(out: Path) -> dict[str, set[str]]:
-    return {t: set(pads.dataset(str(out / t), partitioning="hive").to_table(columns=["run_id"])["run_id"].to_pylist())
-            for t in ("metrics", "summaries")}
+def _run_ids(out: Path) -> dict[str, dict[str, list[str]]]:
+    """{table: {ds: the run ids its rows carry}} for metrics and summaries, as a reader of the Delta tables sees them."""
+    from ctcalc_spark.config import OutputConfig
+    from ctcalc_spark.tables import OutputStore
+
+    store = OutputStore(OutputConfig(path=str(out)))
+    return {t: store.runs(t) for t in ("metrics", "summaries")}
 
 
 @pytest.mark.parametrize(("signum", "after", "code", "line", "connect"), [
@@ -88,7 +92,8 @@ def _run_ids(out: Path) -> dict[str, set[str]]:
 ])
 def test_a_signal_stops_evaluate_with_one_line_and_leaves_the_previous_run(evaluated, request, signum, after, code,
                                                                              line, connect):
-    config, out, before = evaluated
+    config, out = evaluated
+    before = _run_ids(out)  # an earlier case may have replaced the fixture's run
     remote = ["--set", f"spark.remote={request.getfixturevalue('connect_server')}"] if connect else []
     proc, stdout, stderr = _start(["evaluate", "--config", str(config), "--ds", f"{DAYS[0]}..{DAYS[-1]}", *remote],
                                   config.parent)
@@ -100,10 +105,11 @@ def test_a_signal_stops_evaluate_with_one_line_and_leaves_the_previous_run(evalu
     for noise in ("Traceback", "Py4J", "Exception", " ERROR ", "\tat "):
         assert noise not in stderr.text, stderr.text
     assert stdout.text == ""  # no result line: the run did not finish
-    for table in ("metrics", "summaries"):  # the previous run's partitions, nothing staged beside them
-        assert sorted(os.listdir(out / table)) == [f"ds={d}" for d in DAYS]
-    assert os.listdir(out / "_runs") == []  # the lease was given back
-    assert _run_ids(out) == before
+    now = _run_ids(out)
+    if now != before:  # only a run stopped as its writes start may have made them first: every day, each table
+        new = {r for ids in now["metrics"].values() for r in ids}
+        assert after == "writing" and len(new) == 1, (before, now)
+        assert now == {t: {d: sorted(new) for d in DAYS} for t in now}, (before, now)
 
 
 def test_ctrl_c_stops_the_stream_after_its_batch_and_a_rerun_goes_on(tmp_path):
@@ -155,30 +161,41 @@ def test_a_signal_during_a_deferred_write_lets_it_finish_then_stops(spark, tmp_p
     assert spark.range(10).count() == 10  # the session works on: the interrupting thread has ended
 
 
-def test_a_signal_during_the_exchange_probe_leaves_no_probe_folder(tmp_path, monkeypatch):
-    """The probe for atomic exchange makes two folders in a table's root and removes them. A SIGTERM between the
-    two removals (the CLI test above hit it once, as its writes started) left one there; the probe now
-    removes both, then the signal stops the run."""
-    from ctcalc_spark.spark import files, interrupt
+@pytest.mark.xfail(strict=True, reason="lead: Transaction.write_all commits its tables outside interrupt.deferred() "
+                                      "(tables.py): a signal between two commits leaves a day of two runs")
+def test_a_signal_during_a_runs_commits_lets_them_all_finish_then_stops(tmp_path, monkeypatch):
+    """A run commits its tables one after the other (summaries, then metrics). A SIGTERM that comes as the first
+    commit is made must not stop the run between them (a day whose summaries and metrics come from two runs, which
+    rolling, report and compare then refuse): both commits finish, then the signal stops the run."""
+    import deltalake
+    import pandas as pd
 
-    real = os.rmdir
-    sent = []
+    from ctcalc_spark.config import OutputConfig
+    from ctcalc_spark.spark import interrupt
+    from ctcalc_spark.tables import OutputStore
 
-    def rmdir_then_signal(path):  # type: ignore[no-untyped-def]
-        real(path)
+    store = OutputStore(OutputConfig(path=str(tmp_path / "out")))
+    real, sent = deltalake.write_deltalake, []
+
+    def write_then_signal(*args, **kwargs):  # type: ignore[no-untyped-def]
+        real(*args, **kwargs)
         if not sent:
-            sent.append(path)
-            os.kill(os.getpid(), signal.SIGTERM)  # the handler runs at once, before the second removal
+            sent.append(1)
+            os.kill(os.getpid(), signal.SIGTERM)  # the handler runs at once, before the next commit
 
-    monkeypatch.setattr(files.os, "rmdir", rmdir_then_signal)
+    monkeypatch.setattr(deltalake, "write_deltalake", write_then_signal)
+    frames = [(t, pd.DataFrame({"ds": [DAYS[0]], "n": [1.0]}), {"ds": "string", "n": "double"})
+              for t in ("summaries", "metrics")]
+    tx = store.transaction("evaluate", [DAYS[0]])
     assert interrupt.install(None)
     try:
         with pytest.raises(KeyboardInterrupt):
-            files.supports_exchange(str(tmp_path))
+            tx.write_all(frames)
         assert sent and interrupt.received() == signal.SIGTERM
     finally:
         interrupt.uninstall()
-    assert os.listdir(tmp_path) == []
+    assert store.runs("summaries") == store.runs("metrics") == {DAYS[0]: [tx.run_id]}
+    assert store.check_days() == []
 
 
 def test_sigterm_before_spark_starts_ends_the_command_with_its_line(tmp_path):

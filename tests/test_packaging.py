@@ -58,12 +58,6 @@ def _venv_env(venv: Path) -> dict[str, str]:
             "PYSPARK_DRIVER_PYTHON": python, "SPARK_LOCAL_IP": "127.0.0.1"}
 
 
-def _jar_in_wheel(wheel: Path) -> bytes:
-    """The local file system jar as the wheel carries it (package data, used by local sessions)."""
-    with zipfile.ZipFile(wheel) as z:
-        return z.read("ctcalc_spark/localfs/ctcalc-localfs.jar")
-
-
 @pytest.mark.slow
 def test_wheel_holds_every_module_the_example_configs_and_clean_metadata(wheel):
     with zipfile.ZipFile(wheel) as z:
@@ -77,12 +71,13 @@ def test_wheel_holds_every_module_the_example_configs_and_clean_metadata(wheel):
     assert modules - names == set(), "modules missing from the wheel: add their package to pyproject.toml"
     assert "ctcalc_spark/submit.py" in names and f"{dist_info}/licenses/LICENSE" in names
     assert "ctcalc_spark/spark/log4j2.properties" in names
-    assert _jar_in_wheel(wheel) == (ROOT / "ctcalc_spark" / "localfs" / "ctcalc-localfs.jar").read_bytes()
+    assert not [n for n in names if n.endswith((".jar", ".java"))]  # no JVM code of ours: Delta tables via deltalake
     assert not [n for n in names if n.startswith(("tests/", "jobs/", "dags/"))]
     assert meta["Version"] == ctcalc_spark.__version__
     assert meta["License-Expression"] == "MIT" and meta["Requires-Python"] == ">=3.11"
     requires = meta.get_all("Requires-Dist")
     assert [r for r in requires if r.startswith("pyspark")] == ['pyspark<5,>=4.0; extra == "spark"']
+    assert [r for r in requires if r.startswith("deltalake")] == ["deltalake<2,>=1.6"]  # the output tables, no extra
     assert not [r for r in requires if r.startswith(("torch", "matplotlib", "apache-airflow")) and "extra" not in r]
     links = re.findall(r"\]\(([^)]+)\)", meta.get_payload())
     assert [u for u in links if not u.startswith(("https://", "http://"))] == []  # nothing outside the package

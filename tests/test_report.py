@@ -9,8 +9,6 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-import pyarrow as pa
-import pyarrow.parquet as pq
 import pytest
 import yaml
 
@@ -27,14 +25,12 @@ from ctcalc_spark.reports.drift import (
     write_report,
     write_report_files,
 )
+from tests._frames import write_outputs
 from tests.test_rolling import _binary_rows, _binary_stream, _days, _regression_rows, drift_stream
 
 
 def _store(root, rows: pd.DataFrame) -> None:
-    for ds, g in rows.groupby("ds"):
-        part = root / "summaries" / f"ds={ds}"
-        part.mkdir(parents=True)
-        pq.write_table(pa.Table.from_pandas(g.drop(columns="ds"), preserve_index=False), part / "part-0.parquet")
+    write_outputs(root, {"summaries": rows})
 
 
 def _cfg(tmp_path, task: str, *, extra: dict | None = None, **rolling):

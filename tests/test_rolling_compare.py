@@ -183,13 +183,13 @@ def test_cli_from_a_csv_with_a_header_to_a_rolling_comparison(spark, tmp_path, c
     out, _ = capsys.readouterr()
     assert "metrics rows" in out and "hint: val-bias parts had a median of " in out and "split.min_bias_rows" in out
     assert main(["compare", "--config", str(conf), "--a", "candidate", "--b", "baseline", "--rolling",
-                 "--ds-from", "2026-01-01", "--ds-to", "2026-01-21", "--window", "day", "--engine", "local",
+                 "--ds-from", "2026-01-01", "--ds-to", "2026-01-21", "--window", "day",
                  "--bootstrap", "300"]) == 0
     out, err = capsys.readouterr()
     assert "21 windows (2026-01-01..2026-01-21, days up to 2026-01-21), 20 in the period sums" in out
     # --ds START..END, as evaluate names the period, is the same comparison (it was refused: "--ds must be a date")
     assert main(["compare", "--config", str(conf), "--a", "candidate", "--b", "baseline", "--rolling",
-                 "--ds", "2026-01-01..2026-01-21", "--window", "day", "--engine", "local", "--bootstrap", "300"]) == 0
+                 "--ds", "2026-01-01..2026-01-21", "--window", "day", "--bootstrap", "300"]) == 0
     assert capsys.readouterr().out == out
     assert "Per window:" in out and "rolling_calibrated_log_loss: candidate ahead (Acc > 50%) in" in out
     assert "Period value per run = Σ over the 20 of 21 day windows" in out and "WARNING" not in err
@@ -211,7 +211,7 @@ def test_cli_from_a_csv_with_a_header_to_a_rolling_comparison(spark, tmp_path, c
 
     # A model name that is not there is named with the models that are (the message listed only the other model of
     # the pair, the one the read had kept); a model compared with itself is a config error, not a report.
-    common = ["--config", str(conf), "--engine", "local", "--bootstrap", "100"]
+    common = ["--config", str(conf), "--bootstrap", "100"]
     for days, table in ((["--ds", "2026-01-05"], "metrics"), (["--ds-from", "2026-01-05", "--ds-to", "2026-01-07"],
                                                              "summaries"),
                         (["--ds", "2026-01-05..2026-01-07"], "summaries"),

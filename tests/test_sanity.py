@@ -186,7 +186,7 @@ def test_extreme_logits_are_counted_and_reported_by_evaluate_compare_and_the_dri
         assert m.loc[("good", run), "n_extreme"] == 0
     # compare: a warning in the text and in the report
     assert main(["compare", "--config", str(conf), "--a", "good", "--b", "broken", "--ds", "2026-03-02",
-                 "--engine", "local", "--bootstrap", "200"]) == 0
+                 "--bootstrap", "200"]) == 0
     out, err = capsys.readouterr()
     assert "WARNING: " in err and "model=broken run=" in err
     page = (tmp_path / "out" / "compare" / "good_vs_broken" / "report.html").read_text()

@@ -533,6 +533,8 @@ def test_score_prints_the_evaluate_command_that_runs_without_a_config(
     import shlex
 
     from ctcalc_spark.cli.main import main
+    from ctcalc_spark.config import OutputConfig
+    from ctcalc_spark.tables import OutputStore
 
     monkeypatch.chdir(tmp_path)
     assert main(["score", "--eval", str(census["eval"]), "--format", "csv", "--models-dir", str(trained),
@@ -545,7 +547,7 @@ def test_score_prints_the_evaluate_command_that_runs_without_a_config(
                                            "passthrough columns)"
     args = shlex.split(step.removeprefix("next: "))[1:] + ["--set", "columns.slices=[sex]"]
     assert main(args) == 0
-    m = pd.read_parquet(tmp_path / "eval" / "metrics")
+    m = OutputStore(OutputConfig(path=str(tmp_path / "eval"))).read("metrics")
     assert sorted(m["ds"].astype(str).unique()) == EVAL_DAYS
     assert set(m["slice_name"]) == {"__all__", "sex"} and len(m[m["slice_name"] == "__all__"]) == 4 * len(EVAL_DAYS)
     capsys.readouterr()
