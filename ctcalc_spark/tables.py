@@ -125,6 +125,13 @@ class OutputStore:
             return self.output.tables[table]
         return f"{self.output.database}.{self.output.table_prefix}{table}"
 
+    def _openable(self, loc: str) -> str:
+        """``loc``, when deltalake can open it: a local path holding '[' or ']' makes deltalake 1.6 panic."""
+        if _is_local(loc) and any(c in loc for c in "[]"):
+            raise ConfigError(f"output.path {self.output.path!r} holds '[' or ']', which deltalake (the Delta tables' "
+                              "library) cannot open a table under. Choose an output.path without them.")
+        return loc
+
     def _is_delta(self, table: str) -> bool:
         return not self.catalog or table == "stream_batches"
 
@@ -138,9 +145,15 @@ class OutputStore:
         from deltalake import DeltaTable
 
         loc = self.location(table)
-        if not DeltaTable.is_deltatable(loc, storage_options=self.storage_options):
-            self._check_layout(table)
-            return None
+        try:
+            if not DeltaTable.is_deltatable(self._openable(loc), storage_options=self.storage_options):
+                self._check_layout(table)
+                return None
+        except (OSError, ValueError, RuntimeError) as e:  # deltalake's errors of a store it cannot reach
+            raise ConfigError(
+                f"Cannot open the {table} table {loc!r}: {str(e).splitlines()[0][:300]}. Give deltalake what reaches "
+                "that store: output.storage_options (credentials, region, endpoint) or the environment variables it "
+                "reads (docs/storage.md#object-stores).") from None
         if self.as_of is None:
             return DeltaTable(loc, storage_options=self.storage_options)
         return self._at(DeltaTable(loc, storage_options=self.storage_options), table)
@@ -459,12 +472,15 @@ class Transaction:
         ``app``: (application id, version) recorded in each commit (Delta app transactions: a stream's batch id);
         a table whose version for that application was already at least ``version`` when it was pinned is not
         written again (a replayed batch). ``metadata``: more entries for each commit's metadata."""
+        from ctcalc_spark.spark import interrupt
+
         self.pin(*(t for t, _, _ in items))
         out = []
-        for table, frame, types in items:
-            if types is None:
-                raise TypeError("A frame needs its column types.")
-            out.append(self._write_one(table, frame, types, app, metadata or {}))
+        with interrupt.deferred():  # a signal lets the run's commits all finish (no day of two runs), then stops it
+            for table, frame, types in items:
+                if types is None:
+                    raise TypeError("A frame needs its column types.")
+                out.append(self._write_one(table, frame, types, app, metadata or {}))
         return out
 
     def done_before(self, table: str, app: tuple[str, int]) -> bool:
@@ -673,9 +689,10 @@ def _version_ms(location: str, version: int, storage_options: dict[str, str] | N
 
 
 def _absolute(path: str) -> str:
-    if "://" in path:
-        return path.rstrip("/")
-    return os.path.abspath(os.path.expanduser(path))
+    """A local path absolute (``file:`` URIs as their path), any other URI as given."""
+    if _is_local(path):
+        return os.path.abspath(os.path.expanduser(_local(path)))
+    return path.rstrip("/")
 
 
 def _is_local(path: str) -> bool:

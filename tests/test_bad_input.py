@@ -221,8 +221,6 @@ def test_a_path_spark_has_no_file_system_for_names_the_connector_before_the_scan
         evaluate(spark, cfg, DS, progress=lambda line: pytest.fail(f"went on to {line!r}"))
 
 
-@pytest.mark.xfail(strict=True, reason="lead: OutputStore.delta() lets deltalake's OSError for an object store it "
-                                      "cannot reach out raw (tables.py), no ConfigError naming output.storage_options")
 def test_an_output_store_that_cannot_be_reached_is_named_before_the_scan(spark, demo_config, tmp_path):
     """Path outputs are written by deltalake, not Spark: an object-store output.path it cannot reach (here gs://
     without credentials) used to fail in the first write, after the whole scan; it must stop before the scan

@@ -340,8 +340,7 @@ def test_cli_reports_go_where_they_can_be_written(tmp_path, capsys, read_only_fo
     assert "is not on this machine's file system, and reports are written here: pass --out" in capsys.readouterr().err
 
 
-@pytest.mark.parametrize("scheme", ["file://", pytest.param("file:", marks=pytest.mark.xfail(
-    strict=True, reason="lead: tables._absolute() reads output.path 'file:/x' as a relative path (cwd/file:/x)"))])
+@pytest.mark.parametrize("scheme", ["file://", "file:"])
 def test_cli_compare_of_a_file_uri_output_path_reads_and_reports_under_the_path(tmp_path, capsys, monkeypatch,
                                                                                  scheme) -> None:
     """A `file:` output.path put the report in a folder named 'file:' under the working folder; now the tables

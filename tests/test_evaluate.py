@@ -1454,8 +1454,6 @@ def test_an_input_path_with_glob_characters_in_its_name_is_read_as_named(spark, 
     assert literal_path("s3a://bucket/exports [v2]") == "s3a://bucket/exports [v2]"  # not local: as given
 
 
-@pytest.mark.xfail(strict=True, reason="lead: deltalake panics (PanicException, a BaseException) on a path holding "
-                                      "[ or ]; tables.py does not refuse such an output.path before the scan")
 def test_an_output_path_deltalake_cannot_open_is_refused_before_the_scan(spark, demo_config, tmp_path):
     """deltalake 1.6 cannot open a local table whose path holds '[' or ']' ('Invalid object store url', a Rust
     panic): an output.path like 'out [v2]' must be refused before the scan in one line, not end the run with an

@@ -161,8 +161,6 @@ def test_a_signal_during_a_deferred_write_lets_it_finish_then_stops(spark, tmp_p
     assert spark.range(10).count() == 10  # the session works on: the interrupting thread has ended
 
 
-@pytest.mark.xfail(strict=True, reason="lead: Transaction.write_all commits its tables outside interrupt.deferred() "
-                                      "(tables.py): a signal between two commits leaves a day of two runs")
 def test_a_signal_during_a_runs_commits_lets_them_all_finish_then_stops(tmp_path, monkeypatch):
     """A run commits its tables one after the other (summaries, then metrics). A SIGTERM that comes as the first
     commit is made must not stop the run between them (a day whose summaries and metrics come from two runs, which

@@ -13,8 +13,9 @@ signal then raises ``KeyboardInterrupt`` at once), and again by ``session_for`` 
   and Connect) over a connection of its own, again every half second, so that a Spark action started after it
   (the next write) ends too. If the main thread is inside a Spark call, that call then ends with Spark's
   cancellation error; otherwise ``KeyboardInterrupt`` is raised at once.
-* The job's ``finally`` blocks run as for any failure. A table's commit is whole or not made (Delta); the
-  tables a run had not committed yet keep their earlier rows (docs/storage.md).
+* The job's ``finally`` blocks run as for any failure. A table's commit is whole or not made (Delta).
+* A first signal during a run's commits (:func:`deferred`) lets them all finish (milliseconds), then stops the run
+  as above: a day's tables never come from two runs because of a signal.
 * A second signal raises ``KeyboardInterrupt`` at once.
 
 ``ctcalc stream`` asks :func:`received` between waits and stops its query itself (a clean stop, not an error).
@@ -93,16 +94,15 @@ def uninstall() -> None:
 @contextmanager
 def deferred() -> Iterator[None]:
     """A first signal inside the block lets it run to its end, then acts there; after one, the block does not start.
-    A block in another thread (a staged write started early) defers the signal as well: the main thread goes on
+    A block in another thread (a stream batch's commits) defers the signal as well: the main thread goes on
     until its own deferred block or the write ends, whichever is later, and stops there.
 
-    For the writes: a staged write takes seconds, and cancelling it only makes Spark log the aborted job and
-    task with their stacks (the staged files are removed either way); an exchange with its commit record
-    should not stop halfway.
+    For a run's commits: they take milliseconds, and stopping between two would leave a day whose summaries and
+    metrics come from different runs.
     """
     if _stopping() and not _STATE.deferring:
         _stop(None)
-    with _COUNT:  # a write thread of the storage layer defers too (Transaction.stage)
+    with _COUNT:  # a block in another thread defers too
         _STATE.deferring += 1
     try:
         yield
