@@ -428,7 +428,7 @@ class OutputStore:
 
     # ---- writing ---------------------------------------------------------------------------------
     def transaction(self, job: str, days: Sequence[str] | None = None, scope: str | None = None) -> Transaction:
-        """One run's writes (use as a context manager): a run id, the tables' versions pinned as it starts."""
+        """One run's writes: a run id, and the versions of the tables it pins (:meth:`Transaction.pin`)."""
         if self.as_of is not None:
             raise ConfigError("Outputs read as of an earlier version cannot be written.")
         return Transaction(self, job, days, scope)
@@ -446,12 +446,6 @@ class Transaction:
         self.run_id = new_run_id()
         self.versions: dict[str, int | None] = {}
         self.written: list[tuple[str, int]] = []
-
-    def __enter__(self) -> Transaction:
-        return self
-
-    def __exit__(self, kind: Any, value: Any, tb: Any) -> None:
-        return None
 
     def pin(self, *tables: str) -> None:
         """Remember the current version of ``tables`` (each written at most once by this run): a commit of
