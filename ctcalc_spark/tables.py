@@ -10,7 +10,7 @@ Delta gives what a reader and a scheduler need:
   every table as it starts, so the one that commits second finds the other's commit on its days and stops
   with :class:`~ctcalc_spark.errors.ConcurrentRunError`, having written nothing (its tables are written in one
   order, so it fails at its first);
-* a killed run leaves at most data files no commit references (``ctcalc vacuum`` removes them).
+* a killed run leaves at most data files no commit references (``ctcalc tables vacuum`` removes them).
 
 A run's tables are committed one after the other, so a run killed between two commits leaves a day whose
 summaries and metrics come from different runs. :meth:`OutputStore.check_days` finds such days by their

@@ -137,7 +137,7 @@ def test_an_output_folder_of_another_tables_files_is_refused_before_the_scan(spa
     (out / "rolling" / "window_spec=day" / f"ds={DS}").mkdir(parents=True)
     with pytest.raises(ConfigError, match=r"^output.path '.*/out' holds the 'rolling' table in ctcalc's earlier "
                                           r"layout \(Parquet partition folders without a Delta log\)\. Convert the "
-                                          r"output once with `ctcalc convert-outputs --set output.path=.*/out`"):
+                                          r"output once with `ctcalc tables convert --set output.path=.*/out`"):
         evaluate(spark, cfg, DS, progress=lambda line: pytest.fail(f"went on to {line!r}"))
 
 

@@ -537,7 +537,7 @@ def test_as_of_that_is_neither_a_version_nor_a_time_is_a_config_error(tmp_path, 
     proc = run_cli(["report", "--start", "2026-11-15", "--end", "2026-11-16", "--as-of", text, "--config", "c.yaml"],
                    cwd=tmp_path, expect=EXIT_CONFIG)
     assert proc.stderr == (f"ctcalc report: error: --as-of {text!r}: give a version of the metrics table (an integer, "
-                           "see `ctcalc history`) or a time such as 2026-11-28T09:00:00Z.\n")
+                           "see `ctcalc tables history`) or a time such as 2026-11-28T09:00:00Z.\n")
 
 
 def test_unreachable_connect_server_fails_at_once_naming_it(free_port, tmp_path):

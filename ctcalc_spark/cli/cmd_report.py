@@ -39,7 +39,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                            "(a fixed limit instead of --spread-k)")
     parser.add_argument("--as-of", metavar="VERSION|TIME",
                         help="draw the report from the tables as they were: a version of the metrics table (an "
-                             "integer, see `ctcalc history`) or a time (ISO 8601, UTC if no zone is given)")
+                             "integer, see `ctcalc tables history`) or a time (ISO 8601, UTC if no zone is given)")
     parser.add_argument("--top", type=int, default=DEFAULT_TOP,
                         help=f"flagged moves listed on the page, largest first (default {DEFAULT_TOP}); "
                              "all of them go to the CSV and JSON")
