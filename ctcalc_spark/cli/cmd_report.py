@@ -23,8 +23,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_config_arguments(parser, ds=False)
     parser.add_argument("--start", type=day_argument, help="first day YYYY-MM-DD")
     parser.add_argument("--end", type=day_argument, help="last day YYYY-MM-DD")
-    parser.add_argument("--ds", type=days_argument, metavar="START..END", help="the period as evaluate and rolling name it, instead of "
-                                                           "--start and --end")
+    parser.add_argument("--ds", type=days_argument, metavar="START..END",
+                        help="the period as evaluate and rolling name it, instead of --start and --end")
     parser.add_argument("--out", default=None, help="folder for the files (default <output.path>/reports)")
     parser.add_argument("--window", choices=["day", "week", "month", "rolling"], default=None,
                         help="override rolling.window from the config")

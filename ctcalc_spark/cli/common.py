@@ -216,8 +216,8 @@ def as_of_value(text: str | None, cfg: JobConfig):  # type: ignore[no-untyped-de
     try:
         when = dt.datetime.fromisoformat(text.strip())
     except ValueError:
-        raise ConfigError(f"--as-of {text!r}: give a version of the metrics table (an integer, see `ctcalc tables history`) "
-                          "or a time such as 2026-11-28T09:00:00Z.") from None
+        raise ConfigError(f"--as-of {text!r}: give a version of the metrics table (an integer, see `ctcalc tables "
+                          "history`) or a time such as 2026-11-28T09:00:00Z.") from None
     return when if when.tzinfo else when.replace(tzinfo=dt.timezone.utc)
 
 
