@@ -281,3 +281,35 @@ def test_the_codec_option_goes_to_writers_that_take_it(output, options):
     from ctcalc_spark.config import codec_options
 
     assert codec_options(config_from_dict({"input": {"path": "x"}, "output": output}).output) == options
+
+
+def test_readers_refuse_days_whose_tables_come_from_different_runs(tmp_path, capsys):
+    """A run killed between its commits leaves days whose summaries are newer than their metrics: rolling, report
+    and compare (no Spark for path outputs) stop with exit 4 naming the days and the command that repairs them,
+    instead of combining the two runs without a word."""
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).parent))
+    from _drift_data import binary_drift_summaries, day_range
+    from _frames import write_outputs
+
+    from ctcalc_spark.cli.main import main
+    from ctcalc_spark.core.finalize import metrics_from_summaries
+    from ctcalc_spark.errors import EXIT_INPUT
+
+    days = day_range("2026-01-05", 14)
+    summaries = binary_drift_summaries(days, runs=2, n=400, seed=3)
+    metrics = metrics_from_summaries(summaries, "binary", keys=["ds", "model", "run"], bin_width=0.1)
+    out = tmp_path / "out"
+    write_outputs(out, {"summaries": summaries, "metrics": metrics.assign(task="binary")})
+    common = ["--set", f"output.path={out}", "--set", "rolling.window=week"]
+    assert main(["-q", "rolling", "--ds", f"{days[0]}..{days[-1]}", *common]) == 0
+    late = summaries[summaries["ds"] == days[9]]
+    write_outputs(out, {"summaries": late})  # a later run whose metrics commit never came
+    capsys.readouterr()
+    for argv in (["rolling", "--ds", f"{days[7]}..{days[-1]}"], ["report", "--ds", f"{days[0]}..{days[-1]}"],
+                 ["compare", "--a", "ctr_a", "--b", "ctr_b", "--ds", f"{days[7]}..{days[-1]}", "--rolling",
+                  "--window", "week"]):
+        assert main(["-q", *argv, *common]) == EXIT_INPUT, argv
+        err = capsys.readouterr().err
+        assert f"ds={days[9]}: summaries by" in err and f"`ctcalc evaluate --ds {days[9]}`" in err, (argv, err)
