@@ -145,15 +145,17 @@ class OutputStore:
         from deltalake import DeltaTable
 
         loc = self.location(table)
+        where = self._openable(loc)
         try:
-            if not DeltaTable.is_deltatable(self._openable(loc), storage_options=self.storage_options):
-                self._check_layout(table)
-                return None
+            found = DeltaTable.is_deltatable(where, storage_options=self.storage_options)
         except (OSError, ValueError, RuntimeError) as e:  # deltalake's errors of a store it cannot reach
             raise ConfigError(
                 f"Cannot open the {table} table {loc!r}: {str(e).splitlines()[0][:300]}. Give deltalake what reaches "
                 "that store: output.storage_options (credentials, region, endpoint) or the environment variables it "
                 "reads (docs/storage.md#object-stores).") from None
+        if not found:
+            self._check_layout(table)
+            return None
         if self.as_of is None:
             return DeltaTable(loc, storage_options=self.storage_options)
         return self._at(DeltaTable(loc, storage_options=self.storage_options), table)
@@ -372,9 +374,14 @@ class OutputStore:
                 raise ConfigError(f"output.path {self.output.path!r} cannot hold the outputs: {why}, so the job "
                                   "would fail in its first write. Set output.path to a folder this job can create "
                                   "and write to.")
-        for table in JOB_TABLES.get(job, tuple(PARTITIONS)):
-            if self._is_delta(table):
-                self.delta(table)  # the earlier layout: ConfigError
+        mine = JOB_TABLES.get(job, tuple(PARTITIONS))
+        for table in PARTITIONS:
+            if not self._is_delta(table):
+                continue
+            if table in mine:
+                self.delta(table)  # reachable, a Delta table or none (else ConfigError: the earlier layout, ...)
+            elif _is_local(self.root) and not os.path.isdir(os.path.join(_local(self.location(table)), "_delta_log")):
+                self._check_layout(table)  # another job's table: a folder look, no table load
         if task is not None:
             self._check_task(task)
 

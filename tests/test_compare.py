@@ -574,18 +574,13 @@ def test_a_bias_only_difference_gets_a_verdict_that_says_it_is_the_bias(tmp_path
 
     # the CLI and the report: the headline first on stdout and first on the page
     out = tmp_path / "out"
-    part = out / "metrics" / "ds=2026-11-16"
-    part.mkdir(parents=True)
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
     rows = [{"model": m, "run": str(i), "slice_name": "__all__", "slice_value": "__all__", "log_loss": float(v),
              "calibrated_log_loss": float(k), "status": "ok", "n_rows": 20_000}
             for m, vs, ks in (("fresh", ll_a, cll_a), ("shifted", ll_b, cll_b)) for i, (v, k) in enumerate(zip(vs, ks))]
-    pq.write_table(pa.Table.from_pylist(rows), part / "part-0.parquet")
+    write_outputs(out, {"metrics": pd.DataFrame(rows).assign(ds="2026-11-16")})
     conf = tmp_path / "job.yaml"
     conf.write_text(yaml.safe_dump({"task": "binary", "output": {"path": str(out)}, "columns": {"ds": None}}))
-    assert main(["compare", "--config", str(conf), "--engine", "local", "--bootstrap", "500", "--a", "fresh", "--b",
+    assert main(["compare", "--config", str(conf), "--bootstrap", "500", "--a", "fresh", "--b",
                  "shifted", "--ds", "2026-11-16"]) == 0
     printed = capsys.readouterr().out
     lines = printed.splitlines()

@@ -83,7 +83,7 @@ CASES = {
         "argument --ds: the day must be a date like 2026-11-21"),
     3: (lambda tmp: run_cli(["evaluate", "--config", "missing.yaml", "--ds", "2026-11-15"], cwd=tmp, expect=None),
         "Config file 'missing.yaml' does not exist"),
-    4: (lambda tmp: run_cli(["report", "--engine", "local", "--ds", "2026-11-15", "--set", "input.path=x",
+    4: (lambda tmp: run_cli(["report", "--ds", "2026-11-15", "--set", "input.path=x",
                              "--set", "output.path=out"], cwd=tmp, expect=None),
         "No summaries between 2026-11-15 and 2026-11-15"),
     5: (lambda tmp: _connect_without("grpc", tmp),

@@ -275,7 +275,7 @@ def test_rolling_comparison_of_pipelines_that_differ_only_by_a_bias_says_so(tmp_
     _store(out, rows)
     conf = tmp_path / "job.yaml"
     conf.write_text(yaml.safe_dump({"task": "binary", "output": {"path": str(out)}, "histogram": {"bin_width": 0.1}}))
-    assert main(["compare", "--config", str(conf), "--engine", "local", "--bootstrap", "300", "--rolling",
+    assert main(["compare", "--config", str(conf), "--bootstrap", "300", "--rolling",
                  "--window", "week", "--a", "shifted", "--b", "fresh", "--ds", f"{days[0]}..{days[-1]}"]) == 0
     lines = capsys.readouterr().out.splitlines()
     verdict = next(line for line in lines if line.startswith("Verdict: "))

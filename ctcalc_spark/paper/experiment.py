@@ -308,13 +308,13 @@ def _train_own_tables(
 
 def paper_table(comparisons: list[Comparison]) -> str:
     """Pipeline A | Pipeline B | LL Acc | CLL Acc (the paper's layout), with bootstrap intervals."""
-    from ctcalc_spark.reports.comparison import accuracy_table_rows, format_text_table
+    from ctcalc_spark.reports.comparison import ACC_CHANGE, accuracy_table_rows, format_text_table
 
     rows = []
     for r, c in zip(accuracy_table_rows(comparisons), comparisons):
         rows.append({"Pipeline A": r["Pipeline A"], "Pipeline B": r["Pipeline B"], "runs": r["runs"],
                      "LL Acc": r[f"{c.vanilla.metric} Acc"], "CLL Acc": r[f"{c.calibrated.metric} Acc"],
-                     "CLL - LL": r["Acc change"]})
+                     "CLL - LL": r[ACC_CHANGE]})
     return format_text_table(rows)
 
 
