@@ -76,7 +76,8 @@ def test_wheel_holds_every_module_the_example_configs_and_clean_metadata(wheel):
     assert meta["Version"] == ctcalc_spark.__version__
     assert meta["License-Expression"] == "MIT" and meta["Requires-Python"] == ">=3.11"
     requires = meta.get_all("Requires-Dist")
-    assert [r for r in requires if r.startswith("pyspark")] == ['pyspark<5,>=4.0; extra == "spark"']
+    assert [r for r in requires if r.startswith("pyspark")] == ['pyspark<4.3,>=4.0; extra == "spark"',
+                                                                 'pyspark[connect]<4.3,>=4.0; extra == "connect"']
     assert [r for r in requires if r.startswith("deltalake")] == ["deltalake<2,>=1.6"]  # the output tables, no extra
     assert not [r for r in requires if r.startswith(("torch", "matplotlib", "apache-airflow")) and "extra" not in r]
     links = re.findall(r"\]\(([^)]+)\)", meta.get_payload())
