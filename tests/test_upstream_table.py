@@ -617,8 +617,10 @@ def test_train_and_score_take_the_days_evaluate_takes(dated_table: Path, tmp_pat
     assert main(["train", "--train", str(dated_table), "--format", "csv", "--categorical", "sex", "--label", "income",
                  "--positive-label", ">50K", "--ds", "2026-03-01", "--models-dir", str(tmp_path / "m2")]) == EXIT_CONFIG
     assert "no day column is declared: declare it with --ds-column" in capsys.readouterr().err
-    assert main(["train", "--train", str(dated_table), *_census_flags(dated_table), "--ds", "2026-03-05..2026-03-01",
-                 "--models-dir", str(tmp_path / "m3")]) == EXIT_CONFIG
+    with pytest.raises(SystemExit) as stopped:  # a malformed --ds is a usage error, before anything starts
+        main(["train", "--train", str(dated_table), *_census_flags(dated_table), "--ds", "2026-03-05..2026-03-01",
+              "--models-dir", str(tmp_path / "m3")])
+    assert stopped.value.code == 2
     assert "ends before it starts" in capsys.readouterr().err
 
 
