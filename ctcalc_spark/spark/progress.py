@@ -5,7 +5,7 @@ A step that ends within ``after`` seconds prints nothing; a longer one prints, e
 
     evaluate scan running, 20 s, 37 of 120 Spark tasks done (31 %)
 
-The share of tasks comes from public APIs only, never from the JVM handles (``sparkContext``), so the same code
+The share of tasks comes from public APIs only, never from a JVM handle of the session, so the same code
 runs on classic sessions and on Spark Connect:
 
 * Spark Connect: the session's progress handler (``SparkSession.registerProgressHandler``, pyspark 4), which the

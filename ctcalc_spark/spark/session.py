@@ -129,7 +129,7 @@ def build_session(
         builder = builder.remote(remote).config(map={**launch, **BASE_CONF})
     else:
         own: dict[str, str] = {}
-        if _starts_jvm():  # launch settings apply, and ctcalc adds its own
+        if _launches_spark():  # launch settings apply, and ctcalc adds its own
             started = launch
             own = _log_settings(launch, cfg.master)
         builder = builder.master(cfg.master).config(map={**launch, **own, **BASE_CONF})
@@ -228,7 +228,7 @@ def _functions_for_connect() -> None:
         os.environ["SPARK_CONNECT_MODE_ENABLED"] = "1"
 
 
-def _starts_jvm() -> bool:
+def _launches_spark() -> bool:
     """Whether a classic session built now starts Spark (so launch settings apply): no session is active and no
     spark-submit launched this process."""
     from pyspark.sql import SparkSession
