@@ -452,7 +452,6 @@ class Transaction:
         self.days = None if days is None else sorted({str(d) for d in days})
         self.run_id = new_run_id()
         self.versions: dict[str, int | None] = {}
-        self.written: list[tuple[str, int]] = []
 
     def pin(self, *tables: str) -> None:
         """Remember the current version of ``tables`` (each written at most once by this run): a commit of
@@ -511,7 +510,6 @@ class Transaction:
             return loc
         full = {**{k: v for k, v in types.items() if k not in parts}, RUN_ID: "string", **{p: "string" for p in parts}}
         data = arrow_table(frame.assign(**{RUN_ID: self.run_id}), full)
-        self.written.append((table, len(frame)))
         if not store._is_delta(table):
             _write_catalog(store._session(f"Writing {table}"), loc, data, parts, store.output)
             return loc

@@ -464,16 +464,15 @@ MIN_WEIGHT_SUM = 1e-150
 product of two such sums is still a normal double, where weights of 1e-300 made the AUC 0/0."""
 
 
-def _check_sums(ok: pd.DataFrame, keys: Sequence[str], cfg: JobConfig, skip: Sequence[str] = ()) -> None:
+def _check_sums(ok: pd.DataFrame, keys: Sequence[str], cfg: JobConfig) -> None:
     """InputError when a group's sums overflowed (inf, or NaN from inf - inf) or its weights are too large, or
-    too small to multiply. ``skip``: more columns that are not sums (named, not dropped: a drop copies a year's
-    summaries)."""
+    too small to multiply."""
     import numpy as np
 
     from ctcalc_spark.errors import InputError
 
     sums = [n for n in ok.columns
-            if n not in (*keys, *skip, "invalid", "is_bias", "label", "bin", "count", "clipped")]
+            if n not in (*keys, "invalid", "is_bias", "label", "bin", "count", "clipped")]
     values = ok[sums].to_numpy(dtype=np.float64, na_value=0.0)
     finite = np.isfinite(values).all(axis=1)
     w = ok["weight"].to_numpy(dtype=np.float64, na_value=0.0)
