@@ -157,26 +157,12 @@ class FileStore:
     def mkdirs(self, path: str) -> None:
         self._fs.create_dir(self._p(path), recursive=True)
 
-    def rename(self, src: str, dst: str) -> None:
-        """Move ``src`` to ``dst`` (which must not exist)."""
-        if self.exists(dst):
-            raise OSError(f"Cannot move {src} to {dst}: the destination exists.")
-        self.mkdirs(dst.rstrip("/").rsplit("/", 1)[0])
-        self._fs.move(self._p(src), self._p(dst))
-
     def parquet_rows(self, path: str) -> int:
         """The row count in a Parquet file's footer (raises OSError or pyarrow's ArrowInvalid if unreadable)."""
         import pyarrow.parquet as pq
 
         with self._fs.open_input_file(self._p(path)) as f:
             return int(pq.read_metadata(f).num_rows)
-
-    def parquet_columns(self, path: str) -> list[str]:
-        """The column names in a Parquet file's footer (raises OSError or pyarrow's ArrowInvalid if unreadable)."""
-        import pyarrow.parquet as pq
-
-        with self._fs.open_input_file(self._p(path)) as f:
-            return list(pq.read_schema(f).names)
 
     def parquet_type_clash(self, path: str, schema: Any) -> str | None:
         """Where a Parquet file's footer gives a column of ``schema`` (a Spark StructType) a type of another kind
