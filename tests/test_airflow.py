@@ -247,6 +247,10 @@ def test_run_settings_paths_precedence_and_previous_window():
     # the package's own spark-submit entry point, the command first: no jobs/ folder needed on a worker
     assert s["evaluate_app"] == s["rolling_app"] == str(REPO / "ctcalc_spark" / "submit.py")
     assert s["evaluate_args"] == ["evaluate", *s["job_args"]] and s["rolling_args"] == ["rolling", *s["job_args"]]
+    assert s["rolling_needs_spark"] is False  # Delta outputs: rolling runs as a plain process
+    catalog = {orch.VAR_OVERRIDES: json.dumps({"output.path": "/data/x", "output.database": "analytics"})}
+    on_catalog = orch.run_settings("2026-11-16", variables={**variables, **catalog}, parse=_parse(start_date="2026-11-16"))
+    assert on_catalog["rolling_needs_spark"] is True and on_catalog["rolling"]["catalog"] is True
     assert s["previous"] == {"label": "2026-11-15", "days": ["2026-11-15"], "output": "/data/x",
                              "summaries": "/data/x/summaries", "catalog": False, "policy": "require",
                              "first_day": "2026-11-16"}
@@ -807,6 +811,11 @@ def scheduler(tmp_path_factory, free_port):
     from_wheel = {"evaluate_logs_submitting_the_wheel": sorted(
                       name for name, text in whole_logs.items() if "task_id=evaluate" in name and submitted in text
                       and "ctcalc_spark/submit.py evaluate" in text),
+                  # rolling on Delta outputs: a plain process of the venv's python, no spark-submit, no session
+                  "rolling_logs_without_spark": sorted(
+                      name for name, text in whole_logs.items() if "task_id=rolling" in name
+                      and f"no Spark needed (Delta outputs): running {venv}/bin/python" in text
+                      and "spark-submit" not in text and "SparkSession" not in text),
                   # every ctcalc_spark file a task log names (tracebacks, the command lines) is the venv's
                   "package_folders": sorted({m for text in whole_logs.values()
                                              for m in re.findall(r"(/[\w./-]*)/ctcalc_spark/", text)})}
@@ -886,6 +895,7 @@ def test_scheduler_runs_from_the_installed_wheel_alone(scheduler):
     submitted the wheel's own submit.py, and every ctcalc_spark file a task log names is the venv's."""
     scratch, _, r = scheduler
     assert len(r["from_wheel"]["evaluate_logs_submitting_the_wheel"]) == 2, r["debug"]
+    assert len(r["from_wheel"]["rolling_logs_without_spark"]) == 2, r["debug"]
     (site,) = r["from_wheel"]["package_folders"]
     assert Path(site).is_relative_to(scratch / "venv") and not Path(site).is_relative_to(REPO)
 
@@ -1125,15 +1135,16 @@ def test_dags_on_a_spark_connect_connection(scheduler, scenario, connect_server)
     for run in runs:
         assert run["state"] == "success", (run, tail)
         assert run["tasks"] == {t: ("skipped" if t == "score" else "success") for t in DAILY_GRAPH}, (run, tail)
-    # The jobs ran as clients of the server, not through spark-submit.
+    # The jobs ran as clients of the server, not through spark-submit; rolling on Delta outputs needs no Spark.
     server = f"sc://localhost:{url.port}/;token=***"
-    # evaluate and rolling on two days, evaluate of the bad day, compare_pipelines' evaluate and compare
-    assert text.count(f"running as a client of {server}:") == 7, tail
+    # evaluate on two days, evaluate of the bad day, compare_pipelines' evaluate and compare
+    assert text.count(f"running as a client of {server}:") == 5, tail
+    assert text.count("no Spark needed (Delta outputs): running ") == 2, tail  # rolling on two days
     assert text.count(f"Spark Connect session on {server}") >= 4 and "spark-submit --master" not in text
     # The token nowhere; the secret override not in the command lines this operator logs (dag.test() prints the
     # settings task's return value unmasked: the real-scheduler test checks the masked task logs).
     assert token not in text
-    started = [line for line in text.splitlines() if "running as a client of" in line]
+    started = [line for line in text.splitlines() if "running as a client of" in line or "no Spark needed" in line]
     assert not [line for line in started if SECRET in line]
     assert sum("kafka.sasl.jaas.config" in line and "***" in line for line in started) == 5  # the daily DAG's jobs
     keys = {"metrics": ["ds", "model", "run", "slice_name", "slice_value"],

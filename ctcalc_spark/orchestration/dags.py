@@ -259,7 +259,9 @@ def daily_calibrated_eval(dag_file: str | None = None) -> Any:
                              trigger_rule=TriggerRule.NONE_FAILED_MIN_ONE_SUCCESS)
         rolling = spark_job("rolling", "rolling_app", {ROLLING: "rolling_path"},
                             "`ctcalc rolling` of the day: calibrated metrics with the bias fitted on the previous "
-                            "window's summaries, into its rolling partition.")
+                            "window's summaries, into its rolling partition. A plain process for Delta outputs "
+                            "(no Spark needed); spark-submit or a Connect client for catalog tables.",
+                            needs_spark=s["rolling_needs_spark"])
         [wait, previous] >> branch >> [scored, evaluate]
         scored >> evaluate >> rolling
         reported = report()

@@ -17,8 +17,9 @@ from ctcalc_spark.orchestration.tasks import (
 from ctcalc_spark.redact import redact_url, url_secrets
 
 
-class ConnectJobError(AirflowException):
-    """A job run as a Spark Connect client exited with ``exit_code``; ``errors`` are its one-line error lines."""
+class ClientJobError(AirflowException):
+    """A job run as a process of its own (a Spark Connect client, or a job needing no Spark) exited with
+    ``exit_code``; ``errors`` are its one-line error lines."""
 
     def __init__(self, message: str, exit_code: int, errors: str) -> None:
         super().__init__(message)
@@ -54,6 +55,8 @@ class CtcalcSparkSubmitOperator(SparkSubmitOperator):
       its own, the server's URL (token included) in its ``SPARK_REMOTE``, ``conf`` as ``spark.conf`` settings of
       the session. spark-submit cannot do it: with a master set (the provider always sets one) it refuses a remote
       ("Remote cannot be specified with master and/or deploy mode"). Any other connection: spark-submit, as ever;
+    * runs the job as a plain local process when ``needs_spark`` (templated) is false: ``ctcalc rolling`` on
+      Delta outputs reads and writes them with no Spark session, so neither spark-submit nor a driver is started;
     * registers every secret-looking ``--conf`` / ``--set key=value`` value (and a Connect URL's token) with
       Airflow's log masker right after rendering, so neither the stored rendered fields nor the command echoed in
       the log show it (the provider itself masks only keys containing 'secret' or 'password');
@@ -61,11 +64,13 @@ class CtcalcSparkSubmitOperator(SparkSubmitOperator):
       and the partition written, for DAGs scheduled on those Assets.
     """
 
-    template_fields: Sequence[str] = (*SparkSubmitOperator.template_fields, "asset_extra")
+    template_fields: Sequence[str] = (*SparkSubmitOperator.template_fields, "asset_extra", "needs_spark")
 
-    def __init__(self, *, asset_extra: Mapping[str, Any] | None = None, **kwargs: Any) -> None:
+    def __init__(self, *, asset_extra: Mapping[str, Any] | None = None, needs_spark: Any = True,
+                 **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.asset_extra = dict(asset_extra or {})
+        self.needs_spark = needs_spark
         self._client: subprocess.Popen[str] | None = None
 
     def render_template_fields(self, context: Any, jinja_env: Any = None) -> None:
@@ -78,11 +83,13 @@ class CtcalcSparkSubmitOperator(SparkSubmitOperator):
     def execute(self, context: Any) -> None:
         remote = spark_connect_url(self._conn_id)
         try:
-            if remote is None:
+            if self.needs_spark is False:
+                self._run_client(None)
+            elif remote is None:
                 self._spark_submit(context)
             else:
-                self._run_connect_client(remote)
-        except ConnectJobError as e:
+                self._run_client(remote)
+        except ClientJobError as e:
             self._fail_for_good(e, e.exit_code, e.errors)
             raise
         except JobExitError as e:
@@ -122,16 +129,22 @@ class CtcalcSparkSubmitOperator(SparkSubmitOperator):
         if final is not None and not isinstance(error, AirflowFailException):
             raise AirflowFailException(final) from error
 
-    def _run_connect_client(self, remote: str) -> None:
+    def _run_client(self, remote: str | None) -> None:
+        """The job as ``python -m ctcalc_spark.cli COMMAND ...``: a client of the Spark Connect server ``remote``,
+        or (``remote`` None) a process that needs no Spark at all."""
         from airflow.sdk.log import mask_secret
 
-        for value in url_secrets(remote):
+        for value in url_secrets(remote or ""):
             mask_secret(value)
-        cmd = connect_client_command(self.application, list(self.application_args or []), self.conf)
+        cmd = connect_client_command(self.application, list(self.application_args or []),
+                                     self.conf if remote else None)
         # Redacted here too: the masker covers task logs, not every place a line can go (dag.test() prints raw).
-        self.log.info("Spark Connect connection %r: running as a client of %s: %s", self._conn_id,
-                      redact_url(remote), " ".join(redact_args(cmd)))
-        env = {**os.environ, "SPARK_REMOTE": remote}
+        if remote:
+            self.log.info("Spark Connect connection %r: running as a client of %s: %s", self._conn_id,
+                          redact_url(remote), " ".join(redact_args(cmd)))
+        else:
+            self.log.info("no Spark needed (Delta outputs): running %s", " ".join(redact_args(cmd)))
+        env = {**os.environ, "SPARK_REMOTE": remote} if remote else dict(os.environ)
         env.pop("SPARK_CONNECT_MODE_ENABLED", None)  # the client sets it for itself
         errors: list[str] = []
         self._client = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
@@ -146,7 +159,8 @@ class CtcalcSparkSubmitOperator(SparkSubmitOperator):
         self._client = None
         if code != 0:
             why = errors[-1] if errors else "see the lines above"
-            raise ConnectJobError(f"ctcalc {cmd[3]} on Spark Connect exited with code {code}: {why}", code,
+            where = " on Spark Connect" if remote else ""
+            raise ClientJobError(f"ctcalc {cmd[3]}{where} exited with code {code}: {why}", code,
                                   "\n".join(errors))
 
     def on_kill(self) -> None:

@@ -334,6 +334,8 @@ def run_settings(
         "job_args": ["--config", str(config), "--ds", ds, *set_args],
         "evaluate_args": ["evaluate", "--config", str(config), "--ds", ds, *set_args],
         "rolling_args": ["rolling", "--config", str(config), "--ds", ds, *set_args],
+        # `ctcalc rolling` reads and writes Delta tables without Spark; only catalog outputs need a session.
+        "rolling_needs_spark": bool(where["rolling"]["catalog"]),
         **where,
         "report_dir": f"{output}/reports/ds={ds}",
         # ctcalc_spark_conf too: a report on catalog tables starts a session that must see the same metastore.
