@@ -434,22 +434,20 @@ class OutputStore:
         return None if t is None else [f.name for f in t.schema().fields]
 
     # ---- writing ---------------------------------------------------------------------------------
-    def transaction(self, job: str, days: Sequence[str] | None = None, scope: str | None = None) -> Transaction:
+    def transaction(self, job: str, scope: str | None = None) -> Transaction:
         """One run's writes: a run id, and the versions of the tables it pins (:meth:`Transaction.pin`)."""
         if self.as_of is not None:
             raise ConfigError("Outputs read as of an earlier version cannot be written.")
-        return Transaction(self, job, days, scope)
+        return Transaction(self, job, scope)
 
 
 class Transaction:
     """One run's writes: each table's partitions replaced by one Delta commit (see the module docstring)."""
 
-    def __init__(self, store: OutputStore, job: str, days: Sequence[str] | None = None,
-                 scope: str | None = None) -> None:
+    def __init__(self, store: OutputStore, job: str, scope: str | None = None) -> None:
         self.store = store
         self.job = job
         self.scope = scope
-        self.days = None if days is None else sorted({str(d) for d in days})
         self.run_id = new_run_id()
         self.versions: dict[str, int | None] = {}
 

@@ -1165,10 +1165,10 @@ def test_allow_missing_days_skips_days_without_rows_and_says_which(spark, demo_c
         if not line.startswith("writing"):
             return
         # another run commits a day this one asked for but has no rows for: this one's write still lands
-        free = store.transaction("evaluate", ["2026-11-20"])
+        free = store.transaction("evaluate")
         free.write("metrics", row("2026-11-20"), _metric_types("binary"))
         others["free"] = free.run_id
-        others["held"] = store.transaction("evaluate", ["2026-11-16"])  # another run of a day this one writes
+        others["held"] = store.transaction("evaluate")  # another run of a day this one writes
         others["held"].pin("metrics")
 
     with caplog.at_level("WARNING", logger="ctcalc_spark.jobs.evaluate"):

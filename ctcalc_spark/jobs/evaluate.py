@@ -587,7 +587,7 @@ def evaluate(
     tx = None
     if write:
         store.check_before_work("evaluate", days, task=cfg.task)
-        tx = store.transaction("evaluate", days)
+        tx = store.transaction("evaluate")
         # a run of the same days that commits from now on makes this one's first write fail
         tx.pin(*(("metrics",) if cfg.task == "multiclass" else ("summaries", "metrics", "calibrated_exact")))
     df = read_input(spark, cfg, days)

@@ -171,7 +171,7 @@ def run_rolling(spark: SparkSession | None, cfg: JobConfig, ds: str | Sequence[s
     if write:
         spec = WindowSpec.from_config(cfg.rolling).label
         store.check_before_work("rolling", parse_days(ds), scope=f"window_spec={spec}", task=cfg.task)
-        tx = store.transaction("rolling", parse_days(ds), scope=f"window_spec={spec}")
+        tx = store.transaction("rolling", scope=f"window_spec={spec}")
         tx.pin("rolling")
     result = compute_rolling(cfg, ds, spark, allow_missing_days=allow_missing_days)
     if tx is not None:
