@@ -166,7 +166,8 @@ def test_compose_runs_airflow_as_separate_services_on_postgres_with_healthchecks
 def test_compose_keeps_secrets_in_files_uis_on_loopback_and_limits_every_service():
     compose = yaml.safe_load((ROOT / "docker" / "compose.yaml").read_text())
     services = compose["services"]
-    assert set(compose["secrets"]) == {"postgres_password", "airflow_jwt_secret", "airflow_fernet_key"}
+    assert set(compose["secrets"]) == {"postgres_password", "airflow_jwt_secret", "airflow_fernet_key",
+                                      "airflow_api_secret_key", "airflow_admin_password"}
     for name, s in services.items():
         env = s.get("environment", {})
         # no secret as a value: files under /run/secrets, read by *_FILE (Postgres) or Airflow's *_CMD
