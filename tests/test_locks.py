@@ -83,7 +83,7 @@ def test_a_lock_holds_every_dependency_the_wheel_declares_for_its_extras(target)
     file, extras, more = TARGETS[target]
     held = set(_versions(LOCKS / file)) | ({"torch"} if "torch" in extras else set())  # torch: torch.txt
     missing = sorted(_declared(extras, more) - held)
-    assert missing == [], f"{target}: {missing} are declared (pyproject.toml [{','.join(extras)}]) but not locked; {FIX}"
+    assert missing == [], f"{target}: {missing} declared (pyproject.toml [{','.join(extras)}]), not locked; {FIX}"
     if target == "airflow":  # the [postgres] extra's provider
         assert "apache-airflow-providers-postgres" in held
 
