@@ -1,5 +1,5 @@
 """Packaging and images: the wheel built from the tree, installed into a fresh venv and run there in an empty
-folder (slow), and the static checks of the Docker files (hadolint, compose services, Airflow constraints)."""
+folder (slow), and the static checks of the Docker files (hadolint, compose services, the stages' installs)."""
 from __future__ import annotations
 
 import email
@@ -147,8 +147,15 @@ def test_dockerfile_builds_the_wheel_from_the_same_inputs_and_runs_unprivileged(
         last_user = [line for line in stages[name] if line.startswith("USER")][-1]
         assert last_user == "USER 10001:10001", f"stage {name} ends as {last_user}"
     jobs = " ".join(stages["jobs"])
-    assert "torch" not in jobs and "pytest" not in jobs and "[spark,reports]" in jobs  # the runtime image
-    assert "requirements-torch.txt" in " ".join(stages["scoring"])
+    assert "torch" not in jobs and "pytest" not in jobs  # the runtime image
+    # each target's hash-locked set (tests/test_locks.py checks the locks), then the wheel alone
+    for name in ("jobs", "scoring", "airflow"):
+        run = " ".join(stages[name])
+        assert f"pip install --no-cache-dir --require-hashes --no-deps --requirement /tmp/locks/{name}.txt" in run
+        assert "pip check" in run, name
+        assert not re.search(r"pip install (?![^&]*--no-deps)", run), f"stage {name}: a pip install resolves deps"
+    assert "--no-deps /tmp/dist/ctcalc_spark-*.whl" in jobs
+    assert "--requirement /tmp/locks/torch.txt" in " ".join(stages["scoring"])
 
 
 def test_compose_runs_airflow_as_separate_services_on_postgres_with_healthchecks():
@@ -166,7 +173,8 @@ def test_compose_runs_airflow_as_separate_services_on_postgres_with_healthchecks
 def test_compose_keeps_secrets_in_files_uis_on_loopback_and_limits_every_service():
     compose = yaml.safe_load((ROOT / "docker" / "compose.yaml").read_text())
     services = compose["services"]
-    assert set(compose["secrets"]) == {"postgres_password", "airflow_jwt_secret", "airflow_fernet_key"}
+    assert set(compose["secrets"]) == {"postgres_password", "airflow_jwt_secret", "airflow_fernet_key",
+                                      "airflow_api_secret_key", "airflow_admin_password"}
     for name, s in services.items():
         env = s.get("environment", {})
         # no secret as a value: files under /run/secrets, read by *_FILE (Postgres) or Airflow's *_CMD
@@ -177,24 +185,6 @@ def test_compose_keeps_secrets_in_files_uis_on_loopback_and_limits_every_service
         assert "mem_limit" in s and "cpus" in s and s.get("init") is True, name
     assert "airflow pools set ctcalc_spark" in " ".join(services["airflow-init"]["command"])
     assert services["airflow-scheduler"]["environment"]["CTCALC_SPARK_POOL"] == "ctcalc_spark"
-
-
-def test_airflow_constraints_keep_airflows_pins_except_ours(tmp_path):
-    theirs = tmp_path / "constraints-3.11.txt"
-    theirs.write_text("# generated\nFlask==2.2.5\nnumpy==1.26.4\nPyYAML==6.0.2\npyspark==4.0.0\nzipp==3.22.0\n")
-    proc = _run([sys.executable, str(ROOT / "docker" / "airflow_constraints.py"), str(theirs),
-                 str(ROOT / "requirements.txt"), str(ROOT / "requirements-airflow.txt")])
-    assert proc.returncode == 0, proc.stderr
-    pins = dict(line.split("==") for line in proc.stdout.splitlines() if "==" in line)
-    ours = _our_pins()
-    assert pins["Flask"] == "2.2.5" and pins["zipp"] == "3.22.0"  # Airflow's, where we pin nothing
-    assert pins["numpy"] == ours["numpy"] and pins["pyyaml"] == ours["pyyaml"] and "PyYAML" not in pins  # ours win
-    assert pins["pyspark"] == pins["pyspark-client"] == ours["pyspark"]
-    assert proc.stderr.splitlines() == [
-        f"airflow_constraints: numpy: Airflow pins 1.26.4, using {ours['numpy']}",
-        f"airflow_constraints: pyspark: Airflow pins 4.0.0, using {ours['pyspark']}",
-        f"airflow_constraints: pyyaml: Airflow pins 6.0.2, using {ours['pyyaml']}",
-    ]
 
 
 def _our_pins() -> dict[str, str]:
