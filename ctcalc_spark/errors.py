@@ -96,7 +96,7 @@ class ConcurrentRunError(CtcalcError):
 
 
 # Optional imports -> the extra of ctcalc-spark that installs them. grpc, grpc_status, google.rpc and zstandard are
-# what a Spark Connect client needs besides pyspark (pyspark's own `connect` extra).
+# what a Spark Connect client needs besides pyspark's code: the `connect` extra's pyspark-client brings them.
 OPTIONAL_DEPENDENCIES = {
     "pyspark": "spark",
     "torch": "torch",
@@ -118,16 +118,25 @@ class MissingDependencyError(CtcalcError, ImportError):
 
     exit_code = EXIT_MISSING_DEPENDENCY
 
-    def __init__(self, module: str, extra: str, found: str | None = None) -> None:
+    def __init__(self, module: str, extra: str, found: str | None = None, instead: str | None = None) -> None:
         hint = f"pip install 'ctcalc-spark[{extra}]'"
         if extra == "torch":
             hint += " (CPU-only torch: add --extra-index-url https://download.pytorch.org/whl/cpu)"
         elif extra == "spark":
             hint += ", or run it where a Spark runtime provides pyspark"
         what = "is not installed" if found is None else f"is {found}, too old"
+        if instead:
+            what += f" ({instead})"
         super().__init__(f"the optional Python package '{module}' {what}; install it with: {hint}")
         self.module = module
         self.extra = extra
+
+    @classmethod
+    def connect_client_only(cls) -> MissingDependencyError:
+        """A session that starts Spark here (classic, or a local Connect server) on the ``connect`` extra's
+        pyspark-client, which holds no Spark: the full pyspark is the missing package."""
+        return cls("pyspark", "spark", instead="only pyspark-client, a Spark Connect client that cannot start Spark "
+                   "here: name a server with spark.remote: sc://HOST:PORT or SPARK_REMOTE")
 
     @classmethod
     def from_import_error(cls, error: ImportError) -> MissingDependencyError | None:

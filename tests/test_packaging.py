@@ -32,20 +32,28 @@ def wheel(tmp_path_factory) -> Path:
     return build_wheel(tmp_path_factory.mktemp("build"))
 
 
-@pytest.fixture(scope="module")
-def venv(wheel, tmp_path_factory):
-    """A fresh venv with the wheel and its `spark` extra, under the pins of requirements.txt (pip's cache)."""
-    path = tmp_path_factory.mktemp("venv")
+def _fresh_venv(path: Path, wheel: Path, extras: str) -> Path:
+    """A venv at ``path`` with ``wheel[extras]`` installed as docs/deploy.md says (``--constraint
+    requirements.txt``), by this interpreter's pip from the same sources (pip's cache, the package index)."""
     # No PYTHONPATH: pip would see this checkout's package there and call the wheel "already installed".
     env = isolated(os.environ)
     t0 = time.perf_counter()
     proc = _run([sys.executable, "-m", "venv", "--without-pip", str(path)], env=env)
     assert proc.returncode == 0, proc.stderr
     proc = _run([sys.executable, "-m", "pip", "--python", str(path / "bin" / "python"), "install", "--quiet",
-                 "--constraint", str(ROOT / "requirements.txt"), f"{wheel}[spark]"], env=env)
+                 "--constraint", str(ROOT / "requirements.txt"), f"{wheel}[{extras}]"], env=env)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    assert (path / "bin" / "ctcalc").is_file() and (path / "bin" / "spark-submit").is_file()
-    print(f"\nfresh venv with the wheel[spark] installed in {time.perf_counter() - t0:.1f} s")
+    assert (path / "bin" / "ctcalc").is_file()
+    size = sum(f.stat().st_size for f in path.rglob("*") if f.is_file() and not f.is_symlink())
+    print(f"\nfresh venv with the wheel[{extras}] installed in {time.perf_counter() - t0:.1f} s, {size / 2**20:.0f} MiB")
+    return path
+
+
+@pytest.fixture(scope="module")
+def venv(wheel, tmp_path_factory):
+    """A fresh venv with the wheel and its `spark` extra, under the pins of requirements.txt (pip's cache)."""
+    path = _fresh_venv(tmp_path_factory.mktemp("venv"), wheel, "spark")
+    assert (path / "bin" / "spark-submit").is_file()
     yield path
     shutil.rmtree(path, ignore_errors=True)  # about 800 MB
 
@@ -77,7 +85,7 @@ def test_wheel_holds_every_module_the_example_configs_and_clean_metadata(wheel):
     assert meta["License-Expression"] == "MIT" and meta["Requires-Python"] == ">=3.11"
     requires = meta.get_all("Requires-Dist")
     assert [r for r in requires if r.startswith("pyspark")] == ['pyspark<4.3,>=4.0; extra == "spark"',
-                                                                 'pyspark[connect]<4.3,>=4.0; extra == "connect"']
+                                                                 'pyspark-client<4.3,>=4.0; extra == "connect"']
     assert [r for r in requires if r.startswith("deltalake")] == ["deltalake<2,>=1.6"]  # the output tables, no extra
     assert not [r for r in requires if r.startswith(("torch", "matplotlib", "apache-airflow")) and "extra" not in r]
     links = re.findall(r"\]\(([^)]+)\)", meta.get_payload())
@@ -122,6 +130,116 @@ def test_installed_wheel_runs_the_demo_and_spark_submit_in_an_empty_folder(venv,
     assert no_torch.stderr.strip().splitlines() == [
         "ctcalc experiment: error: the optional Python package 'torch' is not installed; install it with: "
         "pip install 'ctcalc-spark[torch]' (CPU-only torch: add --extra-index-url https://download.pytorch.org/whl/cpu)"]
+
+
+@pytest.fixture(scope="module")
+def connect_venv(wheel, tmp_path_factory):
+    """A fresh venv with the wheel's `connect` and `reports` extras: the documented Spark Connect client."""
+    path = _fresh_venv(tmp_path_factory.mktemp("connect_venv"), wheel, "connect,reports")
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
+
+
+def _without_java(venv: Path) -> dict[str, str]:
+    """The venv alone on a machine without Java: its bin/ first on PATH, no folder that holds a ``java``, no
+    JAVA_HOME or SPARK_HOME, and no Spark setting of this process."""
+    drop = ("JAVA_HOME", "SPARK_HOME", "SPARK_REMOTE", "SPARK_CONNECT_MODE_ENABLED", "PYSPARK_PYTHON",
+            "PYSPARK_DRIVER_PYTHON")
+    env = {k: v for k, v in isolated(os.environ).items() if k not in drop}
+    dirs = [d for d in env["PATH"].split(os.pathsep) if d and not os.path.exists(os.path.join(d, "java"))]
+    env["PATH"] = os.pathsep.join([str(venv / "bin"), *dirs])
+    assert shutil.which("java", path=env["PATH"]) is None
+    return env
+
+
+@pytest.mark.slow
+def test_connect_extra_is_a_light_client_that_runs_the_jobs_on_a_connect_server(connect_venv, connect_server, spark,
+                                                                                tmp_path):
+    """docs/deploy.md's Spark Connect install (``wheel[connect,reports]`` under requirements.txt) holds
+    pyspark-client, not pyspark and its jars. With no Java on the machine it runs evaluate and stream on a Connect
+    server, then rolling and the report (which start no session): the tables and the report of a classic local
+    run, to 1e-12. A command that would start Spark here stops with exit 5 and the one install line."""
+    import json
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from ctcalc_spark.config import config_from_dict
+    from ctcalc_spark.demo import generate_demo_eval
+    from ctcalc_spark.jobs.evaluate import evaluate
+    from ctcalc_spark.jobs.rolling import run_rolling
+    from ctcalc_spark.jobs.stream import read_stream_table, run_stream, write_stream_demo_files
+    from ctcalc_spark.tables import OutputStore
+    from tests._cli import run_cli
+    from tests._frames import assert_same_rows
+    from tests._json import json_differences
+
+    (site,) = (connect_venv / "lib").glob("python*/site-packages")
+    dists = {p.name.split("-")[0].lower() for p in site.glob("*.dist-info")}
+    assert "pyspark_client" in dists and "pyspark" not in dists, sorted(dists)
+    assert (site / "pyspark" / "sql").is_dir() and not (site / "pyspark" / "jars").exists()
+    env, work = _without_java(connect_venv), tmp_path / "work"
+    work.mkdir()
+    version = _run(["ctcalc", "--version"], env=env, cwd=work).stdout
+    assert version.startswith(f"ctcalc {ctcalc_spark.__version__} (pyspark-client {_our_pins()['pyspark-client']}, "
+                              "Spark Connect only, Python "), version
+
+    days = ["2026-11-15", "2026-11-16", "2026-11-17"]
+    rows = generate_demo_eval(n_examples_per_day=1500, n_runs=3, n_days=len(days), seed=6, start_ds=days[0])
+    pq.write_to_dataset(pa.Table.from_pandas(rows, preserve_index=False), str(tmp_path / "eval"), partition_cols=["ds"])
+    job = {"task": "binary", "input": {"path": str(tmp_path / "eval")}, "split": {"bias_fraction": 0.1, "salt": "t"},
+           "rolling": {"window": "day"}}
+    configs = {}
+    for name, spark_section in (("connect", {"spark": {"remote": connect_server}}), ("classic", {})):
+        configs[name] = tmp_path / f"{name}.yaml"
+        configs[name].write_text(yaml.safe_dump({**job, "output": {"path": str(tmp_path / name)}, **spark_section}))
+    span, report = f"{days[0]}..{days[-1]}", ["--start", days[0], "--end", days[-1]]
+    write_stream_demo_files(str(tmp_path / "landing"), n_examples_per_day=1000, n_runs=2, n_days=2, files_per_day=2)
+    stream = yaml.safe_load((ROOT / "conf" / "stream_demo.yaml").read_text())
+    stream["input"]["path"] = stream["stream"]["path"] = str(tmp_path / "landing")
+    for name, spark_section in (("stream_connect", {"remote": connect_server}), ("stream_classic", {})):
+        configs[name] = tmp_path / f"{name}.yaml"
+        configs[name].write_text(yaml.safe_dump({**stream, "output": {"path": str(tmp_path / name)},
+                                                 "spark": {**stream["spark"], **spark_section}}))
+
+    t0 = time.perf_counter()
+    for args, config in ((["evaluate", "--ds", span], "connect"), (["rolling", "--ds", span], "connect"),
+                         (["report", *report, "--out", str(tmp_path / "rep_connect")], "connect"),
+                         (["stream", "--trigger", "availableNow", "--close-at-end"], "stream_connect")):
+        proc = _run(["ctcalc", *args, "--config", str(configs[config])], env=env, cwd=work)
+        assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-4000:]
+        session = args[0] in ("evaluate", "stream")  # rolling and the report read and write the tables here
+        assert ("Spark Connect session on sc://localhost:" in proc.stderr) is session, proc.stderr[-3000:]
+    print(f"evaluate, rolling, report and stream from the Connect client: {time.perf_counter() - t0:.1f} s")
+    classic = config_from_dict(yaml.safe_load(configs["classic"].read_text()))
+    evaluate(spark, classic, span)
+    run_rolling(spark, classic, days)
+    run_cli(["report", "--config", str(configs["classic"]), *report, "--out", str(tmp_path / "rep_classic")])
+    streamed = {n: config_from_dict(yaml.safe_load(configs[n].read_text())) for n in ("stream_connect", "stream_classic")}
+    run_stream(spark, streamed["stream_classic"], trigger="availableNow", close_at_end=True)
+
+    keys = ["ds", "model", "run", "slice_name", "slice_value"]
+    got, want = (OutputStore(config_from_dict({**job, "output": {"path": str(tmp_path / n)}}))
+                 for n in ("connect", "classic"))
+    assert_same_rows(got.read("metrics"), want.read("metrics"), keys)
+    assert_same_rows(got.read("summaries"), want.read("summaries"), ["ds", "model", "run", "split", "bin", "label"])
+    assert_same_rows(got.read("rolling"), want.read("rolling"), ["window_spec", *keys])
+    rep = {n: json.loads(next((tmp_path / f"rep_{n}").glob("drift_*.json")).read_text()) for n in ("connect", "classic")}
+    for r in rep.values():
+        r.pop("config")  # the two configs differ in where the tables are
+    assert json_differences(rep["connect"], rep["classic"]) == [] and len(rep["connect"]["rows"]) > 0
+    for table, table_keys in (("stream_metrics", ["window", *keys[1:]]), ("stream_rolling", ["window", *keys[1:]])):
+        got, want = (read_stream_table(None, streamed[n], table).drop(columns="finalized_at")
+                     for n in ("stream_connect", "stream_classic"))
+        assert_same_rows(got, want, table_keys)
+
+    local = _run(["ctcalc", "evaluate", "--config", str(configs["classic"]), "--ds", days[0]], env=env, cwd=work)
+    assert local.returncode == EXIT_MISSING_DEPENDENCY, local.stderr[-3000:]
+    assert local.stderr.strip().splitlines() == [
+        "ctcalc evaluate: error: the optional Python package 'pyspark' is not installed (only pyspark-client, a Spark "
+        "Connect client that cannot start Spark here: name a server with spark.remote: sc://HOST:PORT or "
+        "SPARK_REMOTE); install it with: pip install 'ctcalc-spark[spark]', or run it where a Spark runtime provides "
+        "pyspark"]
 
 
 def _dockerfile_stages() -> dict[str, list[str]]:

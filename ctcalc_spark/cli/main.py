@@ -141,7 +141,10 @@ def _version_text() -> str:
     try:
         spark = f"pyspark {version('pyspark')}"
     except PackageNotFoundError:
-        spark = "pyspark not installed as a package"
+        try:  # the `connect` extra's light client
+            spark = f"pyspark-client {version('pyspark-client')}, Spark Connect only"
+        except PackageNotFoundError:
+            spark = "pyspark not installed as a package"
     return f"ctcalc {__version__} ({spark}, Python {sys.version.split()[0]})"
 
 

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Mapping
 
 from ctcalc_spark.config import SparkConfig
-from ctcalc_spark.errors import ConfigError
+from ctcalc_spark.errors import ConfigError, MissingDependencyError
 from ctcalc_spark.redact import redact_url
 
 if TYPE_CHECKING:
@@ -113,6 +113,8 @@ def build_session(
     launch.update({str(k): str(v) for k, v in cfg.conf.items()})
     builder = SparkSession.builder.appName(app_name)
     remote = cfg.remote or os.environ.get("SPARK_REMOTE")
+    if not (remote and remote.startswith("sc://")) and _client_only():
+        raise MissingDependencyError.connect_client_only()
     started: Mapping[str, str] = {}  # the settings a JVM this call starts was launched with
     if remote and remote.startswith("sc://") and (not submitted or os.environ.get("SPARK_REMOTE") == remote):
         check_connect_server(remote)
@@ -226,6 +228,13 @@ def _functions_for_connect() -> None:
 
     if ClassicSession._instantiatedSession is None:
         os.environ["SPARK_CONNECT_MODE_ENABLED"] = "1"
+
+
+def _client_only() -> bool:
+    """Whether the installed pyspark is pyspark-client alone (the ``connect`` extra): Spark Connect only."""
+    from pyspark.util import is_remote_only
+
+    return is_remote_only()
 
 
 def _launches_spark() -> bool:
