@@ -691,9 +691,9 @@ def _tail(path: Path, lines: int = 40) -> str:
 
 
 def _wheel_install(scratch: Path, env: dict[str, str]) -> tuple[Path, dict[str, str]]:
-    """A venv with the built wheel and nothing of the checkout: Airflow, its provider and pyspark are reached through
-    one path entry to this environment's site-packages (a plain path in a .pth file: the .pth files there, this
-    checkout's editable install among them, are not read). Returns the venv and the environment of the Airflow
+    """A fresh venv as the airflow image builds it: docker/locks/airflow.txt (Airflow with its Spark and FAB
+    providers, pyspark, our pins) installed with ``--require-hashes --no-deps``, then the built wheel with
+    ``--no-deps``, then ``pip check``; nothing of the checkout. Returns the venv and the environment of the Airflow
     processes: no checkout on PYTHONPATH (only probe.py's folder), the two-line DAG files copied into
     scratch/dags, the job config the wheel's packaged demo.yaml."""
     from tests._wheel import build_wheel, isolated
@@ -702,22 +702,29 @@ def _wheel_install(scratch: Path, env: dict[str, str]) -> tuple[Path, dict[str, 
     venv = scratch / "venv"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, env=isolated(os.environ))
     python = venv / "bin" / "python"
-    subprocess.run([sys.executable, "-m", "pip", "--python", str(python), "install", "--quiet", "--no-deps", str(whl)],
-                   check=True, env=isolated(os.environ), capture_output=True, timeout=300)
-    site = next((venv / "lib").glob("python3*/site-packages"))
-    shared = next(Path(p) for p in sys.path if p.endswith("site-packages") and (Path(p) / "airflow").is_dir())
-    (site / "shared_site_packages.pth").write_text(f"{shared}\n")  # written after the install: pip never saw it
+    t0 = time.perf_counter()
+    for args in (["install", "--require-hashes", "--no-deps", "-r", str(REPO / "docker" / "locks" / "airflow.txt")],
+                 ["install", "--no-deps", str(whl)], ["check"]):
+        done = subprocess.run([sys.executable, "-m", "pip", "--python", str(python), *args, *(
+                               ["--quiet"] if args[0] == "install" else [])],
+                              env=isolated(os.environ), capture_output=True, text=True, timeout=1500)
+        assert done.returncode == 0, f"pip {' '.join(args)}:\n{done.stdout[-3000:]}{done.stderr[-3000:]}"
+    size = sum(f.stat().st_size for f in venv.rglob("*") if f.is_file() and not f.is_symlink())
+    print(f"\nAirflow venv from docker/locks/airflow.txt + the wheel in {time.perf_counter() - t0:.0f} s, "
+          f"{size / 2**20:.0f} MiB")
     (scratch / "dags").mkdir()
     for dag_file in (REPO / "dags").glob("*.py"):
         shutil.copy2(dag_file, scratch / "dags" / dag_file.name)
-    package = Path(subprocess.run([str(python), "-c", "import ctcalc_spark; print(ctcalc_spark.__file__)"],
-                                  env=isolated(os.environ), cwd=scratch, capture_output=True, text=True,
-                                  check=True).stdout.strip()).parent
-    assert package.is_relative_to(venv), package  # the wheel's package, not the checkout's
+    found = subprocess.run([str(python), "-c", "import airflow, ctcalc_spark, pyspark\nfor m in (ctcalc_spark, airflow, "
+                            "pyspark): print(m.__file__)"], env=isolated(os.environ), cwd=scratch,
+                           capture_output=True, text=True, check=True).stdout.split()
+    package = Path(found[0]).parent
+    # the wheel's package, not the checkout's; Airflow and pyspark the venv's own
+    assert all(Path(f).is_relative_to(venv) for f in found), found
     wheel_env = {k: v for k, v in isolated(env).items()}
     wheel_env.update({
         "PYTHONPATH": str(scratch),  # probe.py only
-        "PATH": os.pathsep.join([str(venv / "bin"), env["PATH"]]),  # the venv's ctcalc first; spark-submit after
+        "PATH": os.pathsep.join([str(venv / "bin"), env["PATH"]]),  # the venv's ctcalc, airflow and spark-submit
         "PYSPARK_PYTHON": str(python),
         "PYSPARK_DRIVER_PYTHON": str(python),  # scripts/env.sh points it at this environment's python
         "AIRFLOW__CORE__DAGS_FOLDER": str(scratch / "dags"),

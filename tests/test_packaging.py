@@ -240,6 +240,10 @@ def test_connect_extra_is_a_light_client_that_runs_the_jobs_on_a_connect_server(
         "Connect client that cannot start Spark here: name a server with spark.remote: sc://HOST:PORT or "
         "SPARK_REMOTE); install it with: pip install 'ctcalc-spark[spark]', or run it where a Spark runtime provides "
         "pyspark"]
+    (work / "demo").mkdir()  # the demo stops before it writes its generated table
+    demo = _run(["ctcalc", "demo", "--days", "1", "--examples-per-day", "100"], env=env, cwd=work / "demo")
+    assert demo.returncode == EXIT_MISSING_DEPENDENCY and "only pyspark-client" in demo.stderr, demo.stderr[-3000:]
+    assert list((work / "demo").iterdir()) == []
 
 
 def _dockerfile_stages() -> dict[str, list[str]]:

@@ -25,6 +25,7 @@ def run(args: argparse.Namespace) -> int:
     from ctcalc_spark.demo import format_runs_table, runs_table, write_demo_eval
     from ctcalc_spark.core.finalize import metrics_from_summaries
     from ctcalc_spark.jobs.evaluate import evaluate
+    from ctcalc_spark.spark.session import check_spark_available
     from ctcalc_spark.tables import OutputStore
     from ctcalc_spark.where import example_config
 
@@ -35,6 +36,7 @@ def run(args: argparse.Namespace) -> int:
         raise ConfigError(f"--runs must be >= 2: the demo reports the spread across runs, got {args.runs}.")
     if cfg.input.path is None:
         raise ConfigError("The demo writes its generated table to 'input.path'; set it in the config.")
+    check_spark_available(cfg.spark)  # before the generated table is written
     t0 = time.perf_counter()
     step = Progress("ctcalc demo")
     step(f"generating {args.days} days x {args.examples_per_day:,} examples x 3 models x {args.runs} runs")

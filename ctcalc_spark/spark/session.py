@@ -113,8 +113,7 @@ def build_session(
     launch.update({str(k): str(v) for k, v in cfg.conf.items()})
     builder = SparkSession.builder.appName(app_name)
     remote = cfg.remote or os.environ.get("SPARK_REMOTE")
-    if not (remote and remote.startswith("sc://")) and _client_only():
-        raise MissingDependencyError.connect_client_only()
+    check_spark_available(cfg)
     started: Mapping[str, str] = {}  # the settings a JVM this call starts was launched with
     if remote and remote.startswith("sc://") and (not submitted or os.environ.get("SPARK_REMOTE") == remote):
         check_connect_server(remote)
@@ -228,6 +227,14 @@ def _functions_for_connect() -> None:
 
     if ClassicSession._instantiatedSession is None:
         os.environ["SPARK_CONNECT_MODE_ENABLED"] = "1"
+
+
+def check_spark_available(cfg: SparkConfig) -> None:
+    """Raise MissingDependencyError (exit 5) when a session for ``cfg`` would start Spark here but only the
+    ``connect`` extra's pyspark-client is installed (it holds no Spark): checked before a command does any work."""
+    remote = cfg.remote or os.environ.get("SPARK_REMOTE")
+    if not (remote and remote.startswith("sc://")) and _client_only():
+        raise MissingDependencyError.connect_client_only()
 
 
 def _client_only() -> bool:
