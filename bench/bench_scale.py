@@ -17,7 +17,6 @@ import platform
 import resource
 import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
 

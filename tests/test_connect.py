@@ -139,8 +139,6 @@ def test_score_on_a_connect_server_from_relative_paths(connect_server, tmp_path)
     """``ctcalc score --engine spark`` on a Connect server whose working folder is not the client's: the relative
     table, models and output paths are the client's (made absolute before they reach the server), and the
     scores equal the local engine's (logits to float32 rounding: the engines batch differently)."""
-    import pandas as pd
-
     pytest.importorskip("torch")
     from ctcalc_spark.upstream.config import TableColumns, TableSource
     from ctcalc_spark.upstream.data import write_census_like

@@ -15,7 +15,7 @@ import yaml
 from ctcalc_spark.cli.main import main
 from ctcalc_spark.config import config_from_dict
 from ctcalc_spark.core.finalize import ALL
-from ctcalc_spark.errors import EXIT_CONFIG, EXIT_INPUT, EXIT_USAGE, ConfigError
+from ctcalc_spark.errors import EXIT_INPUT, EXIT_USAGE, ConfigError
 from ctcalc_spark.reports.drift import (
     NOISE_Z,
     SECTIONS,
@@ -367,7 +367,6 @@ def test_a_multiclass_config_is_told_the_report_needs_summaries(tmp_path):
 def _generated_report(*, jumps=None, walk_std=0.0, seed=0):
     """A day-window drift report over 240 days of generated summaries (tests/_drift_data.py): 3 models x 4 runs,
     300 rows a day with labels drawn (their sampling noise), runs with their own bias offsets (std 0.1)."""
-    from ctcalc_spark.reports.drift import ReportInput
     from tests._drift_data import binary_drift_summaries, day_range
 
     days = day_range("2025-01-06", 240)

@@ -163,7 +163,6 @@ def test_the_compare_report_lays_out_within_the_window_with_every_plot_decoded(t
 
     import pandas as pd
 
-    from ctcalc_spark.core.accuracy import compare_runs
     from ctcalc_spark.core.rolling_compare import comparison_windows, compare_rolling, run_table
     from ctcalc_spark.core.summary import RegressionSummary
     from ctcalc_spark.core.windows import WindowSpec

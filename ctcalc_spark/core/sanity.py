@@ -235,8 +235,8 @@ def probability_like_class_logits_line(n_rows: int, n_probability_like: int, *, 
     if n_rows < PROBABILITY_LIKE_MIN_ROWS or n_probability_like < n_rows:
         return None
     given = ", ".join(columns)
-    fix = (f"write ln p as the array instead (np.log of the probabilities), or one column per class with "
-           f"columns.class_probabilities: [p0, p1, ...] and columns.logit: null" if array_column else
+    fix = ("write ln p as the array instead (np.log of the probabilities), or one column per class with "
+           "columns.class_probabilities: [p0, p1, ...] and columns.logit: null" if array_column else
            f"set columns.class_probabilities: [{given}] and columns.class_logits: null")
     return (f"WARNING: all {n_rows:,} rows have class scores ({given}) between 0 and 1 that sum to 1: they look like "
             "probabilities, and were read as logits, so softmax flattened them and the log loss just written is of "

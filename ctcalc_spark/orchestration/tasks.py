@@ -647,8 +647,6 @@ def read_rolling(rolling: Mapping[str, Any], *, spark: Any = None,
     Folder outputs are read with pandas; a catalog table through ``spark``, else a session of its own (on the
     Spark Connect server of ``conn_id`` when that is a Connect connection, else local).
     """
-    import pandas as pd
-
     spec, ds = rolling["window_spec"], rolling["ds"]
     if not rolling["catalog"]:
         from ctcalc_spark.tables import read_delta
