@@ -75,7 +75,9 @@ def _bug(tmp_path: Path) -> subprocess.CompletedProcess[str]:
 
 CASES = {
     0: (lambda tmp: run_cli(["where", "conf"], cwd=tmp, expect=None), ""),
+    # the paths relative to tmp: the demo's own (output/demo/eval) may exist in the checkout, after scripts/demo.sh
     1: (lambda tmp: run_cli(["evaluate", "--config", str(example_config("demo.yaml")), "--ds", "2026-11-15",
+                             "--set", "input.path=eval", "--set", "output.path=out",
                              "--set", "spark.remote=sc://127.0.0.1:9/"], cwd=tmp, expect=None,
                             drop=PROXY_VARIABLES),  # the reachability probe is skipped behind a proxy
         "Cannot reach the Spark Connect server"),
