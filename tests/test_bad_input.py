@@ -1003,7 +1003,7 @@ def test_an_input_format_that_is_not_the_files_or_not_installed_is_named(spark, 
     """A folder of CSV exports read with the default input.format parquet said only 'Could not read footer …';
     input.format delta / avro without their packages said 'ClassNotFoundException: delta.DefaultSource'. The
     first now names the format the file's name says, the others the package to add."""
-    from ctcalc_spark.spark.inputs import missing_source_hint
+    from ctcalc_spark.spark.input_hints import missing_source_hint
 
     (tmp_path / "eval").mkdir()
     _rows().to_csv(tmp_path / "eval" / "export.csv", index=False)

@@ -718,7 +718,7 @@ def test_csv_files_with_their_columns_in_another_order_stop_the_run(spark, demo_
 def test_the_csv_header_listing_says_when_it_read_only_the_first_files(demo_config, tmp_path, monkeypatch):
     """The listing reads at most MAX_HEADER_FILES first lines; past that it says so instead of counting the
     headers of only those as the table's. Hidden files and folders (_SUCCESS, _staging/) are not read."""
-    from ctcalc_spark.spark import inputs as storage
+    from ctcalc_spark.spark import input_hints
 
     folder = tmp_path / "scored"
     (folder / "_staging").mkdir(parents=True)
@@ -726,13 +726,13 @@ def test_the_csv_header_listing_says_when_it_read_only_the_first_files(demo_conf
                          ("_staging/d.csv", "z")):
         (folder / name).write_text(header + "\n")
     cfg = demo_config(input={"path": str(folder), "format": "csv"})
-    assert storage._csv_headers(cfg, str(folder / "b.csv")) == (
+    assert input_hints._csv_headers(cfg, str(folder / "b.csv")) == (
         " The files have 2 different headers: 2 files (a.csv, …): x, y; 1 file (b.csv): y, x. b.csv has the same "
         "columns in another order.")
-    monkeypatch.setattr(storage, "MAX_HEADER_FILES", 2)
-    assert storage._csv_headers(cfg, str(folder / "b.csv")).startswith(
+    monkeypatch.setattr(input_hints, "MAX_HEADER_FILES", 2)
+    assert input_hints._csv_headers(cfg, str(folder / "b.csv")).startswith(
         " The first 2 files have 2 different headers: 1 file (a.csv): x, y; 1 file (b.csv): y, x.")
-    assert storage._csv_headers(demo_config(input={"path": "s3a://bucket/scored", "format": "csv"}), "x") == ""
+    assert input_hints._csv_headers(demo_config(input={"path": "s3a://bucket/scored", "format": "csv"}), "x") == ""
 
 
 def test_a_file_named_unlike_the_tables_files_is_told_about_and_gzip_headers_are_read(spark, demo_config, tmp_path):
@@ -856,7 +856,8 @@ def test_missing_columns_are_named_by_their_config_keys_with_guesses_from_the_na
 
 
 def test_a_missing_column_error_names_the_csv_delimiter_the_letter_case_spaces_or_a_repeated_name():
-    from ctcalc_spark.spark.inputs import check_columns, csv_header_checked
+    from ctcalc_spark.spark.input_hints import csv_header_checked
+    from ctcalc_spark.spark.inputs import check_columns
 
     with pytest.raises(InputError, match=r"delimited by ';', not by commas: set input.options: \{sep: ';'\}"):
         check_columns(["model;run;ds;label;logit"], ["model", "run", "ds", "label", "logit"])

@@ -58,17 +58,14 @@ from ctcalc_spark.spark.scan import (
     summary_aggregation,
 )
 from ctcalc_spark.spark.progress import long_step
+from ctcalc_spark.spark.input_hints import input_read_errors, plain_file_path, stray_file_hint, unlisted_files_hint
 from ctcalc_spark.spark.inputs import (
     DS,
     empty_day_folders,
     input_day_folders,
     input_name,
-    input_read_errors,
     load_input,
-    plain_file_path,
     read_input,
-    stray_file_hint,
-    unlisted_files_hint,
     unread_files,
 )
 

@@ -74,15 +74,8 @@ from ctcalc_spark.spark.files import FileStore, absolute, csv_first_record, is_l
 from ctcalc_spark.spark import names
 from ctcalc_spark.spark.scan import INVALID_REASONS, decode_aggregate, group_columns, summary_aggregation
 from ctcalc_spark.tables import OutputStore
-from ctcalc_spark.spark.inputs import (
-    CSV_SAMPLE_BYTES,
-    check_columns,
-    column_keys,
-    csv_quoting_problems,
-    csv_sep,
-    source_columns,
-    stack_model_scores,
-)
+from ctcalc_spark.spark.input_hints import CSV_SAMPLE_BYTES, csv_quoting_problems, csv_sep
+from ctcalc_spark.spark.inputs import check_columns, column_keys, source_columns, stack_model_scores
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
