@@ -33,12 +33,10 @@ from ctcalc_spark.core.windows import (
 from ctcalc_spark.errors import ConfigError, InputError
 from ctcalc_spark.jobs.evaluate import evaluate
 from ctcalc_spark.jobs.rolling import compute_rolling
+from ctcalc_spark.jobs.stream_source import KAFKA_PACKAGE, default_schema, read_stream
 from ctcalc_spark.jobs.stream import (
     APP_ID,
-    KAFKA_PACKAGE,
     StreamBatchError,
-    default_schema,
-    read_stream,
     read_stream_counts,
     read_stream_metrics,
     read_stream_rolling,

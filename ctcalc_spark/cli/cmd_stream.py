@@ -25,8 +25,8 @@ def run(args: argparse.Namespace) -> int:
     from ctcalc_spark.core.finalize import ALL
     from ctcalc_spark.core.windows import METRIC_NAME
     from ctcalc_spark.jobs.stream import (
-        batches_line, check_stream_folders, check_stream_task, read_stream_metrics, read_stream_rolling, run_stream,
-        write_stream_demo_files)
+        batches_line, read_stream_metrics, read_stream_rolling, run_stream, write_stream_demo_files)
+    from ctcalc_spark.jobs.stream_source import check_stream_folders, check_stream_task
     from ctcalc_spark.spark import interrupt
 
     from ctcalc_spark.errors import ConfigError

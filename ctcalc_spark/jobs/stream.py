@@ -41,14 +41,14 @@ import time
 import traceback
 import uuid
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 from urllib.parse import unquote
 
 import numpy as np
 import pandas as pd
 
 from ctcalc_spark import errors
-from ctcalc_spark.config import ONE_RUN, JobConfig, StreamConfig, duration_seconds
+from ctcalc_spark.config import ONE_RUN, JobConfig, duration_seconds
 from ctcalc_spark.core.finalize import ALL, METRIC_TYPES, SUMMARY_TYPES, metrics_from_summaries
 from ctcalc_spark.core.windows import (
     ROLLING_TYPES,
@@ -64,18 +64,27 @@ from ctcalc_spark.core.windows import (
 from ctcalc_spark.errors import ConfigError, CtcalcError, InputError
 from ctcalc_spark.jobs.evaluate import check_finite
 from ctcalc_spark.spark.filekind import (
-    in_plain_folder,
-    input_glob,
     own_encoding,
-    recursive_lookup,
     temporary_suffix,
 )
 from ctcalc_spark.spark.files import FileStore, absolute, csv_first_record, is_local, literal_path, local_path
 from ctcalc_spark.spark import names
 from ctcalc_spark.spark.scan import INVALID_REASONS, decode_aggregate, group_columns, summary_aggregation
 from ctcalc_spark.tables import OutputStore
-from ctcalc_spark.spark.input_hints import CSV_SAMPLE_BYTES, csv_quoting_problems, csv_sep
-from ctcalc_spark.spark.inputs import check_columns, column_keys, source_columns, stack_model_scores
+from ctcalc_spark.jobs.stream_source import (
+    CORRUPT_RECORD,
+    FILE_COLUMN,
+    RECORD_FORMATS,
+    base_path,
+    check_stream_task,
+    has_csv_header,
+    needed_columns,
+    read_stream,
+    reader_options,
+    source_csv_sep,
+)
+from ctcalc_spark.spark.input_hints import CSV_SAMPLE_BYTES, csv_quoting_problems
+from ctcalc_spark.spark.inputs import stack_model_scores
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -86,15 +95,11 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-KAFKA_PACKAGE = "org.apache.spark:spark-sql-kafka-0-10_2.13:4.2.0"
-"""The connector matching our Spark (4.2.0, Scala 2.13): spark-submit --packages <this>."""
 
 JOB = "stream"
 NO_WINDOW = "none"
 """``window`` partition of the counts that belong to no window (no event time, quarantined files)."""
 COUNT_KINDS = ("late", "invalid", "no_event_time", "unreadable_file", "malformed_record")
-CORRUPT_RECORD = "_corrupt_record"
-RECORD_FORMATS = ("json", "csv")  # text formats read line by line: a line that does not parse is a malformed record
 
 
 def batch_line(report: Mapping[str, Any]) -> str:
@@ -121,9 +126,6 @@ def _rows_text(reports: Sequence[Mapping[str, Any]]) -> str:
     watermark = reports[-1]["watermark"] or "none yet (no row with an event time)"
     return (f"{total('rows'):,} rows ({total('on_time'):,} on time{extra}), watermark {watermark}"
             + (f"; closed {', '.join(closed)}" if closed else ""))
-FILE_COLUMN = "_file"
-FILE_LIST_SCHEMA = "path STRING, modificationTime TIMESTAMP, length LONG, content BINARY"
-"""Spark's binaryFile source: the stream of landed files (``content`` is never selected, so never read)."""
 
 WINDOW_TYPES = {"ds": "string", "window_start": "string", "window_end": "string"}
 STREAM_EXTRA = {"n_late": "long", "finalized_batch_id": "long", "finalized_at": "string"}
@@ -417,29 +419,6 @@ class _BatchRows:
     malformed: list[dict[str, Any]] = field(default_factory=list)
 
 
-def check_stream_task(cfg: JobConfig) -> None:
-    """ConfigError for a task the stream does not support (before Spark starts, from the CLI)."""
-    if cfg.task not in ("binary", "regression"):
-        raise ConfigError(f"The stream supports task binary/regression, got {cfg.task!r} (multiclass needs its "
-                          "val-bias rows, not mergeable summaries; use the batch evaluate job).")
-
-
-def check_stream_folders(cfg: JobConfig) -> None:
-    """ConfigError before Spark starts when a local folder the stream writes cannot be written: the output (its
-    the batch log lives there with catalog tables too) and the checkpoint. Spark said so as `mkdir of
-    file:/… failed` from its start."""
-    from ctcalc_spark.pathsafe import unwritable_reason
-
-    root = str(cfg.output.path)
-    for key, path, what in (("output.path", root, "the stream's tables and state"),
-                            ("stream.checkpoint", cfg.stream.checkpoint or f"{root}/_stream/checkpoint",
-                             "Spark's stream checkpoint")):
-        why = unwritable_reason(local_path(path)) if is_local(path) else None
-        if why is not None:
-            raise ConfigError(f"{key} {path!r} cannot hold {what}: {why}. Set {key} to a folder this job can "
-                              "create and write to.")
-
-
 class BatchHandler:
     """The ``foreachBatch`` function: picklable, no session or client state (see the module docstring).
 
@@ -490,10 +469,10 @@ class BatchHandler:
         if not landed:
             return _BatchRows(None, quarantined=temporary)
         spark = batch_df.sparkSession
-        reader = (spark.read.format(s.format).schema(self.schema).options(**_reader_options(s))
+        reader = (spark.read.format(s.format).schema(self.schema).options(**reader_options(s))
                   .option("ignoreCorruptFiles", "true").option("ignoreMissingFiles", "true"))
-        if _base_path(s) is not None:  # files landed in key=value folders (dt=…/) get those columns' values
-            reader = reader.option("basePath", _base_path(s))
+        if base_path(s) is not None:  # files landed in key=value folders (dt=…/) get those columns' values
+            reader = reader.option("basePath", base_path(s))
         text_source = s.format in RECORD_FORMATS  # text records: a line that does not parse is counted, not fatal
         if text_source:
             reader = reader.option("mode", "PERMISSIVE").option("columnNameOfCorruptRecord", CORRUPT_RECORD)
@@ -501,7 +480,7 @@ class BatchHandler:
         frame = frame.withColumn(FILE_COLUMN, F.col("_metadata.file_path"))
         # The hash makes this pass read every column the scan reads: a file corrupt in one column only (say the
         # logit's page) yields fewer rows here too, so it is quarantined instead of silently half-read.
-        read_all = F.hash(*[names.col(n) for n in _needed_columns(self.cfg)])
+        read_all = F.hash(*[names.col(n) for n in needed_columns(self.cfg)])
         aggs = [F.count(F.lit(1)).alias("n"), F.max(self._event_us()).alias("mx"), F.max(read_all).alias("_h")]
         if text_source:
             aggs.append(F.count(CORRUPT_RECORD).alias("malformed"))
@@ -579,8 +558,8 @@ class BatchHandler:
             data = files.head(path, CSV_SAMPLE_BYTES + 1)
         except Exception as e:  # noqa: BLE001 - OSError, ArrowInvalid: a corrupt .gz, say
             return f"unreadable file ({str(e).splitlines()[0][:200]})"
-        head, more = csv_first_record(data, _csv_sep(s))
-        if _csv_header(s):
+        head, more = csv_first_record(data, source_csv_sep(s))
+        if has_csv_header(s):
             folders = _partition_keys(path, str(s.path))  # a key=value folder's column is not in the file
             want = [f.name for f in (self.schema.fields if self.schema is not None else [])
                     if f.name != CORRUPT_RECORD and f.name not in folders]
@@ -591,7 +570,7 @@ class BatchHandler:
             more = True
         if read == 0 and more:
             return f"no records read from a {length}-byte file"
-        found = csv_quoting_problems(data[:CSV_SAMPLE_BYTES], _reader_options(s), "stream.options",
+        found = csv_quoting_problems(data[:CSV_SAMPLE_BYTES], reader_options(s), "stream.options",
                                      cut=len(data) > CSV_SAMPLE_BYTES)
         return "; and ".join(found) or None
 
@@ -754,220 +733,7 @@ class BatchHandler:
                          "set on_invalid: drop to exclude them and count them in stream_counts and n_invalid.")
 
 
-# ---- the source and the query ----------------------------------------------------------------------------
-
-def default_schema(cfg: JobConfig) -> str:
-    """DDL of the rows when the source cannot tell (JSON files, Kafka values): keys as strings, scores as doubles."""
-    c = cfg.columns
-    label = "STRING" if c.class_names else "DOUBLE"  # class names are read as text
-    cols = [(c.model, "STRING"), (None if c.one_run else c.run, "STRING"), (c.label, label), (c.logit, "DOUBLE"),
-            (c.prediction, "DOUBLE"), (c.weight, "DOUBLE"), (c.example_id, "STRING"), (c.split, "STRING"),
-            *[(s, "STRING") for s in c.slices], (cfg.stream.event_time, "TIMESTAMP")]
-    if cfg.task == "multiclass":
-        cols[3] = (c.logit, "ARRAY<DOUBLE>")
-    if c.model_scores:  # the score columns stand in for the model, score (and run) columns
-        drop = {c.model, c.score_target()} | ({c.run} if all(len(v) > 1 for v in c.model_scores.values()) else set())
-        score = "ARRAY<DOUBLE>" if cfg.task == "multiclass" else "DOUBLE"
-        cols = [x for x in cols if x[0] not in drop] + [(n, score) for n in c.model_score_columns()]
-    seen: set[str] = set()
-    parts = []
-    for name, kind in cols:
-        if name is not None and name not in seen:
-            seen.add(name)
-            parts.append(f"`{name}` {kind}")
-    return ", ".join(parts)
-
-
-def _needed_columns(cfg: JobConfig) -> list[str]:
-    """The columns a landed row must have: those the batch job's table must (with ``columns.model_scores``, its
-    score columns in place of the model and score columns), the event time instead of the date."""
-    return [n for n in source_columns(cfg) if n != cfg.columns.ds] + [cfg.stream.event_time]
-
-
-def _reader_options(s: StreamConfig) -> dict[str, str]:
-    """Reader options for the landed files: ``stream.options``, a CSV's header line read unless they say not."""
-    options = {str(k): str(v) for k, v in dict(s.options).items()}
-    if s.format == "csv":
-        options.setdefault("header", "true")
-    return options
-
-
-def _base_path(s: StreamConfig) -> str | None:
-    """The stream's folder as Spark's ``basePath`` option (a folder, named as it is), None when
-    ``stream.path`` is a glob pattern."""
-    path = str(s.path)
-    return None if literal_path(path) == path and any(c in path for c in "{}[]*?") else path
-
-
-def _csv_header(s: StreamConfig) -> bool:
-    return _reader_options(s)["header"].strip().lower() == "true"
-
-
-def _csv_sep(s: StreamConfig) -> str:
-    return csv_sep(_reader_options(s))
-
-
-def _csv_schema(spark: SparkSession, cfg: JobConfig) -> StructType:
-    """The schema of a CSV stream's rows, in the files' column order: Spark's CSV type inference on the first
-    landed file (by name) with a header and a row, as the batch job reads the same files with ``inferSchema``;
-    integers widened to BIGINT and floats to DOUBLE, so a later file's larger values still fit. The label, score
-    and weight columns are DOUBLE (the label STRING with ``columns.class_names``) and the event time a TIMESTAMP
-    whatever the file holds, so a line with text there is a malformed record rather than a reason to read the
-    whole column as text."""
-    from pyspark.sql.types import (
-        DoubleType,
-        FloatType,
-        IntegerType,
-        LongType,
-        ShortType,
-        StringType,
-        StructField,
-        StructType,
-        TimestampType,
-    )
-
-    s = cfg.stream
-    example = default_schema(cfg)
-    if not _csv_header(s):
-        raise ConfigError(f"A CSV stream without header lines needs 'stream.schema': the files' columns in their "
-                          f"order as DDL, e.g. {example!r}.")
-    files = FileStore(str(s.path))
-    wide = {IntegerType: LongType(), ShortType: LongType(), FloatType: DoubleType()}
-    c = cfg.columns
-    fixed = {**{n: DoubleType() for n in (c.label, c.logit, c.prediction, c.weight, *c.model_score_columns()) if n},
-             s.event_time: TimestampType()}
-    if c.class_names:  # labels named by columns.class_names are matched as text
-        fixed[c.label] = StringType()
-    for path in _landed_files(files, str(s.path)):
-        try:
-            head, rows = files.csv_head(path, _csv_sep(s))
-            if not (head and all(head) and rows):
-                continue
-            reader = spark.read.options(**_reader_options(s)).option("inferSchema", "true")
-            inferred = reader.csv(literal_path(path)).schema
-        except Exception:  # noqa: BLE001 - an unreadable file: the handler quarantines it; try the next one
-            continue
-        return StructType([StructField(f.name, fixed.get(f.name, wide.get(type(f.dataType), f.dataType)), True)
-                           for f in inferred])
-    raise ConfigError(f"No CSV file with a header line in {s.path!r} yet to take the column order from; set "
-                      f"'stream.schema' to the files' columns in their order (DDL), e.g. {example!r}.")
-
-
-def _landed_files(files: FileStore, root: str) -> Iterator[str]:
-    """The files below a stream's folder as Spark lists them, by name, those at the top first, then each
-    folder's in turn (``dt=2026-01-05/``, ``2026/01/05/``); names starting with '.' or '_' are left out."""
-    entries = [e for e in files.list(root) if not e.name.startswith((".", "_"))]
-    yield from (f"{root.rstrip('/')}/{e.name}" for e in entries if not e.is_dir)
-    for e in entries:
-        if e.is_dir:
-            yield from _landed_files(files, f"{root.rstrip('/')}/{e.name}")
-
-
-UNLISTED_LOOKED_AT = 10_000
-"""Files below a stream's folder that :func:`_warn_unlisted` looks at, at most."""
-
-
-def _warn_unlisted(s: StreamConfig) -> None:
-    """Warn of files in folders below the stream's that are not ``key=value`` folders (``2026/01/05/a.csv``):
-    Spark's file source lists only the folder's own files and those of key=value folders, so without
-    ``recursiveFileLookup`` the stream never reads them, and said only 'nothing landed'."""
-    from itertools import islice
-
-    root = str(s.path).rstrip("/")
-    try:
-        below = list(islice(_landed_files(FileStore(root), root), UNLISTED_LOOKED_AT))
-    except (ConfigError, OSError) as e:  # a file system pyarrow cannot reach: Spark lists it, this cannot
-        log.debug("not listing %s: %s", root, e)
-        return
-    unlisted = [p[len(root) + 1:] for p in below if in_plain_folder(p[len(root) + 1:])]
-    if unlisted:
-        log.warning("%d file(s) below the stream's folder %s lie in folders that are not key=value folders "
-                    "(%s): Spark's file source lists only the folder's own files and those of key=value folders "
-                    "(dt=2026-01-05/), so the stream does not read them. Set stream.options: {recursiveFileLookup: "
-                    "'true'} to read every file below the folder.", len(unlisted), root,
-                    ", ".join(unlisted[:3]) + (", …" if len(unlisted) > 3 else ""))
-
-
-def _row_schema(spark: SparkSession, cfg: JobConfig) -> StructType:
-    """The schema the handler reads landed files with: ``stream.schema``, else the Parquet files already there
-    (unreadable ones skipped) or a CSV file's header, else the default; JSON and CSV get the malformed-record
-    column."""
-    s = cfg.stream
-    schema: Any = s.schema
-    if schema is None and s.format == "csv":
-        schema = _csv_schema(spark, cfg)
-    if schema is None and s.format == "parquet":
-        try:
-            schema = spark.read.option("ignoreCorruptFiles", "true").parquet(literal_path(str(s.path))).schema
-        except Exception as e:  # no (readable) files yet: nothing to infer from
-            raise ConfigError(f"No readable Parquet files in {s.path!r} to take the schema from; set "
-                              f"'stream.schema' (DDL), e.g. {default_schema(cfg)!r}.") from e
-    if schema is None:
-        schema = default_schema(cfg)
-    if isinstance(schema, str):
-        try:  # resolved by Spark (no files read), classic or Connect alike
-            schema = spark.readStream.schema(schema).format(s.format).load(literal_path(str(s.path))).schema
-        except Exception as e:  # noqa: BLE001 - a bad DDL string: say which setting
-            raise ConfigError(f"'stream.schema' is not a valid DDL schema: {str(e).splitlines()[0][:300]}") from e
-    elif s.format == "csv":  # one file's columns, and those of the key=value folders files land in (dt=…/)
-        schema = spark.readStream.schema(schema).format(s.format).load(literal_path(str(s.path))).schema
-    check_columns(schema.fieldNames(), _needed_columns(cfg), what="The stream's schema", options="stream.options",
-                  keys=column_keys(cfg))
-    if s.format in RECORD_FORMATS and CORRUPT_RECORD not in schema.fieldNames():
-        schema = schema.add(CORRUPT_RECORD, "string")
-    return schema
-
-
-def read_stream(spark: SparkSession, cfg: JobConfig) -> tuple[DataFrame, StructType | None]:
-    """(the streaming frame, the rows' schema): a file source streams the names of landed files (their rows
-    are read by the handler), Kafka streams the rows (JSON values) themselves, with schema None."""
-    from pyspark.sql import functions as F
-
-    check_stream_task(cfg)
-    s = cfg.stream
-    if s.source == "file":
-        if not s.path:
-            raise ConfigError("A file stream needs 'stream.path' (the folder where Parquet, JSON or CSV files land).")
-        try:
-            FileStore(s.path).mkdirs(s.path)
-        except ConfigError as e:  # a file system pyarrow cannot reach: Spark may still read it
-            log.info("not creating %s: %s", s.path, e)
-        schema = _row_schema(spark, cfg)
-        if not recursive_lookup(s.options):
-            _warn_unlisted(s)
-        if cfg.columns.model_scores:  # the mapping's mistakes (a model column beside it, types) before any batch
-            stack_model_scores(spark.createDataFrame([], schema), cfg)
-        reader = spark.readStream.format("binaryFile").schema(FILE_LIST_SCHEMA)
-        if _base_path(s) is not None and literal_path(str(s.path)) != str(s.path):  # 'landing [v2]', escaped
-            reader = reader.option("basePath", _base_path(s))  # which key=value folders are partitions
-        glob = input_glob(s.options)
-        if glob:  # the files' names the stream lists at all (the rows' reader gets it too)
-            reader = reader.option("pathGlobFilter", glob)
-        if recursive_lookup(s.options):  # every file below, in any folder
-            reader = reader.option("recursiveFileLookup", "true")
-        if s.max_files_per_trigger:
-            reader = reader.option("maxFilesPerTrigger", s.max_files_per_trigger)
-        return reader.load(literal_path(str(s.path))).select("path", "length"), schema
-    reader = (spark.readStream.format("kafka").option("kafka.bootstrap.servers", s.kafka_bootstrap_servers)
-              .option("subscribe", s.kafka_topic).option("startingOffsets", s.kafka_starting_offsets)
-              .option("failOnDataLoss", "true"))
-    if s.max_offsets_per_trigger:
-        reader = reader.option("maxOffsetsPerTrigger", s.max_offsets_per_trigger)
-    for k, v in dict(s.kafka_options).items():
-        reader = reader.option(k, str(v))
-    try:
-        raw = reader.load()
-    except Exception as e:
-        if "kafka" in str(e).lower():
-            raise ConfigError(f"The Kafka source is not available: {str(e).splitlines()[0]} Start the job with "
-                              f"spark-submit --packages {KAFKA_PACKAGE}.") from e
-        raise
-    parsed = F.from_json(F.col("value").cast("string"), s.schema or default_schema(cfg))
-    df = raw.select(parsed.alias("_r")).select("_r.*")
-    check_columns(df.columns, _needed_columns(cfg), what="The stream's schema", keys=column_keys(cfg))
-    if cfg.columns.model_scores:
-        stack_model_scores(df, cfg)
-    return df, None
+# ---- the query -------------------------------------------------------------------------------------------
 
 
 def resolved(cfg: JobConfig) -> JobConfig:
