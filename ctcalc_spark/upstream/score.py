@@ -354,11 +354,6 @@ def _cached_model(ref: str | os.PathLike[str], device: torch.device) -> TableMod
     return model
 
 
-def clear_model_cache() -> None:
-    """Forget the models cached in this process (e.g. after rewriting a model file in place)."""
-    _MODEL_CACHE.clear()
-
-
 def find_models(
     models_dir: str | os.PathLike[str], pipelines: Sequence[str] | None = None
 ) -> dict[tuple[str, int], Path]:
