@@ -89,6 +89,11 @@ def arrow_table(frame: pd.DataFrame, types: Mapping[str, str]) -> pa.Table:
     return pa.Table.from_arrays(arrays, names=names)
 
 
+def _mixed_lines(mixed: Mapping[str, Mapping[str, Any]]) -> list[str]:
+    """``'ds=<day>: summaries by <runs>, metrics by <runs>'`` for each day of :meth:`OutputStore._mixed_runs`."""
+    return [f"ds={day}: " + ", ".join(f"{t} by {listed(r)}" for t, r in held.items()) for day, held in mixed.items()]
+
+
 class OutputStore:
     """The output tables of one configuration: where they are, reading them, writing them in transactions.
 
@@ -315,24 +320,26 @@ class OutputStore:
                    tables: Sequence[str] = ("summaries", "metrics")) -> list[str]:
         """Days whose ``tables`` (those that hold the day) were written by different runs, or a table's day by
         several: a run killed between its commits, or two runs' rows. Empty when each day is one run's."""
+        return _mixed_lines(self._mixed_runs(days, tables))
+
+    def _mixed_runs(self, days: Sequence[str] | None, tables: Sequence[str]) -> dict[str, dict[str, Any]]:
+        """{day: {table: its run ids of the day}} of the days :meth:`check_days` reports, in day order."""
         found = {t: self.runs(t, days) for t in tables if self.exists(t)}
-        problems = []
+        mixed = {}
         for day in sorted({d for runs in found.values() for d in runs}):
             held = {t: runs[day] for t, runs in found.items() if day in runs}
-            ids = {r for runs in held.values() for r in runs}
-            if len(ids) > 1:
-                what = ", ".join(f"{t} by {listed(r)}" for t, r in held.items())
-                problems.append(f"ds={day}: {what}")
-        return problems
+            if len({r for runs in held.values() for r in runs}) > 1:
+                mixed[day] = held
+        return mixed
 
     def require_one_run(self, days: Sequence[str] | None = None,
                         tables: Sequence[str] = ("summaries", "metrics")) -> None:
         """InputError when :meth:`check_days` finds days whose tables come from different runs: a reader would
         combine them without knowing. The way out is to evaluate those days again."""
-        problems = self.check_days(days, tables)
-        if not problems:
+        mixed = self._mixed_runs(days, tables)
+        if not mixed:
             return
-        bad = sorted(p.split(":", 1)[0][3:] for p in problems)
+        problems, bad = _mixed_lines(mixed), list(mixed)
         from ctcalc_spark.core.windows import day_runs
 
         raise InputError(
