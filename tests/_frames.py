@@ -1,7 +1,10 @@
-"""Tables in tests: comparing two tables' rows (two engines, two layouts, two sessions), writing output tables."""
+"""Tables in tests: comparing two tables' rows (two engines, two layouts, two sessions), writing output tables,
+reading a Delta table as ctcalc reads one (``tables._read_delta``: through delta-rs's own engine; a table read
+through deltalake's Python file system, ``DeltaTable.to_pandas()``, can abort the test process at exit)."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -45,3 +48,12 @@ def write_outputs(root, frames: dict[str, pd.DataFrame], job: str = "evaluate") 
     tx = OutputStore(OutputConfig(path=str(root))).transaction(job)
     tx.write_all([(table, frame, delta_types(frame)) for table, frame in frames.items()])
     return tx.run_id
+
+
+def read_table(path: str | Path, columns: str = "*", where: str | None = None) -> pd.DataFrame:
+    """``select {columns} from`` the Delta table at ``path`` (``where``: a SQL condition), as pandas."""
+    import pyarrow as pa
+    from deltalake import DeltaTable, QueryBuilder
+
+    sql = f"select {columns} from t" + (f" where {where}" if where else "")
+    return pa.table(QueryBuilder().register("t", DeltaTable(str(path))).execute(sql)).to_pandas()

@@ -146,6 +146,7 @@ def test_two_tasks_in_one_output_are_refused_and_a_mixed_table_is_named(spark, d
     rows, and binary rolling / compare then stopped with 'internal error … Summary labels must be 0/1'. The
     write is now refused before the scan; a table mixed that way earlier is named with its days on reading."""
     from deltalake import DeltaTable, write_deltalake
+    from pyarrow.fs import LocalFileSystem, SubTreeFileSystem
 
     from ctcalc_spark.jobs.compare import rolling_comparison
     from ctcalc_spark.jobs.rolling import run_rolling
@@ -167,7 +168,9 @@ def test_two_tasks_in_one_output_are_refused_and_a_mixed_table_is_named(spark, d
     evaluate(spark, demo_config(task="regression", output__path=str(tmp_path / "reg"),
                                 columns={"logit": None, "prediction": "prediction"}), DS)
     for table in ("metrics", "summaries"):  # the regression day's rows committed into the binary tables as they are
-        rows = DeltaTable(str(tmp_path / "reg" / table)).to_pyarrow_table(filters=[("ds", "=", DS)])
+        where = str(tmp_path / "reg" / table)  # Arrow's own local file system: see tables._read_delta
+        rows = DeltaTable(where).to_pyarrow_table(filters=[("ds", "=", DS)],
+                                                  filesystem=SubTreeFileSystem(where, LocalFileSystem()))
         write_deltalake(str(out / table), rows, mode="overwrite", predicate=f"ds = '{DS}'", partition_by=["ds"],
                         schema_mode="merge")
     message = rf"The summaries of ds={DS} under '.*/out/summaries' are not binary summaries \(no 'bin' values\): a " \

@@ -18,6 +18,8 @@ from pathlib import Path
 
 import pytest
 
+from tests._frames import read_table
+
 pytestmark = pytest.mark.slow
 
 REPO = Path(__file__).resolve().parents[1]
@@ -55,11 +57,9 @@ class Reader(threading.Thread):
         self.stop, self.reads, self.problems = threading.Event(), 0, []
 
     def run(self) -> None:
-        from deltalake import DeltaTable
-
         while not self.stop.is_set():
             for name, path in self.tables.items():
-                rows = DeltaTable(str(path)).to_pyarrow_table(columns=["ds", "run_id"]).to_pandas()
+                rows = read_table(path, "ds, run_id")
                 counts = rows.groupby("ds").size().to_dict()
                 runs = rows.groupby("ds")["run_id"].nunique()
                 if counts != self.expected[name]:
@@ -175,7 +175,7 @@ def test_kill_9_of_a_stream_never_loses_or_doubles_a_batch(tmp_path):
     run_s = float([ln for ln in ref.stdout.splitlines() if ln.startswith("run ")][-1].split()[1])
 
     def metrics(out: Path) -> pd.DataFrame:
-        frame = DeltaTable(str(out / "stream_metrics")).to_pandas()
+        frame = read_table(out / "stream_metrics")
         return frame.drop(columns=["run_id", "finalized_at"]).sort_values(STREAM_KEYS).reset_index(drop=True)
 
     want = metrics(tmp_path / "ref")
@@ -188,7 +188,7 @@ def test_kill_9_of_a_stream_never_loses_or_doubles_a_batch(tmp_path):
     def poll() -> None:
         while not stop.is_set():
             if DeltaTable.is_deltatable(str(out / "stream_metrics")):
-                got = DeltaTable(str(out / "stream_metrics")).to_pyarrow_table(columns=["window"]).to_pandas()
+                got = read_table(out / "stream_metrics", '"window"')
                 counts = got.groupby("window").size().to_dict()
                 problems.extend(f"window {w}: {n} rows, a closed window has {per_window.get(w)}"
                                 for w, n in counts.items() if n != per_window.get(w))

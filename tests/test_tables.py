@@ -180,11 +180,13 @@ def test_a_delta_output_reads_the_same_in_duckdb(tmp_path):
     """What a user's own tools see: DuckDB over the table's Arrow dataset gives the rows ctcalc reads."""
     duckdb = pytest.importorskip("duckdb")
     from deltalake import DeltaTable
+    from pyarrow.fs import LocalFileSystem, SubTreeFileSystem
 
     store = _store(tmp_path)
     store.transaction("evaluate").write("metrics", _rows(["2026-11-14", "2026-11-15"]), TYPES)
     store.transaction("evaluate").write("metrics", _rows(["2026-11-15"], 3.0), TYPES)  # replaced files stay on disk
-    dataset = DeltaTable(str(tmp_path / "out" / "metrics")).to_pyarrow_dataset()  # noqa: F841 - read by name
+    where = str(tmp_path / "out" / "metrics")  # with Arrow's own file system, as docs/storage.md says
+    dataset = DeltaTable(where).to_pyarrow_dataset(filesystem=SubTreeFileSystem(where, LocalFileSystem()))  # noqa: F841
     got = duckdb.sql("select ds, model, run, value from dataset order by ds, model, run").df()
     want = store.read("metrics")[["ds", "model", "run", "value"]].sort_values(["ds", "model", "run"])
     pd.testing.assert_frame_equal(got.reset_index(drop=True), want.reset_index(drop=True), check_dtype=False)
