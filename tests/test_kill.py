@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from tests._frames import read_table
+from tests._frames import assert_same_rows, read_table
 
 pytestmark = pytest.mark.slow
 
@@ -216,4 +216,6 @@ def test_kill_9_of_a_stream_never_loses_or_doubles_a_batch(tmp_path):
         stop.set()
         reader.join()
     assert problems == [], (kills, problems[:5])
-    pd.testing.assert_frame_equal(metrics(out), want, check_exact=True)
+    # the same rows; floats to 1e-12, not bit for bit: after a kill a window's sums may be added in another order
+    # (one run differed from the uninterrupted one in the last bit of 1 of 18 calibration values)
+    assert_same_rows(metrics(out), want, STREAM_KEYS)
