@@ -564,14 +564,8 @@ def _read_delta(t: DeltaTable, columns: Sequence[str], conds: Mapping[str, Seque
     import pyarrow as pa
     from deltalake import QueryBuilder
 
-    def name(c: str) -> str:
-        return '"' + c.replace('"', '""') + '"'
-
-    def value(v: str) -> str:
-        return "'" + v.replace("'", "''") + "'"
-
-    terms = [f"{name(k)} IN ({', '.join(value(v) for v in vs)})" if vs else "FALSE" for k, vs in conds.items()]
-    sql = f"SELECT {', '.join(name(c) for c in columns)} FROM t" + (f" WHERE {' AND '.join(terms)}" if terms else "")
+    terms = [f"{_sql_name(k)} IN ({', '.join(map(_sql_text, vs))})" if vs else "FALSE" for k, vs in conds.items()]
+    sql = f"SELECT {', '.join(map(_sql_name, columns))} FROM t" + (f" WHERE {' AND '.join(terms)}" if terms else "")
     return pa.table(QueryBuilder().register("t", t).execute(sql)).to_pandas()
 
 
@@ -647,17 +641,23 @@ def read_delta(location: str, storage_options: dict[str, str] | None = None, **p
 def _predicate(values: pd.DataFrame) -> str:
     """A SQL predicate selecting exactly the partitions in ``values`` (one row per partition, string columns)."""
     cols = list(values.columns)
-
-    def lit(v: str) -> str:
-        return "'" + v.replace("'", "''") + "'"
-
     *outer, last = cols
     if all(values[c].nunique() == 1 for c in outer):
-        terms = [f"{c} = {lit(values[c].iloc[0])}" for c in outer]
-        terms.append(f"{last} IN ({', '.join(lit(v) for v in sorted(values[last].unique()))})")
+        terms = [f"{c} = {_sql_text(values[c].iloc[0])}" for c in outer]
+        terms.append(f"{last} IN ({', '.join(map(_sql_text, sorted(values[last].unique())))})")
         return " AND ".join(terms)
-    return " OR ".join("(" + " AND ".join(f"{c} = {lit(v)}" for c, v in zip(cols, row)) + ")"
+    return " OR ".join("(" + " AND ".join(f"{c} = {_sql_text(v)}" for c, v in zip(cols, row)) + ")"
                        for row in values.itertuples(index=False, name=None))
+
+
+def _sql_text(v: str) -> str:
+    """``v`` as a SQL string literal."""
+    return "'" + v.replace("'", "''") + "'"
+
+
+def _sql_name(c: str) -> str:
+    """Column ``c`` as a quoted SQL identifier (its letter case kept)."""
+    return '"' + c.replace('"', '""') + '"'
 
 
 def _day_text(days: Sequence[str]) -> str:

@@ -50,10 +50,12 @@ def write_outputs(root, frames: dict[str, pd.DataFrame], job: str = "evaluate") 
     return tx.run_id
 
 
-def read_table(path: str | Path, columns: str = "*", where: str | None = None) -> pd.DataFrame:
-    """``select {columns} from`` the Delta table at ``path`` (``where``: a SQL condition), as pandas."""
-    import pyarrow as pa
-    from deltalake import DeltaTable, QueryBuilder
+def read_delta_table(path: str | Path, columns: Sequence[str] | None = None, **where: str) -> pd.DataFrame:
+    """``columns`` (default: all) of the Delta table at ``path`` whose columns equal ``where``'s values, as pandas."""
+    from deltalake import DeltaTable
 
-    sql = f"select {columns} from t" + (f" where {where}" if where else "")
-    return pa.table(QueryBuilder().register("t", DeltaTable(str(path))).execute(sql)).to_pandas()
+    from ctcalc_spark.tables import _read_delta
+
+    table = DeltaTable(str(path))
+    columns = [f.name for f in table.schema().fields] if columns is None else columns
+    return _read_delta(table, columns, {k: [v] for k, v in where.items()})

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from tests._frames import assert_same_rows, read_table
+from tests._frames import assert_same_rows, read_delta_table
 
 pytestmark = pytest.mark.slow
 
@@ -59,7 +59,7 @@ class Reader(threading.Thread):
     def run(self) -> None:
         while not self.stop.is_set():
             for name, path in self.tables.items():
-                rows = read_table(path, "ds, run_id")
+                rows = read_delta_table(path, ["ds", "run_id"])
                 counts = rows.groupby("ds").size().to_dict()
                 runs = rows.groupby("ds")["run_id"].nunique()
                 if counts != self.expected[name]:
@@ -175,7 +175,7 @@ def test_kill_9_of_a_stream_never_loses_or_doubles_a_batch(tmp_path):
     run_s = float([ln for ln in ref.stdout.splitlines() if ln.startswith("run ")][-1].split()[1])
 
     def metrics(out: Path) -> pd.DataFrame:
-        frame = read_table(out / "stream_metrics")
+        frame = read_delta_table(out / "stream_metrics")
         return frame.drop(columns=["run_id", "finalized_at"]).sort_values(STREAM_KEYS).reset_index(drop=True)
 
     want = metrics(tmp_path / "ref")
@@ -188,7 +188,7 @@ def test_kill_9_of_a_stream_never_loses_or_doubles_a_batch(tmp_path):
     def poll() -> None:
         while not stop.is_set():
             if DeltaTable.is_deltatable(str(out / "stream_metrics")):
-                got = read_table(out / "stream_metrics", '"window"')
+                got = read_delta_table(out / "stream_metrics", ["window"])
                 counts = got.groupby("window").size().to_dict()
                 problems.extend(f"window {w}: {n} rows, a closed window has {per_window.get(w)}"
                                 for w, n in counts.items() if n != per_window.get(w))

@@ -48,7 +48,7 @@ from ctcalc_spark.jobs.stream import (
     window_spec,
     write_stream_demo_files,
 )
-from tests._frames import read_table
+from tests._frames import read_delta_table
 
 TOL = 1e-12
 SAME_COLS = ["n_rows", "n_bias", "n_remain", "log_loss", "log_loss_remain", "calibrated_log_loss", "bias", "auc",
@@ -169,7 +169,7 @@ def test_restart_exactly_once_equals_batch(spark, demo_config, tmp_path):
     # ... though its summaries are: one Delta commit, which carries the batch id as the stream's version
     summaries = DeltaTable(run.paths.summaries)
     assert summaries.transaction_version(APP_ID) == crash_at
-    crashed = read_table(run.paths.summaries, where=f"batch_id = '{crash_at}'")
+    crashed = read_delta_table(run.paths.summaries, batch_id=str(crash_at))
     assert len(crashed) > 0 and crashed["run_id"].nunique() == 1
 
     # 3. restart cleanly: Spark replays the crashed batch id, the job overwrites it, then reads the rest
@@ -177,7 +177,7 @@ def test_restart_exactly_once_equals_batch(spark, demo_config, tmp_path):
     assert run.error is None
     assert run.reports[0]["batch_id"] == crash_at  # replayed with the same id
     # the replay did not write the crashed batch's summaries again: the same rows of the same commit
-    again = read_table(run.paths.summaries, where=f"batch_id = '{crash_at}'")
+    again = read_delta_table(run.paths.summaries, batch_id=str(crash_at))
     pd.testing.assert_frame_equal(again.sort_values(list(again.columns)).reset_index(drop=True),
                                   crashed.sort_values(list(crashed.columns)).reset_index(drop=True))
     assert run.close_open_windows() == ["2026-11-17 00:00:00"]
@@ -561,7 +561,7 @@ def test_stream_cli_logs_each_batch_as_it_ends_and_prints_what_it_wrote(tmp_path
                      r"closed 2026-11-15 00:00:00  \[", first.stdout, re.M), first.stdout
     assert "closed at end: 2026-11-16 00:00:00" in first.stdout
 
-    metrics = read_table(out / "stream_metrics")
+    metrics = read_delta_table(out / "stream_metrics")
     metrics = metrics[metrics["slice_name"] == "__all__"]
     for (start, model), group in metrics.groupby(["window_start", "model"]):
         row = re.search(rf"^{pd.Timestamp(start):%Y-%m-%d %H:%M:%S}\s+{model}\s+3\s+(\S+)\s+(\S+)\s", first.stdout,

@@ -193,6 +193,21 @@ def test_a_delta_output_reads_the_same_in_duckdb(tmp_path):
     assert len(pd.read_parquet(tmp_path / "out" / "metrics")) == 12  # the folder holds the replaced files too
 
 
+def test_a_read_keeps_quotes_in_values_and_spaces_and_capitals_in_column_names(tmp_path):
+    """OutputStore.read asks delta-rs one SQL query: values holding quotes, and a column whose name holds a space and
+    capitals, are selected as written; an empty list of values selects nothing."""
+    store = _store(tmp_path)
+    names = ["o'brien", 'say "hi"', "plain"]
+    rows = pd.DataFrame({"Pipeline Model": names, "value": [1.0, 2.0, 3.0], "ds": ["2026-11-15"] * 3})
+    types = {"Pipeline Model": "string", "value": "double", "ds": "string"}
+    store.transaction("evaluate").write("metrics", rows, types)
+    got = store.read("metrics", days=["2026-11-15"], where={"Pipeline Model": names[:2]})
+    assert sorted(got["Pipeline Model"]) == sorted(names[:2]) and set(got.columns) == {"Pipeline Model", "value", "ds"}
+    assert got.set_index("Pipeline Model")["value"].to_dict() == {"o'brien": 1.0, 'say "hi"': 2.0}
+    assert store.read("metrics", where={"Pipeline Model": []}).empty
+    assert store.read("metrics", days=["2026-11-16"]).empty
+
+
 def test_vacuum_lists_then_removes_files_no_version_references(tmp_path, capsys):
     from ctcalc_spark.cli.main import main
 
