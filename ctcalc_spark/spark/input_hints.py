@@ -57,7 +57,7 @@ def local_input_files(cfg: JobConfig, limit: int) -> tuple[str, list[str]] | Non
     return where, list(itertools.islice(data_files(where, input_glob(cfg.input.options)), limit))
 
 
-def _columns_in_some_files(cfg: JobConfig, missing: Sequence[str]) -> str:
+def columns_in_some_files(cfg: JobConfig, missing: Sequence[str]) -> str:
     """For a local Parquet input that lacks columns: which of its files have them, when some do (a column added
     on a later day; Spark takes the columns from one file unless told to merge them), read from the files'
     footers on this error path only; '' when none has them or the input is not such."""
@@ -101,7 +101,7 @@ def foreign_file_error(cfg: JobConfig) -> InputError | None:
                       f"{cfg.input.format}:{hint}")
 
 
-def _no_data_files_hint(path: str) -> str:
+def no_data_files_hint(path: str) -> str:
     """For Spark's 'Unable to infer schema' on a local folder: that it is empty, or that its files lie in
     folders that are not ``key=value`` folders (:func:`unlisted_files_hint`); '' for any other path."""
     if not is_local(path) or not os.path.isdir(local_path(absolute(path))):
@@ -129,7 +129,7 @@ def unlisted_files_hint(path: str, options: Mapping[str, Any] | None = None) -> 
             "below it.")
 
 
-def _check_output_outside(root: str, cfg: JobConfig) -> None:
+def check_output_outside(root: str, cfg: JobConfig) -> None:
     """ConfigError when the outputs are inside an input folder that is read whole: the read would take the
     metrics and summaries for evaluation rows. (An input of ``<ds>=<day>`` folders reads only those.)"""
     out = absolute(str(cfg.output.path)).rstrip("/")
@@ -152,7 +152,7 @@ _TABLE_READERS = {  # format: what its reader needs
 }
 
 
-def _check_table_format(root: str, cfg: JobConfig) -> None:
+def check_table_format(root: str, cfg: JobConfig) -> None:
     """InputError when a local input folder is a Delta Lake, Apache Hudi or Iceberg table read as plain files
     (:func:`table_format`): Spark would read the rows of earlier versions too, or (Iceberg's data/ folder) say
     it finds no table, where recursiveFileLookup would read every version."""
@@ -170,11 +170,11 @@ def _check_table_format(root: str, cfg: JobConfig) -> None:
 
 
 CSV_SAMPLE_BYTES = 1 << 18
-"""Bytes of a CSV file's start that :func:`_check_csv_quoting` reads."""
+"""Bytes of a CSV file's start that :func:`check_csv_quoting` reads."""
 
 
 CSV_SAMPLED_FILES = 3
-"""Files of a local CSV input that :func:`_check_csv_quoting` reads the start of."""
+"""Files of a local CSV input that :func:`check_csv_quoting` reads the start of."""
 
 
 def _quoting_checks(options: Mapping[str, Any]) -> tuple[bool, bool]:
@@ -238,7 +238,7 @@ def csv_quoting_problems(data: bytes, options: Mapping[str, Any], option_key: st
     return found
 
 
-def _check_csv_quoting(cfg: JobConfig) -> None:
+def check_csv_quoting(cfg: JobConfig) -> None:
     """InputError when the start of a local CSV input's first ``CSV_SAMPLED_FILES`` files shows quoting that
     Spark's reader would read into wrong values (:func:`csv_quoting_problems`)."""
     if cfg.input.format != "csv" or not any(_quoting_checks(cfg.input.options)):
@@ -259,7 +259,7 @@ def _check_csv_quoting(cfg: JobConfig) -> None:
                              + ". Nothing was read.")
 
 
-def _check_temporary_files(paths: Sequence[str], cfg: JobConfig) -> None:
+def check_temporary_files(paths: Sequence[str], cfg: JobConfig) -> None:
     """InputError when a local input holds a data file under a temporary name (a writer still writing, which
     renames it when done): Spark would read its rows with the rest, partial, and the same rows again once it is
     renamed. Files the reader's ``pathGlobFilter`` leaves out are not looked at."""
@@ -310,7 +310,7 @@ def stray_file_hint(cfg: JobConfig, path: str) -> str:
             f"input.options: {{pathGlobFilter: '{names_glob(kinds[top])}'}} so Spark reads only the files named so.")
 
 
-def _first_line(e: BaseException) -> str:
+def first_line(e: BaseException) -> str:
     text = str(e).strip().splitlines()
     return text[0][:400] if text else type(e).__name__
 

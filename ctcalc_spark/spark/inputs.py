@@ -33,18 +33,18 @@ from ctcalc_spark.spark.files import (
 )
 from ctcalc_spark.spark.input_hints import (
     MAX_HEADER_FILES,
-    _check_csv_quoting,
-    _check_output_outside,
-    _check_table_format,
-    _check_temporary_files,
-    _columns_in_some_files,
-    _first_line,
-    _no_data_files_hint,
+    check_csv_quoting,
+    check_output_outside,
+    check_table_format,
+    check_temporary_files,
+    columns_in_some_files,
     csv_header_checked,
     csv_sep,
+    first_line,
     foreign_file_error,
     local_input_files,
     missing_source_hint,
+    no_data_files_hint,
     plain_file_path,
     unreadable_file_error,
 )
@@ -397,7 +397,7 @@ def _model_tables(spark: SparkSession, cfg: JobConfig, days: Sequence[str] | Non
     except Exception as e:  # noqa: BLE001 - AnalysisException: one line naming each path's types
         types = "; ".join(f"{name}: " + ", ".join(f"{n} {t}" for n, t in f.dtypes if n in wanted)
                           for (name, _), f in zip(path_inputs(cfg), frames))
-        raise InputError(f"The tables of input.model_paths cannot be read as one: {_first_line(e).rstrip('.')}. "
+        raise InputError(f"The tables of input.model_paths cannot be read as one: {first_line(e).rstrip('.')}. "
                          f"Their column types: {types}. Write the same types in each (e.g. the label as an integer "
                          "everywhere).") from None
     return out
@@ -424,12 +424,12 @@ def load_input(spark: SparkSession, cfg: JobConfig, days: Sequence[str] | None =
             root = absolute(str(cfg.input.path))
             day_paths = _day_folders(root, cfg.columns.ds, days, cfg.columns.ds_format)
             if day_paths is None:
-                _check_output_outside(root, cfg)
-            _check_table_format(root, cfg)
-            _check_temporary_files(day_paths or [root], cfg)
+                check_output_outside(root, cfg)
+            check_table_format(root, cfg)
+            check_temporary_files(day_paths or [root], cfg)
             if is_local(root):
                 check_folder_links(root, day_paths or [root])
-            _check_csv_quoting(cfg)
+            check_csv_quoting(cfg)
             with _listing_on_driver(spark, is_local(root)):
                 literal = [literal_path(p) for p in day_paths or []]
                 df = reader.option("basePath", root).load(literal) if day_paths else reader.load(literal_path(root))
@@ -450,9 +450,9 @@ def load_input(spark: SparkSession, cfg: JobConfig, days: Sequence[str] | None =
         if "FLOAT16" in str(e):
             hint = _float16_hint(cfg)
         if "UNABLE_TO_INFER_SCHEMA" in str(e) and not cfg.input.table:
-            hint = _no_data_files_hint(str(cfg.input.path)) or hint
+            hint = no_data_files_hint(str(cfg.input.path)) or hint
         java = java_root_cause(e)
-        cause = java[0] if java is not None else _first_line(e)
+        cause = java[0] if java is not None else first_line(e)
         line = f"Cannot read the evaluation table {where!r}: {cause.rstrip('.')}.{hint}"
         raise (unreadable_file_error(e, cfg) or InputError(line)) from None
     return nested_columns(df, source_columns(cfg))
@@ -632,7 +632,7 @@ def read_input(spark: SparkSession, cfg: JobConfig, days: Sequence[str] | None =
         check_columns(df.columns, required_columns(cfg), structs, keys=column_keys(cfg),
                       reader_sep=csv_sep(cfg.input.options))
     except InputError as e:
-        spread = _columns_in_some_files(cfg, [n for n in required_columns(cfg) if n not in df.columns])
+        spread = columns_in_some_files(cfg, [n for n in required_columns(cfg) if n not in df.columns])
         raise (InputError(f"{e} {spread}") if spread else e) from None
     check_column_types(dict(df.dtypes), cfg)
     if cfg.columns.ds is None:
