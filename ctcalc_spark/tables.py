@@ -559,8 +559,8 @@ def _read_delta(t: DeltaTable, columns: Sequence[str], conds: Mapping[str, Seque
 
     delta-rs reads them (``QueryBuilder``, its DataFusion engine; conditions on partition columns select the files
     before any is opened). Not ``to_pyarrow_dataset()``: that reads through a Python file system from Arrow's
-    threads, and a process that had read a table so aborted at exit in 21 of 610 runs here ('terminate called
-    without an active exception': an Arrow thread asking for the GIL as Python shut down)."""
+    threads, and a process that had read a table so could abort as Python exited ('terminate called without an
+    active exception'; docs/storage.md#reading-the-outputs, bench/bench_exit_abort.py)."""
     import pyarrow as pa
     from deltalake import QueryBuilder
 

@@ -217,5 +217,4 @@ def test_kill_9_of_a_stream_never_loses_or_doubles_a_batch(tmp_path):
         reader.join()
     assert problems == [], (kills, problems[:5])
     # the same rows; floats to 1e-12, not bit for bit: after a kill a window's sums may be added in another order
-    # (one run differed from the uninterrupted one in the last bit of 1 of 18 calibration values)
     assert_same_rows(metrics(out), want, STREAM_KEYS)
