@@ -42,7 +42,9 @@ def test_a_run_replaces_exactly_its_days_in_one_commit_per_table(tmp_path):
     assert got.loc[got["ds"] == "2026-11-14", "value"].tolist() == [1.0, 2.0, 3.0, 4.0]
     assert list(store.read("metrics", days=["2026-11-15"]).columns) == ["model", "run", "value", "n", "ds"]
     history = DeltaTable(str(tmp_path / "out" / "metrics")).history()
-    assert [h["version"] for h in history] == [1, 0]  # one commit per run
+    assert [h["version"] for h in history] == [2, 1, 0]  # one commit per run, after the table's creation
+    assert history[2]["operation"] == "CREATE TABLE"
+    assert DeltaTable(str(tmp_path / "out" / "metrics")).metadata().configuration == {"ctcalc.table": "metrics"}
     assert history[0][RUN_ID] == second.run_id and history[0]["job"] == "evaluate" and history[0]["days"] == "2026-11-15"
     assert store.check_days() == ["ds=2026-11-15: summaries by " + first.run_id + ", metrics by " + second.run_id]
     with pytest.raises(InputError, match=r"ds=2026-11-15: summaries by .*Evaluate those days again \(`ctcalc "
@@ -165,11 +167,11 @@ def test_outputs_read_as_of_an_earlier_version_or_time(tmp_path):
     between = dt.datetime.now(dt.timezone.utc)
     store.transaction("evaluate").write_all([("summaries", _rows(["2026-11-15"], 5.0), TYPES),
                                              ("metrics", _rows(["2026-11-15", "2026-11-16"], 5.0), TYPES)])
-    old = OutputStore(store.output, as_of=0)
+    old = OutputStore(store.output, as_of=1)  # version 0 creates the table
     assert old.read("metrics")["value"].tolist() == [1.0, 2.0, 3.0, 4.0]
     assert old.read("summaries")["value"].tolist() == [1.0, 2.0, 3.0, 4.0]  # the same moment in every table
     assert OutputStore(store.output, as_of=between).days("metrics") == ["2026-11-15"]
-    assert OutputStore(store.output, as_of=1).days("metrics") == ["2026-11-15", "2026-11-16"]
+    assert OutputStore(store.output, as_of=2).days("metrics") == ["2026-11-15", "2026-11-16"]
     with pytest.raises(ConfigError, match=r"has no version 7 .*ctcalc tables history"):
         OutputStore(store.output, as_of=7).read("metrics")
     with pytest.raises(ConfigError, match="cannot be written"):
