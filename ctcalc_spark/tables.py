@@ -77,6 +77,10 @@ _LEGACY_WRITER = {2: {"appendOnly", "invariants"}, 3: {"checkConstraints"}, 4: {
 """The features a legacy minWriterVersion (below 7) implies, added one version after the other."""
 _DATA_FILE = re.compile(r"^part-\d{5}-[0-9a-f]{8}(-[0-9a-f]{4}){3}-[0-9a-f]{12}-c000(\.\w+)*\.parquet$")
 """The name deltalake gives the data files it writes (a run's files before its first commit look like this)."""
+MID_WRITE_WAIT_S = 3.0
+"""How long a reader waits for days that a run is committing to become whole."""
+LIVE_GAP_S = 600.0
+"""Days still mixed whose newest commit is younger than this are a live run's (see OutputStore.require_one_run)."""
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 
 
@@ -365,19 +369,55 @@ class OutputStore:
 
     def require_one_run(self, days: Sequence[str] | None = None,
                         tables: Sequence[str] = ("summaries", "metrics")) -> None:
-        """InputError when :meth:`check_days` finds days whose tables come from different runs: a reader would
-        combine them without knowing. The way out is to evaluate those days again."""
+        """Wait out a live run's commits, then fail when :meth:`check_days` still finds days whose tables come from
+        different runs: a reader would combine them without knowing.
+
+        A run commits its tables one after the other within moments (its work is done before its first commit),
+        so days still mixed after :data:`MID_WRITE_WAIT_S` whose newest commit is younger than
+        :data:`LIVE_GAP_S` are a run that is writing now (RunInProgressError, exit 1: run the reader again);
+        older, a run stopped between its commits (InputError, exit 4: evaluate those days again)."""
+        import time
+
         mixed = self._mixed_runs(days, tables)
+        waited = 0.0
+        while mixed and waited < MID_WRITE_WAIT_S:
+            time.sleep(0.2)
+            waited += 0.2
+            mixed = self._mixed_runs(days, tables)
         if not mixed:
             return
         problems, bad = _mixed_lines(mixed), list(mixed)
         from ctcalc_spark.core.windows import day_runs
 
+        age = self._newest_commit_age(bad, tables)
+        shown = f"The {' and '.join(tables)} of {len(bad)} day(s) under {self.root!r} were written by different runs " \
+                f"({listed(problems, 3, '; ')})"
+        if age is not None and age < LIVE_GAP_S:
+            raise RunInProgressError(
+                f"{shown}: a run is committing those days now (its latest commit {age:.0f} s ago). Run this command "
+                "again once that run has ended; its days are then whole.")
         raise InputError(
-            f"The {' and '.join(tables)} of {len(bad)} day(s) under {self.root!r} were written by different runs "
-            f"({listed(problems, 3, '; ')}): a run stopped between its commits, or two runs' rows. Evaluate those "
+            f"{shown}: a run stopped between its commits, or two runs' rows. Evaluate those "
             f"days again (`ctcalc evaluate --ds {day_runs(bad, shown=len(bad)).replace(', ', ',')}`), which "
             "replaces each day whole, then run this command again.")
+
+    def _newest_commit_age(self, days: Sequence[str], tables: Sequence[str]) -> float | None:
+        """Seconds since the newest commit of ``tables`` that wrote one of ``days`` (None: none says)."""
+        import time
+
+        newest = None
+        for table in tables:
+            if not self._is_delta(table) or self.as_of is not None:
+                continue
+            for entry in self.history(table, 50):
+                try:
+                    written = set(_days_of(entry["days"])) if "days" in entry else set()
+                except ConfigError:
+                    continue
+                if written & set(days):
+                    newest = max(newest or 0, int(entry["timestamp"]))
+                    break
+        return None if newest is None else max(0.0, time.time() - newest / 1000)
 
     def history(self, table: str, limit: int | None = None) -> list[dict[str, Any]]:
         """A path table's commits, newest first (version, timestamp, operation, run_id, job, days)."""
@@ -698,8 +738,6 @@ class Transaction:
                     names = [f.name for f in before.schema().fields]
                     rows = _query(before, f"SELECT {', '.join(map(_sql_name, names))} FROM t"
                                   + (f" WHERE {plan.predicate}" if plan.predicate else " WHERE FALSE"))
-                    rows = rows.cast(before.schema().to_arrow()) if rows.num_rows else \
-                        before.schema().to_arrow().empty_table()
                     mine = DeltaTable(plan.loc, version=plan.version, storage_options=self.store.storage_options)
                     write_deltalake(mine, rows, mode="overwrite", predicate=plan.predicate or "TRUE",
                                     schema_mode="merge", storage_options=self.store.storage_options,
@@ -892,7 +930,7 @@ def vacuum(store: OutputStore, retention_hours: int, apply: bool) -> dict[str, l
         if t is not None:
             with _named_errors(table, store.location(table), t.version(), writing=apply):
                 out[table] = t.vacuum(retention_hours=retention_hours, dry_run=not apply,
-                                      enforce_retention_duration=False)
+                                      enforce_retention_duration=False, full=True)  # full: files no commit named
     return out
 
 
@@ -992,6 +1030,14 @@ def _days_of(text: str) -> list[str]:
         lo, _, hi = part.strip().partition("..")
         out += Window(lo, hi or lo, part).days() if lo else []
     return out
+
+
+def wrote_day(entry: Mapping[str, Any], day: str) -> bool:
+    """Whether the commit ``entry`` (one of ``DeltaTable.history()``) names ``day`` among the days it wrote."""
+    try:
+        return "days" in entry and str(day) in _days_of(entry["days"])
+    except ConfigError:
+        return False
 
 
 def _version_ms(location: str, version: int, storage_options: dict[str, str] | None) -> int:

@@ -14,6 +14,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "tables in place")
     add_config_arguments(parser, ds=False)
     parser.add_argument("--table", help="history: only this table (default: metrics and summaries)")
+    parser.add_argument("--ds", metavar="DAY", help="history: only the commits that wrote this day (a replaced day "
+                                                  "stays readable with `ctcalc report --as-of VERSION` until a "
+                                                  "vacuum removes its files)")
     parser.add_argument("--limit", type=int, default=10, help="history: the latest N commits per table (default 10)")
     parser.add_argument("--retention-hours", type=int, default=168,
                         help="vacuum: keep files a version of the last N hours references, so that readers and "
@@ -46,8 +49,12 @@ def run(args: argparse.Namespace) -> int:
             print(f"{table}: {verb} {len(files)} file(s) no version of the last {args.retention_hours} h references")
         return 0
     tables = [args.table] if args.table else ["metrics", "summaries"]
+    from ctcalc_spark.tables import wrote_day
+
     for table in tables:
-        entries = store.history(table, args.limit)
+        entries = store.history(table, None if args.ds else args.limit)
+        if args.ds:
+            entries = [e for e in entries if wrote_day(e, args.ds)][:args.limit]
         print(f"{table} ({store.location(table)}): {len(entries)} latest commit(s)" if entries
               else f"{table}: no table at {store.location(table)}")
         for e in entries:
