@@ -2,19 +2,19 @@
 catalog tables (``output.database`` / ``output.tables``, through Spark's own writers).
 
 A run replaces the partitions it computed with **one Delta commit per table** (``overwrite`` with a predicate
-on the partition columns), every row carrying the run's ``run_id``, which the commit's metadata names too.
-Delta gives what a reader and a scheduler need:
+on the partition columns), every row carrying the run's ``run_id``, which the commit's metadata names too. A table
+ctcalc creates carries the property ``ctcalc.table=<table>``; ctcalc writes no other table.
 
-* a reader sees each table before or after a commit, never a partition half-replaced or missing;
-* runs on different days commit side by side; two live runs of one day conflict: each run pins the version of
-  every table as it starts, so the one that commits second finds the other's commit on its days and stops
-  with :class:`~ctcalc_spark.errors.ConcurrentRunError`, having written nothing (its tables are written in one
-  order, so it fails at its first);
-* a killed run leaves at most data files no commit references (``ctcalc tables vacuum`` removes them).
+For other writers a run's tables behave as one commit (docs/storage.md#how-a-run-replaces-partitions): a run pins
+every table's version as it starts; before its first commit it checks every table (ctcalc's, writable by this
+deltalake, no other run's commit on its days since the pin) and stops having written nothing; a commit refused
+after its earlier ones landed is followed by commits that put back the rows those replaced. So a run that fails
+changes nothing, and one that succeeds keeps its rows until a later successful run replaces them.
 
-A run's tables are committed one after the other, so a run killed between two commits leaves a day whose
-summaries and metrics come from different runs. :meth:`OutputStore.check_days` finds such days by their
-``run_id``; the commands that read the tables together check it.
+Readers see each table before or after a commit. Between a run's commits a day's summaries and metrics come from
+different runs: :meth:`OutputStore.require_one_run` waits such days out, then tells a live run (exit 1) from one
+stopped between its commits (exit 4). Every deltalake or Arrow failure is one line naming the table, the version
+and the cause (:func:`delta_failure`).
 """
 from __future__ import annotations
 
@@ -932,6 +932,31 @@ def vacuum(store: OutputStore, retention_hours: int, apply: bool) -> dict[str, l
                 out[table] = t.vacuum(retention_hours=retention_hours, dry_run=not apply,
                                       enforce_retention_duration=False, full=True)  # full: files no commit named
     return out
+
+
+def restore_days(store: OutputStore, days: Sequence[str], as_of: int | dt.datetime) -> Transaction:
+    """Write the ``days`` of the day-partitioned tables (summaries, calibrated_exact, metrics) back as they were
+    ``as_of`` (a version of the metrics table, or a time), as one run; its transaction. A replaced day's files
+    stay until a vacuum removes them: after that the read says which file is missing."""
+    old = OutputStore(store.output, as_of=as_of)
+    items: list[tuple[str, pd.DataFrame, Mapping[str, str] | None]] = []
+    for table in ("summaries", "calibrated_exact", "metrics"):
+        t = old.delta(table)
+        if t is None:
+            continue
+        frame = old.read(table, days=days)
+        if frame.empty:
+            continue
+        kinds = {f.name: str(getattr(f.type, "type", "string")) for f in t.schema().fields if f.name != RUN_ID}
+        types = {n: {"integer": "long", "float": "double"}.get(k, k) for n, k in kinds.items()}
+        items.append((table, frame, {n: (k if k in ("string", "long", "double", "boolean") else "string")
+                                     for n, k in types.items()}))
+    if not items:
+        raise InputError(f"No rows of ds={_day_text(list(days))} under {store.root!r} as of {as_of}: nothing to "
+                         "restore (`ctcalc tables history --ds DAY` lists the versions that wrote a day).")
+    tx = store.transaction("restore")
+    tx.write_all(items, metadata={"restored_from": str(as_of)})
+    return tx
 
 
 def convert_layout(store: OutputStore) -> list[str]:

@@ -702,3 +702,24 @@ def test_tables_history_lists_the_commits_of_one_day(tmp_path, capsys):
                  "--set", f"output.path={tmp_path / 'out'}"]) == 0
     out = capsys.readouterr().out
     assert runs[0].run_id in out and runs[2].run_id in out and runs[1].run_id not in out, out
+
+
+def test_a_replaced_day_is_restored_from_a_past_version_until_a_vacuum(tmp_path, capsys):
+    from ctcalc_spark.cli.main import main
+
+    store = _store(tmp_path)
+    first, second = store.transaction("evaluate"), store.transaction("evaluate")
+    first.write_all(_pair(["2026-11-15", "2026-11-16"], 1.0))
+    second.write_all(_pair(["2026-11-15"], 5.0))
+    argv = ["--set", f"output.path={tmp_path / 'out'}"]
+    assert main(["tables", "restore", "--ds", "2026-11-15", "--as-of", "1", *argv]) == 0
+    assert "restored ds=2026-11-15 as of 1" in capsys.readouterr().out
+    for table in ("summaries", "metrics"):
+        assert sorted(store.read(table, days=["2026-11-15"])["value"]) == [1.0, 2.0, 3.0, 4.0], table
+    assert store.runs("summaries")["2026-11-15"] == store.runs("metrics")["2026-11-15"] != [first.run_id]
+    assert store.runs("metrics")["2026-11-16"] == [first.run_id]
+    store.require_one_run()
+    assert main(["tables", "vacuum", *argv, "--retention-hours", "0", "--apply"]) == 0
+    capsys.readouterr()
+    assert main(["tables", "restore", "--ds", "2026-11-15", "--as-of", "2", *argv]) == 4
+    assert "is missing" in capsys.readouterr().err
