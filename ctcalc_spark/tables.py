@@ -742,11 +742,11 @@ class Transaction:
                     write_deltalake(mine, rows, mode="overwrite", predicate=plan.predicate or "TRUE",
                                     schema_mode="merge", storage_options=self.store.storage_options,
                                     commit_properties=CommitProperties(custom_metadata=meta))
-                said.append(f"its {plan.table} commit (version {plan.version}) was undone")
+                said.append(f"its {plan.table} commit (version {plan.version}) is undone")
             except Exception as e:  # noqa: BLE001 - a later run's commit on these days: its rows stand
-                said.append(f"its {plan.table} commit (version {plan.version}) was not undone ({_first_line(e)}): "
+                said.append(f"its {plan.table} commit (version {plan.version}) is not undone ({_first_line(e)}): "
                             "a later run's commit of those days stands over it")
-        return "This run " + "; ".join(said) + "."
+        return "Of this run's commits, " + "; ".join(said) + "."
 
     def _overtaken(self, table: str, loc: str, days: Sequence[str] | None, why: str) -> ConcurrentRunError:
         shown = f" ds={_day_text(days)}" if days else ""

@@ -408,7 +408,7 @@ def test_a_run_refused_after_its_first_commit_puts_back_what_it_replaced(tmp_pat
             c._commit(c_plans[1])  # C's metrics land after B's checks
 
     monkeypatch.setattr(Transaction, "_check", check)
-    with pytest.raises(ConcurrentRunError, match=r"of the metrics table .* its summaries commit \(version 2\) was "
+    with pytest.raises(ConcurrentRunError, match=r"of the metrics table .* its summaries commit \(version 2\) is "
                                                  r"undone"):
         b.write_all(_pair(days, 9.0))
     for table in ("summaries", "metrics"):
