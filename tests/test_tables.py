@@ -727,3 +727,82 @@ def test_a_replaced_day_is_restored_from_a_past_version_until_a_vacuum(tmp_path,
     capsys.readouterr()
     assert main(["tables", "restore", "--ds", "2026-11-15", "--as-of", "2", *argv]) == 4
     assert "is missing" in capsys.readouterr().err
+
+
+_GAP_HOOK = '''
+import os
+if os.environ.get("CTCALC_TEST_GAP"):
+    import time
+    from pathlib import Path
+
+    import ctcalc_spark.tables as tables
+
+    real = tables.Transaction._commit
+
+    def _commit(self, plan):
+        real(self, plan)
+        if plan.table == "summaries":  # hold the run between its summaries and its metrics commits
+            gap = Path(os.environ["CTCALC_TEST_GAP"])
+            (gap / "in").touch()
+            while not (gap / "go").exists():
+                time.sleep(0.05)
+
+    tables.Transaction._commit = _commit
+'''
+
+
+def test_the_straddle_through_the_cli_two_evaluate_processes(tmp_path):
+    """`ctcalc evaluate` C of days 19-21 is held between its summaries and metrics commits (a sitecustomize hook in
+    its process); `ctcalc evaluate` B of days 19-20 starts then, pins its tables and scans; C then commits its
+    metrics and exits 0. B exits 1 having written nothing, and every day's summaries and metrics are C's."""
+    import os
+    import subprocess
+    import sys
+    import time
+
+    from ctcalc_spark.demo import generate_demo_eval
+
+    generate_demo_eval(n_examples_per_day=400, n_runs=2, n_days=3, start_ds="2026-11-19").to_parquet(
+        tmp_path / "eval", partition_cols=["ds"], index=False)
+    hook = tmp_path / "hook"
+    hook.mkdir()
+    (hook / "sitecustomize.py").write_text(_GAP_HOOK)
+    gap = tmp_path / "gap"
+    gap.mkdir()
+    repo = Path(__file__).resolve().parents[1]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(hook), str(repo), os.environ.get("PYTHONPATH", "")])}
+    common = ["--set", f"input.path={tmp_path / 'eval'}", "--set", f"output.path={tmp_path / 'out'}",
+              "--set", "split.bias_fraction=0.1", "--set", "split.salt=t"]
+
+    def start(days: str, **more: str) -> subprocess.Popen:
+        return subprocess.Popen([sys.executable, "-m", "ctcalc_spark.cli", "evaluate", "--ds", days, *common],
+                                cwd=tmp_path, env={**env, **more}, text=True, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE)
+
+    c = start("2026-11-19..2026-11-21", CTCALC_TEST_GAP=str(gap))
+    try:
+        deadline = time.monotonic() + 600
+        while not (gap / "in").exists():
+            assert c.poll() is None and time.monotonic() < deadline, c.communicate()
+            time.sleep(0.1)
+        b = start("2026-11-19..2026-11-20")
+        assert b.stderr is not None
+        seen = []
+        for line in b.stderr:  # B has pinned its tables when it says it scans
+            seen.append(line)
+            if "scanning" in line:
+                break
+        assert any("scanning" in line for line in seen), "".join(seen)
+    finally:
+        (gap / "go").touch()
+    c_out, c_err = c.communicate(timeout=600)
+    b_out, b_err = b.communicate(timeout=600)
+    assert c.returncode == 0, c_err[-3000:]
+    b_err = "".join(seen) + b_err
+    assert b.returncode == 1, b_err[-3000:]
+    assert "Another run committed ds=2026-11-19..2026-11-20 of the metrics table" in b_err, b_err[-3000:]
+    store = _store(tmp_path)
+    owners = {t: _owners(store, t) for t in ("summaries", "metrics")}
+    c_runs = owners["metrics"]["2026-11-21"]
+    assert len(c_runs) == 1
+    assert owners["summaries"] == owners["metrics"] == {d: c_runs for d in ("2026-11-19", "2026-11-20", "2026-11-21")}
