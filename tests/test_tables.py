@@ -499,8 +499,8 @@ def test_a_table_this_deltalake_cannot_write_is_refused_before_any_commit(tmp_pa
         "writerFeatures": ["rowTracking", "domainMetadata"]}}) + "\n")
     before = DeltaTable(str(tmp_path / "out" / "summaries")).version()
     with pytest.raises(TableFeatureError, match=r"^The metrics table '.*/out/metrics' needs the Delta table "
-                                                r"feature\(s\) domainMetadata, rowTracking, which deltalake 1\.\d+\.\d+ "
-                                                r"\(installed here\) cannot write"):
+                                                r"feature\(s\) domainMetadata, rowTracking, which deltalake "
+                                                r"1\.\d+\.\d+ \(installed here\) cannot write"):
         store.transaction("evaluate").write_all(_pair(["2026-11-15"], 5.0))
     assert TableFeatureError.exit_code == 5
     assert DeltaTable(str(tmp_path / "out" / "summaries")).version() == before
