@@ -95,6 +95,27 @@ class ConcurrentRunError(CtcalcError):
     exit_code = EXIT_RUNTIME
 
 
+class RunInProgressError(CtcalcError):
+    """A reader met days that a live run is writing (its tables committed one after the other, not all yet).
+    Exit 1: running the reader again once that run has ended reads them whole."""
+
+    exit_code = EXIT_RUNTIME
+
+
+class StorageError(CtcalcError):
+    """The output's storage failed while a table was written (a full disk): exit 1, a retry once it is mended
+    succeeds."""
+
+    exit_code = EXIT_RUNTIME
+
+
+class TableFeatureError(CtcalcError):
+    """An output table needs a Delta protocol or table feature the installed ``deltalake`` cannot read or write:
+    exit 5, as for a package too old."""
+
+    exit_code = EXIT_MISSING_DEPENDENCY
+
+
 # Optional imports -> the extra of ctcalc-spark that installs them. grpc, grpc_status, google.rpc and zstandard are
 # what a Spark Connect client needs besides pyspark's code: the `connect` extra's pyspark-client brings them.
 OPTIONAL_DEPENDENCIES = {

@@ -2,31 +2,41 @@
 catalog tables (``output.database`` / ``output.tables``, through Spark's own writers).
 
 A run replaces the partitions it computed with **one Delta commit per table** (``overwrite`` with a predicate
-on the partition columns), every row carrying the run's ``run_id``, which the commit's metadata names too.
-Delta gives what a reader and a scheduler need:
+on the partition columns), every row carrying the run's ``run_id``, which the commit's metadata names too. A table
+ctcalc creates carries the property ``ctcalc.table=<table>``; ctcalc writes no other table.
 
-* a reader sees each table before or after a commit, never a partition half-replaced or missing;
-* runs on different days commit side by side; two live runs of one day conflict: each run pins the version of
-  every table as it starts, so the one that commits second finds the other's commit on its days and stops
-  with :class:`~ctcalc_spark.errors.ConcurrentRunError`, having written nothing (its tables are written in one
-  order, so it fails at its first);
-* a killed run leaves at most data files no commit references (``ctcalc tables vacuum`` removes them).
+For other writers a run's tables behave as one commit (docs/storage.md#how-a-run-replaces-partitions): a run pins
+every table's version as it starts; before its first commit it checks every table (ctcalc's, writable by this
+deltalake, no other run's commit on its days since the pin) and stops having written nothing; a commit refused
+after its earlier ones landed is followed by commits that put back the rows those replaced. So a run that fails
+changes nothing, and one that succeeds keeps its rows until a later successful run replaces them.
 
-A run's tables are committed one after the other, so a run killed between two commits leaves a day whose
-summaries and metrics come from different runs. :meth:`OutputStore.check_days` finds such days by their
-``run_id``; the commands that read the tables together check it.
+Readers see each table before or after a commit. Between a run's commits a day's summaries and metrics come from
+different runs: :meth:`OutputStore.require_one_run` waits such days out, then tells a live run (exit 1) from one
+stopped between its commits (exit 4). Every deltalake or Arrow failure is one line naming the table, the version
+and the cause (:func:`delta_failure`).
 """
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import logging
 import os
 import re
 import uuid
-from typing import TYPE_CHECKING, Any, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Iterator, Mapping, Sequence
 
 from ctcalc_spark.config import JobConfig, OutputConfig
-from ctcalc_spark.errors import ConcurrentRunError, ConfigError, InputError, listed
+from ctcalc_spark.errors import (
+    ConcurrentRunError,
+    ConfigError,
+    CtcalcError,
+    InputError,
+    RunInProgressError,
+    StorageError,
+    TableFeatureError,
+    listed,
+)
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -53,6 +63,25 @@ RUN_ID = "run_id"
 JOB_TABLES = {"evaluate": ("summaries", "metrics", "calibrated_exact"), "rolling": ("rolling",)}
 """The tables each batch job writes (checked before its work)."""
 _PARTITION_VALUE = re.compile(r"^[A-Za-z0-9_.:+-]+$")
+MARK = "ctcalc.table"
+"""The Delta table property that marks a table as ctcalc's and names which one (``ctcalc.table=metrics``)."""
+_NO_ROWS = {"CREATE TABLE", "VACUUM START", "VACUUM END", "SET TBLPROPERTIES", "OPTIMIZE", "CHECKPOINT"}
+"""Operations of a commit that changes no row a reader sees."""
+WRITABLE_FEATURES = {"appendOnly", "invariants", "checkConstraints", "changeDataFeed", "generatedColumns",
+                     "columnMapping", "deletionVectors", "timestampNtz", "v2Checkpoint", "variantType",
+                     "variantType-preview"}
+"""The Delta writer features deltalake 1.6 writes tables with (tests/test_tables.py checks each one, and that it
+refuses the ones ctcalc refuses); any other makes ctcalc stop before its first commit."""
+_LEGACY_WRITER = {2: {"appendOnly", "invariants"}, 3: {"checkConstraints"}, 4: {"changeDataFeed", "generatedColumns"},
+                  5: {"columnMapping"}, 6: {"identityColumns"}}
+"""The features a legacy minWriterVersion (below 7) implies, added one version after the other."""
+_DATA_FILE = re.compile(r"^part-\d{5}-[0-9a-f]{8}(-[0-9a-f]{4}){3}-[0-9a-f]{12}-c000(\.\w+)*\.parquet$")
+"""The name deltalake gives the data files it writes (a run's files before its first commit look like this)."""
+MID_WRITE_WAIT_S = 3.0
+"""How long a reader waits for days that a run is committing to become whole."""
+LIVE_GAP_S = 600.0
+"""Days still mixed whose newest commit is younger than this are a live run's (see OutputStore.require_one_run)."""
+_ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 
 
 def new_run_id() -> str:
@@ -161,9 +190,11 @@ class OutputStore:
         if not found:
             self._check_layout(table)
             return None
-        if self.as_of is None:
-            return DeltaTable(loc, storage_options=self.storage_options)
-        return self._at(DeltaTable(loc, storage_options=self.storage_options), table)
+        with _named_errors(table, loc):
+            t = DeltaTable(loc, storage_options=self.storage_options)
+            if self.as_of is None:
+                return t
+            return self._at(t, table)
 
     def _at(self, table: DeltaTable, name: str) -> DeltaTable | None:
         """``table`` as of :attr:`as_of`: its latest version committed at or before that time (a version of the
@@ -195,7 +226,8 @@ class OutputStore:
             found = [r.asDict() for r in spark.table(name).select(*parts).distinct().collect()]
         else:
             t = self.delta(table)
-            found = [] if t is None else t.partitions()
+            with _named_errors(table, self.location(table), None if t is None else t.version()):
+                found = [] if t is None else t.partitions()
         return sorted(({k: str(p[k]) for k in parts} for p in found if all(p.get(k) is not None for k in parts)),
                       key=lambda p: tuple(p[k] for k in parts))
 
@@ -225,7 +257,8 @@ class OutputStore:
             have = [f.name for f in t.schema().fields]
             if columns is None:
                 columns = [n for n in have if with_run_id or n != RUN_ID]
-            frame = _read_delta(t, columns, conds)
+            with _named_errors(table, self.location(table), t.version()):
+                frame = _read_delta(t, columns, conds)
         if task is not None and table == "summaries" and not frame.empty:
             self._check_summary_rows(frame, task)
         return frame
@@ -297,12 +330,14 @@ class OutputStore:
         t = self.delta(table)
         if t is None:
             return {}
-        held = {p["ds"] for p in t.partitions()}
+        with _named_errors(table, self.location(table), t.version()):
+            held = {p["ds"] for p in t.partitions()}
+            history = t.history()
         wanted = held if days is None else held & {str(d) for d in days}
         out: dict[str, list[str]] = {}
-        for entry in t.history():
-            if entry["version"] > t.version() or str(entry.get("operation", "")).startswith("VACUUM"):
-                continue  # a later version than the one read (as_of), or a vacuum, which changes no row
+        for entry in history:
+            if entry["version"] > t.version() or str(entry.get("operation", "")) in _NO_ROWS:
+                continue  # a later version than the one read (as_of), or a commit that changes no row
             try:
                 written = _days_of(entry["days"]) if RUN_ID in entry and "days" in entry else None
             except ConfigError:
@@ -334,24 +369,61 @@ class OutputStore:
 
     def require_one_run(self, days: Sequence[str] | None = None,
                         tables: Sequence[str] = ("summaries", "metrics")) -> None:
-        """InputError when :meth:`check_days` finds days whose tables come from different runs: a reader would
-        combine them without knowing. The way out is to evaluate those days again."""
+        """Wait out a live run's commits, then fail when :meth:`check_days` still finds days whose tables come from
+        different runs: a reader would combine them without knowing.
+
+        A run commits its tables one after the other within moments (its work is done before its first commit),
+        so days still mixed after :data:`MID_WRITE_WAIT_S` whose newest commit is younger than
+        :data:`LIVE_GAP_S` are a run that is writing now (RunInProgressError, exit 1: run the reader again);
+        older, a run stopped between its commits (InputError, exit 4: evaluate those days again)."""
+        import time
+
         mixed = self._mixed_runs(days, tables)
+        waited = 0.0
+        while mixed and waited < MID_WRITE_WAIT_S:
+            time.sleep(0.2)
+            waited += 0.2
+            mixed = self._mixed_runs(days, tables)
         if not mixed:
             return
         problems, bad = _mixed_lines(mixed), list(mixed)
         from ctcalc_spark.core.windows import day_runs
 
+        age = self._newest_commit_age(bad, tables)
+        shown = f"The {' and '.join(tables)} of {len(bad)} day(s) under {self.root!r} were written by different runs " \
+                f"({listed(problems, 3, '; ')})"
+        if age is not None and age < LIVE_GAP_S:
+            raise RunInProgressError(
+                f"{shown}: a run is committing those days now (its latest commit {age:.0f} s ago). Run this command "
+                "again once that run has ended; its days are then whole.")
         raise InputError(
-            f"The {' and '.join(tables)} of {len(bad)} day(s) under {self.root!r} were written by different runs "
-            f"({listed(problems, 3, '; ')}): a run stopped between its commits, or two runs' rows. Evaluate those "
+            f"{shown}: a run stopped between its commits, or two runs' rows. Evaluate those "
             f"days again (`ctcalc evaluate --ds {day_runs(bad, shown=len(bad)).replace(', ', ',')}`), which "
             "replaces each day whole, then run this command again.")
+
+    def _newest_commit_age(self, days: Sequence[str], tables: Sequence[str]) -> float | None:
+        """Seconds since the newest commit of ``tables`` that wrote one of ``days`` (None: none says)."""
+        import time
+
+        newest = None
+        for table in tables:
+            if not self._is_delta(table) or self.as_of is not None:
+                continue
+            for entry in self.history(table, 50):
+                try:
+                    written = set(_days_of(entry["days"])) if "days" in entry else set()
+                except ConfigError:
+                    continue
+                if written & set(days):
+                    newest = max(newest or 0, int(entry["timestamp"]))
+                    break
+        return None if newest is None else max(0.0, time.time() - newest / 1000)
 
     def history(self, table: str, limit: int | None = None) -> list[dict[str, Any]]:
         """A path table's commits, newest first (version, timestamp, operation, run_id, job, days)."""
         t = self.delta(table) if self._is_delta(table) else None
-        return [] if t is None else t.history(limit)
+        with _named_errors(table, self.location(table)):
+            return [] if t is None else t.history(limit)
 
     # ---- checks before work ---------------------------------------------------------------------------
     def check_databases(self) -> None:
@@ -386,14 +458,19 @@ class OutputStore:
             if not self._is_delta(table):
                 continue
             if table in mine:
-                self.delta(table)  # reachable, a Delta table or none (else ConfigError: the earlier layout, ...)
+                t = self.delta(table)  # reachable, a Delta table or none (else ConfigError: the earlier layout, ...)
+                if t is not None:
+                    self._check_owned(table, t)
+                    _check_features(table, self.location(table), t)
             elif _is_local(self.root) and not os.path.isdir(os.path.join(_local(self.location(table)), "_delta_log")):
                 self._check_layout(table)  # another job's table: a folder look, no table load
         if task is not None:
             self._check_task(task)
 
     def _check_layout(self, table: str) -> None:
-        """ConfigError for a table folder in ctcalc's earlier layout (Parquet partition folders, no Delta log)."""
+        """ConfigError for a table folder in ctcalc's earlier layout (Parquet partition folders, no Delta log) or
+        one that is no table; a warning for the data files of a run killed before its first commit (no table's
+        rows: the first commit leaves them out, and ``ctcalc tables vacuum --apply`` removes them)."""
         if not _is_local(self.root):
             return
         folder = _local(self.location(table))
@@ -404,6 +481,11 @@ class OutputStore:
             return
         keys = PARTITIONS[table]
         if keys and all(e.startswith(f"{keys[0]}=") or e.startswith("ds=") for e in entries):
+            if _killed_first_run(folder):
+                log.warning("The %s folder %r holds data files of a run stopped before its first commit (no Delta "
+                            "log): they are no table's rows and are not read; the next commit leaves them out, and "
+                            "`ctcalc tables vacuum --apply` removes them.", table, folder)
+                return
             raise ConfigError(
                 f"output.path {self.output.path!r} holds the {table!r} table in ctcalc's earlier layout (Parquet "
                 f"partition folders without a Delta log). Convert the output once with `ctcalc tables convert "
@@ -411,6 +493,31 @@ class OutputStore:
         raise ConfigError(
             f"output.path {self.output.path!r} has a {table!r} folder that is not a Delta table (it holds "
             f"{listed([repr(e) for e in sorted(entries)], 3)}). Set output.path to a new folder, or move it aside.")
+
+    def _check_owned(self, table: str, t: DeltaTable) -> None:
+        """ConfigError when the Delta table ``t`` is not ctcalc's ``table``: it lacks the ``ctcalc.table`` property
+        (or names another table) and its shape is not ctcalc's. A table of ctcalc's shape without the property (one
+        written before ctcalc marked its tables) gets it, by a commit that changes no row."""
+        loc = self.location(table)
+        with _named_errors(table, loc, t.version()):
+            meta = t.metadata()
+            mark = (meta.configuration or {}).get(MARK)
+            if mark == table:
+                return
+            names = [f.name for f in t.schema().fields]
+            ours = mark is None and list(meta.partition_columns) == list(PARTITIONS[table]) and RUN_ID in names
+            if ours and table in ("metrics", "summaries"):
+                from ctcalc_spark.core.finalize import METRIC_TYPES, SUMMARY_TYPES, task_of_columns
+
+                ours = task_of_columns(names, METRIC_TYPES if table == "metrics" else SUMMARY_TYPES) is not None
+            if ours:
+                t.alter.set_table_properties({MARK: table}, raise_if_not_exists=False)
+                return
+        what = f"ctcalc's {mark} table" if mark else "a Delta table ctcalc did not write (no 'ctcalc.table' property" \
+            f", partitions {list(meta.partition_columns)}, {len(names)} columns)"
+        raise ConfigError(
+            f"The folder {loc!r} holds {what}, where this output's {table} table goes: ctcalc writes only its own "
+            f"tables. Set output.path to a folder of ctcalc's own, or move that table aside.")
 
     def _check_task(self, task: str) -> None:
         """ConfigError when the metrics or summaries table holds another task's columns."""
@@ -474,19 +581,38 @@ class Transaction:
                   app: tuple[str, int] | None = None, metadata: Mapping[str, str] | None = None) -> list[str]:
         """Write each (table, frame, types) in order, one commit each; returns their locations.
 
+        Every table is checked before the first commit: that it is ctcalc's, that this ``deltalake`` can write it,
+        and that no other run committed on this run's partitions since the pin. A commit refused after this
+        run's earlier ones landed (a run that committed in between) is followed by a commit of each earlier table
+        that puts back the rows it replaced: a run that fails leaves its partitions as they were.
+
         ``app``: (application id, version) recorded in each commit (Delta app transactions: a stream's batch id);
         a table whose version for that application was already at least ``version`` when it was pinned is not
         written again (a replayed batch). ``metadata``: more entries for each commit's metadata."""
         from ctcalc_spark.spark import interrupt
 
         self.pin(*(t for t, _, _ in items))
-        out = []
+        plans = []
+        for table, frame, types in items:
+            if types is None:
+                raise TypeError("A frame needs its column types.")
+            plans.append(self._plan(table, frame, types, app, metadata or {}))
         with interrupt.deferred():  # a signal lets the run's commits all finish (no day of two runs), then stops it
-            for table, frame, types in items:
-                if types is None:
-                    raise TypeError("A frame needs its column types.")
-                out.append(self._write_one(table, frame, types, app, metadata or {}))
-        return out
+            for plan in plans:
+                if plan.data is not None and plan.delta:
+                    self._check(plan)
+            done: list[_Plan] = []
+            for plan in plans:
+                if plan.data is None:
+                    continue
+                try:
+                    self._commit(plan)
+                except CtcalcError as e:
+                    if done:
+                        raise type(e)(f"{e} {self._undo(done)}") from None
+                    raise
+                done.append(plan)
+        return [p.loc for p in plans]
 
     def done_before(self, table: str, app: tuple[str, int]) -> bool:
         """Whether ``table`` held a commit of application ``app[0]`` at version ``app[1]`` or later when pinned."""
@@ -496,12 +622,15 @@ class Transaction:
             return False
         from deltalake import DeltaTable
 
-        t = DeltaTable(self.store.location(table), version=version, storage_options=self.store.storage_options)
-        done = t.transaction_version(app[0])
+        loc = self.store.location(table)
+        with _named_errors(table, loc, version):
+            done = DeltaTable(loc, version=version, storage_options=self.store.storage_options) \
+                .transaction_version(app[0])
         return done is not None and done >= app[1]
 
-    def _write_one(self, table: str, frame: pd.DataFrame, types: Mapping[str, str],
-                   app: tuple[str, int] | None, metadata: Mapping[str, str]) -> str:
+    def _plan(self, table: str, frame: pd.DataFrame, types: Mapping[str, str],
+              app: tuple[str, int] | None, metadata: Mapping[str, str]) -> _Plan:
+        """What one table's commit writes and replaces (``data`` None: nothing to write)."""
         store = self.store
         loc = store.location(table)
         parts = PARTITIONS[table]
@@ -511,40 +640,113 @@ class Transaction:
             if bad:
                 raise InputError(f"Partition value(s) {sorted(set(bad))[:5]} of {table} are not safe folder names "
                                  "(letters, digits and _ . : + - only).")
-        if frame.empty or (app is not None and store._is_delta(table) and self.done_before(table, app)):
-            return loc
+        plan = _Plan(table, loc, store._is_delta(table))
+        if frame.empty or (app is not None and plan.delta and self.done_before(table, app)):
+            return plan
         full = {**{k: v for k, v in types.items() if k not in parts}, RUN_ID: "string", **{p: "string" for p in parts}}
-        data = arrow_table(frame.assign(**{RUN_ID: self.run_id}), full)
-        if not store._is_delta(table):
-            _write_catalog(store._session(f"Writing {table}"), loc, data, parts, store.output)
-            return loc
+        plan.data = arrow_table(frame.assign(**{RUN_ID: self.run_id}), full)
+        plan.predicate = _predicate(values) if values is not None else None
+        plan.days = sorted(set(frame["ds"].astype(str))) if "ds" in frame and "ds" in parts else None
+        plan.meta = {RUN_ID: self.run_id, "job": self.job, **({"scope": self.scope} if self.scope else {}),
+                     **({"days": _day_text(plan.days)} if plan.days else {}), **metadata}
+        plan.app = app
+        return plan
+
+    def _check(self, plan: _Plan) -> None:
+        """Before this run's first commit: the table is ctcalc's, this deltalake can write it, and no other run
+        committed on this run's days since the pin (ConcurrentRunError: nothing written yet)."""
+        store, table = self.store, plan.table
+        t = store.delta(table)
+        if t is None:
+            return
+        store._check_owned(table, t)
+        _check_features(table, plan.loc, t)
+        plan.base = t.version()
+        pinned = self.versions.get(table)
+        if plan.days is None or pinned == plan.base:
+            return  # tables not partitioned by day: Delta's own conflict check at the commit
+        with _named_errors(table, plan.loc, plan.base):
+            entries = t.history(plan.base - (-1 if pinned is None else pinned))
+        for entry in entries:
+            if entry.get(RUN_ID) == self.run_id or str(entry.get("operation", "")) in _NO_ROWS:
+                continue
+            scope = entry.get("scope")
+            if scope is not None and self.scope is not None and scope != self.scope:
+                continue  # another window spec's partitions
+            try:
+                theirs = set(_days_of(entry["days"])) if "days" in entry else None
+            except ConfigError:
+                theirs = None
+            if theirs is None or theirs & set(plan.days):
+                by = entry.get(RUN_ID) or "a writer other than ctcalc"
+                raise self._overtaken(table, plan.loc, plan.days, f"version {entry['version']} by {by}")
+
+    def _commit(self, plan: _Plan) -> None:
+        store = self.store
+        if not plan.delta:
+            _write_catalog(store._session(f"Writing {plan.table}"), plan.loc, plan.data, PARTITIONS[plan.table],
+                           store.output)
+            return
         from deltalake import CommitProperties, DeltaTable, Transaction as AppTransaction, write_deltalake
         from deltalake.exceptions import CommitFailedError
 
-        days = sorted(set(frame["ds"].astype(str))) if "ds" in frame and "ds" in parts else None
-        meta = {RUN_ID: self.run_id, "job": self.job, **({"scope": self.scope} if self.scope else {}),
-                **({"days": _day_text(days)} if days else {}), **metadata}
-        props = CommitProperties(custom_metadata=meta,
-                                 app_transactions=None if app is None else [AppTransaction(app[0], app[1])])
-        version = self.versions.get(table)
-        if version is None and table in self.versions:  # no table when this run started: one may exist now
-            now = store.delta(table)
-            if now is not None:
-                theirs = sorted(set(store.runs(table, days)) if days else [])
-                if theirs:
-                    raise self._overtaken(table, loc, days, "the table was created by another run")
-                version = now.version()
-        target: str | DeltaTable = loc if version is None else DeltaTable(
-            loc, version=version, storage_options=store.storage_options)
-        try:
-            write_deltalake(target, data, mode="overwrite" if parts else "append", partition_by=list(parts) or None,
-                            predicate=_predicate(values) if values is not None else None, schema_mode="merge",
-                            storage_options=store.storage_options, commit_properties=props)
-        except CommitFailedError as e:
-            raise self._overtaken(table, loc, days, f"Delta said: {str(e).splitlines()[0]}") from None
-        except OSError as e:
-            raise ConfigError(f"Cannot write the {table} table {loc!r}: {e}") from None
-        return loc
+        if plan.base is None:
+            plan.base = self._create(plan)
+        props = CommitProperties(custom_metadata=plan.meta, app_transactions=None if plan.app is None else [
+            AppTransaction(plan.app[0], plan.app[1])])
+        parts = list(PARTITIONS[plan.table])
+        with _named_errors(plan.table, plan.loc, plan.base, writing=True):
+            try:
+                target = DeltaTable(plan.loc, version=plan.base, storage_options=store.storage_options)
+                write_deltalake(target, plan.data, mode="overwrite" if parts else "append",
+                                partition_by=parts or None, predicate=plan.predicate, schema_mode="merge",
+                                storage_options=store.storage_options, commit_properties=props)
+            except CommitFailedError as e:
+                raise self._overtaken(plan.table, plan.loc, plan.days, f"Delta said: {_first_line(e)}") from None
+            plan.version = _version_of(DeltaTable(plan.loc, storage_options=store.storage_options), self.run_id)
+
+    def _create(self, plan: _Plan) -> int:
+        """Create the table (version 0, no rows, marked ``ctcalc.table``) unless another run just did; its version."""
+        from deltalake import DeltaTable
+
+        store = self.store
+        with _named_errors(plan.table, plan.loc, None, writing=True):
+            try:
+                DeltaTable.create(self.store._openable(plan.loc), schema=plan.data.schema, mode="error",
+                                  partition_by=list(PARTITIONS[plan.table]) or None,
+                                  configuration={MARK: plan.table}, raise_if_key_not_exists=False,
+                                  storage_options=store.storage_options)
+            except Exception as e:  # noqa: BLE001 - another writer created it first: use theirs when it is ctcalc's
+                t = store.delta(plan.table)
+                if t is None:
+                    raise
+                log.debug("the %s table was created by another run: %s", plan.table, e)
+        self._check(plan)
+        return 0 if plan.base is None else plan.base
+
+    def _undo(self, done: Sequence[_Plan]) -> str:
+        """Put back, by one commit each, the rows the ``done`` commits of this run replaced; what happened, said."""
+        from deltalake import CommitProperties, DeltaTable, write_deltalake
+
+        said = []
+        for plan in reversed(done):
+            meta = {"job": self.job, "undoes": self.run_id, **({"days": _day_text(plan.days)} if plan.days else {}),
+                    **({"scope": self.scope} if self.scope else {})}
+            try:
+                with _named_errors(plan.table, plan.loc, plan.version, writing=True):
+                    before = DeltaTable(plan.loc, version=plan.base, storage_options=self.store.storage_options)
+                    names = [f.name for f in before.schema().fields]
+                    rows = _query(before, f"SELECT {', '.join(map(_sql_name, names))} FROM t"
+                                  + (f" WHERE {plan.predicate}" if plan.predicate else " WHERE FALSE"))
+                    mine = DeltaTable(plan.loc, version=plan.version, storage_options=self.store.storage_options)
+                    write_deltalake(mine, rows, mode="overwrite", predicate=plan.predicate or "TRUE",
+                                    schema_mode="merge", storage_options=self.store.storage_options,
+                                    commit_properties=CommitProperties(custom_metadata=meta))
+                said.append(f"its {plan.table} commit (version {plan.version}) is undone")
+            except Exception as e:  # noqa: BLE001 - a later run's commit on these days: its rows stand
+                said.append(f"its {plan.table} commit (version {plan.version}) is not undone ({_first_line(e)}): "
+                            "a later run's commit of those days stands over it")
+        return "Of this run's commits, " + "; ".join(said) + "."
 
     def _overtaken(self, table: str, loc: str, days: Sequence[str] | None, why: str) -> ConcurrentRunError:
         shown = f" ds={_day_text(days)}" if days else ""
@@ -554,6 +756,147 @@ class Transaction:
             f"day replaces it). ({why})")
 
 
+class _Plan:
+    """One table's commit of a run: where, what (Arrow ``data``, None: nothing), which partitions (``predicate``,
+    ``days``), the version it replaces (``base``) and the version it made."""
+
+    def __init__(self, table: str, loc: str, delta: bool) -> None:
+        self.table, self.loc, self.delta = table, loc, delta
+        self.data: pa.Table | None = None
+        self.predicate: str | None = None
+        self.days: list[str] | None = None
+        self.meta: dict[str, str] = {}
+        self.app: tuple[str, int] | None = None
+        self.base: int | None = None
+        self.version: int | None = None
+
+
+def _version_of(t: DeltaTable, run_id: str) -> int | None:
+    """The latest version of ``t`` that run ``run_id`` committed."""
+    for entry in t.history(20):
+        if entry.get(RUN_ID) == run_id:
+            return int(entry["version"])
+    return None
+
+
+def _query(t: DeltaTable, sql: str) -> pa.Table:
+    import pyarrow as pa
+    from deltalake import QueryBuilder
+
+    return pa.table(QueryBuilder().register("t", t).execute(sql))
+
+
+def _first_line(e: BaseException) -> str:
+    """The first line of ``e``'s text that says something, without colour codes or delta-rs's wrapper words."""
+    text = _ANSI.sub("", str(e))
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    line = lines[0] if lines else type(e).__name__
+    for noise in ("Kernel error: ", "Generic delta kernel error: ", "Generic DeltaTable error: ", "External error: "):
+        line = line.replace(noise, "")
+    return line[:300]
+
+
+def _newest_commit(loc: str) -> int | None:
+    """The version of the newest commit file of a local table's log (what a corrupt log is read up to)."""
+    folder = os.path.join(_local(loc), "_delta_log")
+    if not _is_local(loc) or not os.path.isdir(folder):
+        return None
+    found = [int(n[:20]) for n in os.listdir(folder) if re.match(r"^\d{20}\.json$", n)]
+    return max(found) if found else None
+
+
+def delta_failure(table: str, loc: str, error: BaseException, version: int | None = None,
+                  writing: bool = False) -> CtcalcError:
+    """The one-line error, by cause, for what deltalake or Arrow raised on the ``table`` at ``loc``."""
+    cause = _first_line(error)
+    low = cause.lower()
+    where = f"the {table} table {loc!r}"
+    if version is None and not writing:
+        version = _newest_commit(loc)
+    at = f" (version {version})" if version is not None else ""
+    feature = re.search(r"Feature '([^']+)' is not supported|table features required: \[([^\]]+)\]", cause)
+    if feature:
+        name = feature.group(1) or feature.group(2)
+        return _feature_error(table, loc, [name], reading=not writing)
+    if isinstance(error, PermissionError) or "permission denied" in low or "access denied" in low:
+        return ConfigError(f"Cannot {'write' if writing else 'read'} {where}{at}: permission denied ({cause}). Give "
+                           "this job read and write access to output.path (its _delta_log folder too).")
+    if "no space left" in low or "disk quota" in low or getattr(error, "errno", None) == 28:
+        return StorageError(f"Cannot write {where}{at}: the disk is full ({cause}). This run committed nothing "
+                            "there; free space (`ctcalc tables vacuum --apply` removes replaced files) and run it "
+                            "again.")
+    if "failed to fetch metadata for file" in low or "not found" in low and "object" in low:
+        return InputError(f"A data file of {where}{at} is missing ({cause}): deleted by hand, or removed by a vacuum "
+                          "while a version that needs it was read. Read a later version, or evaluate the days "
+                          "again.")
+    if "contiguous commit" in low or "gap" in low:
+        return InputError(f"The Delta log of {where} has a gap in its versions{at} ({cause}): a commit file was "
+                          "removed. Restore it from a backup, or move the table aside and evaluate its days again.")
+    if "checkpoint" in low or "footer" in low or "parquet" in low and "_delta_log" in low:
+        return InputError(f"A checkpoint of {where}{at} is corrupt ({cause}). Remove that checkpoint file and "
+                          "_delta_log/_last_checkpoint (the JSON commits still hold the table), then run again.")
+    if "json" in low or "parse" in low or "unexpected" in low or "eof" in low:
+        return InputError(f"A commit file of {where}{at} is corrupt or truncated ({cause}): a write to it stopped "
+                          "part way or it was edited. Restore the file, or remove the newest commit file if it is "
+                          "the broken one and evaluate its days again.")
+    return InputError(f"Cannot {'write' if writing else 'read'} {where}{at}: {cause}.")
+
+
+@contextlib.contextmanager
+def _named_errors(table: str, loc: str, version: int | None = None, writing: bool = False) -> Iterator[None]:
+    """deltalake's and Arrow's errors (and the operating system's) inside as :func:`delta_failure`'s one line."""
+    from deltalake.exceptions import CommitFailedError
+
+    try:
+        yield
+    except (CtcalcError, CommitFailedError, KeyboardInterrupt, SystemExit):
+        raise
+    except BaseException as e:  # noqa: BLE001 - deltalake raises its own, Arrow's and pyo3's panics (a BaseException)
+        kind = type(e)
+        if not (isinstance(e, OSError) or kind.__module__.split(".")[0] in ("deltalake", "_internal", "pyarrow",
+                                                                               "pyo3_runtime")
+                or kind.__name__ == "PanicException"):
+            raise
+        raise delta_failure(table, loc, e, version, writing) from None
+
+
+def _feature_error(table: str, loc: str, names: Sequence[str], reading: bool) -> TableFeatureError:
+    from deltalake import __version__ as have
+
+    what = "read" if reading else "write"
+    return TableFeatureError(
+        f"The {table} table {loc!r} needs the Delta table feature(s) {', '.join(sorted(names))}, which deltalake "
+        f"{have} (installed here) cannot {what}; no deltalake release up to {have} writes them. ctcalc changed "
+        "nothing. Turn the feature off where it was turned on (a platform's Spark: ALTER TABLE ... SET TBLPROPERTIES), "
+        "or give ctcalc its own output.path.")
+
+
+def _check_features(table: str, loc: str, t: DeltaTable) -> None:
+    """TableFeatureError when ``t``'s protocol asks for a writer version or feature this deltalake cannot write."""
+    from deltalake import __version__ as have
+
+    p = t.protocol()
+    if p.min_writer_version > 7 or p.min_reader_version > 3:
+        raise TableFeatureError(
+            f"The {table} table {loc!r} needs Delta protocol reader {p.min_reader_version} / writer "
+            f"{p.min_writer_version}, newer than deltalake {have} (installed here) knows (reader 3, writer 7). "
+            "ctcalc changed nothing; give ctcalc its own output.path.")
+    if p.min_writer_version >= 7:
+        needed = set(p.writer_features or ())
+    else:
+        needed = {f for v, fs in _LEGACY_WRITER.items() if v <= p.min_writer_version for f in fs}
+    unwritable = sorted(needed - WRITABLE_FEATURES)
+    if unwritable:
+        raise _feature_error(table, loc, unwritable, reading=False)
+
+
+def _killed_first_run(folder: str) -> bool:
+    """Whether every file under a table folder without a Delta log is a data file deltalake names (a first run
+    stopped before its first commit), not one of ctcalc's earlier layout."""
+    files = [n for _, _, names in os.walk(folder) for n in names if not n.startswith((".", "_"))]
+    return bool(files) and all(_DATA_FILE.match(n) for n in files)
+
+
 def _read_delta(t: DeltaTable, columns: Sequence[str], conds: Mapping[str, Sequence[str]]) -> pd.DataFrame:
     """``columns`` of the rows of Delta table ``t`` whose columns take one of ``conds``' values, as pandas.
 
@@ -561,24 +904,59 @@ def _read_delta(t: DeltaTable, columns: Sequence[str], conds: Mapping[str, Seque
     before any is opened). Not ``to_pyarrow_dataset()``: that reads through a Python file system from Arrow's
     threads, and a process that had read a table so could abort as Python exited ('terminate called without an
     active exception'; docs/storage.md#reading-the-outputs, bench/bench_exit_abort.py)."""
-    import pyarrow as pa
-    from deltalake import QueryBuilder
-
     terms = [f"{_sql_name(k)} IN ({', '.join(map(_sql_text, vs))})" if vs else "FALSE" for k, vs in conds.items()]
     sql = f"SELECT {', '.join(map(_sql_name, columns))} FROM t" + (f" WHERE {' AND '.join(terms)}" if terms else "")
-    return pa.table(QueryBuilder().register("t", t).execute(sql)).to_pandas()
+    return _query(t, sql).to_pandas()
 
 
 def vacuum(store: OutputStore, retention_hours: int, apply: bool) -> dict[str, list[str]]:
     """{table: data files no version younger than ``retention_hours`` references} of every path table: what a
-    killed run left and what replaced partitions left behind; removed only when ``apply``."""
+    killed run left (a first run's too, in a folder without a Delta log) and what replaced partitions left behind;
+    removed only when ``apply``."""
+    import time
+
     out = {}
     for table in PARTITIONS:
         t = store.delta(table) if store._is_delta(table) else None
+        folder = _local(store.location(table))
+        if t is None and _is_local(store.location(table)) and os.path.isdir(folder) and _killed_first_run(folder):
+            old = time.time() - retention_hours * 3600  # a first run writing now keeps its files
+            files = [os.path.join(d, n) for d, _, names in os.walk(folder) for n in names
+                     if _DATA_FILE.match(n) and os.path.getmtime(os.path.join(d, n)) <= old]
+            if apply:
+                for f in files:
+                    os.remove(f)
+            out[table] = files
         if t is not None:
-            out[table] = t.vacuum(retention_hours=retention_hours, dry_run=not apply,
-                                  enforce_retention_duration=False)
+            with _named_errors(table, store.location(table), t.version(), writing=apply):
+                out[table] = t.vacuum(retention_hours=retention_hours, dry_run=not apply,
+                                      enforce_retention_duration=False, full=True)  # full: files no commit named
     return out
+
+
+def restore_days(store: OutputStore, days: Sequence[str], as_of: int | dt.datetime) -> Transaction:
+    """Write the ``days`` of the day-partitioned tables (summaries, calibrated_exact, metrics) back as they were
+    ``as_of`` (a version of the metrics table, or a time), as one run; its transaction. A replaced day's files
+    stay until a vacuum removes them: after that the read says which file is missing."""
+    old = OutputStore(store.output, as_of=as_of)
+    items: list[tuple[str, pd.DataFrame, Mapping[str, str] | None]] = []
+    for table in ("summaries", "calibrated_exact", "metrics"):
+        t = old.delta(table)
+        if t is None:
+            continue
+        frame = old.read(table, days=days)
+        if frame.empty:
+            continue
+        kinds = {f.name: str(getattr(f.type, "type", "string")) for f in t.schema().fields if f.name != RUN_ID}
+        types = {n: {"integer": "long", "float": "double"}.get(k, k) for n, k in kinds.items()}
+        items.append((table, frame, {n: (k if k in ("string", "long", "double", "boolean") else "string")
+                                     for n, k in types.items()}))
+    if not items:
+        raise InputError(f"No rows of ds={_day_text(list(days))} under {store.root!r} as of {as_of}: nothing to "
+                         "restore (`ctcalc tables history --ds DAY` lists the versions that wrote a day).")
+    tx = store.transaction("restore")
+    tx.write_all(items, metadata={"restored_from": str(as_of)})
+    return tx
 
 
 def convert_layout(store: OutputStore) -> list[str]:
@@ -595,8 +973,8 @@ def convert_layout(store: OutputStore) -> list[str]:
     done = []
     for table, parts in PARTITIONS.items():
         folder = _local(store.location(table))
-        if not parts or not os.path.isdir(folder) or DeltaTable.is_deltatable(folder):
-            continue
+        if not parts or not os.path.isdir(folder) or DeltaTable.is_deltatable(folder) or _killed_first_run(folder):
+            continue  # a run stopped before its first commit: its files are no rows (`ctcalc tables vacuum`)
         for dirpath, dirnames, filenames in os.walk(folder, topdown=True):
             for name in list(dirnames):
                 if name.startswith((".", "_")):
@@ -609,6 +987,7 @@ def convert_layout(store: OutputStore) -> list[str]:
             continue
         convert_to_deltalake(folder, partition_by=Schema([Field(p, "string") for p in parts]),
                              partition_strategy="hive")
+        DeltaTable(folder).alter.set_table_properties({MARK: table}, raise_if_not_exists=False)  # ctcalc's own
         done.append(table)
     for name in ("_runs", "_commits"):
         shutil.rmtree(os.path.join(root, name), ignore_errors=True)
@@ -676,6 +1055,14 @@ def _days_of(text: str) -> list[str]:
         lo, _, hi = part.strip().partition("..")
         out += Window(lo, hi or lo, part).days() if lo else []
     return out
+
+
+def wrote_day(entry: Mapping[str, Any], day: str) -> bool:
+    """Whether the commit ``entry`` (one of ``DeltaTable.history()``) names ``day`` among the days it wrote."""
+    try:
+        return "days" in entry and str(day) in _days_of(entry["days"])
+    except ConfigError:
+        return False
 
 
 def _version_ms(location: str, version: int, storage_options: dict[str, str] | None) -> int:

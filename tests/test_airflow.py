@@ -33,16 +33,17 @@ BIN = Path(sys.executable).parent
 needs_airflow = pytest.mark.skipif(importlib.util.find_spec("airflow") is None,
                                    reason="Airflow is not installed (pip install -e '.[airflow]')")
 DAILY_GRAPH = {
-    "settings": ["drift_check", "evaluate", "maybe_score", "report", "rolling", "score", "wait_for_eval_partition",
-                 "wait_for_previous_window"],
+    "settings": ["drift_check", "evaluate", "maybe_score", "report", "rolling", "score", "vacuum",
+                 "wait_for_eval_partition", "wait_for_previous_window"],
     "wait_for_eval_partition": ["maybe_score"],
     "wait_for_previous_window": ["maybe_score"],
     "maybe_score": ["evaluate", "score"],
     "score": ["evaluate"],
     "evaluate": ["rolling"],
     "rolling": ["report"],
-    "report": ["drift_check"],
+    "report": ["drift_check", "vacuum"],
     "drift_check": [],
+    "vacuum": [],
 }
 # A secret-looking override that every job receives: no log and no stored rendered field may show it.
 SECRET = "jaas-" + secrets.token_hex(8)
@@ -1195,3 +1196,19 @@ def test_one_path_per_model_reaches_the_jobs_as_absolute_paths_and_waits_for_eac
     assert s["ready"] == {"mode": "marker", "marker": "/flags/2026-11-16.done"} and s["eval_partition"] is None
     sets = dict(a.split("=", 1) for a in s["overrides"])
     assert json.loads(sets["input.model_paths"]) == {"base": str(tmp_path / "base"), "cand": str(REPO / "scores/cand")}
+
+
+def test_the_daily_run_vacuums_its_output_with_the_retention_of_the_environment(monkeypatch):
+    from ctcalc_spark.errors import ConfigError
+    from ctcalc_spark.orchestration import tasks as orch
+
+    variables = {orch.VAR_CONFIG: "conf/demo.yaml", orch.VAR_OVERRIDES: json.dumps({"output.path": "/data/x"})}
+    s = orch.run_settings("2026-11-16", variables=variables, parse=_parse())
+    assert s["vacuum_args"][:7] == ["tables", "vacuum", "--apply", "--config", str(REPO / "conf/demo.yaml"),
+                                    "--retention-hours", "168"]
+    assert "output.path=/data/x" in s["vacuum_args"]
+    monkeypatch.setenv("CTCALC_VACUUM_RETENTION_HOURS", "24")
+    assert orch.run_settings("2026-11-16", variables=variables, parse=_parse())["vacuum_args"][6] == "24"
+    monkeypatch.setenv("CTCALC_VACUUM_RETENTION_HOURS", "a week")
+    with pytest.raises(ConfigError, match="CTCALC_VACUUM_RETENTION_HOURS must be a whole number"):
+        orch.run_settings("2026-11-16", variables=variables, parse=_parse())

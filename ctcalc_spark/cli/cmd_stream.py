@@ -49,7 +49,10 @@ def run(args: argparse.Namespace) -> int:
     signum = interrupt.received()
     if signum is not None:
         print(f"stopped by {interrupt.signal_name(signum)}")
-    print(batches_line(res.batches))  # each batch's own line is a progress line (stderr), as it ends
+    if signum is not None and not res.batches:  # stopped before a batch ended: files may be waiting
+        print("no batch ended before the stop; what landed since the last committed batch is read by the next run")
+    else:
+        print(batches_line(res.batches))  # each batch's own line is a progress line (stderr), as it ends
     for b in res.batches:
         for q in b["quarantined"]:
             print(f"  quarantined {q['file']}: {q['reason']}")

@@ -230,6 +230,25 @@ def daily_calibrated_eval(dag_file: str | None = None) -> Any:
             done.check_returncode()
             return str(args[args.index("--out") + 1])
 
+        @task(execution_timeout=dt.timedelta(seconds=S.report_timeout_s))
+        def vacuum(ti=None) -> None:  # type: ignore[no-untyped-def]
+            """`ctcalc tables vacuum --apply`: removes the files of replaced days that no version of the retention
+            (CTCALC_VACUUM_RETENTION_HOURS, default 168) references, so that the folders stop growing and readers of
+            them as plain Parquet stop counting replaced days. Nothing for catalog outputs."""
+            import shutil
+            import subprocess
+            import sys
+            from pathlib import Path
+
+            args = ti.xcom_pull(task_ids="settings", key="vacuum_args")  # pulled: arguments are stored unmasked
+            if not args:
+                print("catalog outputs: nothing to vacuum here")
+                return
+            exe = Path(sys.executable).with_name("ctcalc")
+            cmd = [str(exe) if exe.exists() else (shutil.which("ctcalc") or "ctcalc"), *args]
+            print("running:", " ".join(orch.redact_args(cmd)))
+            subprocess.run(cmd, cwd=ti.xcom_pull(task_ids="settings", key="project_dir"), check=True)
+
         @task
         def drift_check(rolling: dict, rolling_path: str, threshold: float,  # type: ignore[no-untyped-def]
                         callback: str | None, previous: dict, spark_conf: dict, ds=None) -> dict:
@@ -266,6 +285,9 @@ def daily_calibrated_eval(dag_file: str | None = None) -> Any:
         scored >> evaluate >> rolling
         reported = report()
         s >> reported
+        cleaned = vacuum()
+        s >> cleaned
+        reported >> cleaned
         rolling >> reported >> drift_check(s["rolling"], s["rolling_path"], s["bias_threshold"], s["drift_callback"],
                                            s["previous"], s["spark_conf"])
 

@@ -319,8 +319,16 @@ def run_settings(
     if callback and not _callable_spec_ok(str(callback)):
         raise ConfigError(f"{VAR_DRIFT_CALLBACK} must be 'package.module:function', got {callback!r}.")
     where = output_locations(cfg, output, ds)
+    retention = os.environ.get(ENV_PREFIX + "VACUUM_RETENTION_HOURS", "").strip() or "168"
+    if not retention.isdigit():
+        raise ConfigError(f"{ENV_PREFIX}VACUUM_RETENTION_HOURS must be a whole number of hours >= 0, got "
+                          f"{retention!r}.")
     return {
         "ds": ds,
+        # the DAG's last task removes replaced days' files older than the retention (docs/storage.md); none for
+        # catalog outputs, which their catalog's own tools look after
+        "vacuum_args": None if cfg.output.catalog else ["tables", "vacuum", "--apply", "--config", str(config),
+                                                        "--retention-hours", retention, *set_args],
         "data_interval": [str(v) for v in data_interval] if data_interval else None,
         "project_dir": str(project),
         "evaluate_app": submit_app(),  # the package's spark-submit entry point: the command comes first
