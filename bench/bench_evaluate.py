@@ -6,12 +6,12 @@ Generates N rows (models x runs x examples of one day) as Parquet, then times
 (a) a plain native Spark aggregation of vanilla log loss per (model, run, ds)
 and (b) the evaluate job's scan + driver finalisation that yields the full
 report (histogram summaries, calibrated log loss, AUC, NE, calibration),
-and prints rows/s for each, the scan alone (b without the driver's work), and the ratio b/a (target <= 1.3 on
-local[2]). It also times (f), the floor of any calibrated scan: (a) plus reading and hashing the example id
-for the val-bias split and grouping by (bin, label, split), with the one loss sum of (a) and no checks.
-It also prints the load average before and after: background load inflates (b) more than (a). Beside the
-wall-clock times it prints each query's executor CPU time (summed over its stages by Spark's status API on
-the local UI port), which background load disturbs less; the target is on wall-clock time.
+and prints rows/s for each, the scan alone (b without the driver's work), and the ratio b/a (target <= 1.15 on
+local[2], and (b)'s executor CPU within 1.2x (a)'s). It also times (f), the floor of any calibrated scan: (a) plus
+reading and hashing the example id for the val-bias split and grouping by (bin, label, split), with the one
+loss sum of (a) and no checks. It also prints the load average before and after: background load inflates (b)
+more than (a). Beside the wall-clock times it prints each query's executor CPU time (summed over its stages by
+Spark's status API on the local UI port), which background load disturbs less; the target is on wall-clock time.
 """
 from __future__ import annotations
 
@@ -84,7 +84,7 @@ class ExecutorCpu:
         self.base = f"http://127.0.0.1:{port}/api/v1/applications"
 
     def _get(self, url: str):  # type: ignore[no-untyped-def]
-        with urllib.request.urlopen(url, timeout=30) as r:
+        with urllib.request.urlopen(url, timeout=120) as r:  # the UI answers slowly on a busy machine
             return json.load(r)
 
     def total(self, max_polls: int = 150) -> float:
@@ -181,7 +181,8 @@ def main() -> int:
           f"decoding and finalising on the driver)")
     print(f"executor CPU time, median: (a) {ca:.2f} s, (f) {cf:.2f} s ({cf / ca:.2f}x), "
           f"(b) {cb:.2f} s ({cb / ca:.2f}x), scan alone {cs:.2f} s ({cs / ca:.2f}x); (b)'s driver work is not in it")
-    print(f"ratio b/a = {mb / ma:.2f}  (target <= 1.3); load average {load0[0]:.1f} at start, {os.getloadavg()[0]:.1f} at end")
+    print(f"ratio b/a = {mb / ma:.2f}  (target <= 1.15), executor CPU b/a = {cb / ca:.2f}  (target <= 1.2); "
+          f"load average {load0[0]:.1f} at start, {os.getloadavg()[0]:.1f} at end")
     spark.stop()
     return 0
 

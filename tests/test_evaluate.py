@@ -543,6 +543,27 @@ def test_text_days_with_a_time_after_them_are_the_day_as_written(spark, demo_con
                                   want.drop(columns=["run_id"], errors="ignore"), check_exact=True)
 
 
+def test_the_days_asked_for_skip_the_day_pattern_and_give_the_days_it_gives(spark, demo_config):
+    """A text day that is one of the days asked for is its own day without the per-row regular expression (it is
+    checked once, on the driver); every other text still goes through it, so each value gets the day it got
+    without the days."""
+    from ctcalc_spark.spark.inputs import _day_sql
+
+    values = ["2026-11-21", "2026-11-22", "2026-11-21 13:45:00", "2026-11-21T23:30:00-08:00", "2026-11-2",
+              " 2026-11-21", "2026-11-21x", "2026-13-01", "21.11.2026", "", None, "2026-11-23"]
+    frame = spark.createDataFrame([(v,) for v in values], "ds string")
+    cfg = demo_config()
+    plain = _day_sql(frame, cfg)
+    for days in (["2026-11-21"], ["2026-11-21", "2026-11-22"], [f"2026-{m:02d}-{d:02d}" for m in (10, 11) for d in
+                                                                 range(1, 31)]):
+        fast = _day_sql(frame, cfg, days)
+        assert "2026-11-21" in fast and fast.index("2026-11-21") < fast.index("RLIKE"), fast
+        got = frame.selectExpr("ds", f"{fast} AS fast", f"{plain} AS plain").collect()
+        assert [r["fast"] for r in got] == [r["plain"] for r in got], got
+    assert [r["plain"] for r in got] == ["2026-11-21", "2026-11-22", "2026-11-21", "2026-11-21", None, None, None,
+                                         None, None, None, None, "2026-11-23"]
+
+
 @pytest.mark.parametrize("kind", ["date", "timestamp"])
 def test_a_date_or_timestamp_date_column_selects_the_same_days_as_text(spark, demo_config, tmp_path, kind):
     """A date column that is a DATE or TIMESTAMP in the files (not a partition folder): a two-day range of a

@@ -100,3 +100,35 @@ def test_a_spark_connect_session_reports_the_share_of_spark_tasks(connect_spark:
     shares = [m for m in (re.search(r"(\d+) of (\d+) Spark tasks", x) for x in lines) if m]
     assert shares, lines
     assert all(int(m.group(2)) >= 16 for m in shares) and int(shares[-1].group(1)) > 0
+
+
+def test_reading_the_ui_prints_no_java_stack_trace(tmp_path: Any) -> None:
+    """A step long enough for several reads of the UI, in an application that has run enough stages that the UI's
+    stages reply is long (it is written in parts): the process's stderr, which a user sees, holds no Java stack
+    trace. Spark logs one when a reply's reader closes the connection before the whole reply has come."""
+    script = textwrap.dedent("""
+        from ctcalc_spark.config import SparkConfig
+        from ctcalc_spark.spark.progress import long_step
+        from ctcalc_spark.spark.session import build_session
+
+        spark = build_session(SparkConfig(master="local[2]", conf={"spark.ui.enabled": "true"}), app_name="ui-test")
+        for i in range(60):  # stages of earlier jobs, each listed in the UI's stages reply
+            spark.range(0, 100, numPartitions=2).selectExpr("sum(id)").collect()
+        lines = []
+        slow = spark.range(0, 40, numPartitions=8).selectExpr("reflect('java.lang.Thread', 'sleep', 200L) AS s")
+        shared = 0  # steps since the UI first answered (its first reply is slow on a busy machine)
+        for _ in range(60):
+            with long_step("scan", spark, after=0.2, every=0.5, log=lines.append):
+                slow.collect()
+            shared += any("Spark tasks done" in x for x in lines)
+            if shared >= 3:
+                break
+        spark.stop()
+        print("\\n".join(lines))
+    """)
+    # a machine busy with other work can take minutes to the UI's first reply
+    out = subprocess.run([sys.executable, "-c", script], cwd=REPO, capture_output=True, text=True, timeout=1800)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert any("Spark tasks done" in x for x in out.stdout.splitlines()), out.stdout  # the UI was read
+    trace = [x for x in out.stderr.splitlines() if x.startswith("\tat ") or "Exception" in x]
+    assert not trace, out.stderr[-6000:]

@@ -538,7 +538,11 @@ ISO_DAY_TEXT = r"^[0-9]{4}-(0[1-9]|1[0-2])-(0[1-9]|[12][0-9]|3[01])([T ]|$)"
 """A date column's text that is a YYYY-MM-DD day, maybe with a time after a 'T' or a space (Java regex)."""
 
 
-def _day_sql(df: DataFrame, cfg: JobConfig) -> str:
+MAX_KNOWN_DAYS = 4_000
+"""Most days written into the scan's SQL as text known to be a day (:func:`_day_sql`); about eleven years."""
+
+
+def _day_sql(df: DataFrame, cfg: JobConfig, days: Sequence[str] | None = None) -> str:
     """The date column as a date when the input's is a date or timestamp, else as text (null where null), as
     Spark SQL text.
 
@@ -547,6 +551,12 @@ def _day_sql(df: DataFrame, cfg: JobConfig) -> str:
     zone (UTC unless spark.conf sets spark.sql.session.timeZone). Text is the day as written: its first ten
     characters, so '2026-11-21 13:45:00' and '2026-11-21T23:30:00-08:00' are rows of 2026-11-21 (an exact
     comparison found no rows in such a column); other text is null (:data:`ISO_DAY_TEXT`).
+
+    ``days``: the days the job reads, if known. Text that is one of them is its own day without the regular
+    expression, which would otherwise run on every row, a text partition column's one value per folder included,
+    and cost more than the rest of the scan's work on the row (bench/bench_evaluate.py). The days are checked once,
+    on the driver (:func:`validate_ds`); only rows of other text (a time after the day, bad values, other days of
+    an unpartitioned input) are matched one by one.
     """
     name = str(cfg.columns.ds)
     kind = dict(df.dtypes)[name]
@@ -569,8 +579,15 @@ def _day_sql(df: DataFrame, cfg: JobConfig) -> str:
     # benchmark, whose day is a text partition column; the length test keeps 'YYYY-MM-DD' rows uncopied.
     text = f"CAST({quoted(name)} AS STRING)"
     # text that is no YYYY-MM-DD day ('', ' 2026-11-21', '21.11.2026') is null, a row of no day that is counted
-    # (it was in no day and no count)
-    return f"CASE WHEN {text} RLIKE '{ISO_DAY_TEXT}' THEN IF(octet_length({text}) > 10, left({text}, 10), {text}) END"
+    parsed = f"CASE WHEN {text} RLIKE '{ISO_DAY_TEXT}' THEN IF(octet_length({text}) > 10, left({text}, 10), {text}) END"
+    known = sorted({validate_ds(d) for d in days or ()})
+    if len(known) > MAX_KNOWN_DAYS:  # a range of centuries: the days a local input has folders of, if listed
+        listed = set(input_day_folders(cfg))
+        known = [d for d in known if d in listed]
+    if not known or len(known) > MAX_KNOWN_DAYS:
+        return parsed
+    # one literal is an equality, more a hash-set look-up (Spark's InSet): either is cheap beside the regex
+    return f"CASE WHEN {text} IN ({', '.join(repr(d) for d in known)}) THEN {text} ELSE {parsed} END"
 
 
 def _in_days(day_sql: str, df: DataFrame, cfg: JobConfig, days: Sequence[str]) -> Column:
@@ -637,7 +654,7 @@ def read_input(spark: SparkSession, cfg: JobConfig, days: Sequence[str] | None =
     check_column_types(dict(df.dtypes), cfg)
     if cfg.columns.ds is None:
         return df.withColumn(DS, F.lit(undated_day(cfg, days)))
-    out = df.withColumn(DS, F.expr(_day_sql(df, cfg)))
+    out = df.withColumn(DS, F.expr(_day_sql(df, cfg, days)))
     return out if days is None else out.where(_in_days(quoted(DS), df, cfg, days))
 
 
@@ -721,7 +738,7 @@ def unread_files(spark: SparkSession, cfg: JobConfig, days: Sequence[str] | None
     if part and days is not None and listed and all(part in f for f in listed):
         wanted = {*(input_day(cfg.columns.ds_format, d) for d in days), NULL_PARTITION}
         listed = [f for f in listed if f.split(part, 1)[1].split("/", 1)[0] in wanted]
-        df = df.where(_in_days(_day_sql(df, cfg), df, cfg, days))
+        df = df.where(_in_days(_day_sql(df, cfg, days), df, cfg, days))
     values = F.hash(*[col(n) for n in source_columns(cfg) if n in df.columns])  # reads what the scan reads
     seen = df.groupBy(F.col("_metadata.file_path").alias("f")).agg(F.max(values).alias("h")).collect()
     got = {plain_file_path(r["f"]) for r in seen}

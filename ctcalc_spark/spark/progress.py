@@ -40,8 +40,10 @@ EVERY_S = 15.0
 """Seconds between progress lines."""
 UI_PORT_TRIES = 17
 """Ports tried from ``spark.ui.port``: Spark binds the next free one, up to ``spark.port.maxRetries`` (16) more."""
-UI_TIMEOUT_S = 10.0
-"""How long a reply from the UI may take (its first reply can take seconds on a busy machine)."""
+UI_TIMEOUT_S = 120.0
+"""How long a reply from the UI may take. Its first reply can take many seconds on a busy machine, and a reader that
+gives up closes the connection in the middle of the reply, which Spark logs as an error with a Java stack trace;
+the step never waits for the reader, so a long wait costs nothing."""
 UI_POLL_S = 1.0
 """Seconds between reads of the UI's stages."""
 
@@ -97,17 +99,24 @@ class _Tasks:
         with contextlib.suppress(Exception):  # UI off or gone, a reply not understood: elapsed time only
             url = _find_ui(self.spark)
             while url is not None and not self.stop_event.is_set():
-                with urllib.request.urlopen(url, timeout=UI_TIMEOUT_S) as r:  # noqa: S310 - the driver's own UI
-                    stages = json.load(r)
-                for s in stages:
+                for s in _read_json(url):
                     submitted = _ui_time(s.get("submissionTime"))
                     if s.get("status") != "SKIPPED" and submitted is not None and submitted >= self.t0_wall - 1.0:
                         self.update(int(s["stageId"]), int(s.get("numCompleteTasks", 0)), int(s.get("numTasks", 0)))
                 self.stop_event.wait(UI_POLL_S)
 
 
+def _read_json(url: str) -> Any:
+    """The UI's reply at ``url``, read to its end before the connection closes: a connection closed while Spark
+    still writes the reply (a long stages list is written in parts) makes Spark log a Java stack trace
+    ("Connection reset by peer") on the user's console."""
+    with urllib.request.urlopen(url, timeout=UI_TIMEOUT_S) as r:  # noqa: S310 - the driver's own UI
+        return json.loads(r.read())
+
+
 def _find_ui(spark: Any) -> str | None:
-    """This application's stages endpoint on the driver's UI, or None (UI off, or not on the driver's ports)."""
+    """This application's stages endpoint on the driver's UI, or None (UI off, or not on the driver's ports).
+    Each port is asked for the application itself, a short reply, read to its end (:func:`_read_json`)."""
     conf = spark.conf
     if str(conf.get("spark.ui.enabled", "true")).lower() == "false":
         return None
@@ -117,11 +126,10 @@ def _find_ui(spark: Any) -> str | None:
     host = conf.get("spark.driver.host", "localhost")
     first = int(conf.get("spark.ui.port", None) or 4040)
     for port in range(first, first + UI_PORT_TRIES):
-        url = f"http://{host}:{port}/api/v1/applications/{app}/stages"
+        url = f"http://{host}:{port}/api/v1/applications/{app}"
         try:
-            with urllib.request.urlopen(url, timeout=UI_TIMEOUT_S) as r:  # noqa: S310 - the driver's own UI
-                if r.status == 200:
-                    return url
+            if _read_json(url).get("id") == app:
+                return f"{url}/stages"
         except Exception:  # refused (no UI there) or another application's UI (404)
             continue
     return None
