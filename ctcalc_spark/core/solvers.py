@@ -255,14 +255,14 @@ def _rounding_error(neg: PaddedSide, pos: PaddedSide, c: F64) -> F64:
     """How far float rounding can move each c*: the rounding of D (a difference of sums of weights, a few ulps of
     the wrong bins' weight) over the slope of Q - P. Confidently wrong rows in balance make that slope e^-|z|-sized,
     so that D's last bits decide c*. Sums of integer weights are exact, and so is D then."""
-    rows = np.flatnonzero(np.isfinite(c))
-    err = np.full(c.size, np.inf)
+    err = np.where(np.isfinite(c), 0.0, np.inf)
+    integral = np.all(neg.w == np.rint(neg.w), axis=1) & np.all(pos.w == np.rint(pos.w), axis=1)
+    integral &= (neg.w.sum(axis=1) + pos.w.sum(axis=1)) < 2.0**53
+    rows = np.flatnonzero(np.isfinite(c) & ~integral)
     if rows.size:
         _, _, _, log_df, w_wrong = _sides(neg, pos, c[rows], rows)
-        integral = [np.all(side.w[rows] == np.rint(side.w[rows]), axis=1) for side in (neg, pos)]
-        exact = (integral[0] & integral[1] & (w_wrong < 2.0**53)) | (w_wrong == 0)  # no wrong bin: D = 0
         with np.errstate(over="ignore", invalid="ignore"):
-            err[rows] = np.where(exact, 0.0, 8.0 * np.finfo(float).eps * w_wrong * np.exp(-log_df))
+            err[rows] = np.where(w_wrong == 0, 0.0, 8.0 * np.finfo(float).eps * w_wrong * np.exp(-log_df))
     return err
 
 
