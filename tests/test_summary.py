@@ -183,6 +183,90 @@ def test_logit_shift_keeps_tiny_terms_when_every_bias_row_is_confidently_right()
     assert abs(hist - want) <= C_BOUND  # the histogram path within its stated bound
 
 
+def _root_by_scipy(y, z, w):
+    """c* from scipy.optimize.brentq on Σw·σ(z - c) - Σw·y evaluated in 60-digit arithmetic (mpmath): a reference
+    that shares no code and no formulation with either solver."""
+    from mpmath import mp, mpf
+    from scipy.optimize import brentq
+
+    mp.dps = 60
+    rows = [(mpf(float(a)), mpf(float(b)), mpf(float(c))) for a, b, c in zip(y, z, w)]
+    target = sum(wi * yi for yi, _, wi in rows)
+
+    def excess(c):
+        c = mpf(c)
+        return float(sum(wi / (1 + mp.exp(c - zi)) for _, zi, wi in rows) - target)
+
+    return brentq(excess, float(np.min(z)) - 60, float(np.max(z)) + 60, xtol=1e-14, rtol=1e-15, maxiter=400)
+
+
+def _confidently_wrong_rows(seed, ordinary):
+    """Val-bias positives at logits -25..-40 and negatives at +25..+40 (every one wrong by e^-25 or less), in equal
+    integer weight so that c* balances their tiny hit masses; ``ordinary`` adds as many ordinary rows."""
+    rng = np.random.default_rng(seed)
+    n = 150
+    z = np.r_[-rng.uniform(25, 40, n), rng.uniform(25, 40, n)]
+    y = np.r_[np.ones(n), np.zeros(n)]
+    w_pos = rng.integers(1, 4, n).astype(float)
+    w = np.r_[w_pos, rng.permutation(w_pos)]  # equal weight on both sides
+    if ordinary:
+        zo = rng.normal(0.0, 1.5, ordinary)
+        yo = (rng.random(ordinary) < expit(zo)).astype(float)
+        z, y, w = np.r_[z, zo], np.r_[y, yo], np.r_[w, rng.integers(1, 3, ordinary).astype(float)]
+    return y, z, w
+
+
+@pytest.mark.parametrize("seed,ordinary", [(0, 0), (1, 0), (2, 0), (3, 40), (4, 40), (5, 3)])
+def test_confidently_wrong_val_bias_rows_give_c_within_the_bound_on_both_solvers(seed, ordinary):
+    """The mirror image of the confidently right case: Q and P are both near Σw and c* is decided by their
+    e^-25-sized difference. The row solver matches the scipy reference to 1e-9, the histogram solver (one summary,
+    many in lockstep, and the batched finaliser) within the stated bound, every status 'ok'."""
+    from ctcalc_spark.core.batch import finalize_binary_groups
+    from ctcalc_spark.core.summary import solve_biases
+
+    y, z, w = _confidently_wrong_rows(seed, ordinary)
+    want = _root_by_scipy(y, z, w)
+    assert abs(solve_logit_shift(y, z, sample_weight=w) - want) <= 1e-9
+    bias = BinarySummary.from_logits(y, z, sample_weight=w, bin_width=H)
+    assert abs(bias.solve_bias() - want) <= C_BOUND
+    (batched,) = solve_biases([bias])
+    assert abs(batched - want) <= C_BOUND
+    remain = BinarySummary.from_logits(y[::2], z[::2] * 0.1, bin_width=H)
+    row = finalize_binary(bias, remain)
+    cols = {k: np.r_[a, b] for (k, a), b in zip(bias.to_columns().items(), remain.to_columns().values())}
+    is_bias = np.r_[np.ones(bias.to_columns()["bin"].size, bool), np.zeros(remain.to_columns()["bin"].size, bool)]
+    (grouped,) = finalize_binary_groups(cols, [np.arange(is_bias.size)], is_bias, bin_width=H, max_abs_logit=50.0)
+    assert row["status"] == grouped["status"] == "ok"
+    assert abs(row["bias"] - want) <= C_BOUND and abs(grouped["bias"] - want) <= C_BOUND
+
+
+def test_confidently_wrong_rows_balanced_below_rounding_get_a_status_on_both_paths():
+    """Weights of 0.1 (not a binary fraction) on confidently wrong rows in balance: c* then turns on the last
+    bits of the weight sums (the two labels' sums of 0.1 differ by rounding alone), so no path reports a c*; each
+    says why, with the same status, and the metrics row keeps its vanilla values."""
+    from ctcalc_spark.core.batch import finalize_binary_groups
+    from ctcalc_spark.errors import DegenerateBiasError
+
+    rng = np.random.default_rng(1)
+    z = np.r_[-rng.uniform(28, 35, 10), rng.uniform(28, 35, 10)]
+    y, w = np.r_[np.ones(10), np.zeros(10)], np.full(20, 0.1)
+    with pytest.raises(DegenerateBiasError) as rows_error:
+        solve_logit_shift(y, z, sample_weight=w)
+    bias = BinarySummary.from_logits(y, z, sample_weight=w, bin_width=H)
+    with pytest.raises(DegenerateBiasError) as hist_error:
+        bias.solve_bias()
+    assert rows_error.value.status == hist_error.value.status == "bias_ill_conditioned"
+    remain = BinarySummary.from_logits(y, z * 0.01, bin_width=H)
+    row = finalize_binary(bias, remain)
+    cols = {k: np.r_[a, b] for (k, a), b in zip(bias.to_columns().items(), remain.to_columns().values())}
+    is_bias = np.r_[np.ones(bias.to_columns()["bin"].size, bool), np.zeros(remain.to_columns()["bin"].size, bool)]
+    (grouped,) = finalize_binary_groups(cols, [np.arange(is_bias.size)], is_bias, bin_width=H, max_abs_logit=50.0)
+    assert row["status"] == grouped["status"] == "bias_ill_conditioned"
+    assert row["bias"] is None and grouped["calibrated_log_loss"] is None and grouped["log_loss"] is not None
+    # the same rows with weight 1 sum exactly: c* is reported, and is right
+    assert abs(solve_logit_shift(y, z) - _root_by_scipy(y, z, np.ones(20))) <= 1e-9
+
+
 def test_bias_bound_is_its_closed_form():
     a = H / 2
     assert bias_error_bound(H) == pytest.approx(np.exp(a) * (1 - a + a * a / 2) - 1, rel=1e-9)
@@ -252,10 +336,10 @@ def test_any_finite_logit_gives_a_finite_bias_on_both_paths(scale):
 def test_sigmoid_pair_is_bit_identical_to_the_math_functions():
     """The solver's one-exp helper gives exactly sigmoid(x), sigmoid(-x) and softplus(+-x) (no tolerance)."""
     from ctcalc_spark.core._math import sigmoid, softplus
-    from ctcalc_spark.core.summary import _sigmoid_pair
+    from ctcalc_spark.core.solvers import sigmoid_pair
 
     x = np.concatenate([np.linspace(-800, 800, 4001), [0.0, -0.0, 1e-300, -1e-300, 36.7, -36.7]])
-    s, sc, l1p = _sigmoid_pair(x)
+    s, sc, l1p = sigmoid_pair(x)
     assert np.array_equal(s, sigmoid(x)) and np.array_equal(sc, sigmoid(-x))
     assert np.array_equal(np.maximum(x, 0.0) + l1p, softplus(x))
     assert np.array_equal(np.maximum(-x, 0.0) + l1p, softplus(-x))

@@ -14,16 +14,20 @@ from typing import Any, Iterable, Iterator, Mapping, Sequence
 import numpy as np
 
 from ctcalc_spark.core._math import binary_entropy, logit
-from ctcalc_spark.core.solvers import STATUS_NO_BIAS_ROWS, _check_binary_bias_set
+from ctcalc_spark.core.solvers import (
+    STATUS_NO_BIAS_ROWS,
+    PaddedSide,
+    _check_binary_bias_set,
+    bias_or_error,
+    lockstep_solve,
+    sigmoid_pair,
+)
 from ctcalc_spark.core.summary import (
     BINARY_COUNTS,
     BINARY_MOMENTS,
     STATUS_NO_REMAIN_ROWS,
     STATUS_OK,
-    _PaddedSide,
-    _sigmoid_pair,
     extreme_bin,
-    lockstep_solve,
 )
 from ctcalc_spark.errors import DegenerateBiasError
 
@@ -85,7 +89,7 @@ class BinaryGroups:
             if sel.any():
                 c[members[sel]] = padded.solve(BIAS, np.flatnonzero(sel))
         for i in np.flatnonzero(fit).tolist():
-            out[i] = float(c[i])
+            out[i] = bias_or_error(c[i])
         return out
 
     def loss_sum(self, c: np.ndarray) -> np.ndarray:
@@ -180,7 +184,7 @@ class _Padded:
         BinarySummary._side computes them."""
         sign = 1.0 - 2.0 * label
         x = sign * (self.centres[rows] - c[:, None])
-        s, sc, l1p = _sigmoid_pair(x)
+        s, sc, l1p = sigmoid_pair(x)
         f = self.f
         w, m1, m2 = f["weight"][part, label][rows], sign * f["m1"][part, label][rows], f["m2"][part, label][rows]
         loss = w * (np.maximum(x, 0.0) + l1p) + m1 * s + 0.5 * m2 * s * sc
@@ -227,7 +231,7 @@ class _Padded:
         for label in (0, 1):
             sign = 1.0 - 2.0 * label
             wl = w[label]
-            sides.append(_PaddedSide(sign, self.centres[rows], wl, sign * self.f["m1"][part, label][rows],
+            sides.append(PaddedSide(sign, self.centres[rows], wl, sign * self.f["m1"][part, label][rows],
                                      self.f["m2"][part, label][rows], wl > 0))
         return lockstep_solve(sides[0], sides[1], lo, hi, x0)
 
@@ -269,7 +273,8 @@ class _Padded:
         if fit:
             c[fit] = self.solve(BIAS, np.array(fit))
             for i in fit:
-                solved[i] = float(c[i])
+                solved[i] = bias_or_error(c[i])
+            c = np.where(np.isfinite(c), c, 0.0)  # no shift where c* is left out: its row keeps no calibrated value
         shifted = self.loss_sum(REMAIN, c, np.arange(self.n))  # remain.loss_sum(c*): c is 0 where nothing was fitted
 
         rows: list[dict[str, Any]] = []

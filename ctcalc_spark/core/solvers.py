@@ -10,7 +10,7 @@ from typing import Callable
 import numpy as np
 from numpy.typing import ArrayLike
 
-from ctcalc_spark.core._math import F64, logit, logsumexp_rows, sigmoid, softplus
+from ctcalc_spark.core._math import F64, logit, logsumexp_rows
 from ctcalc_spark.errors import DegenerateBiasError
 from ctcalc_spark.core.metrics import (
     _validate_binary_labels,
@@ -27,6 +27,12 @@ STATUS_BIAS_NO_POSITIVES = "bias_single_class_negative"
 STATUS_BIAS_NO_NEGATIVES = "bias_single_class_positive"
 STATUS_TEMPERATURE_NOT_POSITIVE = "temperature_not_positive"
 STATUS_TEMPERATURE_UNBOUNDED = "temperature_unbounded"
+STATUS_BIAS_ILL_CONDITIONED = "bias_ill_conditioned"
+
+ROUNDING_TOL = 1e-7
+"""A c* whose float rounding can move it by more than this is not reported (status ``bias_ill_conditioned``): far
+below the histogram's error bound at any usable bin width (2.65e-6 at h = 0.05), so the bound holds for every
+c* that is reported, on either path."""
 
 
 def safeguarded_newton(
@@ -87,11 +93,10 @@ def logit_shift_bracket(z_min: float, z_max: float, base_rate: float) -> tuple[f
 def solve_logit_shift(y: ArrayLike, z: ArrayLike, *, sample_weight: ArrayLike | None = None) -> float:
     """c* minimising Σ w·logloss(y, σ(z - c)); at the optimum Σ w·σ(z - c*) = Σ w·y.
 
-    The optimality condition is solved as log Q(c) = log P(c), with Q = Σ_pos w·σ(c - z) the mass
-    missed on the positives and P = Σ_neg w·σ(z - c) the mass put on the negatives, each a log-sum-exp
-    over its rows: the difference increases with c, tiny terms (confidently right rows, |z| >= 30) keep
-    their digits, and no σ underflows at any finite logit. Safeguarded Newton; raises
-    DegenerateBiasError when the rows are empty or single-class (c* = +-inf).
+    The lockstep solver of the histogram path (:func:`lockstep_solve`) with each row its own bin at its own logit
+    (no offsets from the centre, so nothing is expanded): the same equation, formed the same way, so that tiny
+    terms of confidently right or confidently wrong rows keep their digits. Raises DegenerateBiasError when the
+    rows are empty or single-class (c* = +-inf).
 
     >>> round(solve_logit_shift([1, 0, 0, 0], [0.0, 0.0, 0.0, 0.0]), 6)  # log(1/3)
     1.098612
@@ -103,27 +108,173 @@ def solve_logit_shift(y: ArrayLike, z: ArrayLike, *, sample_weight: ArrayLike | 
     _check_binary_bias_set(pos, total, yv.size)
     keep = w > 0
     zv, w, yv = zv[keep], w[keep], yv[keep]
-    z_pos, lw_pos = zv[yv == 1], np.log(w[yv == 1])
-    z_neg, lw_neg = zv[yv == 0], np.log(w[yv == 0])
-
-    def grad(c: float) -> tuple[float, float]:
-        lq, dlq = _log_missed_mass(lw_pos, c - z_pos)
-        lp, dlp = _log_missed_mass(lw_neg, z_neg - c)
-        return lq - lp, dlq + dlp
-
+    sides = []
+    for label in (0, 1):
+        on = yv == label
+        zl, wl = zv[on][None, :], w[on][None, :]
+        sides.append(PaddedSide(1.0 - 2.0 * label, zl, wl, np.zeros_like(wl), np.zeros_like(wl), wl > 0))
     lo, hi = logit_shift_bracket(float(zv.min()), float(zv.max()), pos / total)
     x0 = float(np.sum(w * zv) / float(w.sum())) - float(logit(pos / total))
-    return safeguarded_newton(grad, lo, hi, x0)
+    c = bias_or_error(lockstep_solve(sides[0], sides[1], np.array([lo]), np.array([hi]), np.array([x0]))[0])
+    if isinstance(c, DegenerateBiasError):
+        raise c
+    return c
 
 
-def _log_missed_mass(log_w: F64, margin: F64) -> tuple[float, float]:
-    """(log Σ w·σ(margin), Σ share·σ(-margin)): the log of a missed mass and the derivative of that log
-    with respect to the margin, ``share`` being each row's part of the mass."""
-    terms = log_w - softplus(-margin)
-    top = float(terms.max())
-    share = np.exp(terms - top)
-    total = float(share.sum())
-    return top + float(np.log(total)), float(np.sum(share * sigmoid(-margin)) / total)
+def sigmoid_pair(x: F64) -> tuple[F64, F64, F64]:
+    """(σ(x), σ(-x), log1p(e^-|x|)) from one exp: ``sigmoid(x)``, ``sigmoid(-x)`` and the common part of
+    ``softplus(±x) = max(±x, 0) + log1p(e^-|x|)``, computed exactly as :mod:`ctcalc_spark.core._math` does."""
+    e = np.exp(-np.abs(x))
+    one_e = 1.0 + e
+    r, q = 1.0 / one_e, e / one_e
+    return np.where(x >= 0, r, q), np.where(x <= 0, r, q), np.log1p(e)
+
+
+class PaddedSide:
+    """One label's bins of many val-bias summaries as (n, width) arrays: bin centres, Σw, s·Σw·d and Σw·d² (``d``
+    a logit's offset from its centre, ``s = 1 - 2·label``); ``live`` marks the bins with weight (padding has none).
+    Rows of labels and logits are the case of one bin per row at its own logit (d = 0)."""
+
+    def __init__(self, sign: float, centres: F64, w: F64, m1: F64, m2: F64, live: np.ndarray) -> None:
+        self.sign, self.centres, self.w, self.m1, self.m2, self.live = sign, centres, w, m1, m2, live
+
+    def small_masses(self, c: F64, rows: np.ndarray) -> tuple[F64, F64, np.ndarray]:
+        """Per bin of the summaries ``rows`` at their shifts ``c``: the log of the smaller of the bin's expanded
+        missed mass Σw·σ(t) and hit mass Σw·σ(-t) (``t`` a row's margin against its label), that log's
+        derivative in c, and whether the hit mass is the smaller one (the centre's margin x > 0: a wrong bin).
+
+        The two expansions are the second-order Taylor polynomials of σ(t) and σ(-t) around the centre, so they
+        add up to Σw exactly: σ(x)·A and σ(-x)·B with A = w + m1·σ(-x) + ½·m2·σ(-x)·(σ(-x) - σ(x)) and
+        B = w - m1·σ(x) + ½·m2·σ(x)·(σ(x) - σ(-x)), both > 0 for h <= 0.5.
+        """
+        live, w, m1, m2 = self.live[rows], self.w[rows], self.m1[rows], self.m2[rows]
+        x = self.sign * (self.centres[rows] - c[:, None])
+        s, sc, l1p = sigmoid_pair(x)
+        wrong = live & (x > 0)
+        factor = np.where(wrong, w - m1 * s + 0.5 * m2 * s * (s - sc), w + m1 * sc + 0.5 * m2 * sc * (sc - s))
+        factor = np.where(live, factor, 1.0)
+        # d(σ(x)·A)/dc = -d(σ(-x)·B)/dc = -s·σ(x)·σ(-x)·[w + m1·(σ(-x) - σ(x)) + ½·m2·(1 - 6·σ(x)·σ(-x))]
+        inner = w + m1 * (sc - s) + 0.5 * m2 * (1.0 - 6.0 * s * sc)
+        with np.errstate(divide="ignore"):
+            log_terms = np.where(live, -(np.maximum(np.where(wrong, x, -x), 0.0) + l1p) + np.log(factor), -np.inf)
+        slope = np.where(live, self.sign * np.where(wrong, s, -sc) * inner / factor, 0.0)
+        return log_terms, slope, wrong
+
+
+def _log_sum(log_terms: F64, slope: F64) -> tuple[F64, F64]:
+    """Row-wise (log Σ e^terms, d/dc of it) from each term's log and the derivative of that log; -inf and 0
+    for a row with no terms."""
+    top = log_terms.max(axis=1)
+    top = np.where(np.isfinite(top), top, 0.0)
+    share = np.exp(log_terms - top[:, None])
+    total = share.sum(axis=1)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return top + np.log(total), np.where(total > 0, (share * slope).sum(axis=1) / total, 0.0)
+
+
+def lockstep_solve(neg: PaddedSide, pos: PaddedSide, lo: F64, hi: F64, x0: F64) -> F64:
+    """c* of many val-bias summaries at once (each holding weight in both labels): bracket widening and
+    safeguarded Newton, element by element, on their padded bins (``lo``, ``hi``, ``x0``: each one's bracket and
+    start; ``lo`` and ``hi`` are updated in place). NaN for a c* that float rounding can move by more than
+    :data:`ROUNDING_TOL` (:func:`_rounding_error`; :func:`bias_or_error` turns it into its status).
+
+    c* solves Q(c) = P(c), Q = Σ_pos w·σ(c - z) the mass missed on the positives and P = Σ_neg w·σ(z - c) the
+    mass put on the negatives. Written with each bin's smaller mass (:meth:`PaddedSide.small_masses`),
+    Q - P = D + a - b: ``D`` the weight of the wrong positive bins minus that of the wrong negative bins (exact
+    sums of weights), ``a`` the missed mass of the right positive bins plus the hit mass of the wrong negative
+    bins, ``b`` the reverse; ``a`` and ``b`` are summed in log space. The solver's function is
+    log(D⁺ + a) - log(D⁻ + b), which has the sign of Q - P and increases with c: terms of size e^-30 keep their
+    digits whether the rows are confidently right (Q and P tiny) or confidently wrong (Q and P near Σw, their
+    difference tiny), and any finite logit gives a finite c*.
+    """
+
+    def grad(c: F64, rows: np.ndarray) -> tuple[F64, F64]:
+        left, right, slope = _sides(neg, pos, c, rows)[:3]
+        return left - right, np.where(np.isfinite(slope), slope, 0.0)
+
+    n = lo.size
+    for end, step, outside in ((lo, -1.0, lambda g: ~(g <= 0)), (hi, 1.0, lambda g: ~(g >= 0))):
+        rows = np.arange(n)
+        for _ in range(60):  # the expansion can move the sign change by O(h³); widen until bracketed
+            if not rows.size:
+                break
+            rows = rows[outside(grad(end[rows], rows)[0])]
+            end[rows] += step
+    # safeguarded Newton, element by element
+    x = np.minimum(np.maximum(x0, lo), hi)
+    g_prev = np.full(n, np.inf)
+    result = np.full(n, np.nan)
+    rows = np.arange(n)
+    for _ in range(MAX_ITER):
+        if not rows.size:
+            break
+        xr = x[rows]
+        g, dg = grad(xr, rows)
+        zero = g == 0.0
+        result[rows[zero]] = xr[zero]
+        lo[rows] = np.where(g < 0, xr, lo[rows])
+        hi[rows] = np.where(g < 0, hi[rows], xr)
+        lor, hir = lo[rows], hi[rows]
+        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):  # such steps are bisected
+            x_new = np.where((dg > 0) & np.isfinite(dg), xr - g / dg, np.nan)
+        tol = NEWTON_TOL * (1.0 + np.abs(xr))
+        # a Newton step below the tolerance ends the solve even when it rounds onto the bracket's end (at the
+        # root itself), where bisecting would give up the digits that Newton has reached
+        converged = np.abs(x_new - xr) <= tol
+        bisect = ~converged & (~((lor < x_new) & (x_new < hir)) | (np.abs(g) > 0.5 * np.abs(g_prev[rows])))
+        x_new = np.where(bisect, 0.5 * (lor + hir), x_new)
+        g_prev[rows] = g
+        done = ~zero & (converged | (np.abs(x_new - xr) <= tol) | (hir - lor <= tol))
+        result[rows[done]] = x_new[done]
+        x[rows] = x_new
+        rows = rows[~(zero | done)]
+    result[rows] = x[rows]
+    return np.where(_rounding_error(neg, pos, result) <= ROUNDING_TOL, result, np.nan)
+
+
+def _sides(neg: PaddedSide, pos: PaddedSide, c: F64, rows: np.ndarray) -> tuple[F64, ...]:
+    """At shifts ``c`` of the summaries ``rows``: log(D⁺ + a), log(D⁻ + b), the derivative of their difference,
+    log|Q - P|' (the derivative of Q - P, in log), and the weight of the wrong bins (:func:`lockstep_solve`)."""
+    ln, dn, wrong_n = neg.small_masses(c, rows)
+    lp, dp, wrong_p = pos.small_masses(c, rows)
+    d = np.where(wrong_p, pos.w[rows], 0.0).sum(axis=1) - np.where(wrong_n, neg.w[rows], 0.0).sum(axis=1)
+    la, da = _log_sum(np.concatenate([np.where(wrong_p, -np.inf, lp), np.where(wrong_n, ln, -np.inf)], axis=1),
+                      np.concatenate([dp, dn], axis=1))
+    lb, db = _log_sum(np.concatenate([np.where(wrong_n, -np.inf, ln), np.where(wrong_p, lp, -np.inf)], axis=1),
+                      np.concatenate([dn, dp], axis=1))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        left = np.logaddexp(np.log(np.maximum(d, 0.0)), la)
+        right = np.logaddexp(np.log(np.maximum(-d, 0.0)), lb)
+        slope = da * np.exp(la - left) - db * np.exp(lb - right)
+        log_df = np.logaddexp(la + np.log(da), lb + np.log(-db))  # (Q - P)' = a·(log a)' - b·(log b)'
+    w_wrong = np.where(wrong_p, pos.w[rows], 0.0).sum(axis=1) + np.where(wrong_n, neg.w[rows], 0.0).sum(axis=1)
+    return left, right, slope, log_df, w_wrong
+
+
+def _rounding_error(neg: PaddedSide, pos: PaddedSide, c: F64) -> F64:
+    """How far float rounding can move each c*: the rounding of D (a difference of sums of weights, a few ulps of
+    the wrong bins' weight) over the slope of Q - P. Confidently wrong rows in balance make that slope e^-|z|-sized,
+    so that D's last bits decide c*. Sums of integer weights are exact, and so is D then."""
+    err = np.where(np.isfinite(c), 0.0, np.inf)
+    integral = np.all(neg.w == np.rint(neg.w), axis=1) & np.all(pos.w == np.rint(pos.w), axis=1)
+    integral &= (neg.w.sum(axis=1) + pos.w.sum(axis=1)) < 2.0**53
+    rows = np.flatnonzero(np.isfinite(c) & ~integral)
+    if rows.size:
+        _, _, _, log_df, w_wrong = _sides(neg, pos, c[rows], rows)
+        with np.errstate(over="ignore", invalid="ignore"):
+            err[rows] = np.where(w_wrong == 0, 0.0, 8.0 * np.finfo(float).eps * w_wrong * np.exp(-log_df))
+    return err
+
+
+def bias_or_error(c: float) -> float | DegenerateBiasError:
+    """A solved c*, or the DegenerateBiasError of one that :func:`lockstep_solve` left out (NaN)."""
+    if np.isfinite(c):
+        return float(c)
+    return DegenerateBiasError(
+        STATUS_BIAS_ILL_CONDITIONED,
+        "The val-bias rows are confidently wrong in both directions and balance to within float rounding: c* "
+        "depends on the last bits of the weight sums. Use more val-bias rows, or check the model's logits.",
+    )
 
 
 def solve_mean_shift(y: ArrayLike, p: ArrayLike, *, sample_weight: ArrayLike | None = None) -> float:

@@ -11,8 +11,12 @@ sum is ``L(c) = L(0) + [S_h(c) - S_h(0)]`` so that ``L(0)`` is the exact vanilla
 
 Keeping the labels apart keeps small numbers small. The optimum ``c*`` solves ``Q(c) = P(c)`` with
 ``Q = Σ_pos w·σ(c - z)`` (mass missed on positives) and ``P = Σ_neg w·σ(z - c)`` (mass put on
-negatives); both sides are formed, and compared, in log space, so ``e^-30``-sized terms of confidently
-right rows keep their digits and any finite logit gives a finite ``c*``.
+negatives); each bin enters with the smaller of its missed and hit masses, summed in log space, and the
+wrong bins' weights as an exact difference (:func:`ctcalc_spark.core.solvers.lockstep_solve`), so
+``e^-30``-sized terms keep their digits for confidently right rows (Q and P tiny) and confidently wrong ones
+(Q and P near Σw, their difference tiny), and any finite logit gives a finite ``c*``. A ``c*`` that float
+rounding of the weight sums can move by more than 1e-7 (confidently wrong rows in balance, weights that are
+not integers) gets the status ``bias_ill_conditioned`` instead, on this path and on the row path.
 
 Error bound (bin width ``h``, ``a = h/2``, the largest offset of a logit from its bin centre):
 
@@ -56,24 +60,17 @@ from ctcalc_spark.core.metrics import (
     probs_to_logits,
 )
 from ctcalc_spark.core.solvers import (
-    MAX_ITER,
-    NEWTON_TOL,
     STATUS_NO_BIAS_ROWS,
+    PaddedSide,
     _check_binary_bias_set,
+    bias_or_error,
+    lockstep_solve,
     logit_shift_bracket,
-    safeguarded_newton,
+    sigmoid_pair,
 )
 
 DEFAULT_BIN_WIDTH = 0.05
 
-
-def _sigmoid_pair(x: F64) -> tuple[F64, F64, F64]:
-    """(σ(x), σ(-x), log1p(e^-|x|)) from one exp: ``sigmoid(x)``, ``sigmoid(-x)`` and the common part of
-    ``softplus(±x) = max(±x, 0) + log1p(e^-|x|)``, computed exactly as :mod:`ctcalc_spark.core._math` does."""
-    e = np.exp(-np.abs(x))
-    one_e = 1.0 + e
-    r, q = 1.0 / one_e, e / one_e
-    return np.where(x >= 0, r, q), np.where(x <= 0, r, q), np.log1p(e)
 
 HIST_LOGIT_LIMIT = 1e9
 """Logits enter the histogram clamped to +-1e9 (the exact vanilla sums use the real value). The loss and
@@ -273,32 +270,11 @@ class BinarySummary:
         loss sum, and A = (expanded missed mass) / σ(x), which is > 0 for h <= 0.5."""
         sign = 1.0 - 2.0 * label
         x = sign * (self.centres - c)
-        s, sc, l1p = _sigmoid_pair(x)
+        s, sc, l1p = sigmoid_pair(x)
         w, m1, m2 = self.weight[label], sign * self.m1[label], self.m2[label]
         loss = w * (np.maximum(x, 0.0) + l1p) + m1 * s + 0.5 * m2 * s * sc
         a = w + m1 * sc + 0.5 * m2 * sc * (sc - s)
         return x, s, sc, loss, a
-
-    def _log_mass(self, label: int, c: float) -> tuple[float, float]:
-        """(log of one label's expanded missed mass at shift c, its derivative in c).
-
-        The mass is Σ_b σ(x_b)·A_b; it is summed in log space (log σ(x) = -softplus(-x)), so tiny terms keep
-        their digits and nothing underflows.
-        """
-        centres, w, m1, m2 = self._live[label]
-        if not centres.size:
-            return -np.inf, 0.0
-        sign = 1.0 - 2.0 * label
-        x = sign * (centres - c)
-        s, sc, l1p = _sigmoid_pair(x)
-        a = w + m1 * sc + 0.5 * m2 * sc * (sc - s)
-        log_terms = -(np.maximum(-x, 0.0) + l1p) + np.log(a)
-        top = float(log_terms.max())
-        share = np.exp(log_terms - top)
-        total = float(share.sum())
-        # d(mass_b)/dc = -s·σ(x)·σ(-x)·[w + m1·(σ(-x) - σ(x)) + ½·m2·(1 - 6·σ(x)·σ(-x))]
-        b = sc * (w + m1 * (sc - s) + 0.5 * m2 * (1.0 - 6.0 * s * sc))
-        return top + float(np.log(total)), float(-sign * np.sum(share * b / a) / total)
 
     def loss_sum(self, c: float = 0.0) -> float:
         """Σ w·logloss(y, σ(z - c)); exact at c = 0, histogram-expanded elsewhere."""
@@ -322,26 +298,12 @@ class BinarySummary:
     def solve_bias(self) -> float:
         """c* minimising the expanded L(c); raises DegenerateBiasError for empty or single-class rows.
 
-        Safeguarded Newton on log Q(c) - log P(c) (module docstring), which increases with c.
+        The one-summary case of :func:`solve_biases` (:func:`ctcalc_spark.core.solvers.lockstep_solve`).
         """
-        total, pos = self.total_weight, self.total_pos_weight
-        _check_binary_bias_set(pos, total, self.n_rows)
-
-        def grad(c: float) -> tuple[float, float]:
-            lq, dlq = self._log_mass(1, c)
-            lp, dlp = self._log_mass(0, c)
-            return lq - lp, dlq - dlp
-
-        lo, hi, x0 = self._solve_start()
-        for _ in range(60):  # the expansion can move the sign change by O(h³); widen until bracketed
-            if grad(lo)[0] <= 0:
-                break
-            lo -= 1.0
-        for _ in range(60):
-            if grad(hi)[0] >= 0:
-                break
-            hi += 1.0
-        return safeguarded_newton(grad, lo, hi, x0)
+        (c,) = solve_biases([self])
+        if isinstance(c, DegenerateBiasError):
+            raise c
+        return c
 
     def _solve_start(self) -> tuple[float, float, float]:
         """(lo, hi, x0) of a bias solve: the bracket from the live bins' logit range and the base rate, and the
@@ -397,10 +359,9 @@ SOLVE_CELLS = 1 << 18
 def solve_biases(summaries: Sequence[BinarySummary]) -> list[float | DegenerateBiasError]:
     """:meth:`BinarySummary.solve_bias` of many summaries at once: c* or the DegenerateBiasError of each.
 
-    The same bracket, start and safeguarded Newton iteration as the one-summary solver, run in lockstep on
+    One safeguarded Newton iteration (:func:`ctcalc_spark.core.solvers.lockstep_solve`) runs in lockstep on
     arrays of many summaries' bins (a range job solves thousands of small summaries, and one solve at a time
-    spends most of its time in numpy's per-call overhead). The per-bin sums are taken over padded rows, so a
-    root can differ from the one-summary solver's in the last bits; both stop at a step below 1e-13·(1+|c|).
+    spends most of its time in numpy's per-call overhead); it stops at a step below 1e-13·(1+|c|).
     """
     out: list[Any] = [None] * len(summaries)
     todo: list[tuple[int, int]] = []
@@ -419,97 +380,28 @@ def solve_biases(summaries: Sequence[BinarySummary]) -> list[float | DegenerateB
             end += 1
         chunk = [i for _, i in todo[start:end]]
         for i, c in zip(chunk, _solve_chunk([summaries[i] for i in chunk])):
-            out[i] = float(c)
+            out[i] = bias_or_error(c)
         start = end
     return out
 
 
-class _PaddedSide:
-    """One label's bins of many summaries as (n, width) arrays; ``live`` marks the bins with weight."""
-
-    def __init__(self, sign: float, centres: F64, w: F64, m1: F64, m2: F64, live: np.ndarray) -> None:
-        self.sign, self.centres, self.w, self.m1, self.m2, self.live = sign, centres, w, m1, m2, live
-
-    @classmethod
-    def of(cls, summaries: Sequence[BinarySummary], label: int) -> _PaddedSide:
-        """The live bins of ``summaries``, moved to the left of each row (padding has zero weight)."""
-        sides = [s._live[label] for s in summaries]
-        width = max(1, max(side[0].size for side in sides))
-        centres, w, m1, m2 = (np.zeros((len(sides), width)) for _ in range(4))
-        live = np.zeros((len(sides), width), bool)
-        for r, (c_r, w_r, m1_r, m2_r) in enumerate(sides):
-            n = c_r.size
-            centres[r, :n], w[r, :n], m1[r, :n], m2[r, :n] = c_r, w_r, m1_r, m2_r
-            live[r, :n] = True
-        return cls(1.0 - 2.0 * label, centres, w, m1, m2, live)
-
-    def log_mass(self, c: F64, rows: np.ndarray) -> tuple[F64, F64]:
-        """:meth:`BinarySummary._log_mass` of the summaries ``rows`` at their shifts ``c``."""
-        live, w, m1, m2 = self.live[rows], self.w[rows], self.m1[rows], self.m2[rows]
-        x = self.sign * (self.centres[rows] - c[:, None])
-        s, sc, l1p = _sigmoid_pair(x)
-        a = w + m1 * sc + 0.5 * m2 * sc * (sc - s)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            log_terms = np.where(live, -(np.maximum(-x, 0.0) + l1p) + np.log(np.where(live, a, 1.0)), -np.inf)
-            top = log_terms.max(axis=1)
-            share = np.exp(log_terms - top[:, None])
-            total = share.sum(axis=1)
-            b = sc * (w + m1 * (sc - s) + 0.5 * m2 * (1.0 - 6.0 * s * sc))
-            slope = np.where(live, share * b / np.where(live, a, 1.0), 0.0).sum(axis=1)
-        return top + np.log(total), -self.sign * slope / total
+def _padded_side(summaries: Sequence[BinarySummary], label: int) -> PaddedSide:
+    """One label's live bins of ``summaries``, moved to the left of each row (padding has zero weight)."""
+    sides = [s._live[label] for s in summaries]
+    width = max(1, max(side[0].size for side in sides))
+    centres, w, m1, m2 = (np.zeros((len(sides), width)) for _ in range(4))
+    live = np.zeros((len(sides), width), bool)
+    for r, (c_r, w_r, m1_r, m2_r) in enumerate(sides):
+        n = c_r.size
+        centres[r, :n], w[r, :n], m1[r, :n], m2[r, :n] = c_r, w_r, m1_r, m2_r
+        live[r, :n] = True
+    return PaddedSide(1.0 - 2.0 * label, centres, w, m1, m2, live)
 
 
 def _solve_chunk(summaries: Sequence[BinarySummary]) -> F64:
-    """c* of summaries that each hold both labels (the lockstep form of :meth:`BinarySummary.solve_bias`)."""
+    """c* of summaries that each hold both labels."""
     lo, hi, x0 = np.array([s._solve_start() for s in summaries]).T.copy()
-    return lockstep_solve(_PaddedSide.of(summaries, 0), _PaddedSide.of(summaries, 1), lo, hi, x0)
-
-
-def lockstep_solve(neg: _PaddedSide, pos: _PaddedSide, lo: F64, hi: F64, x0: F64) -> F64:
-    """The bracket widening and safeguarded Newton of :meth:`BinarySummary.solve_bias`, run element by element
-    on the padded bins of many val-bias summaries (``lo``, ``hi``, ``x0``: each one's ``_solve_start``; ``lo``
-    and ``hi`` are updated in place)."""
-
-    def grad(c: F64, rows: np.ndarray) -> tuple[F64, F64]:
-        lq, dlq = pos.log_mass(c, rows)
-        lp, dlp = neg.log_mass(c, rows)
-        return lq - lp, dlq - dlp
-
-    n = lo.size
-    for end, step, outside in ((lo, -1.0, lambda g: ~(g <= 0)), (hi, 1.0, lambda g: ~(g >= 0))):
-        rows = np.arange(n)
-        for _ in range(60):  # the expansion can move the sign change by O(h³); widen until bracketed
-            if not rows.size:
-                break
-            rows = rows[outside(grad(end[rows], rows)[0])]
-            end[rows] += step
-    # safeguarded_newton, element by element (the same operations in the same order)
-    x = np.minimum(np.maximum(x0, lo), hi)
-    g_prev = np.full(n, np.inf)
-    result = np.full(n, np.nan)
-    rows = np.arange(n)
-    for _ in range(MAX_ITER):
-        if not rows.size:
-            break
-        xr = x[rows]
-        g, dg = grad(xr, rows)
-        zero = g == 0.0
-        result[rows[zero]] = xr[zero]
-        lo[rows] = np.where(g < 0, xr, lo[rows])
-        hi[rows] = np.where(g < 0, hi[rows], xr)
-        lor, hir = lo[rows], hi[rows]
-        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):  # such steps are bisected
-            x_new = np.where((dg > 0) & np.isfinite(dg), xr - g / dg, np.nan)
-        bisect = ~((lor < x_new) & (x_new < hir)) | (np.abs(g) > 0.5 * np.abs(g_prev[rows]))
-        x_new = np.where(bisect, 0.5 * (lor + hir), x_new)
-        g_prev[rows] = g
-        tol = NEWTON_TOL * (1.0 + np.abs(xr))
-        done = ~zero & ((np.abs(x_new - xr) <= tol) | (hir - lor <= tol))
-        result[rows[done]] = x_new[done]
-        x[rows] = x_new
-        rows = rows[~(zero | done)]
-    result[rows] = x[rows]
-    return result
+    return lockstep_solve(_padded_side(summaries, 0), _padded_side(summaries, 1), lo, hi, x0)
 
 
 def bias_error_bound(bin_width: float) -> float:

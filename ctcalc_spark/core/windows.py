@@ -35,7 +35,7 @@ import datetime as dt
 import math
 from dataclasses import dataclass
 from collections import defaultdict
-from typing import Any, Collection, Iterable, Mapping, Sequence
+from typing import Any, Callable, Collection, Iterable, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
@@ -283,6 +283,65 @@ def _window_group_pairs(first_day: np.ndarray, last_day: np.ndarray, daily_key: 
     return pair // n_groups, pair % n_groups
 
 
+READ_DAYS = 32
+"""Days of summaries read at a time by :func:`read_by_days`."""
+
+
+def read_by_days(read: Callable[[list[str]], pd.DataFrame], days: Sequence[str], *,
+                 compact: bool = False) -> pd.DataFrame:
+    """``read(days)`` of :data:`READ_DAYS` days at a time, concatenated: a read holds its Arrow table and its pandas
+    frame at once, so reading years of summaries in one go needs twice their size; a part at a time, the frame
+    and one part's Arrow table. ``compact``: text columns as categoricals (a code per row, not a pointer to a
+    Python string), for :func:`merge_windows`, which returns them as text."""
+    if not compact:
+        parts = [read(list(days[i:i + READ_DAYS])) for i in range(0, len(days), READ_DAYS)]
+        parts = [p for p in parts if not p.empty] or parts[:1]
+        if len(parts) <= 1:
+            return parts[0] if parts else read([])
+        return pd.concat(parts, ignore_index=True, copy=False)
+    columns: dict[str, list[Any]] = {}
+    for i in range(0, len(days), READ_DAYS):
+        part = read(list(days[i:i + READ_DAYS]))
+        for c in part.columns:  # column by column: a frame's numeric block would be copied whole at each step
+            col = part[c]
+            columns.setdefault(c, []).append(col.astype("category") if col.dtype == object else col.to_numpy())
+        del part
+    if not columns:
+        return read([])
+    out = {}
+    for c in list(columns):
+        pieces = columns.pop(c)
+        out[c] = (pd.api.types.union_categoricals(pieces, sort_categories=True)
+                  if isinstance(pieces[0], pd.Series) else np.concatenate(pieces))
+    return pd.DataFrame(out, copy=False)
+
+
+def day_positions(ds: pd.Series, day_names: pd.Index) -> np.ndarray:
+    """The position of each row's day in ``day_names`` (-1: none), one look-up per category of a categorical."""
+    if isinstance(ds.dtype, pd.CategoricalDtype):
+        of_category = np.r_[day_names.get_indexer(ds.cat.categories.astype(str)), -1]
+        return of_category[ds.cat.codes.to_numpy()]  # code -1 (missing) takes the last entry
+    return day_names.get_indexer(ds.astype(str))
+
+
+def _group_codes(frame: pd.DataFrame, columns: Sequence[str]) -> np.ndarray:
+    """``frame.groupby(columns, dropna=False, sort=True).ngroup()``, from each column's sorted codes combined into
+    one integer (a few distinct model, run and slice values, and integer bins, over millions of rows: hashing the
+    tuples of every row costs several times as much)."""
+    key, radix = np.zeros(len(frame), np.int64), 1
+    for c in columns:
+        col = frame[c]
+        if col.dtype.kind in "iu":
+            uniques, codes = np.unique(col.to_numpy(), return_inverse=True)
+        else:
+            codes, uniques = pd.factorize(col, sort=True, use_na_sentinel=False)
+        n = max(len(uniques), 1)
+        if radix > (1 << 62) // n:
+            return frame.groupby(list(columns), dropna=False, sort=True).ngroup().to_numpy(np.int64)
+        key, radix = key * n + codes, radix * n
+    return np.unique(key, return_inverse=True)[1].astype(np.int64)
+
+
 def merge_windows(summaries: pd.DataFrame, task: str, windows: Iterable[Window]) -> pd.DataFrame:
     """Summary rows summed per (window label, group cells[, bin, label]) over days and splits.
 
@@ -306,7 +365,7 @@ def merge_windows(summaries: pd.DataFrame, task: str, windows: Iterable[Window])
         spans[w.label].update(w.days())
     labels = sorted(spans)
     day_names = pd.Index(sorted(set().union(*spans.values())))
-    day = day_names.get_indexer(summaries["ds"].astype(str))  # -1: in no window
+    day = day_positions(summaries["ds"], day_names)  # -1: in no window
     inside = day >= 0
     # a range's rolling job keeps every row: selecting them all would copy a year's summaries for nothing
     rows, day = (summaries, day) if inside.all() else (summaries[inside], day[inside])
@@ -319,8 +378,10 @@ def merge_windows(summaries: pd.DataFrame, task: str, windows: Iterable[Window])
             raise ValueError(f"window {label!r} is not a run of consecutive days")
         first_day[i], last_day[i] = idx[0], idx[-1]
     span = len(day_names)
-    group = rows.groupby([*cells, *keys], dropna=False, sort=True).ngroup().to_numpy(np.int64)  # sorted codes
+    group = _group_codes(rows, [*cells, *keys])  # sorted codes
     group_values = rows.iloc[np.unique(group, return_index=True)[1]][[*cells, *keys]].reset_index(drop=True)
+    group_values = group_values.astype({c: object for c in group_values.columns
+                                        if isinstance(group_values[c].dtype, pd.CategoricalDtype)})
     n_groups = len(group_values)
     # 1. one row per (group, day), sorted that way: the day's splits summed in input order
     key = group * span + day

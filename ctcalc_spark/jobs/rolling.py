@@ -14,6 +14,7 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Iterable, Sequence
 
+import numpy as np
 import pandas as pd
 
 from ctcalc_spark.config import JobConfig
@@ -24,8 +25,10 @@ from ctcalc_spark.core.windows import (
     attach_exact,
     day_runs,
     finalize_windows,
+    day_positions,
     merge_windows,
     previous_window,
+    read_by_days,
     window_of,
     window_summaries,
 )
@@ -37,6 +40,9 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 log = logging.getLogger(__name__)
+
+PAIRS_AT_ONCE = 32
+"""Days whose windows are merged and finalised together."""
 
 ROLLING_TABLE_TYPES = {**ROLLING_TYPES, "window_spec": "string", "ds": "string"}
 """Columns of the rolling table: the rows of :data:`ROLLING_TYPES` plus its partition columns."""
@@ -137,15 +143,24 @@ def compute_rolling(cfg: JobConfig, ds: str | Sequence[str], spark: SparkSession
     have = set(available)
     needed = sorted({x for a, pw in pairs for x in a.days() + pw.days()} & have)
     store.require_one_run(needed)
-    rows = store.read("summaries", days=needed, task=cfg.task)
-    if not rows.empty:
-        rows["ds"] = rows["ds"].astype(str)
-    merged = merge_windows(rows, cfg.task, sorted({x for pair in pairs for x in pair}))
+    rows = read_by_days(lambda part: store.read("summaries", days=part, task=cfg.task), needed, compact=True)
     c = cfg.columns
-    table = finalize_windows(merged, cfg.task, pairs, spec, model=c.model, run=c.run, slices=c.slices,
-                             bin_width=cfg.histogram.bin_width,
-                             first={a.label for a, pw in pairs if pw.end < available[0]},
-                             days={a.label: (a.n_days, pw.n_days) for a, pw in pairs})
+    first = {a.label for a, pw in pairs if pw.end < available[0]}
+    n_days = {a.label: (a.n_days, pw.n_days) for a, pw in pairs}
+    day_index = day_positions(rows["ds"], pd.Index(needed)) if not rows.empty else np.zeros(0, np.int64)
+    parts = []
+    for i in range(0, len(pairs), PAIRS_AT_ONCE):
+        # a part of the days at a time: the windows as of each day overlap (a week's rows are summed into up to
+        # seven of them), so merging every window at once would hold several times the summaries
+        chunk = pairs[i:i + PAIRS_AT_ONCE]
+        windows = sorted({x for pair in chunk for x in pair})
+        lo = int(np.searchsorted(needed, min(w.start for w in windows)))
+        hi = int(np.searchsorted(needed, max(w.end for w in windows), side="right"))
+        part_rows = rows[(day_index >= lo) & (day_index < hi)]
+        merged = merge_windows(part_rows, cfg.task, windows)
+        parts.append(finalize_windows(merged, cfg.task, chunk, spec, model=c.model, run=c.run, slices=c.slices,
+                                      bin_width=cfg.histogram.bin_width, first=first, days=n_days))
+    table = pd.concat(parts, ignore_index=True) if len(parts) > 1 else parts[0]
     exact_rows = store.read("calibrated_exact", days=sorted({x for a, _ in pairs for x in a.days()}),
                             where={"window_spec": [spec.label]})
     if not exact_rows.empty:
