@@ -231,8 +231,12 @@ def session_for(args: argparse.Namespace, cfg: JobConfig, app_name: str,  # type
     from ctcalc_spark.spark import interrupt
     from ctcalc_spark.spark.session import build_session
 
+    from ctcalc_spark.spark.session import connector_settings
+
+    paths = [cfg.input.path, *cfg.input.model_paths.values(), cfg.output.path]
     spark = build_session(cfg.spark, app_name=app_name, submitted=getattr(args, "_submitted", False),
-                          log_level=getattr(args, "_spark_log_level", None))
+                          log_level=getattr(args, "_spark_log_level", None),
+                          connectors=connector_settings(paths, cfg.input.format, cfg.spark.conf))
     interrupt.install(spark, stop_spark=stop_spark_on_signal)
     return spark
 
