@@ -728,7 +728,8 @@ def test_a_fixed_set_is_scored_without_an_invented_day(spark: Any, tmp_path: Pat
     capsys.readouterr()
     assert main(["score", "--eval", str(path), "--format", "csv", "--models-dir", str(models), "--out", str(out)]) == 0
     printed = capsys.readouterr().out
-    assert sorted(p.name for p in out.iterdir()) == ["part-00000.parquet"]
+    assert [re.sub("-[0-9a-f]{12}-", "-T-", Path(u).name) for u in DeltaTable(str(out)).file_uris()] == [
+        "part-T-00000.parquet"]
     got = pd.read_parquet(out)
     assert "ds" not in got.columns and len(got) == 2 * len(rows)
     assert "3,000 rows (2 models) undated (no ds column)" in printed
@@ -741,7 +742,8 @@ def test_a_fixed_set_is_scored_without_an_invented_day(spark: Any, tmp_path: Pat
     # A rerun replaces the set; --ds has no days to keep; dated partitions do not join an undated table.
     assert main(["score", "--eval", str(path), "--format", "csv", "--models-dir", str(models), "--out", str(out),
                  "--pipeline", "lr"]) == 0
-    assert sorted(p.name for p in out.iterdir()) == ["part-00000.parquet"]
+    assert [re.sub("-[0-9a-f]{12}-", "-T-", Path(u).name) for u in DeltaTable(str(out)).file_uris()] == [
+        "part-T-00000.parquet"]
     assert main(["score", "--eval", str(path), "--format", "csv", "--models-dir", str(models), "--out", str(out),
                  "--ds", "2026-01-01"]) == EXIT_CONFIG
     assert "the models declare no day column" in capsys.readouterr().err
@@ -774,7 +776,7 @@ def test_spark_engine_takes_days_writes_a_fixed_set_undated_and_counts_extreme_l
     write_spark_scores(undated, str(tmp_path / "fixed"))
     fixed = spark_table_report(spark, str(tmp_path / "fixed"), [("lr", 0)])
     assert fixed.undated and fixed.rows_per_day == {"undated": len(rows)} and fixed.files_per_day["undated"] >= 1
-    assert "ds" not in pd.read_parquet(tmp_path / "fixed").columns
+    assert "ds" not in DeltaTable(str(tmp_path / "fixed")).to_pandas().columns
     with pytest.raises(InputError, match="holds an undated table"):  # dated partitions do not join it
         write_spark_scores(scored, str(tmp_path / "fixed"))
 

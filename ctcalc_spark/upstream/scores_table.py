@@ -75,9 +75,10 @@ def commit(out: Path, written: Sequence[WrittenFile], schema: pa.Schema, mode: s
             write_deltalake(str(out), full.empty_table(), partition_by=partition_by, mode="error")
         table = DeltaTable(str(out))
         if sorted(table.metadata().partition_columns) != sorted(partition_by or []):
-            have = "dated (ds partitions)" if table.metadata().partition_columns else "undated (no ds partitions)"
-            raise InputError(f"Output {str(out)!r} is an {have} table; this write is "
-                             f"{'undated' if undated else 'dated'}. Use another path, or remove the table first.")
+            have = "a dated table (ds partitions)" if table.metadata().partition_columns else \
+                "an undated table (no ds partitions)"
+            raise InputError(f"Output {str(out)!r} holds {have}; this write is {'undated' if undated else 'dated'}. "
+                             "Use another path, or remove the table first.")
         actions = [AddAction(f.path, os.path.getsize(out / f.path), {} if f.day is None else {DS: f.day},
                              int(time.time() * 1000), True, json.dumps({"numRecords": f.rows})) for f in written]
         filters = [(DS, "in", sorted(set(days)))] if mode == "partitions" and not undated else None
