@@ -53,3 +53,21 @@ def test_spark_delta_reader_equals_deltalake_after_replaced_days_and_a_vacuum(tm
     got = json.loads(proc.stdout.strip().splitlines()[-1])
     assert [tuple(r) for r in got["path"]] == want
     assert [tuple(r) for r in got["name"]] == want
+
+
+def test_connector_settings_add_packages_and_never_credentials(monkeypatch):
+    """s3a:// paths add hadoop-aws (pyspark's Hadoop) and the endpoint; input.format delta adds delta-spark; the
+    config's own packages are kept and its settings win; the secret in the environment is in no setting."""
+    from ctcalc_spark.spark.session import DELTA_SPARK, connector_settings, hadoop_aws
+
+    monkeypatch.setenv("AWS_ENDPOINT_URL", "http://127.0.0.1:9000")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "s3cr3t-value")
+    got = connector_settings(["s3a://lake/eval", "/local/out"], "delta",
+                             {"spark.jars.packages": "org.example:x:1", "spark.sql.extensions": "mine"})
+    assert got["spark.jars.packages"] == f"org.example:x:1,{hadoop_aws()},{DELTA_SPARK}"
+    assert hadoop_aws() == "org.apache.hadoop:hadoop-aws:3.5.0"
+    assert got["spark.hadoop.fs.s3a.endpoint"] == "http://127.0.0.1:9000"
+    assert got["spark.hadoop.fs.s3a.path.style.access"] == "true"
+    assert "spark.sql.extensions" not in got  # the config's own
+    assert not [k for k, v in got.items() if "s3cr3t" in v]
+    assert connector_settings(["/local/eval", "s3://lake/out"], "parquet", {}) == {}
