@@ -69,3 +69,36 @@ def test_evaluate_from_s3_equals_evaluate_from_a_folder(s3_server, tmp_path):
             texts.append(client.get_object(Bucket=s3_server.bucket, Key=obj["Key"])["Body"].read().decode())
     assert not [t for t in texts if s3_server.secret_key in t]
     assert sum("_delta_log" in t or "commitInfo" in t for t in texts) > 0
+
+
+def test_two_evaluates_of_one_day_on_s3_leave_the_day_once(s3_server, tmp_path):
+    """Two `ctcalc evaluate` of the same day started together against S3: when their runs overlap, one commits and
+    the other stops with the conflict error (exit 1); either way the day's metrics are there once."""
+    import os
+    import subprocess
+    import sys
+
+    from tests._cli import REPO
+
+    local = tmp_path / "eval"
+    _eval_folder(local)
+    prefix = s3_server.fresh_prefix("race")
+    client = s3_server.client()
+    for f in sorted(local.rglob("*.parquet")):
+        client.upload_file(str(f), s3_server.bucket, f"{prefix}/eval/{f.relative_to(local).as_posix()}")
+    cfg = _config(tmp_path / "s3.yaml", s3_server.url(f"{prefix}/eval", "s3a"), s3_server.url(f"{prefix}/out"))
+    env = {**os.environ, **s3_server.env(), "PYTHONPATH": str(REPO)}
+    procs = [subprocess.Popen([sys.executable, "-m", "ctcalc_spark.cli", "evaluate", "--config", cfg, "--ds", DAYS[1]],
+                              env=env, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+             for _ in range(2)]
+    results = [(p.wait(timeout=900), *p.communicate()) for p in procs]
+    codes = sorted(rc for rc, _, _ in results)
+    assert codes in ([0, 0], [0, 1]), [(rc, err[-600:]) for rc, _, err in results]
+    if codes == [0, 1]:
+        [err] = [err for rc, _, err in results if rc == 1]
+        assert "Another run committed ds=2026-11-21 of the metrics table" in err
+    got = _metrics(s3_server.url(f"{prefix}/out/metrics"), s3_server.storage_options())
+    assert not got.duplicated(["ds", "model", "run", "slice_name", "slice_value"]).any()
+    assert sorted(set(got["ds"])) == [DAYS[1]] and len(got) > 0
+    assert not [t for _, out, err in results for t in (out, err) if s3_server.secret_key in t]
+    print("evaluate race exit codes:", codes)
