@@ -639,7 +639,7 @@ def write_spark_scores(scored: SparkDataFrame, out_path: str, *, mode: str = "pa
     _refuse_mixed_layout(out, not dated, mode)
     sub = f"spark-{scores_table.new_token()}"
     writer = scored.write.partitionBy("ds") if dated else scored.write
-    writer.mode("errorifexists").parquet(str(out / sub))
+    writer.mode("append").parquet(str(out / sub))  # a new folder; Spark Connect takes no "errorifexists"
     written = []
     for folder, _, names in os.walk(out / sub):
         for name in sorted(n for n in names if n.endswith(".parquet") and not n.startswith(("_", "."))):
