@@ -5,6 +5,7 @@ cd "$(dirname "$0")/.."
 bash scripts/bootstrap.sh
 bash scripts/ensure_chromium.sh  # headless browser for tests/test_report_browser.py (apt-get, only when missing)
 . scripts/env.sh
+bash scripts/fetch_spark_packages.sh  # hadoop-aws and delta-spark into the Ivy cache, before tests start JVMs
 export CTCALC_REQUIRE_BROWSER=1  # here a missing browser fails that test instead of skipping it
 set +e
 .venv/bin/python -m pytest -q "$@"

@@ -93,6 +93,17 @@ def _free_port() -> int:
 
 
 @pytest.fixture(scope="session")
+def s3_server(tmp_path_factory):
+    """An S3-compatible server on loopback (tests/_s3.py, scripts/s3_server.sh) with a user, a key and a bucket,
+    for the test session. A server that cannot start fails the tests that use it."""
+    from tests._s3 import start_s3
+
+    server = start_s3(tmp_path_factory.mktemp("s3"))
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="session")
 def free_port():
     """A function returning a free TCP port on the loopback interface (for servers a test starts)."""
     return _free_port

@@ -1486,13 +1486,13 @@ def test_an_output_path_deltalake_cannot_open_is_refused_before_the_scan(spark, 
                  progress=lambda line: pytest.fail(f"went on to {line!r}"))
 
 
-@pytest.mark.parametrize(("fmt", "mark", "name"), [("delta", "_delta_log", "a Delta Lake"),
-                                                  ("hudi", ".hoodie", "an Apache Hudi"),
+@pytest.mark.parametrize(("fmt", "mark", "name"), [("hudi", ".hoodie", "an Apache Hudi"),
                                                   ("iceberg", "metadata", "an Iceberg")])
 def test_a_lakehouse_table_read_as_plain_files_is_refused(spark, demo_config, tmp_path, fmt, mark, name):
     """A Delta Lake (or Hudi) table's folder keeps the Parquet files of rows that later versions deleted or
     replaced: read as Parquet, every version's rows were counted, without a word (an Iceberg table's data/ folder
-    gave 'Unable to infer schema', and the nested-folder hint would have read every version)."""
+    gave 'Unable to infer schema', and the nested-folder hint would have read every version). A Delta table's
+    folder read as Parquet is read through its log instead (tests/test_delta_input.py)."""
     rows = _binary_rows(models=("a",), runs=(0,), n=200)
     table = tmp_path / "table"
     (table / mark).mkdir(parents=True)

@@ -4,6 +4,7 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import gzip
+import re
 from pathlib import Path
 from typing import Any
 
@@ -11,6 +12,7 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pytest
+from deltalake import DeltaTable
 
 torch = pytest.importorskip("torch")
 
@@ -404,10 +406,11 @@ def scored(trained: Path, census: dict[str, Path], tmp_path_factory: pytest.Temp
 
 
 def test_scored_table_is_compact_and_complete(scored: Path, census: dict[str, Path]) -> None:
-    assert sorted(p.name for p in scored.iterdir()) == [f"ds={d}" for d in EVAL_DAYS]  # no staging left
+    assert sorted(p.name for p in scored.iterdir()) == ["_delta_log", *[f"ds={d}" for d in EVAL_DAYS]]
     for day in EVAL_DAYS:
-        assert _files(scored / f"ds={day}") == ["part-00000.parquet"]  # one file for 4 models
-    got = pd.read_parquet(scored)
+        assert [re.sub("-[0-9a-f]{12}-", "-T-", n) for n in _files(scored / f"ds={day}")] == ["part-T-00000.parquet"]
+    got = DeltaTable(str(scored)).to_pandas()
+    assert DeltaTable(str(scored)).version() == 1  # the table made, then every day in one commit
     source = pd.read_csv(census["eval"])
     assert len(got) == 4 * len(source)
     assert list(got.columns[:6]) == ["model", "run", "example_id", "label", "logit", "sex"]
@@ -435,16 +438,57 @@ def test_rerun_replaces_only_its_partitions(trained: Path, census: dict[str, Pat
     source = TableSource(path=str(census["eval"]), format="csv")
     out = tmp_path / "scores"
     score_table(models, source, out)
-    kept = (out / f"ds={EVAL_DAYS[0]}" / "part-00000.parquet").stat().st_ino
+    [first] = _files(out / f"ds={EVAL_DAYS[0]}")
+    kept = (out / f"ds={EVAL_DAYS[0]}" / first).stat().st_ino
+    [replaced] = _files(out / f"ds={EVAL_DAYS[1]}")
     second_day = pd.read_csv(census["eval"]).query(f"`interview date` == '{EVAL_DAYS[1]}'")
     report = score_table(models, second_day, out, files_per_partition=3)
     assert report.days == [EVAL_DAYS[1]] and report.files_per_day == {EVAL_DAYS[1]: 3}
-    assert (out / f"ds={EVAL_DAYS[0]}" / "part-00000.parquet").stat().st_ino == kept  # untouched
-    assert _files(out / f"ds={EVAL_DAYS[1]}") == ["part-00000.parquet", "part-00001.parquet", "part-00002.parquet"]
-    assert len(pd.read_parquet(out / f"ds={EVAL_DAYS[1]}")) == 2 * len(second_day)
-    assert sorted(p.name for p in out.iterdir()) == [f"ds={d}" for d in EVAL_DAYS]
+    assert (out / f"ds={EVAL_DAYS[0]}" / first).stat().st_ino == kept  # untouched
+    table = DeltaTable(str(out))
+    current = sorted(Path(u).name for u in table.file_uris() if f"ds={EVAL_DAYS[1]}" in u)
+    assert len(current) == 3 and replaced not in current  # the old file stays in the folder until a vacuum
+    got = table.to_pandas()
+    assert (got["ds"] == EVAL_DAYS[1]).sum() == 2 * len(second_day)
+    assert (got["ds"] == EVAL_DAYS[0]).sum() == 2 * (len(pd.read_csv(census["eval"])) - len(second_day))
+    assert sorted(p.name for p in out.iterdir()) == ["_delta_log", *[f"ds={d}" for d in EVAL_DAYS]]
     with pytest.raises(InputError, match="exists"):
         score_table(models, second_day, out, mode="error")
+
+
+def test_a_reader_never_sees_a_day_missing_or_doubled_during_a_rescore(trained: Path, census: dict[str, Path],
+                                                                        tmp_path: Path) -> None:
+    """Re-scores of one day, each one Delta commit, while a reader polls the table: every version it reads has
+    each day's rows once (the old rename swap left a moment without the day)."""
+    import threading
+
+    models = find_models(trained, ["lr"])
+    source = pd.read_csv(census["eval"])
+    out = tmp_path / "scores"
+    score_table(models, source, out)
+    want = {d: 2 * int((source["interview date"] == d).sum()) for d in EVAL_DAYS}
+    second_day = source[source["interview date"] == EVAL_DAYS[1]]
+    done, errors = threading.Event(), []
+
+    def rescore() -> None:
+        try:
+            for files in (1, 2, 3, 1, 2, 3):
+                score_table(models, second_day, out, files_per_partition=files)
+        except Exception as e:  # noqa: BLE001 - reported by the test
+            errors.append(e)
+        finally:
+            done.set()
+
+    writer = threading.Thread(target=rescore)
+    writer.start()
+    seen = []
+    while not done.is_set() or not seen:
+        days = DeltaTable(str(out)).to_pyarrow_table(columns=["ds"]).column("ds").to_pylist()
+        seen.append({d: days.count(d) for d in set(days)})
+    writer.join()
+    assert not errors
+    assert DeltaTable(str(out)).version() == 7  # the table, the first scoring, six re-scores
+    assert all(counts == want for counts in seen), [c for c in seen if c != want][:3]
 
 
 def test_evaluate_job_reads_the_scored_table(spark: Any, scored: Path, tmp_path: Path) -> None:
@@ -488,7 +532,7 @@ def test_spark_scorer_matches_the_local_one(spark: Any, census: dict[str, Path],
     report = spark_table_report(spark, str(tmp_path / "spark"), list(models))
     assert report.rows_per_day == local.rows_per_day
     assert all(1 <= n <= 2 for n in report.files_per_day.values()), report.files_per_day
-    a, b = pd.read_parquet(tmp_path / "local"), pd.read_parquet(tmp_path / "spark")
+    a, b = (DeltaTable(str(tmp_path / name)).to_pandas() for name in ("local", "spark"))
     both = a.merge(b, on=["model", "run", "example_id"], suffixes=("_local", "_spark"), validate="one_to_one")
     assert len(both) == len(a) == len(b)
     for c in ("label", "sex"):
@@ -684,7 +728,8 @@ def test_a_fixed_set_is_scored_without_an_invented_day(spark: Any, tmp_path: Pat
     capsys.readouterr()
     assert main(["score", "--eval", str(path), "--format", "csv", "--models-dir", str(models), "--out", str(out)]) == 0
     printed = capsys.readouterr().out
-    assert sorted(p.name for p in out.iterdir()) == ["part-00000.parquet"]
+    assert [re.sub("-[0-9a-f]{12}-", "-T-", Path(u).name) for u in DeltaTable(str(out)).file_uris()] == [
+        "part-T-00000.parquet"]
     got = pd.read_parquet(out)
     assert "ds" not in got.columns and len(got) == 2 * len(rows)
     assert "3,000 rows (2 models) undated (no ds column)" in printed
@@ -697,7 +742,8 @@ def test_a_fixed_set_is_scored_without_an_invented_day(spark: Any, tmp_path: Pat
     # A rerun replaces the set; --ds has no days to keep; dated partitions do not join an undated table.
     assert main(["score", "--eval", str(path), "--format", "csv", "--models-dir", str(models), "--out", str(out),
                  "--pipeline", "lr"]) == 0
-    assert sorted(p.name for p in out.iterdir()) == ["part-00000.parquet"]
+    assert [re.sub("-[0-9a-f]{12}-", "-T-", Path(u).name) for u in DeltaTable(str(out)).file_uris()] == [
+        "part-T-00000.parquet"]
     assert main(["score", "--eval", str(path), "--format", "csv", "--models-dir", str(models), "--out", str(out),
                  "--ds", "2026-01-01"]) == EXIT_CONFIG
     assert "the models declare no day column" in capsys.readouterr().err
@@ -730,7 +776,7 @@ def test_spark_engine_takes_days_writes_a_fixed_set_undated_and_counts_extreme_l
     write_spark_scores(undated, str(tmp_path / "fixed"))
     fixed = spark_table_report(spark, str(tmp_path / "fixed"), [("lr", 0)])
     assert fixed.undated and fixed.rows_per_day == {"undated": len(rows)} and fixed.files_per_day["undated"] >= 1
-    assert "ds" not in pd.read_parquet(tmp_path / "fixed").columns
+    assert "ds" not in DeltaTable(str(tmp_path / "fixed")).to_pandas().columns
     with pytest.raises(InputError, match="holds an undated table"):  # dated partitions do not join it
         write_spark_scores(scored, str(tmp_path / "fixed"))
 

@@ -231,8 +231,14 @@ def session_for(args: argparse.Namespace, cfg: JobConfig, app_name: str,  # type
     from ctcalc_spark.spark import interrupt
     from ctcalc_spark.spark.session import build_session
 
+    from ctcalc_spark.spark.session import connector_settings
+
+    inp, out = getattr(cfg, "input", None), getattr(cfg, "output", None)  # a job's config (score's has neither)
+    paths = [inp.path, *inp.model_paths.values()] if inp is not None else []
+    paths += [getattr(out, "path", None)]
+    connectors = connector_settings(paths, getattr(inp, "format", None), cfg.spark.conf)
     spark = build_session(cfg.spark, app_name=app_name, submitted=getattr(args, "_submitted", False),
-                          log_level=getattr(args, "_spark_log_level", None))
+                          log_level=getattr(args, "_spark_log_level", None), connectors=connectors)
     interrupt.install(spark, stop_spark=stop_spark_on_signal)
     return spark
 

@@ -19,6 +19,7 @@ from ctcalc_spark.config import (
     validate_ds,
 )
 from ctcalc_spark.errors import ConfigError, CtcalcError, InputError, java_root_cause
+from ctcalc_spark.spark import delta_input
 from ctcalc_spark.spark.filekind import (
     check_folder_links,
     has_data_files,
@@ -422,6 +423,11 @@ def load_input(spark: SparkSession, cfg: JobConfig, days: Sequence[str] | None =
             if cfg.input.skip_unreadable_files:
                 reader = reader.option("ignoreCorruptFiles", "true")
             root = absolute(str(cfg.input.path))
+            if delta_input.reads_log(cfg.input.format, root, cfg.output.storage_options):
+                values = None if days is None else [input_day(cfg.columns.ds_format, d) for d in days]
+                df = delta_input.read_delta(spark, reader, root, ds_column=cfg.columns.ds, day_values=values,
+                                            storage_options=cfg.output.storage_options)
+                return nested_columns(df, source_columns(cfg))
             day_paths = _day_folders(root, cfg.columns.ds, days, cfg.columns.ds_format)
             if day_paths is None:
                 check_output_outside(root, cfg)

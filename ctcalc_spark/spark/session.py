@@ -10,7 +10,7 @@ import os
 import sys
 import warnings
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Mapping
+from typing import TYPE_CHECKING, Any, Iterable, Mapping
 
 from ctcalc_spark.config import SparkConfig
 from ctcalc_spark.errors import ConfigError, MissingDependencyError
@@ -79,8 +79,62 @@ def new_metastore_note() -> str | None:
             f"{base}/spark-warehouse}} (those folders, or the ones the tables were written with).")
 
 
+DELTA_SPARK = "io.delta:delta-spark_4.2_2.13:4.4.0"
+"""Delta Lake's Spark reader for Spark 4.2 (Delta 4.4.0 is built against Spark 4.2.0; its PyPI 4.4.1 has no
+Maven release of this artifact)."""
+DELTA_SETTINGS = {"spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
+                  "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog"}
+PACKAGES = "spark.jars.packages"
+
+
+def ivy_cache() -> str:
+    """Where Spark's Ivy keeps the packages ctcalc adds: the user's cache folder, fetched once."""
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return os.path.join(base, "ctcalc", "ivy")
+
+
+def hadoop_aws() -> str:
+    """The hadoop-aws artifact of the Hadoop that this pyspark ships (s3a:// must match it)."""
+    from ctcalc_spark.spark.files import hadoop_version
+
+    return f"org.apache.hadoop:hadoop-aws:{hadoop_version() or '3.5.0'}"
+
+
+def connector_settings(paths: Iterable[str | None], input_format: str | None = None,
+                       conf: Mapping[str, str] | None = None) -> dict[str, str]:
+    """Launch settings that load what a job's paths and input format need, when the config's ``spark.conf``
+    does not say otherwise: hadoop-aws and the s3a settings for ``s3a://`` paths, Delta's Spark reader for
+    ``input.format: delta``. Packages resolve from Maven Central into :func:`ivy_cache`. Credentials are never
+    settings: s3a reads them from the environment or the AWS profile (its default provider chain), as the AWS
+    SDKs do. An endpoint other than AWS's (``AWS_ENDPOINT_URL``) gets path-style requests."""
+    conf = dict(conf or {})
+    packages: list[str] = []
+    out: dict[str, str] = {}
+    if any(str(p).startswith("s3a://") for p in paths if p):
+        packages.append(hadoop_aws())
+        endpoint = os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL")
+        region = os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION")
+        if endpoint:
+            out["spark.hadoop.fs.s3a.endpoint"] = endpoint
+            out["spark.hadoop.fs.s3a.path.style.access"] = "true"
+            out["spark.hadoop.fs.s3a.connection.ssl.enabled"] = str(endpoint.startswith("https:")).lower()
+        if region:
+            out["spark.hadoop.fs.s3a.endpoint.region"] = region
+    if input_format == "delta":
+        packages.append(DELTA_SPARK)
+        out.update(DELTA_SETTINGS)
+    if not packages:
+        return {}
+    have = [p.strip() for p in conf.get(PACKAGES, "").split(",") if p.strip()]
+    names = {p.rsplit(":", 1)[0] for p in have}
+    out[PACKAGES] = ",".join([*have, *(p for p in packages if p.rsplit(":", 1)[0] not in names)])
+    out.setdefault("spark.jars.ivy", ivy_cache())
+    return {k: v for k, v in out.items() if k == PACKAGES or k not in conf}
+
+
 def build_session(
-    cfg: SparkConfig | None = None, *, app_name: str = "ctcalc", submitted: bool = False, log_level: str | None = None
+    cfg: SparkConfig | None = None, *, app_name: str = "ctcalc", submitted: bool = False, log_level: str | None = None,
+    connectors: Mapping[str, str] | None = None,
 ) -> SparkSession:
     """A session for the jobs.
 
@@ -111,6 +165,8 @@ def build_session(
             "spark.sql.debug.maxToStringFields": "100",
         }
     launch.update({str(k): str(v) for k, v in cfg.conf.items()})
+    if not submitted:  # the packages and settings a job's paths need (connector_settings); its own conf wins
+        launch.update(connectors or {})
     builder = SparkSession.builder.appName(app_name)
     remote = cfg.remote or os.environ.get("SPARK_REMOTE")
     check_spark_available(cfg)

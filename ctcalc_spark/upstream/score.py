@@ -1,20 +1,21 @@
 """Score evaluation rows with trained CTR models into the evaluation table the metric engine reads.
 
-Evaluation table (one row per model, run and example; Parquet partitioned by ``ds``)::
+Evaluation table (one row per model, run and example; a Delta Lake table partitioned by ``ds``)::
 
     model string, run int, ds string, example_id long, label int, logit double [, passthrough columns]
 
 A table without a ds column, scored without a day given for it, is a fixed set: its evaluation table has no ds
-column and no partitions (``part-*.parquet`` in the folder), and each write replaces it whole.
+column and no partitions (``part-*.parquet`` in the folder), and each write replaces it whole. Every write is one
+Delta commit (:mod:`ctcalc_spark.upstream.scores_table`): a reader sees the table before it or after it.
 
 Two engines, one per-batch function (:func:`score_rows`), so both give the same logits:
 
 * :func:`score_table` (local, pyarrow + torch): reads the table, scores one ds at a time with every model
-  and writes each ds partition as ``files_per_partition`` files (default 1) into a hidden staging folder,
-  then swaps the partitions into place (a reader never sees a half-written partition).
+  and writes each ds partition as ``files_per_partition`` files (default 1) under new names in the table's
+  folder, then one commit replaces the days.
 * :func:`score_spark` + :func:`write_spark_scores` (Spark ``mapInArrow``, every model per Arrow batch):
   the input is hash-partitioned by (ds, bucket of ``files_per_partition``) so each ds partition gets at
-  most that many files, written with Spark's dynamic partition overwrite.
+  most that many files, written by Spark into a new folder of the table, then one commit replaces the days.
 
 Write modes: ``partitions`` replaces the ds partitions present in the input and keeps the others;
 ``overwrite`` replaces the whole table; ``error`` refuses an existing table.
@@ -35,7 +36,6 @@ import os
 import shlex
 import shutil
 import time
-import uuid
 from collections import Counter
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -53,6 +53,7 @@ import torch
 from ctcalc_spark.core.summary import DEFAULT_MAX_ABS_LOGIT
 from ctcalc_spark.errors import InputError
 from ctcalc_spark.spark.files import absolute, is_local, literal_path, local_path
+from ctcalc_spark.upstream import scores_table
 from ctcalc_spark.upstream.config import OUTPUT_COLUMNS, WRITE_MODES, TableColumns, TableSource
 from ctcalc_spark.upstream.models import CtrModel
 from ctcalc_spark.upstream.table import (
@@ -392,7 +393,7 @@ def score_table(
     """Score ``table`` with ``{(model_name, run): model file or model}`` into the evaluation table at ``out_path``.
 
     The table is read once; each ds is scored with every model and written as ``files_per_partition``
-    files into ``<out_path>/_staging-<token>/``, then every written partition is swapped into place.
+    files under new names in ``<out_path>/ds=<day>/``, then one Delta commit adds them and replaces the days.
     The label/id/ds columns are those the models declare; ``passthrough`` columns (default: the models'
     declaration) are copied; ``ds_value`` is the day of every row when no ds column is declared (without
     it such a table is written undated, replacing the output whole). ``days`` (default: a TableSource's
@@ -421,8 +422,10 @@ def score_table(
     data = data.filter(pa.array(keys.keep)) if not keys.keep.all() else data
     report = ScoreReport(str(out), [(n, r) for n, r, _ in entries], counts=dict(keys.counts),
                          passthrough=tuple(keys_decl.passthrough), max_abs_logit=max_abs_logit)
-    staging = out / f"_staging-{uuid.uuid4().hex[:12]}"
+    token = scores_table.new_token()
     counts: Counter[str] = Counter()
+    written: list[scores_table.WrittenFile] = []
+    schema: pa.Schema | None = None
     try:
         with torch_threads(num_threads):
             for day, day_rows, day_keys in _by_day(data, keys):
@@ -432,16 +435,18 @@ def score_table(
                 for (name, run, _), t in zip(entries, tables):
                     report.add_extreme(name, run, t.column("logit").to_numpy())
                 day_table = pa.concat_tables(tables).drop_columns(["ds"])
+                schema = day_table.schema
                 key = UNDATED if day is None else day
-                folder = staging / (UNDATED if day is None else f"ds={day}")
-                report.files_per_day[key] = _write_partition(folder, day_table, files_per_partition)
+                files = scores_table.write_day_files(out, day, day_table, files_per_partition, token)
+                written += files
+                report.files_per_day[key] = len(files)
                 report.rows_per_day[key] = day_table.num_rows
-        if undated:
-            _swap_undated(out, staging)
-        else:
-            _swap_partitions(out, staging, report.days, mode)
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
+        if schema is not None:
+            scores_table.commit(out, written, schema, mode, report.days, undated)
+    except BaseException:
+        for f in written:
+            (out / f.path).unlink(missing_ok=True)
+        raise
     report.counts.update(counts)
     report.seconds = time.perf_counter() - start
     return report
@@ -489,16 +494,6 @@ def _by_day(data: pa.Table, keys: Keys) -> Iterator[tuple[str | None, pa.Table, 
         start += n
 
 
-def _write_partition(folder: Path, table: pa.Table, files: int) -> int:
-    folder.mkdir(parents=True, exist_ok=True)
-    k = max(1, min(files, table.num_rows))
-    bounds = np.linspace(0, table.num_rows, k + 1).astype(np.int64)
-    for i in range(k):
-        pq.write_table(table.slice(int(bounds[i]), int(bounds[i + 1] - bounds[i])), folder / f"part-{i:05d}.parquet",
-                       row_group_size=1_000_000)
-    return k
-
-
 def _check_mode(mode: str, files_per_partition: int) -> None:
     if mode not in WRITE_MODES:
         raise InputError(f"Expected mode in {list(WRITE_MODES)}, got {mode!r}.")
@@ -533,31 +528,6 @@ def _refuse_mixed_layout(out: Path, undated: bool, mode: str) -> None:
     if files:
         raise InputError(f"Output {str(out)!r} holds an undated table ({files[0]}, …: no ds= partitions); dated "
                          "partitions cannot join it. Use mode 'overwrite' (--mode overwrite) or another path.")
-
-
-def _swap_undated(out: Path, staging: Path) -> None:
-    """Replace the whole table with the staged undated files: what readers see is removed, then the new files move
-    in (the table is one set: there are no partitions to keep)."""
-    for entry in _visible(out):
-        shutil.rmtree(entry) if entry.is_dir() else entry.unlink()
-    for f in sorted((staging / UNDATED).iterdir()):
-        f.rename(out / f.name)
-
-
-def _swap_partitions(out: Path, staging: Path, days: Sequence[str], mode: str) -> None:
-    """Move each staged ``ds=`` folder into place; the old one is renamed aside first, then deleted."""
-    token = staging.name.split("-", 1)[1]
-    for day in days:
-        final, old = out / f"ds={day}", out / f"_old-{token}-ds={day}"
-        if final.exists():
-            final.rename(old)
-        (staging / f"ds={day}").rename(final)
-        shutil.rmtree(old, ignore_errors=True)
-    if mode == "overwrite" and out.exists():
-        keep = {f"ds={d}" for d in days} | {staging.name}
-        for entry in out.iterdir():
-            if entry.name not in keep:
-                shutil.rmtree(entry) if entry.is_dir() else entry.unlink()
 
 
 # ---------------------------------------------------------------- Spark engine
@@ -651,25 +621,36 @@ def read_spark_table(spark: SparkSession, source: TableSource) -> SparkDataFrame
 
 
 def write_spark_scores(scored: SparkDataFrame, out_path: str, *, mode: str = "partitions") -> None:
-    """Write :func:`score_spark`'s result partitioned by ds (``partitions``: Spark's dynamic partition overwrite);
-    an undated result (no ds column) replaces the whole table, without partitions."""
+    """Write :func:`score_spark`'s result into the Delta table at ``out_path`` (a local folder): Spark writes the
+    files partitioned by ds in a new ``spark-<token>/`` folder of the table, then one commit adds them and
+    replaces the days they hold (``partitions``) or the whole table; an undated result (no ds column) replaces
+    the whole table."""
+    from urllib.parse import unquote
+
+    from pyspark.sql.pandas.types import to_arrow_schema
+
     _check_mode(mode, 1)
     dated = "ds" in scored.columns
-    if is_local(str(out_path)):  # a folder this process sees (with Connect, one client and server share)
-        _refuse_mixed_layout(Path(absolute(str(out_path))), not dated, mode)
+    out = Path(absolute(str(out_path)))
+    if not is_local(str(out_path)):
+        raise InputError(f"The Spark engine writes the evaluation table to a local or shared folder, got {out_path!r}; "
+                         "score with --engine local for an object store path.")
+    _refuse_existing(out, mode)
+    _refuse_mixed_layout(out, not dated, mode)
+    sub = f"spark-{scores_table.new_token()}"
     writer = scored.write.partitionBy("ds") if dated else scored.write
-    if mode == "error":
-        writer = writer.mode("errorifexists")
-    else:
-        writer = writer.mode("overwrite").option("partitionOverwriteMode",
-                                                  "dynamic" if mode == "partitions" and dated else "static")
+    writer.mode("append").parquet(str(out / sub))  # a new folder; Spark Connect takes no "errorifexists"
+    written = []
+    for folder, _, names in os.walk(out / sub):
+        for name in sorted(n for n in names if n.endswith(".parquet") and not n.startswith(("_", "."))):
+            rel = os.path.relpath(os.path.join(folder, name), out).replace(os.sep, "/")
+            day = next((unquote(p[3:]) for p in rel.split("/") if p.startswith("ds=")), None)
+            written.append(scores_table.WrittenFile(rel, day, pq.read_metadata(out / rel).num_rows))
+    schema = to_arrow_schema(scored.drop("ds").schema if dated else scored.schema)
     try:
-        writer.parquet(absolute(str(out_path)))
-    except Exception as e:  # AnalysisException: the path exists under mode 'error'
-        if mode == "error" and "already exists" in str(e).lower():
-            raise InputError(
-                f"Output {out_path!r} exists; use mode 'partitions' or 'overwrite', or another path."
-            ) from e
+        scores_table.commit(out, written, schema, mode, {f.day for f in written if f.day}, not dated)
+    except BaseException:
+        shutil.rmtree(out / sub, ignore_errors=True)
         raise
 
 
@@ -680,7 +661,9 @@ def spark_table_report(spark: SparkSession, out_path: str, models: Sequence[tupl
     this call did not write, and says so."""
     from pyspark.sql import functions as F
 
-    table = spark.read.parquet(literal_path(absolute(str(out_path))))
+    from ctcalc_spark.spark.delta_input import read_delta
+
+    table = read_delta(spark, spark.read, absolute(str(out_path)))
     dated = "ds" in table.columns
     logit, limit = F.col("logit"), float(max_abs_logit)
     groups = table.groupBy(*(["ds"] if dated else []), "model", "run").agg(
