@@ -25,6 +25,7 @@ TASKS = ("binary", "regression", "multiclass")
 
 INPUT_FORMATS = ("parquet", "json", "csv", "orc", "avro", "delta", "iceberg")
 STREAM_FORMATS = ("parquet", "json", "csv")  # the formats of files landing in stream.path
+KAFKA_FORMATS = ("json", "csv")  # how a Kafka message's value holds its row
 DUPLICATE_MODES = ("ignore", "count", "error")
 MIN_BIN_WIDTH = 1e-4
 """Finest histogram bin: one group per bin, and the scan packs the bin index into a 64-bit key."""
@@ -430,6 +431,12 @@ class StreamConfig:
     kafka_topic: str | None = None
     kafka_starting_offsets: str = "earliest"
     kafka_options: Mapping[str, str] = field(default_factory=dict)
+    """Options passed to Spark's Kafka reader as they are (``kafka.security.protocol``, ``failOnDataLoss``, ...)."""
+    kafka_format: str = "json"
+    """How a message's value holds its row: ``json`` (an object of the columns) or ``csv`` (one line, the columns
+    of ``stream.schema`` in its order)."""
+    kafka_max_value_bytes: int = 65536
+    """A message value longer than this is quarantined unparsed (a scored row is a few hundred bytes)."""
     event_time: str = "event_time"
     window: str = "1 hour"
     watermark: str = "10 minutes"
@@ -681,11 +688,17 @@ def _validate_stream(s: StreamConfig) -> None:
                           f"{s.format!r}.")
     if s.source == "kafka" and not (s.kafka_bootstrap_servers and s.kafka_topic):
         raise ConfigError("A Kafka stream needs 'stream.kafka_bootstrap_servers' and 'stream.kafka_topic'.")
+    if s.kafka_format not in KAFKA_FORMATS:
+        raise ConfigError(f"'stream.kafka_format' must be one of {list(KAFKA_FORMATS)}, got {s.kafka_format!r}.")
+    if s.source == "kafka" and s.kafka_format == "csv" and not s.schema:
+        raise ConfigError("A Kafka stream of CSV lines needs 'stream.schema': the line's columns in their order as "
+                          "DDL, e.g. 'model STRING, run STRING, label DOUBLE, logit DOUBLE, example_id STRING, "
+                          "event_time TIMESTAMP'.")
     duration_seconds(s.window, "stream.window")
     duration_seconds(s.watermark, "stream.watermark")
     if s.trigger not in ("availableNow", "once"):
         duration_seconds(s.trigger, "stream.trigger")
-    for name in ("max_files_per_trigger", "max_offsets_per_trigger"):
+    for name in ("max_files_per_trigger", "max_offsets_per_trigger", "kafka_max_value_bytes"):
         value = getattr(s, name)
         if value is not None and (not isinstance(value, int) or value < 1):
             raise ConfigError(f"'stream.{name}' must be a positive integer, got {value!r}.")

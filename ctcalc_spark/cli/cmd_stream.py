@@ -26,7 +26,7 @@ def run(args: argparse.Namespace) -> int:
     from ctcalc_spark.core.windows import METRIC_NAME
     from ctcalc_spark.jobs.stream import (
         batches_line, read_stream_metrics, read_stream_rolling, run_stream, write_stream_demo_files)
-    from ctcalc_spark.jobs.stream_source import check_stream_folders, check_stream_task
+    from ctcalc_spark.jobs.stream_source import check_stream_folders, check_stream_task, with_kafka_package
     from ctcalc_spark.spark import interrupt
 
     from ctcalc_spark.errors import ConfigError
@@ -43,6 +43,7 @@ def run(args: argparse.Namespace) -> int:
         rows = write_stream_demo_files(cfg.stream.path, n_days=args.generate_demo, n_examples_per_day=4000,
                                        n_runs=3, files_per_day=4)
         print(f"generated {len(rows):,} rows ({rows['ds'].nunique()} days) -> {cfg.stream.path}")
+    cfg = with_kafka_package(cfg)  # Spark's Kafka source, fetched by Spark (Ivy) the first time
     spark = session_for(args, cfg, "ctcalc-stream", stop_spark_on_signal=False)
     res = run_stream(spark, cfg, trigger=args.trigger, timeout_s=args.timeout, close_at_end=args.close_at_end,
                      stop_requested=lambda: interrupt.received() is not None)
@@ -56,6 +57,8 @@ def run(args: argparse.Namespace) -> int:
     for b in res.batches:
         for q in b["quarantined"]:
             print(f"  quarantined {q['file']}: {q['reason']}")
+        for m in b.get("malformed_messages") or []:
+            print(f"  malformed message {m['file']}: {m['reason']}")
     if res.closed_at_end:
         print(f"closed at end: {', '.join(res.closed_at_end)}")
     same, rolling = read_stream_metrics(spark, cfg), read_stream_rolling(spark, cfg)

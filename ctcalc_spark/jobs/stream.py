@@ -78,6 +78,7 @@ from ctcalc_spark.jobs.stream_source import (
     base_path,
     check_stream_task,
     has_csv_header,
+    kafka_required,
     needed_columns,
     read_stream,
     reader_options,
@@ -99,7 +100,7 @@ log = logging.getLogger(__name__)
 JOB = "stream"
 NO_WINDOW = "none"
 """``window`` partition of the counts that belong to no window (no event time, quarantined files)."""
-COUNT_KINDS = ("late", "invalid", "no_event_time", "unreadable_file", "malformed_record")
+COUNT_KINDS = ("late", "invalid", "no_event_time", "unreadable_file", "malformed_record", "lost_offsets")
 
 
 def batch_line(report: Mapping[str, Any]) -> str:
@@ -183,6 +184,8 @@ class StreamState:
     rows: int = 0
     late_rows: int = 0
     quarantined_files: int = 0
+    kafka_next: dict[str, int] = field(default_factory=dict)
+    """Kafka: the offset after the last message read, per ``<topic>:<partition>`` (to tell which were lost)."""
 
 
 @dataclass(frozen=True)
@@ -417,17 +420,40 @@ class _BatchRows:
     max_event_us: int | None = None
     quarantined: list[dict[str, Any]] = field(default_factory=list)
     malformed: list[dict[str, Any]] = field(default_factory=list)
+    offsets: dict[str, tuple[int, int]] = field(default_factory=dict)
+    """Kafka: the first and last offset read per ``<topic>:<partition>``."""
+    cached: DataFrame | None = None
+    """A frame the handler cached for the batch's passes (Kafka), released once the summaries are aggregated."""
+
+    def release(self) -> None:
+        if self.cached is not None:
+            self.cached.unpersist()
+            self.cached = None
+
+
+MALFORMED_LISTED = 1000
+"""Malformed Kafka messages of one batch listed one by one in stream_counts (by topic, partition, offset); the
+rest of a batch's are counted per partition and reason, with their first and last offset."""
+
+
+REPORT_MESSAGES = 20
+"""Malformed Kafka messages a batch's report (and the command's summary) lists; stream_counts has them all."""
+
+
+def message_name(topic: str, partition: int, offset: int | str) -> str:
+    """A Kafka message as stream_counts' ``file`` names it: ``<topic>-<partition>@<offset>``."""
+    return f"{topic}-{partition}@{offset}"
 
 
 class BatchHandler:
     """The ``foreachBatch`` function: picklable, no session or client state (see the module docstring).
 
-    ``schema``: the rows' schema for a file source (None for Kafka, whose batches are the rows);
+    ``schema``: the rows' schema for a file source, the DDL a Kafka message's value is parsed with;
     ``token``: the run that started the query, stamped on its reports and errors; ``after_write``: a test
     hook called after a batch's summaries and counts are written, before its windows and commit.
     """
 
-    def __init__(self, cfg: JobConfig, *, token: str, schema: StructType | None = None,
+    def __init__(self, cfg: JobConfig, *, token: str, schema: StructType | str | None = None,
                  after_write: Callable[[int], None] | None = None) -> None:
         check_stream_task(cfg)
         self.cfg = cfg
@@ -460,8 +486,7 @@ class BatchHandler:
 
         s = self.cfg.stream
         if s.source != "file":
-            stats = batch_df.agg(F.count(F.lit(1)).alias("n"), F.max(self._event_us()).alias("mx")).first()
-            return _BatchRows(batch_df, int(stats["n"]), None if stats["mx"] is None else int(stats["mx"]))
+            return self._read_kafka(batch_df)
         landed = [(r["path"], int(r["length"])) for r in batch_df.select("path", "length").collect()]
         reasons = {p: _temporary_reason(p, s.format) for p, _ in landed}
         temporary = [{"file": p, "reason": why, "n_rows": None} for p, why in reasons.items() if why]
@@ -510,6 +535,112 @@ class BatchHandler:
             frame = frame.where(F.col(CORRUPT_RECORD).isNull())
         out.frame = frame
         return out
+
+    def _malformed_reason(self, value: Any, parsed: Any, fields: Sequence[str]) -> Any:
+        """Why a message gives no row (a string column; null for a good one): a null value, a value over
+        ``stream.kafka_max_value_bytes``, a value that does not parse (JSON: not an object, or a field of the
+        wrong type; CSV: a line that does not fit ``stream.schema``), or a required field missing or null."""
+        from pyspark.sql import functions as F
+
+        s = self.cfg.stream
+        size = F.octet_length(value)
+        text = value.cast("string")
+        if s.kafka_format == "json":
+            wrong = F.concat_ws(", ", F.array_compact(F.array(*[
+                F.when(parsed[n].isNull() & F.get_json_object(text, f"$['{n}']").isNotNull(), F.lit(n))
+                for n in fields])))
+            unparsed = (F.when(F.json_object_keys(text).isNull(), F.lit("not a JSON object"))
+                        .when(wrong == "", F.lit("a JSON object that does not parse with stream.schema"))
+                        .otherwise(F.concat(F.lit("a field of the wrong type ("), wrong, F.lit(") for stream.schema"))))
+        else:
+            unparsed = F.lit("a CSV line that does not fit stream.schema (fields or their types)")
+        missing = [F.when(parsed[n].isNull(), F.lit(n)) for n in kafka_required(self.cfg)]
+        return (F.when(value.isNull(), F.lit("null value"))
+                .when(size > F.lit(s.kafka_max_value_bytes),
+                      F.concat(F.lit("a value of "), size.cast("string"),
+                               F.lit(f" bytes, over stream.kafka_max_value_bytes ({s.kafka_max_value_bytes})")))
+                .when(parsed[CORRUPT_RECORD].isNotNull(), unparsed)
+                .when(F.size(F.array_compact(F.array(*missing))) > 0,
+                      F.concat(F.lit("missing or null field(s): "),
+                               F.concat_ws(", ", F.array_compact(F.array(*missing))))))
+
+    def _read_kafka(self, batch_df: DataFrame) -> _BatchRows:
+        """The batch's messages parsed (cached for the batch's passes); a message that gives no row is counted
+        and listed by topic, partition and offset (kind ``malformed_record``), and never enters a window."""
+        from pyspark.sql import functions as F
+
+        s = self.cfg.stream
+        value = F.col("value")
+        small = F.when(F.octet_length(value) <= F.lit(s.kafka_max_value_bytes), value.cast("string"))
+        opts = {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": CORRUPT_RECORD}
+        parse = F.from_csv if s.kafka_format == "csv" else F.from_json
+        parsed = batch_df.select("topic", "partition", "offset", "value", parse(small, str(self.schema), opts)
+                                 .alias("_r"))
+        fields = [n for n in parsed.select("_r.*").columns if n != CORRUPT_RECORD]
+        reason = self._malformed_reason(F.col("value"), F.col("_r"), fields)
+        frame = parsed.select("topic", "partition", "offset", reason.alias("_reason"), "_r.*").drop(CORRUPT_RECORD)
+        frame = frame.persist()
+        by = frame.groupBy("topic", "partition", "_reason").agg(
+            F.count(F.lit(1)).alias("n"), F.min("offset").alias("first"), F.max("offset").alias("last"),
+            F.max(self._event_us()).alias("mx")).collect()
+        out = _BatchRows(None, cached=frame)
+        bad = [r for r in by if r["_reason"] is not None]
+        for r in by:
+            key = f"{r['topic']}:{int(r['partition'])}"
+            first, last = out.offsets.get(key, (int(r["first"]), int(r["last"])))
+            out.offsets[key] = (min(first, int(r["first"])), max(last, int(r["last"])))
+            if r["_reason"] is None:
+                out.n_rows += int(r["n"])
+                out.max_event_us = _latest(out.max_event_us, None if r["mx"] is None else int(r["mx"]))
+        if bad:
+            listed = (frame.where(F.col("_reason").isNotNull()).select("topic", "partition", "offset", "_reason")
+                      .orderBy("topic", "partition", "offset").limit(MALFORMED_LISTED).collect())
+            shown: dict[tuple[str, int, str], int] = {}
+            for m in listed:
+                group = (m["topic"], int(m["partition"]), m["_reason"])
+                shown[group] = shown.get(group, 0) + 1
+                out.malformed.append({"file": message_name(m["topic"], int(m["partition"]), int(m["offset"])),
+                                      "reason": m["_reason"], "n_rows": 1})
+            for r in bad:
+                rest = int(r["n"]) - shown.get((r["topic"], int(r["partition"]), r["_reason"]), 0)
+                if rest > 0:
+                    out.malformed.append({"file": message_name(r["topic"], int(r["partition"]),
+                                                               f"{int(r['first'])}..{int(r['last'])}"),
+                                          "reason": f"{r['_reason']} ({rest} more not listed one by one)",
+                                          "n_rows": rest})
+            log.warning("%d malformed Kafka message(s) quarantined, e.g. %s: %s", sum(int(r["n"]) for r in bad),
+                        out.malformed[0]["file"], out.malformed[0]["reason"])
+        out.frame = frame.where(F.col("_reason").isNull()).drop("topic", "partition", "offset", "_reason")
+        return out
+
+    def _lost_offsets(self, state: StreamState, got: _BatchRows) -> list[dict[str, Any]]:
+        """stream_counts rows (kind ``lost_offsets``) of the Kafka messages the stream never read, and the state's
+        next offsets moved on. Only with ``failOnDataLoss: false``: otherwise Spark fails the query instead of
+        skipping them. A batch that starts past the offset after the last one read skipped the messages between
+        (gone under retention before the stream read them); one that starts before it read a partition that was
+        deleted and created again (its old messages after that offset were never read, and Spark may have skipped
+        some of the new ones)."""
+        if str(dict(self.cfg.stream.kafka_options).get("failOnDataLoss", "true")).strip().lower() != "false":
+            state.kafka_next.update({k: last + 1 for k, (_, last) in got.offsets.items()})
+            return []
+        lost = []
+        for key, (first, last) in sorted(got.offsets.items()):
+            topic, partition = key.rsplit(":", 1)
+            expected = state.kafka_next.get(key)
+            if expected is not None and first > expected:
+                lost.append({"file": message_name(topic, int(partition), f"{expected}..{first - 1}"),
+                             "n_rows": first - expected,
+                             "reason": f"offsets {expected}..{first - 1} were gone from Kafka (retention, or deleted "
+                                       "records) before the stream read them; skipped (failOnDataLoss: false)"})
+            elif expected is not None and first < expected:
+                lost.append({"file": message_name(topic, int(partition), f"{expected}.."), "n_rows": None,
+                             "reason": f"the partition's offsets went back from {expected} to {first}: the topic was "
+                                       "deleted and created again (or its offsets reset); its messages from offset "
+                                       f"{expected} on were never read (failOnDataLoss: false)"})
+            state.kafka_next[key] = last + 1
+        for item in lost:
+            log.warning("Kafka messages lost: %s: %s", item["file"], item["reason"])
+        return lost
 
     def _stacked(self, got: _BatchRows) -> _BatchRows:
         """With ``columns.model_scores``, a landed row per model (and run) column, as the batch job reads it:
@@ -589,26 +720,38 @@ class BatchHandler:
             phase[name] = round(time.perf_counter() - t0 - sum(phase.values()), 3)
 
         got = self._stacked(self._read(batch_df))
-        lap("read")
-        report: dict[str, Any] = {"batch_id": batch_id, "token": self.token, "rows": got.n_rows, "on_time": 0,
-                                  **{k: 0 for k in COUNT_KINDS}, "quarantined": got.quarantined, "closed": [],
-                                  "refreshed": []}
-        report["unreadable_file"] = len(got.quarantined)
-        report["malformed_record"] = sum(m["n_rows"] for m in got.malformed)
-        summaries, counts = pd.DataFrame(), [self._file_counts(got, batch_id)]
-        if got.n_rows and got.frame is not None:
-            ev = self._event_us()
-            start = ev - F.pmod(ev, F.lit(self.window_us))
-            wm = state.watermark_us
-            late = (start + F.lit(self.window_us) <= F.lit(wm)) if wm is not None else F.lit(False)
-            rows = got.frame.withColumn("_window_us", start).withColumn("_late", late)
-            if self.cfg.columns.one_run:  # columns.run: null, each model trained once
-                rows = rows.withColumn(self.cfg.columns.run, F.lit(ONE_RUN))
-            agg = summary_aggregation(rows, self.cfg, extra_keys=["_window_us", "_late"]).toPandas()
-            lap("aggregate")
-            summaries, row_counts = self._split(agg, batch_id, report)
-            self._check_encoding(summaries, batch_id)
-            counts.append(row_counts)
+        try:
+            lap("read")
+            report: dict[str, Any] = {"batch_id": batch_id, "token": self.token, "rows": got.n_rows, "on_time": 0,
+                                      **{k: 0 for k in COUNT_KINDS}, "quarantined": got.quarantined, "closed": [],
+                                      "refreshed": []}
+            report["unreadable_file"] = len(got.quarantined)
+            report["malformed_record"] = sum(m["n_rows"] for m in got.malformed)
+            if self.cfg.stream.source == "kafka":  # the messages by topic, partition and offset (a few listed)
+                report["malformed_messages"] = got.malformed[:REPORT_MESSAGES]
+            summaries, counts = pd.DataFrame(), [self._file_counts(got, batch_id)]
+            if self.cfg.stream.source == "kafka":
+                lost = self._lost_offsets(state, got)
+                report["lost_offsets"] = sum(int(x["n_rows"] or 0) for x in lost)
+                report["lost"] = lost
+                if lost:
+                    counts.append(pd.DataFrame(lost).assign(kind="lost_offsets", window=NO_WINDOW,
+                                                            batch_id=batch_id, _window_us=None))
+            if got.n_rows and got.frame is not None:
+                ev = self._event_us()
+                start = ev - F.pmod(ev, F.lit(self.window_us))
+                wm = state.watermark_us
+                late = (start + F.lit(self.window_us) <= F.lit(wm)) if wm is not None else F.lit(False)
+                rows = got.frame.withColumn("_window_us", start).withColumn("_late", late)
+                if self.cfg.columns.one_run:  # columns.run: null, each model trained once
+                    rows = rows.withColumn(self.cfg.columns.run, F.lit(ONE_RUN))
+                agg = summary_aggregation(rows, self.cfg, extra_keys=["_window_us", "_late"]).toPandas()
+                lap("aggregate")
+                summaries, row_counts = self._split(agg, batch_id, report)
+                self._check_encoding(summaries, batch_id)
+                counts.append(row_counts)
+        finally:
+            got.release()
         counts = _concat(counts)
 
         closer = WindowCloser(store, self.cfg)
@@ -859,6 +1002,9 @@ def run_stream(
             _await_or_stop(query, timeout_s, stop_requested)
     except Exception as e:
         error = run.error
+        loss = kafka_data_loss(f"{error or ''}\n{e}") if cfg.stream.source == "kafka" else None
+        if loss is not None:
+            raise loss from e
         if error is not None:
             raise error from e
         raise
@@ -867,6 +1013,37 @@ def run_stream(
             stop_query(query)
     closed = run.close_open_windows() if close_at_end else []
     return StreamResult(run.reports, closed, run.paths)
+
+
+KAFKA_LOSS_DETAILS = (
+    (r"offset=(\d+)[^\n]*? is out of range for partition (\S+)", "offset {0} of {1} is no longer in Kafka"),
+    (r"Cannot fetch offset (\d+) \(GroupId: [^,]*, TopicPartition: ([^)]+)\)",
+     "offset {0} of {1} is no longer in Kafka"),
+    (r"Partition (\S+)'s offset was changed from (\d+) to (\d+)", "the offsets of {0} went from {1} to {2}"),
+    (r"(\S+-\d+) (?:has been|were|was) deleted", "{0} was deleted"),
+)
+"""Spark's and the Kafka client's ways of naming the lost partition and offsets, and how the error says them."""
+
+
+def kafka_data_loss(text: str) -> InputError | None:
+    """The one-line error for Spark's Kafka data-loss failure (offsets gone under retention, a topic deleted and
+    created again) found in an exception's text, naming the partition and offsets Spark names; None if none."""
+    import re
+
+    if not any(m in text for m in ("KAFKA_DATA_LOSS", "data may have been lost", "OffsetOutOfRangeException")):
+        return None
+    details = []
+    for pattern, say in KAFKA_LOSS_DETAILS:
+        for found in re.finditer(pattern, text):
+            line = say.format(*found.groups())
+            if line not in details:
+                details.append(line)
+    detail = "; ".join(details[:5]) or "Spark's Kafka source reports lost data (see its log above)"
+    return InputError(f"Kafka messages the stream has not read are gone ({detail}): removed by retention, or the "
+                      "topic was deleted, before the stream read them. The stream stops rather than skip them "
+                      "(failOnDataLoss: true). To go on past them, set stream.kafka_options: {failOnDataLoss: "
+                      "'false'} and start it again: the skipped offsets are then counted in stream_counts (kind "
+                      "lost_offsets); or start a new stream (new output.path and checkpoint).")
 
 
 class _InterruptedBatchFilter(logging.Filter):

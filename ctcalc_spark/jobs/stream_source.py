@@ -222,11 +222,9 @@ def _row_schema(spark: SparkSession, cfg: JobConfig) -> StructType:
     return schema
 
 
-def read_stream(spark: SparkSession, cfg: JobConfig) -> tuple[DataFrame, StructType | None]:
+def read_stream(spark: SparkSession, cfg: JobConfig) -> tuple[DataFrame, StructType | str]:
     """(the streaming frame, the rows' schema): a file source streams the names of landed files (their rows
-    are read by the handler), Kafka streams the rows (JSON values) themselves, with schema None."""
-    from pyspark.sql import functions as F
-
+    are read by the handler), Kafka streams the messages (their values parsed by the handler with the DDL)."""
     check_stream_task(cfg)
     s = cfg.stream
     if s.source == "file":
@@ -252,6 +250,31 @@ def read_stream(spark: SparkSession, cfg: JobConfig) -> tuple[DataFrame, StructT
         if s.max_files_per_trigger:
             reader = reader.option("maxFilesPerTrigger", s.max_files_per_trigger)
         return reader.load(literal_path(str(s.path))).select("path", "length"), schema
+    return read_kafka(spark, cfg)
+
+
+KAFKA_COLUMNS = ("topic", "partition", "offset", "value")
+"""The columns of Spark's Kafka source the handler reads: where a message is, and its value (the key only decides
+the partition; the row is in the value)."""
+
+
+def kafka_schema(cfg: JobConfig) -> str:
+    """DDL a message value is parsed with: ``stream.schema`` (or the default), plus the malformed-record column."""
+    return f"{cfg.stream.schema or default_schema(cfg)}, `{CORRUPT_RECORD}` STRING"
+
+
+def kafka_required(cfg: JobConfig) -> list[str]:
+    """The fields a message must give a value to; one without is malformed (slices may be null, as in a table)."""
+    slices = set(cfg.columns.slices)
+    return [n for n in needed_columns(cfg) if n not in slices]
+
+
+def read_kafka(spark: SparkSession, cfg: JobConfig) -> tuple[DataFrame, str]:
+    """(the messages' frame: topic, partition, offset, value; the DDL their values are parsed with). The
+    values are parsed in the handler, where a message that does not give a row is quarantined by its offset."""
+    from pyspark.sql import functions as F
+
+    s = cfg.stream
     reader = (spark.readStream.format("kafka").option("kafka.bootstrap.servers", s.kafka_bootstrap_servers)
               .option("subscribe", s.kafka_topic).option("startingOffsets", s.kafka_starting_offsets)
               .option("failOnDataLoss", "true"))
@@ -264,11 +287,29 @@ def read_stream(spark: SparkSession, cfg: JobConfig) -> tuple[DataFrame, StructT
     except Exception as e:
         if "kafka" in str(e).lower():
             raise ConfigError(f"The Kafka source is not available: {str(e).splitlines()[0]} Start the job with "
-                              f"spark-submit --packages {KAFKA_PACKAGE}.") from e
+                              f"spark-submit --packages {KAFKA_PACKAGE} (ctcalc stream adds it to "
+                              "spark.jars.packages itself).") from e
         raise
-    parsed = F.from_json(F.col("value").cast("string"), s.schema or default_schema(cfg))
-    df = raw.select(parsed.alias("_r")).select("_r.*")
-    check_columns(df.columns, needed_columns(cfg), what="The stream's schema", keys=column_keys(cfg))
+    ddl = kafka_schema(cfg)
+    try:
+        parse = F.from_csv if s.kafka_format == "csv" else F.from_json
+        fields = raw.select(parse(F.col("value").cast("string"), ddl).alias("_r")).select("_r.*").columns
+    except Exception as e:  # noqa: BLE001 - a bad DDL string: say which setting
+        raise ConfigError(f"'stream.schema' is not a valid DDL schema: {str(e).splitlines()[0][:300]}") from e
+    check_columns(fields, needed_columns(cfg), what="The stream's schema", keys=column_keys(cfg))
     if cfg.columns.model_scores:
-        stack_model_scores(df, cfg)
-    return df, None
+        stack_model_scores(spark.createDataFrame([], ddl), cfg)
+    return raw.select(*KAFKA_COLUMNS), ddl
+
+
+def with_kafka_package(cfg: JobConfig) -> JobConfig:
+    """The config with Spark's Kafka source in ``spark.jars.packages`` when the stream reads Kafka and the
+    packages do not name it (a launch setting: it applies when ``ctcalc stream`` starts Spark itself)."""
+    import dataclasses
+
+    conf = dict(cfg.spark.conf)
+    packages = [p.strip() for p in str(conf.get("spark.jars.packages", "")).split(",") if p.strip()]
+    if cfg.stream.source != "kafka" or any(":spark-sql-kafka-0-10_" in p for p in packages):
+        return cfg
+    conf["spark.jars.packages"] = ",".join([*packages, KAFKA_PACKAGE])
+    return dataclasses.replace(cfg, spark=dataclasses.replace(cfg.spark, conf=conf))
