@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# Create the environment if needed, then run the whole test suite (what CI runs).
+# Create the environment if needed (the full layer: runtime, torch, Airflow, test tools), then run the whole test
+# suite (what CI runs).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash scripts/bootstrap.sh
+bash scripts/bootstrap.sh full
 bash scripts/ensure_chromium.sh  # headless browser for tests/test_report_browser.py (apt-get, only when missing)
 . scripts/env.sh
 export CTCALC_REQUIRE_BROWSER=1  # here a missing browser fails that test instead of skipping it
