@@ -4,6 +4,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/bootstrap.sh full
+bash scripts/postgres_ensure.sh  # PostgreSQL server for the Airflow tests (apt-get, only when missing)
 bash scripts/ensure_chromium.sh  # headless browser for tests/test_report_browser.py (apt-get, only when missing)
 . scripts/env.sh
 export CTCALC_REQUIRE_BROWSER=1  # here a missing browser fails that test instead of skipping it
