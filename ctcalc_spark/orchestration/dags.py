@@ -204,6 +204,7 @@ def daily_calibrated_eval(dag_file: str | None = None) -> Any:
         @task(execution_timeout=dt.timedelta(seconds=S.report_timeout_s))
         def report(ti=None) -> str:  # type: ignore[no-untyped-def]
             """`ctcalc report` over the report window ending at ds -> <output>/reports/ds=<ds>."""
+            import logging
             import os
             import shutil
             import subprocess
@@ -227,13 +228,21 @@ def daily_calibrated_eval(dag_file: str | None = None) -> Any:
             cmd = [str(exe) if exe.exists() else (shutil.which("ctcalc") or "ctcalc"), *args]
             where = f" (Spark Connect: {redact_url(remote)})" if remote else ""
             print("running:", " ".join(orch.redact_args(cmd)) + where)
-            done = subprocess.run(cmd, cwd=project_dir, env={**os.environ, "SPARK_REMOTE": remote} if remote else None)
-            final = orch.final_failure("report", done.returncode, "")  # config or input: a retry cannot mend it
+            # Each line at its own level: the command's stderr (its progress lines) is no error of the task.
+            done = subprocess.Popen(cmd, cwd=project_dir, env={**os.environ, "SPARK_REMOTE": remote} if remote else None,
+                                    stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, errors="replace")
+            log, output = logging.getLogger("ctcalc_spark.report"), []
+            for line in done.stdout:  # type: ignore[union-attr]
+                output.append(line.rstrip("\n"))
+                log.log(orch.line_level(output[-1]), "%s", output[-1])
+            code = done.wait()
+            final = orch.final_failure("report", code, "\n".join(output))  # config or input: a retry cannot mend it
             if final:
                 from airflow.sdk.exceptions import AirflowFailException
 
                 raise AirflowFailException(final)
-            done.check_returncode()
+            if code != 0:
+                raise subprocess.CalledProcessError(code, orch.redact_args(cmd))
             return str(args[args.index("--out") + 1])
 
         @task

@@ -494,6 +494,20 @@ NOT_RETRIED_EXIT_CODES = {2: "usage", 3: "configuration", 4: "input data", 5: "a
 ERROR_MARKERS = (": error: ", ": failed: ", ": internal error", ": interrupted", ": stopped by SIG")
 
 
+# A line of Spark's log4j format or ctcalc's (the same pattern): "26/11/29 06:43:53 INFO SparkContext: ...".
+_LINE_LEVEL = re.compile(r"^\d\d/\d\d/\d\d \d\d:\d\d:\d\d (TRACE|DEBUG|INFO|WARN|WARNING|ERROR|FATAL|CRITICAL) ")
+_LEVELS = {"TRACE": 10, "DEBUG": 10, "INFO": 20, "WARN": 30, "WARNING": 30, "ERROR": 40, "FATAL": 50, "CRITICAL": 50}
+
+
+def line_level(line: str) -> int:
+    """The logging level a job's output line goes to a task log with: its own (Spark's and ctcalc's lines carry one),
+    ERROR for the CLI's one-line failure, INFO for the rest (results, tables). A job's stderr is not an error."""
+    m = _LINE_LEVEL.match(line)
+    if m:
+        return _LEVELS[m.group(1)]
+    return 40 if any(marker in line for marker in ERROR_MARKERS) else 20
+
+
 def final_failure(command: str, code: int | None, output: str) -> str | None:
     """The failure message of a job that exited with a code in :data:`NOT_RETRIED_EXIT_CODES` (with the job's own
     one-line error from ``output``), else None: the task then fails for good, without its retries."""
