@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
-# Create the environment if needed, then run the whole test suite (what CI runs).
+# Create the environment if needed (the full layer: runtime, torch, Airflow, test tools), then run the whole test
+# suite (what CI runs).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash scripts/bootstrap.sh
+bash scripts/bootstrap.sh full
+bash scripts/postgres_ensure.sh  # PostgreSQL server for the Airflow tests (apt-get, only when missing)
 bash scripts/ensure_chromium.sh  # headless browser for tests/test_report_browser.py (apt-get, only when missing)
 . scripts/env.sh
 bash scripts/fetch_spark_packages.sh  # hadoop-aws and delta-spark into the Ivy cache, before tests start JVMs

@@ -10,7 +10,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 # What the wheel is built from: docker/Dockerfile's wheel stage copies the same (tests/test_packaging.py checks).
-BUILD_INPUTS = ("pyproject.toml", "LICENSE", "docs/pypi.md", "conf", "ctcalc_spark")
+BUILD_INPUTS = ("pyproject.toml", "LICENSE", "docs/pypi.md", "conf", "docker/locks", "ctcalc_spark")
 
 
 def isolated(environ) -> dict[str, str]:  # type: ignore[no-untyped-def]

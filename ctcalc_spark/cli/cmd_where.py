@@ -1,4 +1,5 @@
-"""``ctcalc where submit|conf``: paths inside the installed package, for spark-submit and for copying configs."""
+"""``ctcalc where submit|conf|locks``: paths inside the installed package, for spark-submit, for copying configs and
+for rebuilding the tested set of dependencies."""
 from __future__ import annotations
 
 import argparse
@@ -8,7 +9,8 @@ from ctcalc_spark.where import PLACES
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("place", choices=sorted(PLACES),
-                        help="submit: the file to give spark-submit; conf: the folder of example configs")
+                        help="submit: the file to give spark-submit; conf: the folder of example configs; locks: the folder "
+                             "of hash-locked sets and constraints.txt (the tested versions)")
 
 
 def run(args: argparse.Namespace) -> int:

@@ -49,7 +49,7 @@ COMMANDS = {
     "tables": ("ctcalc_spark.cli.cmd_tables",
                "The Delta output tables: their commit history, vacuum of unreferenced files, conversion of old output."),
     "where": ("ctcalc_spark.cli.cmd_where",
-              "Print the path of the spark-submit entry point or of the example configs in the installed package."),
+              "Print the path of the spark-submit entry point, the example configs or the locked sets in the package."),
 }
 
 EXIT_CODES = (

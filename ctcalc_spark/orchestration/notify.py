@@ -16,6 +16,7 @@ fields added later. A failing function is logged, never raised: the notifier mus
 """
 from __future__ import annotations
 
+import json
 import logging
 from typing import Any
 
@@ -70,14 +71,32 @@ def run_failure_reason(reason: str, task_id: str | None, timeout: Any = None) ->
     return f"the run failed ({reason or 'no reason given'}) at {task}"
 
 
+def describe_wait(spec: Any) -> str:
+    """What a sensor waited for, from the ``settings`` XCom it was given: the marker file(s), the metastore
+    partition, or the previous window's days in the summaries table."""
+    if not isinstance(spec, dict):
+        return "its input (the settings task's values were not available)"
+    if spec.get("marker"):
+        return str(spec["marker"])
+    if spec.get("markers"):
+        return ", ".join(f"{model}: {path}" for model, path in spec["markers"].items())
+    if spec.get("mode") == "partition":
+        return f"the partition {spec.get('column')}={spec.get('ds')} of {spec.get('table')}"
+    if spec.get("summaries"):
+        return f"the summaries of {', '.join(spec.get('days') or [])} in {spec['summaries']}"
+    return json.dumps(spec, default=str)
+
+
 class FailureNotifier(BaseNotifier):
     """Log the failure; then call ``target`` (``package.module:function``) with :func:`failure_info`'s fields and
-    ``kind``, once per failure (see the module's docstring): ``run_level`` for the DAG's callback."""
+    ``kind``, once per failure (see the module's docstring): ``run_level`` for the DAG's callback. ``waits_for``
+    (a sensor's): the key of the ``settings`` XCom that says what it waited for, named in a timeout's reason."""
 
-    def __init__(self, target: str | None = None, *, run_level: bool = False) -> None:
+    def __init__(self, target: str | None = None, *, run_level: bool = False, waits_for: str | None = None) -> None:
         super().__init__()
         self.target = target
         self.run_level = run_level
+        self.waits_for = waits_for
 
     def render_template_fields(self, context: Any, jinja_env: Any = None) -> None:
         """Nothing to render: no field is templated. (BaseNotifier's own asks the DAG for a template environment,
@@ -93,6 +112,13 @@ class FailureNotifier(BaseNotifier):
                 return
             dag = context.get("dag")
             info["reason"] = run_failure_reason(reason, info["task_id"], getattr(dag, "dagrun_timeout", None))
+        elif self.waits_for and "Timeout" in type(context.get("exception")).__name__:
+            ti = context.get("ti") or context.get("task_instance")
+            try:
+                spec = ti.xcom_pull(task_ids="settings", key=self.waits_for)
+            except Exception:  # the alert goes out all the same
+                spec = None
+            info["reason"] = _masked(f"{info['reason']}; it waited for {describe_wait(spec)}")
         log.error("ctcalc failure: %s", " ".join(f"{k}={v}" for k, v in info.items() if v is not None))
         if not self.target:
             return
@@ -100,3 +126,40 @@ class FailureNotifier(BaseNotifier):
             load_callable(self.target)(**info)
         except Exception:  # the notifier reports a failure; it must not replace it with its own
             log.exception("The failure notifier's function %s raised; the failure above still stands.", self.target)
+
+
+def before_start_warning(run_id: str | None, logical_date: Any, start_date: Any) -> str | None:
+    """The warning for a run dated before the DAG's start date (None otherwise): Airflow creates no task instance
+    for it, so the run shows success having evaluated nothing."""
+    if logical_date is None or start_date is None or logical_date >= start_date:
+        return None
+    return (f"run {run_id} is dated {logical_date:%Y-%m-%d}, before the DAG's start date {start_date:%Y-%m-%d} "
+            "(CTCALC_START_DATE): Airflow ran no task of it, so nothing was evaluated although the run shows success. "
+            "Trigger the day with a logical date on or after the start date, or move CTCALC_START_DATE back.")
+
+
+class BeforeStartNotifier(BaseNotifier):
+    """The daily DAG's ``on_success_callback`` (it runs in the dag-processor): a run dated before ``start_date``
+    logs :func:`before_start_warning` and calls ``target`` with ``kind="run_before_start_date"``."""
+
+    def __init__(self, target: str | None, start_date: Any) -> None:
+        super().__init__()
+        self.target = target
+        self.start_date = start_date
+
+    def render_template_fields(self, context: Any, jinja_env: Any = None) -> None:
+        """Nothing to render (see FailureNotifier)."""
+
+    def notify(self, context: Any) -> None:
+        run = context.get("dag_run")
+        warning = before_start_warning(getattr(run, "run_id", None), getattr(run, "logical_date", None),
+                                       self.start_date)
+        if warning is None:
+            return
+        log.warning("ctcalc: %s", warning)
+        if self.target:
+            info = {**failure_info(context), "kind": "run_before_start_date", "task_id": None, "reason": warning}
+            try:
+                load_callable(self.target)(**info)
+            except Exception:
+                log.exception("The notifier's function %s raised.", self.target)

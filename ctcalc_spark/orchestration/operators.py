@@ -2,6 +2,7 @@
 connection is a Spark Connect one, plus secret masking and Asset event extras."""
 from __future__ import annotations
 
+import logging
 import os
 import subprocess
 from typing import Any, Mapping, Sequence
@@ -12,7 +13,8 @@ from airflow.sdk.exceptions import AirflowException, AirflowFailException
 
 from ctcalc_spark.errors import RESULT_FLAG
 from ctcalc_spark.orchestration.tasks import (
-    ERROR_MARKERS, connect_client_command, final_failure, job_command, redact_args, secret_values, spark_connect_url,
+    ERROR_MARKERS, connect_client_command, final_failure, job_command, line_level, redact_args, secret_values,
+    spark_connect_url,
 )
 from ctcalc_spark.redact import redact_url, url_secrets
 
@@ -45,6 +47,21 @@ def read_result(path: str) -> int | None:
     except (OSError, ValueError, AttributeError):
         return None
     return code if isinstance(code, int) else None
+
+
+class LineLevelLog:
+    """The spark-submit hook's logger, except that each output line it logs at INFO goes at the line's own level
+    (:func:`~ctcalc_spark.orchestration.tasks.line_level`): a WARN of Spark shows as a warning, a result as info."""
+
+    def __init__(self, log: Any) -> None:
+        self._log = log
+
+    def info(self, msg: Any, *args: Any, **kwargs: Any) -> None:
+        level = line_level(msg) if isinstance(msg, str) and not args else logging.INFO
+        self._log.log(level, msg, *args, **kwargs)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._log, name)
 
 
 class CtcalcSparkSubmitOperator(SparkSubmitOperator):
@@ -101,6 +118,11 @@ class CtcalcSparkSubmitOperator(SparkSubmitOperator):
             if events is not None and extra:
                 events[asset].extra.update(extra)
 
+    def _get_hook(self) -> Any:
+        hook = super()._get_hook()
+        hook._log = LineLevelLog(hook.log)
+        return hook
+
     def _spark_submit(self, context: Any) -> None:
         """The provider's spark-submit, the job writing its exit code to a result record (``ctcalc --result-file``)
         that is read here: the code does not depend on the wording of the provider's error. The record exists where
@@ -108,10 +130,18 @@ class CtcalcSparkSubmitOperator(SparkSubmitOperator):
         import shutil
         import tempfile
 
+        from ctcalc_spark.spark.session import _log_settings
+
         folder = tempfile.mkdtemp(prefix="ctcalc-result-")
         record = os.path.join(folder, "result.json")
         args = list(self.application_args or [])
         self.application_args = [*args, RESULT_FLAG, record]
+        conf = dict(self.conf or {})
+        # The driver spark-submit starts logs with ctcalc's log4j2 settings (Spark at WARN, unless spark.log.level
+        # in ctcalc_spark_conf asks for more), not Spark's built-in INFO profile; a log4j2 configuration of the
+        # platform's own ($SPARK_CONF_DIR, -Dlog4j2.configurationFile) wins.
+        master = str(getattr(self._get_hook(), "_connection", {}).get("master") or "yarn")
+        self.conf = {**conf, **_log_settings(conf, master)}
         try:
             super().execute(context)
         except AirflowException as e:
@@ -121,6 +151,7 @@ class CtcalcSparkSubmitOperator(SparkSubmitOperator):
             raise JobExitError(str(e), code) from e
         finally:
             self.application_args = args
+            self.conf = conf
             shutil.rmtree(folder, ignore_errors=True)
 
     def _fail_for_good(self, error: AirflowException, code: int | None, output: str) -> None:
@@ -152,7 +183,7 @@ class CtcalcSparkSubmitOperator(SparkSubmitOperator):
         assert self._client.stdout is not None
         for line in self._client.stdout:
             line = line.rstrip("\n")
-            self.log.info("%s", line)
+            self.log.log(line_level(line), "%s", line)
             if any(m in line for m in ERROR_MARKERS):
                 errors.append(line)
         code = self._client.wait()

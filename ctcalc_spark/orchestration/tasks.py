@@ -20,13 +20,14 @@ once its day has ended. The run evaluates its logical date ``ds``: the day that 
 """
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import json
 import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Callable, Iterator, Mapping, Sequence
 
 VARIABLE_PREFIX = "ctcalc_"  # Airflow Variable of run-time key k: ctcalc_<k>
 ENV_PREFIX = "CTCALC_"  # environment fallback of run-time key k: CTCALC_<K>
@@ -501,6 +502,20 @@ NOT_RETRIED_EXIT_CODES = {2: "usage", 3: "configuration", 4: "input data", 5: "a
 ERROR_MARKERS = (": error: ", ": failed: ", ": internal error", ": interrupted", ": stopped by SIG")
 
 
+# A line of Spark's log4j format or ctcalc's (the same pattern): "26/11/29 06:43:53 INFO SparkContext: ...".
+_LINE_LEVEL = re.compile(r"^\d\d/\d\d/\d\d \d\d:\d\d:\d\d (TRACE|DEBUG|INFO|WARN|WARNING|ERROR|FATAL|CRITICAL) ")
+_LEVELS = {"TRACE": 10, "DEBUG": 10, "INFO": 20, "WARN": 30, "WARNING": 30, "ERROR": 40, "FATAL": 50, "CRITICAL": 50}
+
+
+def line_level(line: str) -> int:
+    """The logging level a job's output line goes to a task log with: its own (Spark's and ctcalc's lines carry one),
+    ERROR for the CLI's one-line failure, INFO for the rest (results, tables). A job's stderr is not an error."""
+    m = _LINE_LEVEL.match(line)
+    if m:
+        return _LEVELS[m.group(1)]
+    return 40 if any(marker in line for marker in ERROR_MARKERS) else 20
+
+
 def final_failure(command: str, code: int | None, output: str) -> str | None:
     """The failure message of a job that exited with a code in :data:`NOT_RETRIED_EXIT_CODES` (with the job's own
     one-line error from ``output``), else None: the task then fails for good, without its retries."""
@@ -510,6 +525,31 @@ def final_failure(command: str, code: int | None, output: str) -> str | None:
     why = errors[-1] if errors else "see the job's output above"
     return (f"ctcalc {command} stopped with exit code {code} ({NOT_RETRIED_EXIT_CODES[code]}): {why} Not retried: "
             "running it again cannot change that. Fix the cause, then clear the task.")
+
+
+@contextlib.contextmanager
+def fail_for_good_on_config_errors() -> Iterator[None]:
+    """Inside a task: a configuration error (:func:`settings_failure`) becomes ``AirflowFailException``, which fails
+    the task at once, without its retries; other errors keep them."""
+    try:
+        yield
+    except Exception as e:
+        final = settings_failure(e)
+        if final is None:
+            raise
+        from airflow.sdk.exceptions import AirflowFailException
+
+        raise AirflowFailException(final) from e
+
+
+def settings_failure(error: Exception) -> str | None:
+    """The message a ``settings`` task fails for good with (no retries) when ``error`` is a configuration error,
+    else None: a missing or bad setting stays wrong on every retry, which would only delay the alert."""
+    from ctcalc_spark.errors import CtcalcError
+
+    if not isinstance(error, CtcalcError) or error.exit_code not in NOT_RETRIED_EXIT_CODES:
+        return None
+    return f"{error} Not retried: running it again cannot change that. Fix the setting, then clear the task."
 
 
 def _local_session(spark_conf: Mapping[str, str] | None, app: str, remote: str | None = None) -> Any:

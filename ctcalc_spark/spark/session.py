@@ -235,7 +235,8 @@ def check_connect_server(url: str, timeout_s: float = CONNECT_PROBE_TIMEOUT_S) -
     except OSError as e:
         raise ConnectionError(
             f"Cannot reach the Spark Connect server {redact_url(url)} ({host}:{port}): {e.strerror or e}. Check "
-            "spark.remote (or SPARK_REMOTE) and that the server is running (Spark's sbin/start-connect-server.sh)."
+            "spark.remote (or SPARK_REMOTE) and that the server is running (from pip's pyspark: spark-submit --class "
+            "org.apache.spark.sql.connect.service.SparkConnectServer; docs/deploy.md, 'A Spark Connect server')."
         ) from None
     with sock:
         if connect_uses_tls(url, host):
