@@ -1003,9 +1003,8 @@ def test_file_kinds_from_their_first_bytes(tmp_path):
 
 
 def test_an_input_format_that_is_not_the_files_or_not_installed_is_named(spark, demo_config, tmp_path):
-    """A folder of CSV exports read with the default input.format parquet said only 'Could not read footer …';
-    input.format delta / avro without their packages said 'ClassNotFoundException: delta.DefaultSource'. The
-    first now names the format the file's name says, the others the package to add."""
+    """A folder of CSV exports read with input.format parquet names the format the file's name says; input.format
+    delta on a folder without a Delta log says it is no Delta table; avro without its package names the package."""
     from ctcalc_spark.spark.input_hints import missing_source_hint
 
     (tmp_path / "eval").mkdir()
@@ -1013,9 +1012,8 @@ def test_an_input_format_that_is_not_the_files_or_not_installed_is_named(spark, 
     with pytest.raises(InputError, match=r"Cannot read file .*/export\.csv of the evaluation table: .* export\.csv is "
                                          r"a text file: set input\.format: csv\."):
         evaluate(spark, demo_config(), DS, write=False)
-    with pytest.raises(InputError, match=r"delta\.DefaultSource\. input\.format delta needs its reader on Spark's "
-                                         r"class path: add 'io\.delta:delta-spark_2\.13:<version>' to "
-                                         r"spark\.jars\.packages under spark\.conf .*sql\.DeltaSparkSessionExtension"):
+    with pytest.raises(InputError, match=r"input\.format is delta, but '.*/eval' is not a Delta table \(it has no "
+                                         r"_delta_log/\): set input\.format to the format of its files"):
         evaluate(spark, demo_config(input__format="delta"), DS, write=False)
     import pyspark
 

@@ -78,6 +78,10 @@ def snapshot_files(root: str, storage_options: Mapping[str, str] | None = None,
     from deltalake import DeltaTable
 
     where = deltalake_uri(root)
+    if not is_delta_table(root, storage_options):
+        raise InputError(f"input.format is delta, but {root!r} is not a Delta table (it has no _delta_log/): set "
+                         "input.format to the format of its files (parquet, csv, json, ...), or point input.path at "
+                         "the folder of a Delta table.")
     try:
         table = DeltaTable(where, storage_options=dict(storage_options or {}) or None)
     except Exception as e:  # noqa: BLE001 - TableNotFoundError, an object store error: one line
