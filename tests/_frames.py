@@ -50,12 +50,13 @@ def write_outputs(root, frames: dict[str, pd.DataFrame], job: str = "evaluate") 
     return tx.run_id
 
 
-def read_delta_table(path: str | Path, columns: Sequence[str] | None = None, **where: str) -> pd.DataFrame:
+def read_delta_table(path: str | Path, columns: Sequence[str] | None = None, *,
+                     storage_options: dict[str, str] | None = None, **where: str) -> pd.DataFrame:
     """``columns`` (default: all) of the Delta table at ``path`` whose columns equal ``where``'s values, as pandas."""
     from deltalake import DeltaTable
 
     from ctcalc_spark.tables import _read_delta
 
-    table = DeltaTable(str(path))
+    table = DeltaTable(str(path), storage_options=storage_options)
     columns = [f.name for f in table.schema().fields] if columns is None else columns
     return _read_delta(table, columns, {k: [v] for k, v in where.items()})

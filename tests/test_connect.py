@@ -12,7 +12,7 @@ import pandas as pd
 import pytest
 
 from tests._cli import REPO, run_cli
-from tests._frames import assert_same_rows
+from tests._frames import assert_same_rows, read_delta_table
 from tests._json import json_differences
 
 pytestmark = pytest.mark.slow
@@ -158,9 +158,7 @@ def test_score_on_a_connect_server_from_relative_paths(connect_server, tmp_path)
     relative = census["eval"].relative_to(tmp_path)
     _cli(["score", "--eval", str(relative), "--format", "csv", "--models-dir", "models", "--out", "scores",
           "--engine", "spark", "--set", f"spark.remote={connect_server}"], tmp_path)
-    from deltalake import DeltaTable
-
-    a, b = (DeltaTable(str(tmp_path / name)).to_pandas() for name in ("local", "scores"))  # the scorer's Delta tables
+    a, b = (read_delta_table(tmp_path / name) for name in ("local", "scores"))  # the scorer's Delta tables
     both = a.merge(b, on=["model", "run", "example_id"], suffixes=("_local", "_spark"), validate="one_to_one")
     assert len(both) == len(a) == len(b) == 1_500 and sorted(local.rows_per_day) == sorted(b["ds"].astype(str).unique())
     assert (both["label_local"] == both["label_spark"]).all()

@@ -11,6 +11,7 @@ import yaml
 from scipy.special import expit
 
 from tests._cli import run_cli
+from tests._frames import read_delta_table
 
 DAYS = ["2026-11-20", "2026-11-21"]
 
@@ -35,9 +36,7 @@ def _config(path: Path, input_path: str, output_path: str) -> str:
 
 
 def _metrics(uri: str, storage_options: dict[str, str] | None = None) -> pd.DataFrame:
-    from deltalake import DeltaTable
-
-    got = DeltaTable(uri, storage_options=storage_options).to_pandas()
+    got = read_delta_table(uri, storage_options=storage_options)
     keep = [c for c in got.columns if c not in ("written_at", "run_id", "ctcalc_version", "config_hash", "input")]
     return got[keep].sort_values(["ds", "model", "run", "slice_name", "slice_value"]).reset_index(drop=True)
 

@@ -12,6 +12,8 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pytest
+
+from tests._frames import read_delta_table
 from deltalake import DeltaTable
 
 torch = pytest.importorskip("torch")
@@ -409,7 +411,7 @@ def test_scored_table_is_compact_and_complete(scored: Path, census: dict[str, Pa
     assert sorted(p.name for p in scored.iterdir()) == ["_delta_log", *[f"ds={d}" for d in EVAL_DAYS]]
     for day in EVAL_DAYS:
         assert [re.sub("-[0-9a-f]{12}-", "-T-", n) for n in _files(scored / f"ds={day}")] == ["part-T-00000.parquet"]
-    got = DeltaTable(str(scored)).to_pandas()
+    got = read_delta_table(scored)
     assert DeltaTable(str(scored)).version() == 1  # the table made, then every day in one commit
     source = pd.read_csv(census["eval"])
     assert len(got) == 4 * len(source)
@@ -483,7 +485,7 @@ def test_a_reader_never_sees_a_day_missing_or_doubled_during_a_rescore(trained: 
     writer.start()
     seen = []
     while not done.is_set() or not seen:
-        days = DeltaTable(str(out)).to_pyarrow_table(columns=["ds"]).column("ds").to_pylist()
+        days = read_delta_table(out, ["ds"])["ds"].tolist()
         seen.append({d: days.count(d) for d in set(days)})
     writer.join()
     assert not errors
@@ -532,7 +534,7 @@ def test_spark_scorer_matches_the_local_one(spark: Any, census: dict[str, Path],
     report = spark_table_report(spark, str(tmp_path / "spark"), list(models))
     assert report.rows_per_day == local.rows_per_day
     assert all(1 <= n <= 2 for n in report.files_per_day.values()), report.files_per_day
-    a, b = (DeltaTable(str(tmp_path / name)).to_pandas() for name in ("local", "spark"))
+    a, b = (read_delta_table(tmp_path / name) for name in ("local", "spark"))
     both = a.merge(b, on=["model", "run", "example_id"], suffixes=("_local", "_spark"), validate="one_to_one")
     assert len(both) == len(a) == len(b)
     for c in ("label", "sex"):
@@ -776,7 +778,7 @@ def test_spark_engine_takes_days_writes_a_fixed_set_undated_and_counts_extreme_l
     write_spark_scores(undated, str(tmp_path / "fixed"))
     fixed = spark_table_report(spark, str(tmp_path / "fixed"), [("lr", 0)])
     assert fixed.undated and fixed.rows_per_day == {"undated": len(rows)} and fixed.files_per_day["undated"] >= 1
-    assert "ds" not in DeltaTable(str(tmp_path / "fixed")).to_pandas().columns
+    assert "ds" not in read_delta_table(tmp_path / "fixed").columns
     with pytest.raises(InputError, match="holds an undated table"):  # dated partitions do not join it
         write_spark_scores(scored, str(tmp_path / "fixed"))
 
