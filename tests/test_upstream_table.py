@@ -651,8 +651,8 @@ def test_train_and_score_take_the_days_evaluate_takes(dated_table: Path, tmp_pat
     assert main(["score", "--eval", str(dated_table), "--format", "csv", "--models-dir", str(models),
                  "--out", str(out), "--ds", "2026-03-04,2026-03-03"]) == 0
     printed = capsys.readouterr().out
-    assert sorted(p.name for p in out.iterdir()) == ["ds=2026-03-03", "ds=2026-03-04"]
-    assert len(pd.read_parquet(out)) == per_day["2026-03-03"] + per_day["2026-03-04"]
+    assert sorted(p.name for p in out.iterdir()) == ["_delta_log", "ds=2026-03-03", "ds=2026-03-04"]
+    assert len(read_delta_table(out)) == per_day["2026-03-03"] + per_day["2026-03-04"]
     assert f"input rows of other days left out (--ds): {per_day['2026-03-01'] + per_day['2026-03-02']:,}" in printed
     assert "--ds 2026-03-03..2026-03-04" in printed  # the evaluate command names the days written
 
