@@ -851,7 +851,7 @@ def _wheel_install(scratch: Path, env: dict[str, str]) -> tuple[Path, dict[str, 
     return venv, wheel_env
 
 
-N_DAYS = 10  # completed days the real scheduler catches up
+N_DAYS = 5  # completed days the real scheduler catches up (three runs at a time: two waves, a kill between)
 CONFLICT = ("conflict_a", "conflict_b")  # two manual runs of the last day, at 06:00 and 07:00: one ds
 
 
@@ -884,7 +884,7 @@ def _run_states(url: str) -> dict[str, str]:
 
 @pytest.fixture(scope="module")
 def scheduler(tmp_path_factory, free_port, postgres_url):
-    """A real Airflow on PostgreSQL with the LocalExecutor (api-server, dag-processor, scheduler) catches up the ten
+    """A real Airflow on PostgreSQL with the LocalExecutor (api-server, dag-processor, scheduler) catches up the five
     completed days before today, three runs at a time; today's partition is written without its ``_SUCCESS``.
     Once two runs have succeeded, the scheduler's process group is killed (its executor's tasks with it) and a new
     scheduler started. Then two manual runs of the last day: the first's evaluate is held (SIGSTOP) after it pinned
@@ -1154,7 +1154,7 @@ def test_scheduler_runs_every_task_and_writes_each_day(scheduler, spark):
         report = out / "reports" / f"ds={d}"
         assert sorted(p.suffix for p in report.iterdir()) == [".csv", ".csv", ".html", ".json"]  # rows, flags
         assert len(list(report.glob("drift_*_flags.csv"))) == 1
-    # Every day's tables equal one evaluate + rolling of the ten days here (a killed try and a rerun included).
+    # Every day's tables equal one evaluate + rolling of the five days here (a killed try and a rerun included).
     cfg = yaml.safe_load((REPO / "conf" / "demo.yaml").read_text())
     overrides = {k: v for k, v in json.loads(env["AIRFLOW_VAR_CTCALC_OVERRIDES"]).items() if k != "stream.kafka_options"}
     ref = config_from_dict(apply_overrides(cfg, set_overrides([f"{k}={json.dumps(v)}" for k, v in
