@@ -20,11 +20,11 @@ from ctcalc_spark.core.finalize import (
     ALL,
     KEY_TYPES,
     METRIC_TYPES,
-    SUMMARY_TYPES,
     apply_min_bias_rows,
     check_row,
     metrics_from_summaries,
 )
+from ctcalc_spark.core.state import SUMMARY_TYPES
 from ctcalc_spark.core.solvers import solve_temperature
 from ctcalc_spark.core.windows import day_runs
 from ctcalc_spark.errors import ConfigError, DegenerateBiasError, InputError, listed

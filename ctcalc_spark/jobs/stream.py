@@ -49,7 +49,8 @@ import pandas as pd
 
 from ctcalc_spark import errors
 from ctcalc_spark.config import ONE_RUN, JobConfig, duration_seconds
-from ctcalc_spark.core.finalize import ALL, METRIC_TYPES, SUMMARY_TYPES, metrics_from_summaries
+from ctcalc_spark.core.finalize import ALL, METRIC_TYPES, metrics_from_summaries
+from ctcalc_spark.core.state import SUMMARY_TYPES
 from ctcalc_spark.core.windows import (
     ROLLING_TYPES,
     US,
