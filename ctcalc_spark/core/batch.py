@@ -13,13 +13,14 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from ctcalc_spark.core._math import binary_entropy, logit
+from ctcalc_spark.core._math import binary_entropy
 from ctcalc_spark.core.solvers import (
     STATUS_NO_BIAS_ROWS,
     PaddedSide,
     _check_binary_bias_set,
     bias_or_error,
     lockstep_solve,
+    logit_shift_start,
     sigmoid_pair,
 )
 from ctcalc_spark.core.state import BINARY
@@ -211,9 +212,7 @@ class _Padded:
         bins = self.bins[rows]
         z_lo = np.where(live, bins, np.iinfo(np.int64).max).min(axis=1) * self.h
         z_hi = (np.where(live, bins, np.iinfo(np.int64).min).max(axis=1) + 1) * self.h
-        t = logit(pos / total)  # the bracket of logit_shift_bracket; the start: mean logit minus logit(base rate)
-        lo, hi = z_lo - t, z_hi - t
-        x0 = (per_bin * self.centres[rows]).sum(axis=1) / total - t
+        lo, hi, x0 = logit_shift_start(z_lo, z_hi, (per_bin * self.centres[rows]).sum(axis=1) / total, pos / total)
         sides = []
         for label in (0, 1):
             sign = 1.0 - 2.0 * label
