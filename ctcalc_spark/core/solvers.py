@@ -283,10 +283,15 @@ def solve_mean_shift(y: ArrayLike, p: ArrayLike, *, sample_weight: ArrayLike | N
     yv = _validate_vector("y", y)
     pv = _validate_vector("p", p, yv.size)
     w = _validate_weight(sample_weight, yv.size)
-    total = float(w.sum())
-    if yv.size == 0 or total <= 0:
+    return mean_shift(float(np.sum(w * (yv - pv))), float(w.sum()), yv.size)
+
+
+def mean_shift(wr: float, weight: float, n_rows: int) -> float:
+    """c* = Σw·r / Σw (r = y - p) from the sums over ``n_rows`` val-bias rows; DegenerateBiasError when they have
+    no weight."""
+    if n_rows == 0 or weight <= 0:
         raise DegenerateBiasError(STATUS_NO_BIAS_ROWS, "The val-bias part is empty: no mean shift can be fitted.")
-    return float(np.sum(w * (yv - pv)) / total)
+    return wr / weight
 
 
 def solve_temperature(y: ArrayLike, z: ArrayLike, *, sample_weight: ArrayLike | None = None) -> float:

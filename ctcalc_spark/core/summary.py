@@ -68,7 +68,7 @@ from ctcalc_spark.core.metrics import (
     _validate_weight,
     probs_to_logits,
 )
-from ctcalc_spark.core.solvers import STATUS_NO_BIAS_ROWS
+from ctcalc_spark.core.solvers import STATUS_NO_BIAS_ROWS, mean_shift
 from ctcalc_spark.core.state import BINARY, MERGES, REGRESSION
 from ctcalc_spark.errors import DegenerateBiasError
 
@@ -382,9 +382,7 @@ class RegressionSummary:
 
     def solve_bias(self) -> float:
         """c* = Σ w·r / Σ w."""
-        if self.count == 0 or self.weight <= 0:
-            raise DegenerateBiasError(STATUS_NO_BIAS_ROWS, "The val-bias part is empty: no mean shift can be fitted.")
-        return self.wr / self.weight
+        return mean_shift(self.wr, self.weight, self.count)
 
     def mse(self, c: float = 0.0) -> float:
         """Σ w (y - p - c)² / Σ w = (Σwr² - 2cΣwr + c²Σw) / Σw."""
