@@ -48,7 +48,8 @@ def write_summaries(out: Path, model_runs: int, days: list[str], rows: int) -> N
     import numpy as np
     import pandas as pd
 
-    from ctcalc_spark.core.state import BINARY, SUMMARY_TYPES
+    from ctcalc_spark.core.finalize import SUMMARY_TYPES
+    from ctcalc_spark.core.state import BINARY
     from ctcalc_spark.tables import OutputStore
 
     cfg = config_from_dict({"input": {"path": str(out / "eval")}, "output": {"path": str(out / "out")}})

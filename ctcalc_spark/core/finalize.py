@@ -12,7 +12,7 @@ import pandas as pd
 
 from ctcalc_spark.core.batch import finalize_binary_groups
 from ctcalc_spark.core.solvers import STATUS_BIAS_NO_NEGATIVES, STATUS_BIAS_NO_POSITIVES
-from ctcalc_spark.core.state import BINARY, REGRESSION, SUMMARY_TYPES, SummaryState
+from ctcalc_spark.core.state import BINARY, REGRESSION, STATES, SummaryState
 from ctcalc_spark.core.summary import (
     DEFAULT_MAX_ABS_LOGIT,
     BinarySummary,
@@ -46,7 +46,9 @@ METRIC_TYPES: dict[str, dict[str, str]] = {
         "calibration_gain": "double", "temperature": "double", "accuracy": "double", "status": "string",
     },
 }
-__all__ = ["SUMMARY_TYPES"]  # declared in ctcalc_spark.core.state, read from here by tables and config
+SUMMARY_TYPES: dict[str, dict[str, str]] = {task: state.column_types() for task, state in STATES.items()}
+"""Summaries-table columns after the group keys, per task that keeps summaries (from
+:mod:`ctcalc_spark.core.state`)."""
 
 
 def task_of_columns(columns: Iterable[str], kinds: Mapping[str, Mapping[str, str]] = METRIC_TYPES) -> str | None:

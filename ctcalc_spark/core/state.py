@@ -4,10 +4,13 @@ A summary is a set of rows (``cells``: a binary summary's logit bin and label; a
 row) holding additive statistics. Everything that handles summaries reads this declaration: the scan's Spark
 aggregate (:meth:`SummaryState.spark_sums`), the pandas merges over days, splits and batches
 (:meth:`SummaryState.merge`), the numpy merges of the finalisers and the rolling windows, and the
-summaries table's columns and types (:meth:`SummaryState.column_types`, which ``tables.arrow_table`` turns into
-the Arrow schema of every write), which the stream's ``stream_summaries`` table extends with its window and batch.
+summaries table's columns and types (:meth:`SummaryState.column_types`, gathered in
+``ctcalc_spark.core.finalize.SUMMARY_TYPES``, which ``tables.arrow_table`` turns into the Arrow schema of every
+write), which the stream's ``stream_summaries`` table extends with its window and batch.
 
-Multiclass has no summary state: its temperature needs the val-bias rows themselves, not sums of them.
+Multiclass keeps no summaries table: its temperature is fitted on the val-bias rows themselves, not on sums of
+them. Its metrics row is still made from one aggregate of per-group sums, declared here (:data:`MULTICLASS`) and
+computed by the evaluate job's scan after the temperature is known.
 """
 from __future__ import annotations
 
@@ -97,8 +100,18 @@ REGRESSION = SummaryState(
 )
 """Rows, Σw, Σw·r, Σw·r², Σw·p, Σw·y with r = y - p."""
 
+MULTICLASS = SummaryState(
+    "multiclass",
+    cells=(),
+    stats=(Stat("n_rows", "long"), Stat("n_bias", "long"), Stat("n_remain", "long"), Stat("n_invalid", "long"),
+           Stat("weight", "double"), Stat("ce_sum", "double"), Stat("w_remain", "double"),
+           Stat("ce_remain", "double"), Stat("cce_remain", "double"), Stat("w_hit", "double"),
+           Stat("n_prob_like", "long"), Stat("n_label_clipped", "long"), Stat("ce_label_clipped", "double")),
+)
+"""Per (day, model, run, slice view): valid rows (all, val-bias, val-remain), invalid rows, and over valid rows Σw,
+Σw·CE, the val-remain Σw, Σw·CE and Σw·CE at the fitted temperature, Σw·(arg max = label); with logits given the
+rows that look like probabilities, with probabilities given the rows whose label's class was clipped and their
+Σw·CE."""
+
 STATES: dict[str, SummaryState] = {s.task: s for s in (BINARY, REGRESSION)}
 """The tasks that keep summaries."""
-
-SUMMARY_TYPES: dict[str, dict[str, str]] = {task: s.column_types() for task, s in STATES.items()}
-"""Summaries-table columns after the group keys, per task (:meth:`SummaryState.column_types`)."""

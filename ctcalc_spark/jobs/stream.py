@@ -46,8 +46,7 @@ import numpy as np
 import pandas as pd
 
 from ctcalc_spark.config import ONE_RUN, JobConfig, duration_seconds
-from ctcalc_spark.core.finalize import ALL, metrics_from_summaries
-from ctcalc_spark.core.state import SUMMARY_TYPES
+from ctcalc_spark.core.finalize import ALL, SUMMARY_TYPES, metrics_from_summaries
 from ctcalc_spark.core.windows import (
     US,
     WindowSpec,

@@ -20,8 +20,7 @@ import pandas as pd
 
 from ctcalc_spark import errors
 from ctcalc_spark.config import JobConfig
-from ctcalc_spark.core.finalize import METRIC_TYPES
-from ctcalc_spark.core.state import SUMMARY_TYPES
+from ctcalc_spark.core.finalize import METRIC_TYPES, SUMMARY_TYPES
 from ctcalc_spark.core.windows import ROLLING_TYPES
 from ctcalc_spark.errors import CtcalcError
 from ctcalc_spark.spark.files import FileStore

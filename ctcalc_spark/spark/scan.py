@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Mapping, Sequence
 from ctcalc_spark.config import JobConfig
 from ctcalc_spark.errors import InputError
 from ctcalc_spark.core.split import bias_threshold, salt_key
-from ctcalc_spark.core.state import BINARY, REGRESSION
+from ctcalc_spark.core.state import BINARY, REGRESSION, SummaryState
 from ctcalc_spark.core.summary import HIST_LOGIT_LIMIT
 from ctcalc_spark.spark.names import col, quoted
 
@@ -312,7 +312,7 @@ def summary_aggregation(
     if cfg.task == "regression":
         r = y - z
         per_row = {"count": F.lit(1), "weight": w, "wr": w * r, "wr2": w * r * r, "wp": w * z, "wy": w * y}
-        sums = [getattr(F, s.spark)(per_row[s.name]).alias(s.name) for s in REGRESSION.stats]
+        sums = state_sums(REGRESSION, per_row)
         return _string_keys(rows.groupBy(*[col(k) for k in keys]).agg(*sums, *exact), keys, cfg.columns.slices)
     # Per-row terms written straight into the aggregate: Spark's aggregate code generation evaluates each
     # common subexpression once per row (explicit projection stages measured no faster). The label is part of
@@ -393,6 +393,14 @@ def summary_aggregation(
     return agg.select(*keys_out, *[F.expr(x) for x in decoded])
 
 
+def state_sums(state: SummaryState, terms: Mapping[str, Column]) -> list[Column]:
+    """Spark aggregates of the statistics of ``state`` that ``terms`` (name -> per-row column) holds, in declared
+    order, each named after its statistic."""
+    from pyspark.sql import functions as F
+
+    return [getattr(F, s.spark)(terms[s.name]).alias(s.name) for s in state.stats if s.name in terms]
+
+
 def sql_double(x: float) -> str:
     """A double literal of Spark SQL for ``x``, exact (Python's repr round-trips)."""
     return f"{float(x)!r}D"
@@ -427,7 +435,7 @@ def decode_aggregate(agg: pd.DataFrame, cfg: JobConfig, extra: Sequence[str] = (
     import numpy as np
     import pandas as pd
 
-    from ctcalc_spark.core.state import SUMMARY_TYPES
+    from ctcalc_spark.core.finalize import SUMMARY_TYPES
 
     keys = [*extra, *group_columns(cfg)]
     tally = invalid_tally(agg, keys)
