@@ -5,9 +5,8 @@
 Builds the summary rows a range job collects (days x 2 models x 2 runs x slice values, ``--rows`` evaluation
 rows each, val-bias fraction 0.1) and times, on the same groups (every slice merged, and each slice value):
 
-(a) one group at a time: a BinarySummary per group and split, the val-bias ones solved together
-    (:func:`solve_biases`), then :func:`finalize_binary` per group (what ``metrics_from_summaries`` did before
-    the padded path);
+(a) one group at a time: a BinarySummary per group and split, then :func:`finalize_binary` per group (the
+    one-group case of (b));
 (b) :func:`finalize_binary_groups`: every group's bins as rows of padded arrays, one lockstep solve;
 
 prints both times, the ratio a/b and the largest relative difference of any metric between them (the bias
@@ -31,16 +30,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from ctcalc_spark.core._math import sigmoid  # noqa: E402
 from ctcalc_spark.core.batch import finalize_binary_groups  # noqa: E402
 from ctcalc_spark.core.finalize import groups  # noqa: E402
-from ctcalc_spark.core.summary import (  # noqa: E402
-    BINARY_COUNTS,
-    BINARY_MOMENTS,
-    BinarySummary,
-    finalize_binary,
-    solve_biases,
-)
+from ctcalc_spark.core.state import BINARY  # noqa: E402
+from ctcalc_spark.core.summary import BinarySummary, finalize_binary  # noqa: E402
 
 H = 0.05
-NAMES = ["bin", "label", *BINARY_COUNTS, *BINARY_MOMENTS]
+NAMES = [*BINARY.cell_names, *BINARY.names]
 
 
 def summary_rows(days: int, slice_values: int, rows: int, seed: int = 0) -> pd.DataFrame:
@@ -68,13 +62,8 @@ def one_at_a_time(columns: dict, idxs: list, is_bias: np.ndarray) -> list:
         if rows.size == 0:
             return BinarySummary.empty(H)
         return BinarySummary.from_columns(H, columns["bin"][rows], columns["label"][rows],
-                                          **{n: columns[n][rows] for n in BINARY_COUNTS + BINARY_MOMENTS})
-    parts = [(summary(idx[is_bias[idx]]), summary(idx[~is_bias[idx]])) for idx in idxs]
-    need = [i for i, (_, remain) in enumerate(parts) if remain.total_weight > 0]
-    solved: list = [None] * len(parts)
-    for i, c in zip(need, solve_biases([parts[i][0] for i in need])):
-        solved[i] = c
-    return [finalize_binary(b, r, solved=c) for (b, r), c in zip(parts, solved)]
+                                          **{n: columns[n][rows] for n in BINARY.names})
+    return [finalize_binary(summary(idx[is_bias[idx]]), summary(idx[~is_bias[idx]])) for idx in idxs]
 
 
 def main() -> int:

@@ -49,7 +49,7 @@ def write_summaries(out: Path, model_runs: int, days: list[str], rows: int) -> N
     import pandas as pd
 
     from ctcalc_spark.core.finalize import SUMMARY_TYPES
-    from ctcalc_spark.core.summary import BINARY_COUNTS, BINARY_MOMENTS
+    from ctcalc_spark.core.state import BINARY
     from ctcalc_spark.tables import OutputStore
 
     cfg = config_from_dict({"input": {"path": str(out / "eval")}, "output": {"path": str(out / "out")}})
@@ -77,7 +77,7 @@ def write_summaries(out: Path, model_runs: int, days: list[str], rows: int) -> N
             frames.append(pd.DataFrame({
                 "ds": day, "model": np.array(models)[cells["g"]], "run": np.array(runs)[cells["g"]],
                 "split": np.where(cells["s"] == 1, "bias", "remain"), "bin": cells["bin"], "label": cells["label"],
-                **{c: cells[c] for c in (*BINARY_COUNTS, *BINARY_MOMENTS)}, "bin_width": h}))
+                **{c: cells[c] for c in BINARY.names}, "bin_width": h}))
         store.transaction("evaluate").write("summaries", pd.concat(frames, ignore_index=True), types)
 
 

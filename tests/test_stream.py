@@ -35,8 +35,6 @@ from ctcalc_spark.jobs.evaluate import evaluate
 from ctcalc_spark.jobs.rolling import compute_rolling
 from ctcalc_spark.jobs.stream_source import KAFKA_PACKAGE, default_schema, read_stream
 from ctcalc_spark.jobs.stream import (
-    APP_ID,
-    StreamBatchError,
     read_stream_counts,
     read_stream_metrics,
     read_stream_rolling,
@@ -48,6 +46,7 @@ from ctcalc_spark.jobs.stream import (
     window_spec,
     write_stream_demo_files,
 )
+from ctcalc_spark.jobs.stream_state import APP_ID, StreamBatchError
 from tests._frames import read_delta_table
 
 TOL = 1e-12

@@ -220,8 +220,7 @@ def _confidently_wrong_rows(seed, ordinary):
 def test_confidently_wrong_val_bias_rows_give_c_within_the_bound_on_both_solvers(seed, ordinary):
     """The mirror image of the confidently right case: Q and P are both near Σw and c* is decided by their
     e^-25-sized difference. The row solver matches the scipy reference to 1e-9, the histogram solver (one summary,
-    many in lockstep, and the batched finaliser) within the stated bound, every status 'ok'."""
-    from ctcalc_spark.core.batch import finalize_binary_groups
+    many in lockstep, and the finaliser) within the stated bound, every status 'ok'."""
     from ctcalc_spark.core.summary import solve_biases
 
     y, z, w = _confidently_wrong_rows(seed, ordinary)
@@ -231,20 +230,14 @@ def test_confidently_wrong_val_bias_rows_give_c_within_the_bound_on_both_solvers
     assert abs(bias.solve_bias() - want) <= C_BOUND
     (batched,) = solve_biases([bias])
     assert abs(batched - want) <= C_BOUND
-    remain = BinarySummary.from_logits(y[::2], z[::2] * 0.1, bin_width=H)
-    row = finalize_binary(bias, remain)
-    cols = {k: np.r_[a, b] for (k, a), b in zip(bias.to_columns().items(), remain.to_columns().values())}
-    is_bias = np.r_[np.ones(bias.to_columns()["bin"].size, bool), np.zeros(remain.to_columns()["bin"].size, bool)]
-    (grouped,) = finalize_binary_groups(cols, [np.arange(is_bias.size)], is_bias, bin_width=H, max_abs_logit=50.0)
-    assert row["status"] == grouped["status"] == "ok"
-    assert abs(row["bias"] - want) <= C_BOUND and abs(grouped["bias"] - want) <= C_BOUND
+    row = finalize_binary(bias, BinarySummary.from_logits(y[::2], z[::2] * 0.1, bin_width=H))
+    assert row["status"] == "ok" and abs(row["bias"] - want) <= C_BOUND
 
 
 def test_confidently_wrong_rows_balanced_below_rounding_get_a_status_on_both_paths():
     """Weights of 0.1 (not a binary fraction) on confidently wrong rows in balance: c* then turns on the last
     bits of the weight sums (the two labels' sums of 0.1 differ by rounding alone), so no path reports a c*; each
     says why, with the same status, and the metrics row keeps its vanilla values."""
-    from ctcalc_spark.core.batch import finalize_binary_groups
     from ctcalc_spark.errors import DegenerateBiasError
 
     rng = np.random.default_rng(1)
@@ -256,13 +249,9 @@ def test_confidently_wrong_rows_balanced_below_rounding_get_a_status_on_both_pat
     with pytest.raises(DegenerateBiasError) as hist_error:
         bias.solve_bias()
     assert rows_error.value.status == hist_error.value.status == "bias_ill_conditioned"
-    remain = BinarySummary.from_logits(y, z * 0.01, bin_width=H)
-    row = finalize_binary(bias, remain)
-    cols = {k: np.r_[a, b] for (k, a), b in zip(bias.to_columns().items(), remain.to_columns().values())}
-    is_bias = np.r_[np.ones(bias.to_columns()["bin"].size, bool), np.zeros(remain.to_columns()["bin"].size, bool)]
-    (grouped,) = finalize_binary_groups(cols, [np.arange(is_bias.size)], is_bias, bin_width=H, max_abs_logit=50.0)
-    assert row["status"] == grouped["status"] == "bias_ill_conditioned"
-    assert row["bias"] is None and grouped["calibrated_log_loss"] is None and grouped["log_loss"] is not None
+    row = finalize_binary(bias, BinarySummary.from_logits(y, z * 0.01, bin_width=H))
+    assert row["status"] == "bias_ill_conditioned"
+    assert row["bias"] is None and row["calibrated_log_loss"] is None and row["log_loss"] is not None
     # the same rows with weight 1 sum exactly: c* is reported, and is right
     assert abs(solve_logit_shift(y, z) - _root_by_scipy(y, z, np.ones(20))) <= 1e-9
 
@@ -376,32 +365,11 @@ def test_batched_bias_solves_equal_one_at_a_time_solves():
     assert n_degenerate >= 7
 
 
-def test_finalize_uses_the_bias_it_is_given():
-    """finalize_binary(solved=...) calibrates at the given c and reports a given DegenerateBiasError's status
-    instead of solving again (a shift other than c* and a status solving would not give tell them apart)."""
-    from ctcalc_spark.core.summary import solve_biases
-    from ctcalc_spark.errors import DegenerateBiasError
-
-    y, z, w = _rows(3000, 3, -2.0, 1.0, 0.2)
-    bias = BinarySummary.from_logits(y[:1000], z[:1000], sample_weight=w[:1000])
-    remain = BinarySummary.from_logits(y[1000:], z[1000:], sample_weight=w[1000:])
-    c = bias.solve_bias()
-    assert finalize_binary(bias, remain, solved=c) == finalize_binary(bias, remain)
-    shifted = finalize_binary(bias, remain, solved=c + 0.5)
-    assert shifted["bias"] == c + 0.5 and shifted["calibrated_log_loss"] == remain.log_loss(c + 0.5)
-    assert shifted["calibrated_log_loss"] > finalize_binary(bias, remain)["calibrated_log_loss"]
-    given = finalize_binary(bias, remain, solved=DegenerateBiasError("bias_single_class_positive", "given"))
-    assert given["status"] == "bias_single_class_positive" and given["calibrated_log_loss"] is None
-    (batched,) = solve_biases([bias])
-    assert abs(finalize_binary(bias, remain, solved=batched)["calibrated_log_loss"]
-               - finalize_binary(bias, remain)["calibrated_log_loss"]) <= 1e-15
-
-
 def _battery_groups(rng, n_groups):
     """Summary-table rows of many groups of every kind finalize_binary tells apart, as (columns, groups, is_bias)."""
-    from ctcalc_spark.core.summary import BINARY_COUNTS, BINARY_MOMENTS
+    from ctcalc_spark.core.state import BINARY
 
-    names = ["bin", "label", *BINARY_COUNTS, *BINARY_MOMENTS]
+    names = [*BINARY.cell_names, *BINARY.names]
     cols = {n: [] for n in names}
     split, groups, start = [], [], 0
     for i in range(n_groups):
@@ -445,7 +413,7 @@ def test_many_groups_finalised_at_once_equal_finalize_binary_group_by_group():
     order; the bias to the Newton stopping step). The battery has single-class, zero-weight, no-bias, no-remain,
     bias-single-class, extreme-logit and two-row groups, and groups whose cells repeat across rows."""
     from ctcalc_spark.core.batch import finalize_binary_groups
-    from ctcalc_spark.core.summary import BINARY_COUNTS, BINARY_MOMENTS
+    from ctcalc_spark.core.state import BINARY
 
     rng = np.random.default_rng(5)
     columns, groups, is_bias = _battery_groups(rng, 400)
@@ -456,7 +424,7 @@ def test_many_groups_finalised_at_once_equal_finalize_binary_group_by_group():
             if rows.size == 0:
                 return BinarySummary.empty(H)
             return BinarySummary.from_columns(H, columns["bin"][rows], columns["label"][rows],
-                                              **{n: columns[n][rows] for n in BINARY_COUNTS + BINARY_MOMENTS})
+                                              **{n: columns[n][rows] for n in BINARY.names})
         want = finalize_binary(summary(np.sort(idx[is_bias[idx]])), summary(np.sort(idx[~is_bias[idx]])))
         assert set(row) == set(want)
         statuses.add(want["status"])

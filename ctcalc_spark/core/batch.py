@@ -1,41 +1,47 @@
-"""Many binary groups finalised at once: :func:`ctcalc_spark.core.summary.finalize_binary` on padded arrays.
+"""Binary summaries of many groups finalised at once; a single :class:`~ctcalc_spark.core.summary.BinarySummary`
+is the one-group case of the same code.
 
 A range job, or one day with slices, finalises thousands of groups (day x model x run x slice value), each a
-few hundred histogram bins. One group at a time, numpy's per-call overhead is most of the cost (0.45-1.0 ms
-a group in ``bench/bench_finalize.py``); here each group's bins are one row of an ``(n, width)`` array, every per-bin expression of
-:class:`BinarySummary` is evaluated for all rows at once and reduced along the row. The numbers are those of
-``finalize_binary`` up to summation order (``tests/test_summary.py`` checks 1e-13, relative); the bias solve is the
-same lockstep solver as :func:`ctcalc_spark.core.summary.solve_biases`.
+few hundred histogram bins. Each group's bins are one row of an ``(n, width)`` array, every per-bin expression
+(the loss and missed-mass expansions of :mod:`ctcalc_spark.core.summary`) is evaluated for all rows at once and
+reduced along the row, and the val-bias parts are solved together by the lockstep solver
+(:func:`ctcalc_spark.core.solvers.lockstep_solve`).
 """
 from __future__ import annotations
 
-from typing import Any, Iterable, Iterator, Mapping, Sequence
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from ctcalc_spark.core._math import binary_entropy, logit
+from ctcalc_spark.core._math import binary_entropy
 from ctcalc_spark.core.solvers import (
     STATUS_NO_BIAS_ROWS,
     PaddedSide,
     _check_binary_bias_set,
     bias_or_error,
     lockstep_solve,
+    logit_shift_start,
     sigmoid_pair,
 )
-from ctcalc_spark.core.summary import (
-    BINARY_COUNTS,
-    BINARY_MOMENTS,
-    STATUS_NO_REMAIN_ROWS,
-    STATUS_OK,
-    extreme_bin,
-)
+from ctcalc_spark.core.state import BINARY
 from ctcalc_spark.errors import DegenerateBiasError
+
+STATUS_OK = "ok"
+STATUS_NO_REMAIN_ROWS = "no_remain_rows"
+
+
+def extreme_bin(max_abs_logit: float, bin_width: float) -> int:
+    """K such that bins ``k >= K`` and ``k < -K`` hold exactly the logits outside ``[-K·h, K·h)``.
+
+    ``K·h`` is ``max_abs_logit`` rounded up to a multiple of the bin width (equal to it when it is one).
+    """
+    return max(1, int(np.ceil(max_abs_logit / bin_width - 1e-9)))
+
 
 PAD_CELLS = 1 << 16
 """Bins (groups x the widest one's bins) padded into one set of arrays; groups of similar width go together."""
 
 BIAS, REMAIN = 0, 1
-FIELDS = BINARY_COUNTS + BINARY_MOMENTS
 
 
 def finalize_binary_groups(
@@ -46,9 +52,9 @@ def finalize_binary_groups(
     bin_width: float,
     max_abs_logit: float,
 ) -> list[dict[str, Any]]:
-    """The ``finalize_binary`` row of each group: ``groups`` are row positions into ``columns`` (summary-table
-    columns bin, label, count, clipped, weight, m1, m2, wmiss, wloss; rows of the same bin and label are summed),
-    ``is_bias`` marks the val-bias rows."""
+    """The metrics row of each group (:func:`ctcalc_spark.core.summary.finalize_binary` describes it): ``groups``
+    are row positions into ``columns`` (the cells and statistics of :data:`ctcalc_spark.core.state.BINARY`; rows
+    of the same bin and label are summed), ``is_bias`` marks the val-bias rows."""
     out: list[dict[str, Any]] = [{}] * len(groups)
     for members, padded in _padded_chunks(columns, groups, is_bias, bin_width):
         for g, row in zip(members.tolist(), padded.finalize(max_abs_logit)):
@@ -75,21 +81,11 @@ class BinaryGroups:
         return out
 
     def solve(self) -> list[float | DegenerateBiasError]:
-        """:meth:`BinarySummary.solve_bias` of each group: c* or its DegenerateBiasError."""
+        """c* of each group, or its DegenerateBiasError."""
         out: list[float | DegenerateBiasError] = [0.0] * self.n
-        fit = np.zeros(self.n, bool)
-        for i, error in _degenerate(range(self.n), self.total_pos_weight, self.total_weight, self.n_rows):
-            if error is None:
-                fit[i] = True
-            else:
-                out[i] = error
-        c = np.zeros(self.n)
         for members, padded in self._chunks:
-            sel = fit[members]
-            if sel.any():
-                c[members[sel]] = padded.solve(BIAS, np.flatnonzero(sel))
-        for i in np.flatnonzero(fit).tolist():
-            out[i] = bias_or_error(c[i])
+            for slot, c in padded.biases(BIAS, np.arange(members.size)).items():
+                out[members[slot]] = c
         return out
 
     def loss_sum(self, c: np.ndarray) -> np.ndarray:
@@ -99,18 +95,6 @@ class BinaryGroups:
     def predicted_positives(self, c: np.ndarray) -> np.ndarray:
         """Σw·σ(z - c) of each group at its shift (:meth:`BinarySummary.predicted_positives`)."""
         return self._each(lambda p, rows, cr: p.predicted_positives(BIAS, cr, rows), np.asarray(c, np.float64))
-
-
-def _degenerate(groups: Iterable[int], pos: np.ndarray, total: np.ndarray,
-                n_rows: np.ndarray) -> Iterator[tuple[int, DegenerateBiasError | None]]:
-    """(group, None) for each group a bias can be fitted to, else (group, its DegenerateBiasError): the checks of
-    :meth:`BinarySummary.solve_bias` on per-group totals."""
-    for i in groups:
-        try:
-            _check_binary_bias_set(float(pos[i]), float(total[i]), int(n_rows[i]))
-            yield i, None
-        except DegenerateBiasError as e:
-            yield i, e
 
 
 def _padded_chunks(columns: Mapping[str, np.ndarray], groups: Sequence[np.ndarray], is_bias: np.ndarray | None,
@@ -172,16 +156,19 @@ class _Padded:
         self.valid = np.zeros((n, width), bool)
         self.valid[slot, col] = True
         self.f: dict[str, np.ndarray] = {}
-        for name in FIELDS:
+        for name in BINARY.names:
             summed = np.bincount(flat, weights=np.asarray(columns[name], np.float64)[rows], minlength=4 * n * width)
             self.f[name] = summed.reshape(2, 2, n, width)
-            if name in BINARY_COUNTS:
+            if name in BINARY.counts:
                 self.f[name] = np.rint(self.f[name]).astype(np.int64)
         self.centres = (self.bins + 0.5) * h
 
     def _side(self, part: int, label: int, c: np.ndarray, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Per bin of ``rows``, one label at each row's shift ``c``: σ(x), the expanded loss sum and A, as
-        BinarySummary._side computes them."""
+        """Per bin of ``rows``, one label at each row's shift ``c``: σ(x) (x = s·(m - c), the centre's margin,
+        s = 1 - 2·label), the expanded loss sum, and A = (expanded missed mass) / σ(x), which is > 0 for h <= 0.5.
+
+        One exp per bin gives σ(x), σ(-x) and softplus(±x), with the operations of :mod:`ctcalc_spark.core._math`.
+        """
         sign = 1.0 - 2.0 * label
         x = sign * (self.centres[rows] - c[:, None])
         s, sc, l1p = sigmoid_pair(x)
@@ -192,7 +179,8 @@ class _Padded:
         return s, loss, a
 
     def loss_sum(self, part: int, c: np.ndarray, rows: np.ndarray) -> np.ndarray:
-        """:meth:`BinarySummary.loss_sum` of one part of ``rows`` at their shifts: exact where c is 0."""
+        """Σw·logloss(y, σ(z - c)) of one part of ``rows`` at their shifts: the exact vanilla sum plus the
+        expanded sums' difference between c and 0 (exact where c is 0)."""
         out = self.f["wloss"][part][:, rows].sum(axis=(0, 2))
         at = np.flatnonzero(c != 0.0)
         if at.size:
@@ -203,7 +191,7 @@ class _Padded:
         return out
 
     def predicted_positives(self, part: int, c: np.ndarray, rows: np.ndarray) -> np.ndarray:
-        """:meth:`BinarySummary.predicted_positives` of one part of ``rows`` at their shifts: exact where c is 0."""
+        """Σw·σ(z - c) of one part of ``rows`` at their shifts, expanded (exact where c is 0)."""
         w, wmiss = self.f["weight"][part][:, rows], self.f["wmiss"][part][:, rows]
         out = (wmiss[0] + w[1] - wmiss[1]).sum(axis=1)
         at = np.flatnonzero(c != 0.0)
@@ -224,9 +212,7 @@ class _Padded:
         bins = self.bins[rows]
         z_lo = np.where(live, bins, np.iinfo(np.int64).max).min(axis=1) * self.h
         z_hi = (np.where(live, bins, np.iinfo(np.int64).min).max(axis=1) + 1) * self.h
-        t = logit(pos / total)  # the bracket of logit_shift_bracket and the start of BinarySummary._solve_start
-        lo, hi = z_lo - t, z_hi - t
-        x0 = (per_bin * self.centres[rows]).sum(axis=1) / total - t
+        lo, hi, x0 = logit_shift_start(z_lo, z_hi, (per_bin * self.centres[rows]).sum(axis=1) / total, pos / total)
         sides = []
         for label in (0, 1):
             sign = 1.0 - 2.0 * label
@@ -234,6 +220,26 @@ class _Padded:
             sides.append(PaddedSide(sign, self.centres[rows], wl, sign * self.f["m1"][part, label][rows],
                                      self.f["m2"][part, label][rows], wl > 0))
         return lockstep_solve(sides[0], sides[1], lo, hi, x0)
+
+    def biases(self, part: int, candidates: np.ndarray) -> dict[int, float | DegenerateBiasError]:
+        """c* of one part of each of the ``candidates`` rows, or the DegenerateBiasError of a part that is empty,
+        has one class only, or balances within float rounding."""
+        w = self.f["weight"][part]
+        pos = w[1].sum(axis=1)
+        total = w[0].sum(axis=1) + pos  # == pos exactly when no negatives
+        n_rows = self.f["count"][part].sum(axis=(0, 2))
+        out: dict[int, float | DegenerateBiasError] = {}
+        fit = []
+        for i in np.asarray(candidates).tolist():
+            try:
+                _check_binary_bias_set(float(pos[i]), float(total[i]), int(n_rows[i]))
+                fit.append(i)
+            except DegenerateBiasError as e:
+                out[i] = e
+        if fit:
+            for i, c in zip(fit, self.solve(part, np.array(fit)).tolist()):
+                out[i] = bias_or_error(c)
+        return out
 
     def finalize(self, max_abs_logit: float) -> list[dict[str, Any]]:
         count = self.f["count"]
@@ -259,23 +265,10 @@ class _Padded:
         r_pos = weight[REMAIN][1].sum(axis=1)
         r_total = weight[REMAIN][0].sum(axis=1) + r_pos
         r_loss = wloss[REMAIN].sum(axis=(0, 2))
-        b_pos = weight[BIAS][1].sum(axis=1)
-        b_total = weight[BIAS][0].sum(axis=1) + b_pos
 
-        solved: dict[int, float | DegenerateBiasError] = {}
-        fit = []
-        for i, error in _degenerate(np.flatnonzero((total > 0) & (r_total > 0)).tolist(), b_pos, b_total, n_bias):
-            if error is None:
-                fit.append(i)
-            else:
-                solved[i] = error
-        c = np.zeros(self.n)
-        if fit:
-            c[fit] = self.solve(BIAS, np.array(fit))
-            for i in fit:
-                solved[i] = bias_or_error(c[i])
-            c = np.where(np.isfinite(c), c, 0.0)  # no shift where c* is left out: its row keeps no calibrated value
-        shifted = self.loss_sum(REMAIN, c, np.arange(self.n))  # remain.loss_sum(c*): c is 0 where nothing was fitted
+        solved = self.biases(BIAS, np.flatnonzero((total > 0) & (r_total > 0)))
+        c = np.array([v if isinstance(v, float) else 0.0 for v in (solved.get(i) for i in range(self.n))])
+        shifted = self.loss_sum(REMAIN, c, np.arange(self.n))  # at c*; c is 0 where nothing was fitted
 
         rows: list[dict[str, Any]] = []
         for i in range(self.n):

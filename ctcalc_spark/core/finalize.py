@@ -12,10 +12,9 @@ import pandas as pd
 
 from ctcalc_spark.core.batch import finalize_binary_groups
 from ctcalc_spark.core.solvers import STATUS_BIAS_NO_NEGATIVES, STATUS_BIAS_NO_POSITIVES
+from ctcalc_spark.core.state import BINARY, REGRESSION, STATES, SummaryState
 from ctcalc_spark.core.summary import (
-    BINARY_COUNTS,
     DEFAULT_MAX_ABS_LOGIT,
-    BINARY_MOMENTS,
     BinarySummary,
     RegressionSummary,
     finalize_regression,
@@ -23,8 +22,6 @@ from ctcalc_spark.core.summary import (
 
 ALL = "__all__"
 """slice_name / slice_value of the rows that cover every slice."""
-
-REGRESSION_FIELDS = ("count", "weight", "wr", "wr2", "wp", "wy")
 
 # Output column types, by task: 'string' | 'long' | 'double'.
 KEY_TYPES = {"ds": "string", "task": "string", "model": "string", "run": "string",
@@ -49,11 +46,9 @@ METRIC_TYPES: dict[str, dict[str, str]] = {
         "calibration_gain": "double", "temperature": "double", "accuracy": "double", "status": "string",
     },
 }
-SUMMARY_TYPES: dict[str, dict[str, str]] = {
-    "binary": {"split": "string", "bin": "long", "label": "long", **{n: "long" for n in BINARY_COUNTS},
-               **{n: "double" for n in BINARY_MOMENTS}, "bin_width": "double"},
-    "regression": {"split": "string", "count": "long", **{n: "double" for n in REGRESSION_FIELDS[1:]}},
-}
+SUMMARY_TYPES: dict[str, dict[str, str]] = {task: state.column_types() for task, state in STATES.items()}
+"""Summaries-table columns after the group keys, per task that keeps summaries (from
+:mod:`ctcalc_spark.core.state`)."""
 
 
 def task_of_columns(columns: Iterable[str], kinds: Mapping[str, Mapping[str, str]] = METRIC_TYPES) -> str | None:
@@ -148,15 +143,21 @@ def groups(frame: pd.DataFrame, by: Sequence[str]) -> list[tuple[tuple[Any, ...]
 
 def binary_summary_rows(summaries: pd.DataFrame, bin_width: float) -> Any:
     """A function (row positions) -> the BinarySummary of those binary summary-table rows (columns cut once)."""
-    names = ["bin", "label", *BINARY_COUNTS, *BINARY_MOMENTS]
-    arrays = {n: summaries[n].to_numpy() for n in names} if not summaries.empty else {}
+    arrays = _columns(summaries, BINARY)
 
     def binary(rows: np.ndarray) -> BinarySummary:
         if rows.size == 0:
             return BinarySummary.empty(bin_width)
         return BinarySummary.from_columns(bin_width, arrays["bin"][rows], arrays["label"][rows],
-                                          **{n: arrays[n][rows] for n in BINARY_COUNTS + BINARY_MOMENTS})
+                                          **{n: arrays[n][rows] for n in BINARY.names})
     return binary
+
+
+def _columns(summaries: pd.DataFrame, state: SummaryState) -> dict[str, np.ndarray]:
+    """The cells and statistics of ``state`` as numpy columns of ``summaries`` (none when it is empty)."""
+    if summaries.empty:
+        return {}
+    return {n: summaries[n].to_numpy() for n in (*state.cell_names, *state.names)}
 
 
 def _numpy_summaries(summaries: pd.DataFrame, task: str, bin_width: float, max_abs_logit: float) -> Any:
@@ -164,19 +165,15 @@ def _numpy_summaries(summaries: pd.DataFrame, task: str, bin_width: float, max_a
     val-remain), on numpy columns."""
     is_bias = (summaries["split"] == "bias").to_numpy() if "split" in summaries else np.zeros(0, bool)
     if task == "binary":
-        names = ["bin", "label", *BINARY_COUNTS, *BINARY_MOMENTS]
-        columns = {n: summaries[n].to_numpy() for n in names} if not summaries.empty else {}
+        columns = _columns(summaries, BINARY)
 
         def of_binary(idxs: Sequence[np.ndarray]) -> list[dict[str, Any]]:
             return finalize_binary_groups(columns, idxs, is_bias, bin_width=bin_width, max_abs_logit=max_abs_logit)
         return of_binary
-    arrays = {n: summaries[n].to_numpy() for n in REGRESSION_FIELDS} if not summaries.empty else {}
+    arrays = _columns(summaries, REGRESSION)
 
     def regression(rows: np.ndarray) -> RegressionSummary:
-        if rows.size == 0:
-            return RegressionSummary()
-        return RegressionSummary(int(arrays["count"][rows].sum()),
-                                 *(float(arrays[n][rows].sum()) for n in REGRESSION_FIELDS[1:]))
+        return RegressionSummary.from_columns(**{n: arrays[n][rows] for n in REGRESSION.names})
 
     def of_regression(idxs: Sequence[np.ndarray]) -> list[dict[str, Any]]:
         return [finalize_regression(regression(idx[is_bias[idx]]), regression(idx[~is_bias[idx]])) for idx in idxs]

@@ -29,7 +29,8 @@ import pandas as pd
 from ctcalc_spark.config import yaml_list
 from ctcalc_spark.core._math import sigmoid
 from ctcalc_spark.core.finalize import ALL
-from ctcalc_spark.core.summary import BinarySummary, extreme_bin
+from ctcalc_spark.core.batch import extreme_bin
+from ctcalc_spark.core.summary import BinarySummary, solve_biases
 from ctcalc_spark.core.windows import day_runs
 from ctcalc_spark.errors import DegenerateBiasError, InputError
 
@@ -365,15 +366,14 @@ def tolerance_of(rows: float, information: float) -> float:
     return Z_95 / math.sqrt(max(rows, 1.0) * information) if information > 0 else math.inf
 
 
-def logit_information(s: BinarySummary) -> float | None:
-    """Mean q(1-q) per unit weight at the group's own c* (c = 0 when none), from the bin centres."""
+def logit_information(s: BinarySummary, c: float | DegenerateBiasError | None = None) -> float | None:
+    """Mean q(1-q) per unit weight at the group's own c* (``c``, solved here when not given; c = 0 when there is
+    none), from the bin centres."""
     if s.total_weight <= 0:
         return None
-    try:
-        c = s.solve_bias()
-    except DegenerateBiasError:
-        c = 0.0
-    q = sigmoid(s.centres - c)
+    if c is None:
+        (c,) = solve_biases([s])
+    q = sigmoid(s.centres - (c if isinstance(c, float) else 0.0))
     return float(np.sum(s.weight.sum(axis=0) * q * (1.0 - q)) / s.total_weight)
 
 
@@ -385,11 +385,9 @@ def median_information(summaries: pd.DataFrame, by: Sequence[str], bin_width: fl
 
     cut = groups(summaries, by)
     summary_of = binary_summary_rows(summaries, bin_width)
-    values = []
-    for _, rows in cut[::max(1, len(cut) // MAX_GROUPS_FOR_INFORMATION)]:
-        info = logit_information(summary_of(rows))
-        if info is not None:
-            values.append(info)
+    picked = [summary_of(rows) for _, rows in cut[::max(1, len(cut) // MAX_GROUPS_FOR_INFORMATION)]]
+    infos = [logit_information(p, c) for p, c in zip(picked, solve_biases(picked))]
+    values = [info for info in infos if info is not None]
     return float(np.median(values)) if values else None
 
 

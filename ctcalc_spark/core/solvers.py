@@ -84,10 +84,11 @@ def _check_binary_bias_set(pos_w: float, total_w: float, n: int) -> None:
         )
 
 
-def logit_shift_bracket(z_min: float, z_max: float, base_rate: float) -> tuple[float, float]:
-    """A bracket [lo, hi] that must hold c*: shifting every logit to the base-rate logit from each end."""
-    t = float(logit(base_rate))
-    return z_min - t, z_max - t
+def logit_shift_start(z_min: F64, z_max: F64, z_mean: F64, base_rate: F64) -> tuple[F64, F64, F64]:
+    """(lo, hi, x0) of a logit-shift solve, elementwise: the bracket [lo, hi] that must hold c* (every logit
+    shifted to the base-rate logit from each end) and the start, the mean logit minus the base-rate logit."""
+    t = logit(base_rate)
+    return z_min - t, z_max - t, z_mean - t
 
 
 def solve_logit_shift(y: ArrayLike, z: ArrayLike, *, sample_weight: ArrayLike | None = None) -> float:
@@ -113,9 +114,9 @@ def solve_logit_shift(y: ArrayLike, z: ArrayLike, *, sample_weight: ArrayLike | 
         on = yv == label
         zl, wl = zv[on][None, :], w[on][None, :]
         sides.append(PaddedSide(1.0 - 2.0 * label, zl, wl, np.zeros_like(wl), np.zeros_like(wl), wl > 0))
-    lo, hi = logit_shift_bracket(float(zv.min()), float(zv.max()), pos / total)
-    x0 = float(np.sum(w * zv) / float(w.sum())) - float(logit(pos / total))
-    c = bias_or_error(lockstep_solve(sides[0], sides[1], np.array([lo]), np.array([hi]), np.array([x0]))[0])
+    lo, hi, x0 = logit_shift_start(np.array([zv.min()]), np.array([zv.max()]),
+                                   np.array([np.sum(w * zv) / float(w.sum())]), np.array([pos / total]))
+    c = bias_or_error(lockstep_solve(sides[0], sides[1], lo, hi, x0)[0])
     if isinstance(c, DegenerateBiasError):
         raise c
     return c
@@ -282,10 +283,15 @@ def solve_mean_shift(y: ArrayLike, p: ArrayLike, *, sample_weight: ArrayLike | N
     yv = _validate_vector("y", y)
     pv = _validate_vector("p", p, yv.size)
     w = _validate_weight(sample_weight, yv.size)
-    total = float(w.sum())
-    if yv.size == 0 or total <= 0:
+    return mean_shift(float(np.sum(w * (yv - pv))), float(w.sum()), yv.size)
+
+
+def mean_shift(wr: float, weight: float, n_rows: int) -> float:
+    """c* = Σw·r / Σw (r = y - p) from the sums over ``n_rows`` val-bias rows; DegenerateBiasError when they have
+    no weight."""
+    if n_rows == 0 or weight <= 0:
         raise DegenerateBiasError(STATUS_NO_BIAS_ROWS, "The val-bias part is empty: no mean shift can be fitted.")
-    return float(np.sum(w * (yv - pv)) / total)
+    return wr / weight
 
 
 def solve_temperature(y: ArrayLike, z: ArrayLike, *, sample_weight: ArrayLike | None = None) -> float:

@@ -36,13 +36,16 @@ Error bound (bin width ``h``, ``a = h/2``, the largest offset of a logit from it
 
 Bins are unbounded integers, so no logit is clipped by the histogram itself.
 Every field is additive: merging summaries of disjoint row sets is a sum,
-associative and commutative up to float rounding.
+associative and commutative up to float rounding. The fields, their types and merges are declared in
+:mod:`ctcalc_spark.core.state`. A :class:`BinarySummary` is computed on as the one group of
+:mod:`ctcalc_spark.core.batch`: the expansions, the bias solve and the metrics row are written once, there.
 
 Regression (MSE): with ``r = y - p``, ``Σw``, ``Σw·r``, ``Σw·r²`` give c* and
 the calibrated MSE exactly (:class:`RegressionSummary`).
 """
 from __future__ import annotations
 
+from collections import defaultdict
 from dataclasses import dataclass, field, fields
 from functools import cached_property
 from typing import Any, Sequence
@@ -50,8 +53,14 @@ from typing import Any, Sequence
 import numpy as np
 from numpy.typing import ArrayLike
 
-from ctcalc_spark.core._math import F64, binary_entropy, logit, sigmoid, softplus
-from ctcalc_spark.errors import DegenerateBiasError
+from ctcalc_spark.core._math import F64, sigmoid, softplus
+from ctcalc_spark.core.batch import (
+    STATUS_NO_REMAIN_ROWS,
+    STATUS_OK,
+    BinaryGroups,
+    extreme_bin,
+    finalize_binary_groups,
+)
 from ctcalc_spark.core.metrics import (
     CLIP_EPS,
     _validate_binary_labels,
@@ -59,15 +68,9 @@ from ctcalc_spark.core.metrics import (
     _validate_weight,
     probs_to_logits,
 )
-from ctcalc_spark.core.solvers import (
-    STATUS_NO_BIAS_ROWS,
-    PaddedSide,
-    _check_binary_bias_set,
-    bias_or_error,
-    lockstep_solve,
-    logit_shift_bracket,
-    sigmoid_pair,
-)
+from ctcalc_spark.core.solvers import STATUS_NO_BIAS_ROWS, mean_shift
+from ctcalc_spark.core.state import BINARY, MERGES, REGRESSION
+from ctcalc_spark.errors import DegenerateBiasError
 
 DEFAULT_BIN_WIDTH = 0.05
 
@@ -80,25 +83,6 @@ not change; the clamp keeps bin indices (and the scan's packed group key) far fr
 DEFAULT_MAX_ABS_LOGIT = 50.0
 """Logits outside [-50, 50) are counted as extreme (``n_extreme``): no trained model of calibrated data puts a
 probability within 2e-22 of 0 or 1, so such values mean broken inputs (e.g. constant or unscaled features)."""
-
-
-def extreme_bin(max_abs_logit: float, bin_width: float) -> int:
-    """K such that bins ``k >= K`` and ``k < -K`` hold exactly the logits outside ``[-K·h, K·h)``.
-
-    ``K·h`` is ``max_abs_logit`` rounded up to a multiple of the bin width (equal to it when it is one).
-    """
-    return max(1, int(np.ceil(max_abs_logit / bin_width - 1e-9)))
-
-
-STATUS_OK = "ok"
-STATUS_NO_REMAIN_ROWS = "no_remain_rows"
-
-BINARY_KEYS = ("bin", "label")
-"""Keys of a binary summary row below its group: the logit bin and the label (0/1)."""
-BINARY_MOMENTS = ("weight", "m1", "m2", "wmiss", "wloss")
-"""Float per-(bin, label) sums of :class:`BinarySummary`, in table-column order."""
-BINARY_COUNTS = ("count", "clipped")
-"""Integer per-(bin, label) counts of :class:`BinarySummary`."""
 
 
 @dataclass(frozen=True)
@@ -128,8 +112,9 @@ class BinarySummary:
 
     @classmethod
     def from_columns(cls, bin_width: float, bins: ArrayLike, labels: ArrayLike, **cols: ArrayLike) -> BinarySummary:
-        """Build from long-format rows (bin, label 0/1, and the :data:`BINARY_COUNTS` and :data:`BINARY_MOMENTS`
-        columns), e.g. rows of the summaries table; rows of the same (bin, label) are summed."""
+        """Build from long-format rows (bin, label 0/1, and the statistics of
+        :data:`ctcalc_spark.core.state.BINARY`), e.g. rows of the summaries table; rows of the same (bin, label)
+        are summed."""
         b = np.asarray(bins, dtype=np.int64)
         lab = np.asarray(labels, dtype=np.int64)
         if lab.size and not ((lab == 0) | (lab == 1)).all():
@@ -137,10 +122,10 @@ class BinarySummary:
         uniq, inv = np.unique(b, return_inverse=True)
         idx = lab * uniq.size + inv
         out: dict[str, np.ndarray] = {}
-        for name in BINARY_COUNTS + BINARY_MOMENTS:
+        for name in BINARY.names:
             summed = np.bincount(idx, weights=np.asarray(cols[name], np.float64), minlength=2 * uniq.size)
             out[name] = summed.reshape(2, uniq.size)
-            if name in BINARY_COUNTS:
+            if name in BINARY.counts:
                 out[name] = np.rint(out[name]).astype(np.int64)
         return cls(float(bin_width), uniq, **out)
 
@@ -200,7 +185,7 @@ class BinarySummary:
         n = self.bins.size
         keep = np.ones(2 * n, bool) if dense else (self.count.reshape(-1) > 0) | (self.weight.reshape(-1) != 0)
         out = {"bin": np.tile(self.bins, 2)[keep], "label": np.repeat(np.arange(2), n)[keep]}
-        for name in BINARY_COUNTS + BINARY_MOMENTS:
+        for name in BINARY.names:
             out[name] = getattr(self, name).reshape(-1)[keep]
         return out
 
@@ -246,43 +231,16 @@ class BinarySummary:
         return (self.bins + 0.5) * self.bin_width
 
     # ---- the loss as a function of the shift -------------------------------
-    # A solve evaluates these per-bin expansions a dozen times per summary, and a range job solves thousands of
-    # summaries, so the arithmetic is written to share work: one exp per bin gives σ(x), σ(-x), softplus(±x),
-    # with the same operations, in the same order, as the functions of _math (the results are bit-identical).
     @cached_property
-    def _live(self) -> tuple[tuple[F64, F64, F64, F64], ...]:
-        """Per label: (centres, w, s·m1, m2) of the bins with weight, s = 1 - 2·label."""
-        out = []
-        for label in (0, 1):
-            live = self.weight[label] > 0
-            sign = 1.0 - 2.0 * label
-            out.append((self.centres[live], self.weight[label][live], sign * self.m1[label][live],
-                        self.m2[label][live]))
-        return tuple(out)
-
-    @cached_property
-    def _loss_at_zero(self) -> tuple[float, float]:
-        """Per label, the expanded loss sum at c = 0 (the reference that loss_sum adds differences to)."""
-        return float(np.sum(self._side(0, 0.0)[3])), float(np.sum(self._side(1, 0.0)[3]))
-
-    def _side(self, label: int, c: float) -> tuple[F64, F64, F64, F64, F64]:
-        """Per bin, for one label at shift c: x = s·(m - c) (the centre's margin), σ(x), σ(-x), the expanded
-        loss sum, and A = (expanded missed mass) / σ(x), which is > 0 for h <= 0.5."""
-        sign = 1.0 - 2.0 * label
-        x = sign * (self.centres - c)
-        s, sc, l1p = sigmoid_pair(x)
-        w, m1, m2 = self.weight[label], sign * self.m1[label], self.m2[label]
-        loss = w * (np.maximum(x, 0.0) + l1p) + m1 * s + 0.5 * m2 * s * sc
-        a = w + m1 * sc + 0.5 * m2 * sc * (sc - s)
-        return x, s, sc, loss, a
+    def _group(self) -> BinaryGroups:
+        """This summary as the one group of a :class:`~ctcalc_spark.core.batch.BinaryGroups`, which evaluates the
+        expansions and solves the bias for one group as for many."""
+        cols = self.to_columns(dense=True)
+        return BinaryGroups(cols, [np.arange(cols["bin"].size)], self.bin_width)
 
     def loss_sum(self, c: float = 0.0) -> float:
         """Σ w·logloss(y, σ(z - c)); exact at c = 0, histogram-expanded elsewhere."""
-        exact0 = float(self.wloss.sum())
-        if c == 0.0:
-            return exact0
-        ref = self._loss_at_zero
-        return exact0 + sum(float(np.sum(self._side(lab, c)[3]) - ref[lab]) for lab in (0, 1))
+        return float(self._group.loss_sum(np.array([c], np.float64))[0])
 
     def log_loss(self, c: float = 0.0) -> float:
         """Weighted mean log loss after shifting every logit by -c."""
@@ -290,52 +248,16 @@ class BinarySummary:
 
     def predicted_positives(self, c: float = 0.0) -> float:
         """Σ w·σ(z - c); exact at c = 0."""
-        if c == 0.0:
-            return float(self.wp.sum())
-        neg, pos = self._side(0, c), self._side(1, c)
-        return float(np.sum(neg[1] * neg[4])) + self.total_pos_weight - float(np.sum(pos[1] * pos[4]))
+        return float(self._group.predicted_positives(np.array([c], np.float64))[0])
 
     def solve_bias(self) -> float:
-        """c* minimising the expanded L(c); raises DegenerateBiasError for empty or single-class rows.
-
-        The one-summary case of :func:`solve_biases` (:func:`ctcalc_spark.core.solvers.lockstep_solve`).
-        """
-        (c,) = solve_biases([self])
+        """c* minimising the expanded L(c); raises DegenerateBiasError for empty or single-class rows."""
+        (c,) = self._group.solve()
         if isinstance(c, DegenerateBiasError):
             raise c
         return c
 
-    def _solve_start(self) -> tuple[float, float, float]:
-        """(lo, hi, x0) of a bias solve: the bracket from the live bins' logit range and the base rate, and the
-        start, mean logit minus logit(base rate). Needs weight in both labels (checked by the caller)."""
-        total, pos = self.total_weight, self.total_pos_weight
-        per_bin = self.weight.sum(axis=0)
-        live = per_bin > 0
-        z_lo = float(self.bins[live].min()) * self.bin_width
-        z_hi = float(self.bins[live].max() + 1) * self.bin_width
-        lo, hi = logit_shift_bracket(z_lo, z_hi, pos / total)
-        return lo, hi, float(np.sum(per_bin * self.centres) / total) - float(logit(pos / total))
-
-    # ---- other metrics from the same bins ------------------------------------
-    def auc(self) -> tuple[float, float]:
-        """(bucketed AUC, bound): pairs in the same bin count one half; |AUC - exact AUC| <= bound."""
-        neg, pos = self.weight[0], self.weight[1]
-        p_tot, n_tot = float(pos.sum()), float(neg.sum())
-        if p_tot <= 0 or n_tot <= 0:
-            return float("nan"), float("nan")
-        neg_below = np.cumsum(neg) - neg
-        auc = float(np.sum(pos * (neg_below + 0.5 * neg)) / (p_tot * n_tot))
-        bound = float(0.5 * np.sum(pos * neg) / (p_tot * n_tot))
-        return auc, bound
-
-    def calibration_ratio(self, c: float = 0.0) -> float:
-        """Σ w·σ(z - c) / Σ w·y."""
-        return self.predicted_positives(c) / self.total_pos_weight
-
-    def normalized_entropy(self, c: float = 0.0) -> float:
-        """Log loss at shift c divided by the entropy of the weighted base rate."""
-        return self.log_loss(c) / binary_entropy(self.total_pos_weight / self.total_weight)
-
+    # ---- other views of the same bins ------------------------------------------
     def reliability(self, n_buckets: int = 10) -> dict[str, np.ndarray]:
         """Reliability diagram: fine bins grouped into equal-width probability buckets by their centre."""
         p_centre = sigmoid(self.centres)
@@ -352,56 +274,25 @@ class BinarySummary:
             }
 
 
-SOLVE_CELLS = 1 << 18
-"""Bins (summaries x the widest one's bins) that :func:`solve_biases` solves together in one lockstep."""
-
-
 def solve_biases(summaries: Sequence[BinarySummary]) -> list[float | DegenerateBiasError]:
     """:meth:`BinarySummary.solve_bias` of many summaries at once: c* or the DegenerateBiasError of each.
 
-    One safeguarded Newton iteration (:func:`ctcalc_spark.core.solvers.lockstep_solve`) runs in lockstep on
-    arrays of many summaries' bins (a range job solves thousands of small summaries, and one solve at a time
-    spends most of its time in numpy's per-call overhead); it stops at a step below 1e-13·(1+|c|).
+    The summaries of each bin width are the groups of one :class:`~ctcalc_spark.core.batch.BinaryGroups`, solved
+    in lockstep.
     """
     out: list[Any] = [None] * len(summaries)
-    todo: list[tuple[int, int]] = []
+    by_width: dict[float, list[int]] = defaultdict(list)
     for i, s in enumerate(summaries):
-        try:
-            _check_binary_bias_set(s.total_pos_weight, s.total_weight, s.n_rows)
-        except DegenerateBiasError as e:
-            out[i] = e
-            continue
-        todo.append((max(s._live[0][0].size, s._live[1][0].size, 1), i))
-    todo.sort()  # similar widths together, so that little padding is summed
-    start = 0
-    while start < len(todo):
-        end = start + 1
-        while end < len(todo) and (end + 1 - start) * todo[end][0] <= SOLVE_CELLS:
-            end += 1
-        chunk = [i for _, i in todo[start:end]]
-        for i, c in zip(chunk, _solve_chunk([summaries[i] for i in chunk])):
-            out[i] = bias_or_error(c)
-        start = end
+        by_width[s.bin_width].append(i)
+    for width, members in by_width.items():
+        cols = [summaries[i].to_columns(dense=True) for i in members]
+        sizes = np.array([c["bin"].size for c in cols], np.int64)
+        starts = np.cumsum(sizes) - sizes
+        merged = {n: np.concatenate([c[n] for c in cols]) for n in cols[0]}
+        groups = [np.arange(start, start + size) for start, size in zip(starts.tolist(), sizes.tolist())]
+        for i, c in zip(members, BinaryGroups(merged, groups, width).solve()):
+            out[i] = c
     return out
-
-
-def _padded_side(summaries: Sequence[BinarySummary], label: int) -> PaddedSide:
-    """One label's live bins of ``summaries``, moved to the left of each row (padding has zero weight)."""
-    sides = [s._live[label] for s in summaries]
-    width = max(1, max(side[0].size for side in sides))
-    centres, w, m1, m2 = (np.zeros((len(sides), width)) for _ in range(4))
-    live = np.zeros((len(sides), width), bool)
-    for r, (c_r, w_r, m1_r, m2_r) in enumerate(sides):
-        n = c_r.size
-        centres[r, :n], w[r, :n], m1[r, :n], m2[r, :n] = c_r, w_r, m1_r, m2_r
-        live[r, :n] = True
-    return PaddedSide(1.0 - 2.0 * label, centres, w, m1, m2, live)
-
-
-def _solve_chunk(summaries: Sequence[BinarySummary]) -> F64:
-    """c* of summaries that each hold both labels."""
-    lo, hi, x0 = np.array([s._solve_start() for s in summaries]).T.copy()
-    return lockstep_solve(_padded_side(summaries, 0), _padded_side(summaries, 1), lo, hi, x0)
 
 
 def bias_error_bound(bin_width: float) -> float:
@@ -428,9 +319,9 @@ def calibrated_log_loss_bound(remain: BinarySummary, c: float) -> float:
 
 
 def finalize_binary(bias: BinarySummary, remain: BinarySummary, *,
-                    max_abs_logit: float = DEFAULT_MAX_ABS_LOGIT,
-                    solved: float | DegenerateBiasError | None = None) -> dict[str, Any]:
-    """One metrics row from the val-bias and val-remain summaries of one group.
+                    max_abs_logit: float = DEFAULT_MAX_ABS_LOGIT) -> dict[str, Any]:
+    """One metrics row from the val-bias and val-remain summaries of one group: the one-group case of
+    :func:`ctcalc_spark.core.batch.finalize_binary_groups`.
 
     ``log_loss``, ``auc``, ``normalized_entropy`` and ``calibration`` are on the
     whole validation set (bias + remain); ``calibrated_log_loss`` on val-remain at
@@ -438,57 +329,15 @@ def finalize_binary(bias: BinarySummary, remain: BinarySummary, *,
     ``calibration_gain = log_loss_remain - calibrated_log_loss`` is the part of the
     loss a single bias shift removes. Degenerate groups get ``status`` != 'ok' and
     None (never NaN/inf) in the values that cannot be computed. ``n_extreme``: rows with a
-    logit outside ``[-max_abs_logit, max_abs_logit)`` (:meth:`BinarySummary.n_extreme`). ``solved``: the
-    val-bias summary's c* or DegenerateBiasError when already solved (:func:`solve_biases`).
+    logit outside ``[-max_abs_logit, max_abs_logit)`` (:meth:`BinarySummary.n_extreme`).
     """
-    whole = bias.merge(remain)
-    row: dict[str, Any] = {
-        "n_rows": whole.n_rows,
-        "n_bias": bias.n_rows,
-        "n_remain": remain.n_rows,
-        "n_clipped": whole.n_clipped,
-        "n_extreme": whole.n_extreme(max_abs_logit),
-        "weight": whole.total_weight,
-        "base_rate": None,
-        "log_loss": None,
-        "log_loss_remain": None,
-        "calibrated_log_loss": None,
-        "calibration_gain": None,
-        "bias": None,
-        "auc": None,
-        "auc_bound": None,
-        "normalized_entropy": None,
-        "calibrated_normalized_entropy": None,
-        "calibration": None,
-        "status": STATUS_OK,
-    }
-    if whole.total_weight <= 0:
-        row["status"] = STATUS_NO_BIAS_ROWS if bias.n_rows == 0 else "zero_weight"
-        return row
-    base = whole.total_pos_weight / whole.total_weight
-    row["base_rate"] = base
-    row["log_loss"] = whole.log_loss()
-    if 0 < base < 1:
-        auc, bound = whole.auc()
-        row.update(auc=auc, auc_bound=bound, normalized_entropy=whole.normalized_entropy())
-    if whole.total_pos_weight > 0:
-        row["calibration"] = whole.calibration_ratio()
-    if remain.total_weight <= 0:
-        row["status"] = STATUS_NO_REMAIN_ROWS
-        return row
-    row["log_loss_remain"] = remain.log_loss()
-    try:
-        if isinstance(solved, DegenerateBiasError):
-            raise solved
-        c = bias.solve_bias() if solved is None else solved
-    except DegenerateBiasError as e:
-        row["status"] = e.status
-        return row
-    cll = remain.log_loss(c)
-    rbase = remain.total_pos_weight / remain.total_weight
-    row.update(bias=c, calibrated_log_loss=cll, calibration_gain=row["log_loss_remain"] - cll)
-    if 0 < rbase < 1:
-        row["calibrated_normalized_entropy"] = cll / binary_entropy(rbase)
+    if bias.bin_width != remain.bin_width:
+        raise ValueError(f"Cannot merge summaries with bin widths {bias.bin_width} and {remain.bin_width}.")
+    b, r = bias.to_columns(dense=True), remain.to_columns(dense=True)
+    cols = {n: np.concatenate([b[n], r[n]]) for n in b}
+    is_bias = np.arange(cols["bin"].size) < b["bin"].size
+    (row,) = finalize_binary_groups(cols, [np.arange(is_bias.size)], is_bias, bin_width=bias.bin_width,
+                                    max_abs_logit=max_abs_logit)
     return row
 
 
@@ -519,15 +368,21 @@ class RegressionSummary:
             float(np.sum(w * yv)),
         )
 
+    @classmethod
+    def from_columns(cls, **cols: ArrayLike) -> RegressionSummary:
+        """The merge of summary-table rows: each statistic of :data:`ctcalc_spark.core.state.REGRESSION` by its
+        merge."""
+        merged = {s.name: MERGES[s.merge].reduce(np.asarray(cols[s.name], s.dtype)) for s in REGRESSION.stats}
+        return cls(**{n: int(v) if n in REGRESSION.counts else float(v) for n, v in merged.items()})
+
     def merge(self, other: RegressionSummary) -> RegressionSummary:
-        """Field-wise sum."""
-        return RegressionSummary(*(getattr(self, f.name) + getattr(other, f.name) for f in fields(self)))
+        """Field-wise merge (sums)."""
+        return RegressionSummary.from_columns(**{f.name: [getattr(self, f.name), getattr(other, f.name)]
+                                                 for f in fields(self)})
 
     def solve_bias(self) -> float:
         """c* = Σ w·r / Σ w."""
-        if self.count == 0 or self.weight <= 0:
-            raise DegenerateBiasError(STATUS_NO_BIAS_ROWS, "The val-bias part is empty: no mean shift can be fitted.")
-        return self.wr / self.weight
+        return mean_shift(self.wr, self.weight, self.count)
 
     def mse(self, c: float = 0.0) -> float:
         """Σ w (y - p - c)² / Σ w = (Σwr² - 2cΣwr + c²Σw) / Σw."""

@@ -41,11 +41,9 @@ import numpy as np
 import pandas as pd
 
 from ctcalc_spark.errors import ConfigError, DegenerateBiasError
-from ctcalc_spark.core.finalize import ALL, REGRESSION_FIELDS
+from ctcalc_spark.core.finalize import ALL
+from ctcalc_spark.core.state import BINARY, STATES
 from ctcalc_spark.core.summary import (
-    BINARY_COUNTS,
-    BINARY_KEYS,
-    BINARY_MOMENTS,
     BinarySummary,
     RegressionSummary,
     bias_error_bound,
@@ -228,18 +226,9 @@ def windows_between(start: str, end: str, spec: WindowSpec) -> list[Window]:
 
 # ---- merging daily summary rows per window --------------------------------------------------------
 
-def _keys(task: str) -> list[str]:
-    """Keys inside a summary group: a binary summary's bin and label; none for regression."""
-    return list(BINARY_KEYS) if task == "binary" else []
-
-
-def _fields(task: str) -> list[str]:
-    """The additive fields of a summary row."""
-    return list(BINARY_COUNTS + BINARY_MOMENTS) if task == "binary" else list(REGRESSION_FIELDS)
-
-
 def _cell_columns(rows: pd.DataFrame, task: str) -> list[str]:
-    data = {*_fields(task), *_keys(task), "bin_width", "ds", "split", "run_id"}
+    state = STATES[task]
+    data = {*state.names, *state.cell_names, *(s.name for s in state.settings), "ds", "split", "run_id"}
     return [c for c in rows.columns if c not in data]
 
 
@@ -250,7 +239,7 @@ def sum_windows(rows: pd.DataFrame, task: str) -> pd.DataFrame:
     (streaming) micro-batches are merged. Pass only the label, the group columns and the summary fields.
     """
     cells = [c for c in _cell_columns(rows, task) if c != "window"]
-    return rows.groupby(["window", *cells, *_keys(task)], dropna=False, sort=True)[_fields(task)].sum().reset_index()
+    return STATES[task].merge(rows, ["window", *cells])
 
 
 def _run_starts(codes: np.ndarray) -> np.ndarray:
@@ -358,7 +347,8 @@ def merge_windows(summaries: pd.DataFrame, task: str, windows: Iterable[Window])
     wins = list(windows)
     if summaries.empty or not wins:
         return pd.DataFrame()
-    cells, keys, fields = _cell_columns(summaries, task), _keys(task), _fields(task)
+    state = STATES[task]
+    cells, keys, fields = _cell_columns(summaries, task), list(state.cell_names), list(state.names)
     columns = ["window", *cells, *keys, *fields, "n_days"]
     spans: dict[str, set[str]] = defaultdict(set)
     for w in wins:
@@ -389,8 +379,7 @@ def merge_windows(summaries: pd.DataFrame, task: str, windows: Iterable[Window])
     key = key[order]
     cut = _run_starts(key)
     daily_key = key[cut]
-    daily = {f: np.add.reduceat(rows[f].to_numpy(np.int64 if rows[f].dtype.kind in "iub" else np.float64)[order],
-                                cut) for f in fields}
+    daily = state.reduceat({f: rows[f].to_numpy()[order] for f in fields}, cut)
     # 2. each (window, group): the slice of daily rows from its first to its last day
     win, grp = _window_group_pairs(first_day, last_day, daily_key, span, n_groups)
     lo = np.searchsorted(daily_key, grp * span + first_day[win])
@@ -402,8 +391,8 @@ def merge_windows(summaries: pd.DataFrame, task: str, windows: Iterable[Window])
     src = np.arange(int(length.sum())) - np.repeat(starts - lo, length)
     out = group_values.iloc[grp].reset_index(drop=True)
     out.insert(0, "window", np.asarray(labels, dtype=object)[win])
-    for f in fields:
-        out[f] = np.add.reduceat(daily[f][src], starts)
+    for f, summed in state.reduceat({f: daily[f][src] for f in fields}, starts).items():
+        out[f] = summed
     # 3. distinct days with rows per (window, cells)
     cell = (group_values.groupby(cells, dropna=False, sort=False).ngroup().to_numpy(np.int64) if cells
             else np.zeros(n_groups, dtype=np.int64))
@@ -445,17 +434,18 @@ def _binary_cells(merged: pd.DataFrame, by: Sequence[str]) -> tuple[list[tuple],
     the columns, its n_days (None without an 'n_days' column) and the columns (bin, label, counts, moments)."""
     keys = ["window", *by]
     with_days = "n_days" in merged.columns
-    fields = list(BINARY_COUNTS + BINARY_MOMENTS)
+    fields = list(BINARY.names)
     agg, starts = merged, _presummed_groups(merged, "binary", by)
     if starts is None:  # re-sum per (window, *by, bin, label); n_days: the most of any cell merged
-        per_cell = {f: (f, "sum") for f in fields} | ({"n_days": ("n_days", "max")} if with_days else {})
-        agg = merged.groupby([*keys, *BINARY_KEYS], dropna=False, sort=True).agg(**per_cell).reset_index()
+        per_cell = {s.name: (s.name, s.merge) for s in BINARY.stats} | (
+            {"n_days": ("n_days", "max")} if with_days else {})
+        agg = merged.groupby([*keys, *BINARY.cell_names], dropna=False, sort=True).agg(**per_cell).reset_index()
         starts = _run_starts(agg.groupby(keys, dropna=False, sort=False).ngroup().to_numpy())  # sorted by keys
     ends = np.r_[starts[1:], len(agg)]
     key_vals = list(agg[keys].iloc[starts].itertuples(index=False, name=None))
     n_days = (np.maximum.reduceat(agg["n_days"].to_numpy(), starts).tolist() if with_days
               else [None] * len(starts))
-    cols = {n: agg[n].to_numpy() for n in [*BINARY_KEYS, *fields]}
+    cols = {n: agg[n].to_numpy() for n in [*BINARY.cell_names, *fields]}
     return key_vals, list(zip(starts.tolist(), ends.tolist())), n_days, cols
 
 
@@ -491,20 +481,19 @@ def _group_summaries(
     with_days = "n_days" in merged.columns
     if task == "binary":
         key_vals, bounds, n_days, cols = _binary_cells(merged, by)
-        fields = list(BINARY_COUNTS + BINARY_MOMENTS)
         for k, (s, e), n in zip(key_vals, bounds, n_days):
             summary = BinarySummary.from_columns(float(bin_width), cols["bin"][s:e], cols["label"][s:e],
-                                                 **{f: cols[f][s:e] for f in fields})
+                                                 **{f: cols[f][s:e] for f in BINARY.names})
             out[k] = (summary, n)
         return out
-    fields = _fields(task)
+    state = STATES[task]
     agg = merged.groupby(keys, dropna=False, sort=True).agg(
-        **{f: (f, "sum") for f in fields}, **({"n_days": ("n_days", "max")} if with_days else {})
+        **{s.name: (s.name, s.merge) for s in state.stats}, **({"n_days": ("n_days", "max")} if with_days else {})
     ).reset_index()
     for rec in agg.itertuples(index=False):
         d = rec._asdict()
         k = tuple(d[c] for c in keys) if len(keys) > 1 else (d[keys[0]],)
-        summary = RegressionSummary(int(d["count"]), *(float(d[f]) for f in fields[1:]))
+        summary = RegressionSummary(**{n: int(d[n]) if n in state.counts else float(d[n]) for n in state.names})
         out[k] = (summary, int(d["n_days"]) if with_days else None)
     return out
 

@@ -25,6 +25,7 @@ from ctcalc_spark.core.finalize import (
     check_row,
     metrics_from_summaries,
 )
+from ctcalc_spark.core.state import MULTICLASS
 from ctcalc_spark.core.solvers import solve_temperature
 from ctcalc_spark.core.windows import day_runs
 from ctcalc_spark.errors import ConfigError, DegenerateBiasError, InputError, listed
@@ -54,6 +55,7 @@ from ctcalc_spark.spark.scan import (
     reason_counts,
     split_expr,
     sql_double,
+    state_sums,
     string_key,
     summary_aggregation,
 )
@@ -886,6 +888,17 @@ def _evaluate_multiclass(spark: SparkSession, cfg: JobConfig, days: list[str], d
     label_clipped = F.element_at(F.col("_z"), (F.col("_y") + 1).cast("int")) <= F.lit(math.log(cfg.clip_eps) + 1e-9)
     prob_like = (F.forall("_z", lambda x: (x >= 0.0) & (x <= 1.0))
                  & (F.abs(F.aggregate("_z", F.lit(0.0), lambda acc, x: acc + x) - 1.0) <= PROBABILITY_SUM_TOLERANCE))
+    per_row = {  # the MULTICLASS statistics, per row
+        "n_rows": F.when(ok, 1).otherwise(0), "n_bias": F.when(ok & F.col("is_bias"), 1).otherwise(0),
+        "n_remain": F.when(remain, 1).otherwise(0), "n_invalid": F.when(~ok, 1).otherwise(0),
+        "weight": F.when(ok, F.col("_w")), "ce_sum": F.when(ok, F.col("_w") * ce),
+        "w_remain": F.when(remain, F.col("_w")), "ce_remain": F.when(remain, F.col("_w") * ce),
+        "cce_remain": F.when(remain & F.col("temperature").isNotNull(), F.col("_w") * cce),
+        "w_hit": F.when(ok, F.col("_w") * hit),
+        **({"n_prob_like": F.when(ok & prob_like, 1).otherwise(0)} if scores_given else {
+            "n_label_clipped": F.when(ok & label_clipped, 1).otherwise(0),
+            "ce_label_clipped": F.when(ok & label_clipped, F.col("_w") * ce)}),
+    }
     # every row once per view: '__all__' and, per slice column, that column's value
     fields = [*[col(k) for k in base], "_y", "_z", "_w", "is_bias", "invalid"]
     if slices:
@@ -899,19 +912,7 @@ def _evaluate_multiclass(spark: SparkSession, cfg: JobConfig, days: list[str], d
         viewed.join(F.broadcast(t_df), on=vkeys, how="left")
         .groupBy(*[col(k) for k in vkeys])
         .agg(
-            F.sum(F.when(ok, 1).otherwise(0)).alias("n_rows"),
-            F.sum(F.when(ok & F.col("is_bias"), 1).otherwise(0)).alias("n_bias"),
-            F.sum(F.when(remain, 1).otherwise(0)).alias("n_remain"),
-            F.sum(F.when(~ok, 1).otherwise(0)).alias("n_invalid"),
-            F.sum(F.when(ok, F.col("_w"))).alias("weight"),
-            F.sum(F.when(ok, F.col("_w") * ce)).alias("ce_sum"),
-            F.sum(F.when(remain, F.col("_w"))).alias("w_remain"),
-            F.sum(F.when(remain, F.col("_w") * ce)).alias("ce_remain"),
-            F.sum(F.when(remain & F.col("temperature").isNotNull(), F.col("_w") * cce)).alias("cce_remain"),
-            F.sum(F.when(ok, F.col("_w") * hit)).alias("w_hit"),
-            *([F.sum(F.when(ok & prob_like, 1).otherwise(0)).alias("n_prob_like")] if scores_given else [
-                F.sum(F.when(ok & label_clipped, 1).otherwise(0)).alias("n_label_clipped"),
-                F.sum(F.when(ok & label_clipped, F.col("_w") * ce)).alias("ce_label_clipped")]),
+            *state_sums(MULTICLASS, per_row),
             F.first("t_status", ignorenulls=True).alias("t_status"),
             F.first("temperature", ignorenulls=True).alias("temperature"),
         )

@@ -13,7 +13,8 @@ from typing import TYPE_CHECKING, Mapping, Sequence
 from ctcalc_spark.config import JobConfig
 from ctcalc_spark.errors import InputError
 from ctcalc_spark.core.split import bias_threshold, salt_key
-from ctcalc_spark.core.summary import BINARY_COUNTS, BINARY_MOMENTS, HIST_LOGIT_LIMIT
+from ctcalc_spark.core.state import BINARY, REGRESSION, SummaryState
+from ctcalc_spark.core.summary import HIST_LOGIT_LIMIT
 from ctcalc_spark.spark.names import col, quoted
 
 if TYPE_CHECKING:
@@ -310,15 +311,9 @@ def summary_aggregation(
         exact = [F.sum(wc).alias(EXACT_COLUMNS[0]), F.sum(wc * per_row).alias(EXACT_COLUMNS[1])]
     if cfg.task == "regression":
         r = y - z
-        return _string_keys(rows.groupBy(*[col(k) for k in keys]).agg(
-            F.count(F.lit(1)).alias("count"),
-            F.sum(w).alias("weight"),
-            F.sum(w * r).alias("wr"),
-            F.sum(w * r * r).alias("wr2"),
-            F.sum(w * z).alias("wp"),
-            F.sum(w * y).alias("wy"),
-            *exact,
-        ), keys, cfg.columns.slices)
+        per_row = {"count": F.lit(1), "weight": w, "wr": w * r, "wr2": w * r * r, "wp": w * z, "wy": w * y}
+        sums = state_sums(REGRESSION, per_row)
+        return _string_keys(rows.groupBy(*[col(k) for k in keys]).agg(*sums, *exact), keys, cfg.columns.slices)
     # Per-row terms written straight into the aggregate: Spark's aggregate code generation evaluates each
     # common subexpression once per row (explicit projection stages measured no faster). The label is part of
     # the group key: per (bin, label) the margin t = (1 - 2y)·z gives the loss softplus(t) and the missed mass
@@ -343,7 +338,8 @@ def summary_aggregation(
     margin = f"(CASE WHEN {positive} THEN -{zv} ELSE {zv} END)"
     softplus = f"(greatest({margin}, 0.0D) + log1p({e}))"
     missed = f"(CASE WHEN {margin} >= 0 THEN 1.0D ELSE {e} END / (1.0D + {e}))"
-    terms = {
+    terms = {  # per-row terms of the BINARY statistics (count: rows, counted by count(1))
+        "count": "1",
         "m1": d if unweighted else f"{wv} * {d}",
         "m2": f"{d} * {d}" if unweighted else f"{wv} * {d} * {d}",
         "wmiss": missed if unweighted else f"{wv} * {missed}",
@@ -356,7 +352,7 @@ def summary_aggregation(
     if cfg.columns.logit is None:
         terms["clipped"] = "coalesce(_clipped, 0)"
     filled = {"weight": "CAST(`count` AS DOUBLE)", "clipped": "CAST(0 AS BIGINT)"}
-    assert set(terms) | set(filled) | {"count"} == set(BINARY_COUNTS + BINARY_MOMENTS)
+    assert set(terms) | set(filled) == set(BINARY.names)
     # invalid (4 bits), is_bias (1 bit), the label (1 bit) and the bin are packed into one long group key:
     # hashing one primitive is cheaper than four (measured), and the small aggregated result is decoded after.
     # |bin| <= 1e9 / bin_width (>= 1e-4) keeps the key far inside a long.
@@ -379,7 +375,7 @@ def summary_aggregation(
     # runs); a year's range scan unchanged (2.94 s either way, the same rows).
     # A one-day job does not group by the day at all (``single``): 12,823 keys either way, executor CPU -6.5 %
     # and wall-clock -5 % (interleaved A/B, 9 runs each, 20 M rows).
-    sums = ["count(1) AS `count`", *(f"sum({term}) AS `{n}`" for n, term in terms.items())]
+    sums = BINARY.spark_sums(terms)
     grouped = [k for k in [*group_columns(cfg), *extra_keys] if k not in single]
     agg = rows.groupBy(F.expr(packed).alias("_k"), *[col(k) for k in grouped]).agg(*[F.expr(x) for x in sums], *exact)
     # Decoded, and the keys made strings (the summaries-table contract), in one projection.
@@ -389,12 +385,20 @@ def summary_aggregation(
         "(shiftright(_k, 4) & 1) = 1 AS is_bias",
         f"CASE WHEN {invalid} = 0 THEN shiftright(_k, 5) & 1 END AS label",
         f"CASE WHEN {invalid} = 0 THEN shiftright(_k, {low}) END AS bin",
-        *[f"`{n}`" for n in ["count", *terms, *(EXACT_COLUMNS if exact else ())]],
+        *[f"`{n}`" for n in BINARY.names if n in terms], *[f"`{n}`" for n in (EXACT_COLUMNS if exact else ())],
         *[f"{expr} AS `{name}`" for name, expr in filled.items() if name not in terms],
     ]
     keys_out = [F.expr(f"CASE WHEN (shiftright(_k, {null_bit[k]}) & 1) = 0 THEN {_text(single[k])} END").alias(k)
                 if k in single else string_key(k, cfg.columns.slices) for k in outer]
     return agg.select(*keys_out, *[F.expr(x) for x in decoded])
+
+
+def state_sums(state: SummaryState, terms: Mapping[str, Column]) -> list[Column]:
+    """Spark aggregates of the statistics of ``state`` that ``terms`` (name -> per-row column) holds, in declared
+    order, each named after its statistic."""
+    from pyspark.sql import functions as F
+
+    return [getattr(F, s.spark)(terms[s.name]).alias(s.name) for s in state.stats if s.name in terms]
 
 
 def sql_double(x: float) -> str:
