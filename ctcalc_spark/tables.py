@@ -37,6 +37,7 @@ from ctcalc_spark.errors import (
     TableFeatureError,
     listed,
 )
+from ctcalc_spark.storage import absolute, is_local, local_path
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -134,7 +135,7 @@ class OutputStore:
                  as_of: int | dt.datetime | None = None) -> None:
         self.output = cfg.output if isinstance(cfg, JobConfig) else cfg
         self.spark = spark
-        self.root = _absolute(self.output.path)
+        self.root = absolute(self.output.path)
         self.as_of = as_of
         self._as_of_ms: int | None = None
 
@@ -161,7 +162,7 @@ class OutputStore:
 
     def _openable(self, loc: str) -> str:
         """``loc``, when deltalake can open it: a local path holding '[' or ']' makes deltalake 1.6 panic."""
-        if _is_local(loc) and any(c in loc for c in "[]"):
+        if is_local(loc) and any(c in loc for c in "[]"):
             raise ConfigError(f"output.path {self.output.path!r} holds '[' or ']', which deltalake (the Delta tables' "
                               "library) cannot open a table under. Choose an output.path without them.")
         return loc
@@ -445,10 +446,10 @@ class OutputStore:
         """Before a job's scan: the outputs can be written, they are Delta tables (or none yet) and they hold
         ``task``'s tables."""
         self.check_databases()
-        if not self.catalog and _is_local(self.root):
+        if not self.catalog and is_local(self.root):
             from ctcalc_spark.pathsafe import unwritable_reason
 
-            why = unwritable_reason(_local(self.root))
+            why = unwritable_reason(local_path(self.root))
             if why is not None:
                 raise ConfigError(f"output.path {self.output.path!r} cannot hold the outputs: {why}, so the job "
                                   "would fail in its first write. Set output.path to a folder this job can create "
@@ -462,7 +463,8 @@ class OutputStore:
                 if t is not None:
                     self._check_owned(table, t)
                     _check_features(table, self.location(table), t)
-            elif _is_local(self.root) and not os.path.isdir(os.path.join(_local(self.location(table)), "_delta_log")):
+            elif is_local(self.root) and not os.path.isdir(
+                    os.path.join(local_path(self.location(table)), "_delta_log")):
                 self._check_layout(table)  # another job's table: a folder look, no table load
         if task is not None:
             self._check_task(task)
@@ -471,9 +473,9 @@ class OutputStore:
         """ConfigError for a table folder in ctcalc's earlier layout (Parquet partition folders, no Delta log) or
         one that is no table; a warning for the data files of a run killed before its first commit (no table's
         rows: the first commit leaves them out, and ``ctcalc tables vacuum --apply`` removes them)."""
-        if not _is_local(self.root):
+        if not is_local(self.root):
             return
-        folder = _local(self.location(table))
+        folder = local_path(self.location(table))
         if not os.path.isdir(folder):
             return
         entries = [e for e in os.listdir(folder) if not e.startswith((".", "_"))]
@@ -798,8 +800,8 @@ def _first_line(e: BaseException) -> str:
 
 def _newest_commit(loc: str) -> int | None:
     """The version of the newest commit file of a local table's log (what a corrupt log is read up to)."""
-    folder = os.path.join(_local(loc), "_delta_log")
-    if not _is_local(loc) or not os.path.isdir(folder):
+    folder = os.path.join(local_path(loc), "_delta_log")
+    if not is_local(loc) or not os.path.isdir(folder):
         return None
     found = [int(n[:20]) for n in os.listdir(folder) if re.match(r"^\d{20}\.json$", n)]
     return max(found) if found else None
@@ -918,8 +920,8 @@ def vacuum(store: OutputStore, retention_hours: int, apply: bool) -> dict[str, l
     out = {}
     for table in PARTITIONS:
         t = store.delta(table) if store._is_delta(table) else None
-        folder = _local(store.location(table))
-        if t is None and _is_local(store.location(table)) and os.path.isdir(folder) and _killed_first_run(folder):
+        folder = local_path(store.location(table))
+        if t is None and is_local(store.location(table)) and os.path.isdir(folder) and _killed_first_run(folder):
             old = time.time() - retention_hours * 3600  # a first run writing now keeps its files
             files = [os.path.join(d, n) for d, _, names in os.walk(folder) for n in names
                      if _DATA_FILE.match(n) and os.path.getmtime(os.path.join(d, n)) <= old]
@@ -967,12 +969,12 @@ def convert_layout(store: OutputStore) -> list[str]:
 
     from deltalake import DeltaTable, Field, Schema, convert_to_deltalake
 
-    if store.catalog or not _is_local(store.root):
+    if store.catalog or not is_local(store.root):
         raise ConfigError("`ctcalc tables convert` converts folders under a local output.path.")
-    root = _local(store.root)
+    root = local_path(store.root)
     done = []
     for table, parts in PARTITIONS.items():
-        folder = _local(store.location(table))
+        folder = local_path(store.location(table))
         if not parts or not os.path.isdir(folder) or DeltaTable.is_deltatable(folder) or _killed_first_run(folder):
             continue  # a run stopped before its first commit: its files are no rows (`ctcalc tables vacuum`)
         for dirpath, dirnames, filenames in os.walk(folder, topdown=True):
@@ -1076,22 +1078,6 @@ def _version_ms(location: str, version: int, storage_options: dict[str, str] | N
             return int(entry["timestamp"])
     raise ConfigError(f"--as-of {version}: the metrics table {location!r} has no version {version} (see its "
                       "history: `ctcalc tables history`).")
-
-
-def _absolute(path: str) -> str:
-    """A local path absolute (``file:`` URIs as their path), any other URI as given."""
-    if _is_local(path):
-        return os.path.abspath(os.path.expanduser(_local(path)))
-    return path.rstrip("/")
-
-
-def _is_local(path: str) -> bool:
-    return "://" not in path or path.startswith("file:")
-
-
-def _local(path: str) -> str:
-    return path[len("file://"):] if path.startswith("file://") else path[len("file:"):] if path.startswith(
-        "file:") else path
 
 
 # ---- catalog tables (Spark's own writers) ---------------------------------------------------------------

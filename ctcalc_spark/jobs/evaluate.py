@@ -28,7 +28,7 @@ from ctcalc_spark.core.finalize import (
 from ctcalc_spark.core.solvers import solve_temperature
 from ctcalc_spark.core.windows import day_runs
 from ctcalc_spark.errors import ConfigError, DegenerateBiasError, InputError, listed
-from ctcalc_spark.spark.filekind import own_encoding
+from ctcalc_spark.filekind import own_encoding
 from ctcalc_spark.spark.names import col, quoted
 from ctcalc_spark.tables import OutputStore, Transaction
 from ctcalc_spark.spark.scan import (

@@ -412,7 +412,7 @@ def _exists(path: str) -> bool:
     """Whether a file or folder exists: local paths with os, URLs (s3://, hdfs://, ...) through the storage
     layer's pyarrow file systems (imported here, never at DAG parse time)."""
     if "://" in path and not path.startswith("file://"):
-        from ctcalc_spark.spark.files import FileStore
+        from ctcalc_spark.storage import FileStore
 
         return FileStore(path).exists(path)
     return Path(path.removeprefix("file://")).exists()

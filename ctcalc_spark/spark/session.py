@@ -95,7 +95,7 @@ def ivy_cache() -> str:
 
 def hadoop_aws() -> str:
     """The hadoop-aws artifact of the Hadoop that this pyspark ships (s3a:// must match it)."""
-    from ctcalc_spark.spark.files import hadoop_version
+    from ctcalc_spark.spark.connectors import hadoop_version
 
     return f"org.apache.hadoop:hadoop-aws:{hadoop_version() or '3.5.0'}"
 
