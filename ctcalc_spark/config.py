@@ -139,16 +139,20 @@ def guess_ds_formats(values: typing.Iterable[str]) -> list[str]:
     return [f for f in found if f != "yyyy-MM-dd"]
 
 
-def validate_ds(ds: str, what: str = "--ds") -> str:
-    """Check a YYYY-MM-DD logical date (the one form a day takes in ctcalc: --ds, partition values, SQL text).
-
-    Python also parses forms such as 20261121 and 2026-W47-1; they are refused, not read as that day.
-    ``what``: the option the error names."""
+def parse_day(text: object) -> dt.date | None:
+    """The date of a YYYY-MM-DD day (the one form a day takes in ctcalc: --ds, partition values, SQL text); None
+    for anything else. Python also parses forms such as 20261121 and 2026-W47-1; they are refused, not read as
+    that day."""
     try:
-        ok = dt.date.fromisoformat(ds).isoformat() == ds
+        day = dt.date.fromisoformat(text)  # type: ignore[arg-type]
     except (TypeError, ValueError):
-        ok = False
-    if not ok:
+        return None
+    return day if day.isoformat() == text else None
+
+
+def validate_ds(ds: str, what: str = "--ds") -> str:
+    """Check a YYYY-MM-DD logical date (:func:`parse_day`). ``what``: the option the error names."""
+    if parse_day(ds) is None:
         meant = _iso_form(ds)
         raise ConfigError(f"{what} must be a date like 2026-11-21, got {ds!r}"
                           + (f" (write it {meant})." if meant else "."))

@@ -26,7 +26,7 @@ import re
 import uuid
 from typing import TYPE_CHECKING, Any, Iterator, Mapping, Sequence
 
-from ctcalc_spark.config import JobConfig, OutputConfig
+from ctcalc_spark.config import JobConfig, OutputConfig, parse_days
 from ctcalc_spark.errors import (
     ConcurrentRunError,
     ConfigError,
@@ -1049,14 +1049,8 @@ def _day_text(days: Sequence[str]) -> str:
 
 
 def _days_of(text: str) -> list[str]:
-    """The days of a :func:`_day_text`."""
-    from ctcalc_spark.core.windows import Window
-
-    out: list[str] = []
-    for part in str(text).split(", "):
-        lo, _, hi = part.strip().partition("..")
-        out += Window(lo, hi or lo, part).days() if lo else []
-    return out
+    """The days of a :func:`_day_text` (the form ``--ds`` takes)."""
+    return parse_days(str(text), "a commit's days") if str(text).strip() else []
 
 
 def wrote_day(entry: Mapping[str, Any], day: str) -> bool:

@@ -13,10 +13,9 @@ from airflow.sdk.exceptions import AirflowException, AirflowFailException
 
 from ctcalc_spark.errors import RESULT_FLAG
 from ctcalc_spark.orchestration.tasks import (
-    ERROR_MARKERS, connect_client_command, final_failure, job_command, line_level, redact_args, secret_values,
-    spark_connect_url,
+    ERROR_MARKERS, connect_client_command, final_failure, job_command, line_level, spark_connect_url,
 )
-from ctcalc_spark.redact import redact_url, url_secrets
+from ctcalc_spark.redact import redact_args, redact_url, secret_values, url_secrets
 
 
 class ClientJobError(AirflowException):

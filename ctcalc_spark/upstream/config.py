@@ -11,7 +11,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
-from ctcalc_spark.config import SparkConfig, _build, apply_overrides, check_max_abs_logit, parse_days, read_yaml
+from ctcalc_spark.config import (
+    SparkConfig,
+    _build,
+    apply_overrides,
+    check_max_abs_logit,
+    parse_day,
+    parse_days,
+    read_yaml,
+)
 from ctcalc_spark.core.summary import DEFAULT_MAX_ABS_LOGIT
 from ctcalc_spark.errors import ConfigError
 
@@ -246,10 +254,8 @@ def check_ds_value(ds: Any, where: str) -> str:
         ds = ds.isoformat()[:10]
     if not isinstance(ds, str) or not _DATE.match(ds):
         raise ConfigError(f"Expected '{where}' as a date like 2026-11-01, got {ds!r}.")
-    try:
-        _dt.date.fromisoformat(ds)
-    except ValueError:
-        raise ConfigError(f"'{where}' is not a calendar date: {ds!r}.") from None
+    if parse_day(ds) is None:
+        raise ConfigError(f"'{where}' is not a calendar date: {ds!r}.")
     return ds
 
 
