@@ -293,7 +293,7 @@ class ColumnsConfig:
     field of the constructor, so ``dataclasses.replace`` keeps it."""
 
     def __post_init__(self) -> None:
-        if self.run is None:  # type: ignore[comparison-overlap] - YAML null, let through by _build
+        if self.run is None:  # type: ignore[comparison-overlap] - YAML null, let through by build_config
             object.__setattr__(self, "run", "run")
             object.__setattr__(self, "one_run", True)
 
@@ -857,7 +857,10 @@ def _coerce(hint: Any, value: Any, key: str) -> Any:
     return value
 
 
-def _build(cls: type, data: Mapping[str, Any], where: str) -> Any:
+def build_config(cls: type, data: Mapping[str, Any], where: str) -> Any:
+    """The config dataclass ``cls`` from a mapping (from YAML): nested sections built the same way, values
+    coerced to the field types, unknown keys refused (the known ones listed). ``where``: the key path of ``data``
+    (``"columns."``; ``""`` at the root), which the errors name."""
     if not isinstance(data, Mapping):
         raise ConfigError(f"'{where.rstrip('.') or 'config'}' must be a mapping, got {data!r} ({type(data).__name__}).")
     hints = get_type_hints(cls)
@@ -876,7 +879,7 @@ def _build(cls: type, data: Mapping[str, Any], where: str) -> Any:
         if name == "model_scores" and isinstance(value, Mapping):  # one column: one run, as a list of one
             value = {k: [v] if isinstance(v, (str, int)) and not isinstance(v, bool) else v for k, v in value.items()}
         if dataclasses.is_dataclass(hint):
-            kwargs[name] = _build(hint, value or {}, f"{where}{name}.")
+            kwargs[name] = build_config(hint, value or {}, f"{where}{name}.")
         else:
             kwargs[name] = _coerce(hint, value, f"{where}{name}")
             if name in PATH_KEYS and isinstance(kwargs[name], str) and kwargs[name].startswith("~"):
@@ -904,7 +907,7 @@ folder named '~' in the working folder)."""
 
 def config_from_dict(data: Mapping[str, Any]) -> JobConfig:
     """Validate a nested mapping (as read from YAML) into a JobConfig."""
-    return _build(JobConfig, data, "")
+    return build_config(JobConfig, data, "")
 
 
 def read_yaml(path: str | Path, overrides: Mapping[str, Any] | None = None, *, example: str = "conf/") -> dict[str, Any]:

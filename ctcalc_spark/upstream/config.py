@@ -13,8 +13,8 @@ from typing import Any, Mapping
 
 from ctcalc_spark.config import (
     SparkConfig,
-    _build,
     apply_overrides,
+    build_config,
     check_max_abs_logit,
     parse_day,
     parse_days,
@@ -137,7 +137,7 @@ class TableColumns:
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> TableColumns:
         """Inverse of ``to_dict``; unknown keys are an error."""
-        return _build(cls, dict(d), "columns.")  # type: ignore[no-any-return]
+        return build_config(cls, dict(d), "columns.")  # type: ignore[no-any-return]
 
 
 @dataclass(frozen=True)
@@ -261,7 +261,7 @@ def check_ds_value(ds: Any, where: str) -> str:
 
 def upstream_config_from_dict(data: Mapping[str, Any]) -> UpstreamConfig:
     """Validate a mapping (from YAML) into an UpstreamConfig; unknown keys are errors."""
-    return _build(UpstreamConfig, dict(data), "")  # type: ignore[no-any-return]
+    return build_config(UpstreamConfig, dict(data), "")  # type: ignore[no-any-return]
 
 
 def load_upstream_config(path: str | Path | None, overrides: Mapping[str, Any] | None = None) -> UpstreamConfig:
