@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
-import json
 import math
 import os
 import re
@@ -958,19 +957,6 @@ def parse_yaml(text: str, what: str) -> Any:
     except yaml.YAMLError as e:
         raise ConfigError(f"{what} is not valid YAML: {yaml_error_line(e)}") from None
     return data
-
-
-def yaml_list(values: typing.Sequence[str]) -> str:
-    """``values`` as a YAML flow list a user can paste into a config or a ``--set``: plain words as they are,
-    anything YAML would read otherwise (``>50K``, ``yes``, ``1.0``, ``a, b``) in double quotes.
-
-    >>> yaml_list(["cat", "dog"]), yaml_list(["<=50K", ">50K"]), yaml_list(["no", "yes", "1"])
-    ('[cat, dog]', '["<=50K", ">50K"]', '["no", "yes", "1"]')
-    """
-    def one(v: str) -> str:
-        plain = re.fullmatch(r"[A-Za-z_][\w.\-]*", v) is not None and yaml.safe_load(v) == v
-        return v if plain else json.dumps(v, ensure_ascii=False)
-    return "[" + ", ".join(one(str(v)) for v in values) + "]"
 
 
 def yaml_error_line(e: Exception) -> str:

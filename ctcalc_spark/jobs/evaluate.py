@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, Sequence
 import numpy as np
 import pandas as pd
 
-from ctcalc_spark.config import JobConfig, fits_ds_format, guess_ds_formats, parse_day, parse_days, yaml_list
+from ctcalc_spark.config import JobConfig, fits_ds_format, guess_ds_formats, parse_day, parse_days
 from ctcalc_spark.core.finalize import (
     ALL,
     KEY_TYPES,
@@ -27,7 +27,7 @@ from ctcalc_spark.core.finalize import (
 )
 from ctcalc_spark.core.solvers import solve_temperature
 from ctcalc_spark.core.windows import day_runs
-from ctcalc_spark.errors import ConfigError, DegenerateBiasError, InputError, listed
+from ctcalc_spark.errors import ConfigError, DegenerateBiasError, InputError, listed, yaml_list
 from ctcalc_spark.filekind import own_encoding
 from ctcalc_spark.spark.names import col, quoted
 from ctcalc_spark.tables import OutputStore, Transaction
