@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
-import json
 import math
 import os
 import re
@@ -139,16 +138,20 @@ def guess_ds_formats(values: typing.Iterable[str]) -> list[str]:
     return [f for f in found if f != "yyyy-MM-dd"]
 
 
-def validate_ds(ds: str, what: str = "--ds") -> str:
-    """Check a YYYY-MM-DD logical date (the one form a day takes in ctcalc: --ds, partition values, SQL text).
-
-    Python also parses forms such as 20261121 and 2026-W47-1; they are refused, not read as that day.
-    ``what``: the option the error names."""
+def parse_day(text: object) -> dt.date | None:
+    """The date of a YYYY-MM-DD day (the one form a day takes in ctcalc: --ds, partition values, SQL text); None
+    for anything else. Python also parses forms such as 20261121 and 2026-W47-1; they are refused, not read as
+    that day."""
     try:
-        ok = dt.date.fromisoformat(ds).isoformat() == ds
+        day = dt.date.fromisoformat(text)  # type: ignore[arg-type]
     except (TypeError, ValueError):
-        ok = False
-    if not ok:
+        return None
+    return day if day.isoformat() == text else None
+
+
+def validate_ds(ds: str, what: str = "--ds") -> str:
+    """Check a YYYY-MM-DD logical date (:func:`parse_day`). ``what``: the option the error names."""
+    if parse_day(ds) is None:
         meant = _iso_form(ds)
         raise ConfigError(f"{what} must be a date like 2026-11-21, got {ds!r}"
                           + (f" (write it {meant})." if meant else "."))
@@ -289,7 +292,7 @@ class ColumnsConfig:
     field of the constructor, so ``dataclasses.replace`` keeps it."""
 
     def __post_init__(self) -> None:
-        if self.run is None:  # type: ignore[comparison-overlap] - YAML null, let through by _build
+        if self.run is None:  # type: ignore[comparison-overlap] - YAML null, let through by build_config
             object.__setattr__(self, "run", "run")
             object.__setattr__(self, "one_run", True)
 
@@ -853,7 +856,10 @@ def _coerce(hint: Any, value: Any, key: str) -> Any:
     return value
 
 
-def _build(cls: type, data: Mapping[str, Any], where: str) -> Any:
+def build_config(cls: type, data: Mapping[str, Any], where: str) -> Any:
+    """The config dataclass ``cls`` from a mapping (from YAML): nested sections built the same way, values
+    coerced to the field types, unknown keys refused (the known ones listed). ``where``: the key path of ``data``
+    (``"columns."``; ``""`` at the root), which the errors name."""
     if not isinstance(data, Mapping):
         raise ConfigError(f"'{where.rstrip('.') or 'config'}' must be a mapping, got {data!r} ({type(data).__name__}).")
     hints = get_type_hints(cls)
@@ -872,7 +878,7 @@ def _build(cls: type, data: Mapping[str, Any], where: str) -> Any:
         if name == "model_scores" and isinstance(value, Mapping):  # one column: one run, as a list of one
             value = {k: [v] if isinstance(v, (str, int)) and not isinstance(v, bool) else v for k, v in value.items()}
         if dataclasses.is_dataclass(hint):
-            kwargs[name] = _build(hint, value or {}, f"{where}{name}.")
+            kwargs[name] = build_config(hint, value or {}, f"{where}{name}.")
         else:
             kwargs[name] = _coerce(hint, value, f"{where}{name}")
             if name in PATH_KEYS and isinstance(kwargs[name], str) and kwargs[name].startswith("~"):
@@ -900,7 +906,7 @@ folder named '~' in the working folder)."""
 
 def config_from_dict(data: Mapping[str, Any]) -> JobConfig:
     """Validate a nested mapping (as read from YAML) into a JobConfig."""
-    return _build(JobConfig, data, "")
+    return build_config(JobConfig, data, "")
 
 
 def read_yaml(path: str | Path, overrides: Mapping[str, Any] | None = None, *, example: str = "conf/") -> dict[str, Any]:
@@ -951,19 +957,6 @@ def parse_yaml(text: str, what: str) -> Any:
     except yaml.YAMLError as e:
         raise ConfigError(f"{what} is not valid YAML: {yaml_error_line(e)}") from None
     return data
-
-
-def yaml_list(values: typing.Sequence[str]) -> str:
-    """``values`` as a YAML flow list a user can paste into a config or a ``--set``: plain words as they are,
-    anything YAML would read otherwise (``>50K``, ``yes``, ``1.0``, ``a, b``) in double quotes.
-
-    >>> yaml_list(["cat", "dog"]), yaml_list(["<=50K", ">50K"]), yaml_list(["no", "yes", "1"])
-    ('[cat, dog]', '["<=50K", ">50K"]', '["no", "yes", "1"]')
-    """
-    def one(v: str) -> str:
-        plain = re.fullmatch(r"[A-Za-z_][\w.\-]*", v) is not None and yaml.safe_load(v) == v
-        return v if plain else json.dumps(v, ensure_ascii=False)
-    return "[" + ", ".join(one(str(v)) for v in values) + "]"
 
 
 def yaml_error_line(e: Exception) -> str:

@@ -1,4 +1,5 @@
-"""Exceptions raised at the boundaries; each message says what was expected, what was got, how to fix it.
+"""Exceptions raised at the boundaries; each message says what was expected, what was got, how to fix it. The
+helpers their messages share (:func:`listed`, :func:`yaml_list`) are here too, for every layer to use.
 
 Each class carries the ``ctcalc`` exit code it maps to (the table is in ``ctcalc --help`` and docs/deploy.md):
 a scheduler can tell a bad config (3) or bad data (4), which a retry will not fix, from a missing
@@ -7,6 +8,7 @@ package (5), a Spark or file-system failure (1, maybe transient) and a bug (70).
 from __future__ import annotations
 
 import re
+from typing import Sequence
 
 EXIT_OK = 0
 EXIT_RUNTIME = 1  # Spark or the file system reported a failure while running (lost executor, full disk)
@@ -29,6 +31,23 @@ def listed(items: list[str], shown: int = 5, sep: str = ", ") -> str:
     'a, b and 1 more'
     """
     return sep.join(items[:shown]) + (f" and {len(items) - shown} more" if len(items) > shown else "")
+
+
+def yaml_list(values: Sequence[str]) -> str:
+    """``values`` as a YAML flow list a user can paste into a config or a ``--set``: plain words as they are,
+    anything YAML would read otherwise (``>50K``, ``yes``, ``1.0``, ``a, b``) in double quotes.
+
+    >>> yaml_list(["cat", "dog"]), yaml_list(["<=50K", ">50K"]), yaml_list(["no", "yes", "1"])
+    ('[cat, dog]', '["<=50K", ">50K"]', '["no", "yes", "1"]')
+    """
+    import json
+
+    import yaml
+
+    def one(v: str) -> str:
+        plain = re.fullmatch(r"[A-Za-z_][\w.\-]*", v) is not None and yaml.safe_load(v) == v
+        return v if plain else json.dumps(v, ensure_ascii=False)
+    return "[" + ", ".join(one(str(v)) for v in values) + "]"
 
 
 _PY4J_CALL = re.compile(r"An error occurred while calling [\w$]+\.(\w+)\.")

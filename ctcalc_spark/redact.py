@@ -14,8 +14,9 @@ secret-looking URL parameters (a Spark Connect ``sc://host:15002/;token=...``).
 """
 from __future__ import annotations
 
+import json
 import re
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 MASK = "***"
 
@@ -100,6 +101,78 @@ def redact(value: Any, *, key: str | None = None) -> Any:
     if isinstance(value, str):
         return redact_url(value)
     return value
+
+
+# ---- what the Airflow DAGs echo: command lines whose ``--set key={...}`` values are JSON objects, and the values
+# for Airflow's log masker
+
+def _json_mapping(text: str) -> Mapping[str, Any] | None:
+    """``text`` as a JSON object, or None when it is not one."""
+    if not text.lstrip().startswith("{"):
+        return None
+    try:
+        parsed = json.loads(text)
+    except json.JSONDecodeError:
+        return None
+    return parsed if isinstance(parsed, Mapping) else None
+
+
+def redact_value(key: str, value: Any) -> Any:
+    """``value`` with its secret parts replaced by ``***``: the whole value under a secret key, nested keys of
+    mappings and of JSON object strings otherwise, and URL credentials."""
+    parsed = _json_mapping(value) if isinstance(value, str) and not is_secret_key(key) else None
+    return json.dumps(redact(parsed)) if parsed is not None else redact(value, key=key)
+
+
+def redact_args(args: Sequence[str]) -> list[str]:
+    """Command-line arguments with the value of every secret-looking ``key=value`` redacted."""
+    out = []
+    for arg in args:
+        key, eq, value = str(arg).partition("=")
+        out.append(f"{key}={redact_value(key, value)}" if eq and not key.startswith("-") else redact_url(str(arg)))
+    return out
+
+
+def redact_settings(settings: Mapping[str, Any]) -> dict[str, Any]:
+    """A copy of the run settings fit for a log: secret-looking keys and ``k=v`` arguments redacted."""
+    return {key: (redact_args(value) if isinstance(value, list) and all(isinstance(v, str) for v in value)
+                  else redact_value(key, value)) for key, value in settings.items()}
+
+
+def redact_text(text: str) -> str:
+    """A raw setting value quoted in an error message: reduced to its length when it may hold secrets."""
+    return f"<{len(text)} characters>" if SECRET_WORDS & set(key_words(text)) else redact_url(text)
+
+
+def secret_values(*settings: Mapping[str, Any] | Sequence[str]) -> list[str]:
+    """Every value under a secret-looking key (and every string holding URL credentials), for Airflow's log
+    masker (``airflow.sdk.log.mask_secret``), which then hides them wherever they appear."""
+    found: list[str] = []
+
+    def walk(key: str, value: Any) -> None:
+        if isinstance(value, Mapping):
+            for k, v in value.items():
+                walk(str(k), v)
+        elif isinstance(value, (list, tuple)):
+            for v in value:
+                walk(key, v)
+        elif is_secret_key(key) and value not in (None, ""):
+            found.append(value if isinstance(value, str) else json.dumps(value))
+        elif isinstance(value, str):
+            parsed = _json_mapping(value)
+            if parsed is not None:
+                walk(key, parsed)
+            elif redact_url(value) != value:
+                found.extend([value, *url_secrets(value)])  # the credentials alone too, wherever they turn up
+
+    for s in settings:
+        if isinstance(s, Mapping):
+            walk("", s)
+        else:
+            for arg in s:
+                k, eq, v = str(arg).partition("=")
+                walk(k, v) if eq and not k.startswith("-") else walk("", str(arg))
+    return sorted(set(found))
 
 
 def printable(value: Any) -> str:

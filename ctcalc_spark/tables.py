@@ -14,35 +14,34 @@ changes nothing, and one that succeeds keeps its rows until a later successful r
 Readers see each table before or after a commit. Between a run's commits a day's summaries and metrics come from
 different runs: :meth:`OutputStore.require_one_run` waits such days out, then tells a live run (exit 1) from one
 stopped between its commits (exit 4). Every deltalake or Arrow failure is one line naming the table, the version
-and the cause (:func:`delta_failure`).
+and the cause (:func:`ctcalc_spark.delta_errors.delta_failure`).
 """
 from __future__ import annotations
 
-import contextlib
 import datetime as dt
 import logging
 import os
 import re
 import uuid
-from typing import TYPE_CHECKING, Any, Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
-from ctcalc_spark.config import JobConfig, OutputConfig
+from ctcalc_spark.config import JobConfig, OutputConfig, parse_days
 from ctcalc_spark.errors import (
     ConcurrentRunError,
     ConfigError,
     CtcalcError,
     InputError,
     RunInProgressError,
-    StorageError,
-    TableFeatureError,
     listed,
 )
+from ctcalc_spark.delta_errors import check_features, first_line, named_errors
+from ctcalc_spark.storage import absolute, is_local, local_path
 
 if TYPE_CHECKING:
     import pandas as pd
     import pyarrow as pa
     from deltalake import DeltaTable
-    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql import SparkSession
 
 log = logging.getLogger(__name__)
 
@@ -67,21 +66,12 @@ MARK = "ctcalc.table"
 """The Delta table property that marks a table as ctcalc's and names which one (``ctcalc.table=metrics``)."""
 _NO_ROWS = {"CREATE TABLE", "VACUUM START", "VACUUM END", "SET TBLPROPERTIES", "OPTIMIZE", "CHECKPOINT"}
 """Operations of a commit that changes no row a reader sees."""
-WRITABLE_FEATURES = {"appendOnly", "invariants", "checkConstraints", "changeDataFeed", "generatedColumns",
-                     "columnMapping", "deletionVectors", "timestampNtz", "v2Checkpoint", "variantType",
-                     "variantType-preview"}
-"""The Delta writer features deltalake 1.6 writes tables with (tests/test_tables.py checks each one, and that it
-refuses the ones ctcalc refuses); any other makes ctcalc stop before its first commit."""
-_LEGACY_WRITER = {2: {"appendOnly", "invariants"}, 3: {"checkConstraints"}, 4: {"changeDataFeed", "generatedColumns"},
-                  5: {"columnMapping"}, 6: {"identityColumns"}}
-"""The features a legacy minWriterVersion (below 7) implies, added one version after the other."""
 _DATA_FILE = re.compile(r"^part-\d{5}-[0-9a-f]{8}(-[0-9a-f]{4}){3}-[0-9a-f]{12}-c000(\.\w+)*\.parquet$")
 """The name deltalake gives the data files it writes (a run's files before its first commit look like this)."""
 MID_WRITE_WAIT_S = 3.0
 """How long a reader waits for days that a run is committing to become whole."""
 LIVE_GAP_S = 600.0
 """Days still mixed whose newest commit is younger than this are a live run's (see OutputStore.require_one_run)."""
-_ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 
 
 def new_run_id() -> str:
@@ -134,7 +124,7 @@ class OutputStore:
                  as_of: int | dt.datetime | None = None) -> None:
         self.output = cfg.output if isinstance(cfg, JobConfig) else cfg
         self.spark = spark
-        self.root = _absolute(self.output.path)
+        self.root = absolute(self.output.path)
         self.as_of = as_of
         self._as_of_ms: int | None = None
 
@@ -161,7 +151,7 @@ class OutputStore:
 
     def _openable(self, loc: str) -> str:
         """``loc``, when deltalake can open it: a local path holding '[' or ']' makes deltalake 1.6 panic."""
-        if _is_local(loc) and any(c in loc for c in "[]"):
+        if is_local(loc) and any(c in loc for c in "[]"):
             raise ConfigError(f"output.path {self.output.path!r} holds '[' or ']', which deltalake (the Delta tables' "
                               "library) cannot open a table under. Choose an output.path without them.")
         return loc
@@ -190,7 +180,7 @@ class OutputStore:
         if not found:
             self._check_layout(table)
             return None
-        with _named_errors(table, loc):
+        with named_errors(table, loc):
             t = DeltaTable(loc, storage_options=self.storage_options)
             if self.as_of is None:
                 return t
@@ -226,7 +216,7 @@ class OutputStore:
             found = [r.asDict() for r in spark.table(name).select(*parts).distinct().collect()]
         else:
             t = self.delta(table)
-            with _named_errors(table, self.location(table), None if t is None else t.version()):
+            with named_errors(table, self.location(table), None if t is None else t.version()):
                 found = [] if t is None else t.partitions()
         return sorted(({k: str(p[k]) for k in parts} for p in found if all(p.get(k) is not None for k in parts)),
                       key=lambda p: tuple(p[k] for k in parts))
@@ -257,7 +247,7 @@ class OutputStore:
             have = [f.name for f in t.schema().fields]
             if columns is None:
                 columns = [n for n in have if with_run_id or n != RUN_ID]
-            with _named_errors(table, self.location(table), t.version()):
+            with named_errors(table, self.location(table), t.version()):
                 frame = _read_delta(t, columns, conds)
         if task is not None and table == "summaries" and not frame.empty:
             self._check_summary_rows(frame, task)
@@ -330,7 +320,7 @@ class OutputStore:
         t = self.delta(table)
         if t is None:
             return {}
-        with _named_errors(table, self.location(table), t.version()):
+        with named_errors(table, self.location(table), t.version()):
             held = {p["ds"] for p in t.partitions()}
             history = t.history()
         wanted = held if days is None else held & {str(d) for d in days}
@@ -422,7 +412,7 @@ class OutputStore:
     def history(self, table: str, limit: int | None = None) -> list[dict[str, Any]]:
         """A path table's commits, newest first (version, timestamp, operation, run_id, job, days)."""
         t = self.delta(table) if self._is_delta(table) else None
-        with _named_errors(table, self.location(table)):
+        with named_errors(table, self.location(table)):
             return [] if t is None else t.history(limit)
 
     # ---- checks before work ---------------------------------------------------------------------------
@@ -445,10 +435,10 @@ class OutputStore:
         """Before a job's scan: the outputs can be written, they are Delta tables (or none yet) and they hold
         ``task``'s tables."""
         self.check_databases()
-        if not self.catalog and _is_local(self.root):
+        if not self.catalog and is_local(self.root):
             from ctcalc_spark.pathsafe import unwritable_reason
 
-            why = unwritable_reason(_local(self.root))
+            why = unwritable_reason(local_path(self.root))
             if why is not None:
                 raise ConfigError(f"output.path {self.output.path!r} cannot hold the outputs: {why}, so the job "
                                   "would fail in its first write. Set output.path to a folder this job can create "
@@ -461,8 +451,9 @@ class OutputStore:
                 t = self.delta(table)  # reachable, a Delta table or none (else ConfigError: the earlier layout, ...)
                 if t is not None:
                     self._check_owned(table, t)
-                    _check_features(table, self.location(table), t)
-            elif _is_local(self.root) and not os.path.isdir(os.path.join(_local(self.location(table)), "_delta_log")):
+                    check_features(table, self.location(table), t)
+            elif is_local(self.root) and not os.path.isdir(
+                    os.path.join(local_path(self.location(table)), "_delta_log")):
                 self._check_layout(table)  # another job's table: a folder look, no table load
         if task is not None:
             self._check_task(task)
@@ -471,9 +462,9 @@ class OutputStore:
         """ConfigError for a table folder in ctcalc's earlier layout (Parquet partition folders, no Delta log) or
         one that is no table; a warning for the data files of a run killed before its first commit (no table's
         rows: the first commit leaves them out, and ``ctcalc tables vacuum --apply`` removes them)."""
-        if not _is_local(self.root):
+        if not is_local(self.root):
             return
-        folder = _local(self.location(table))
+        folder = local_path(self.location(table))
         if not os.path.isdir(folder):
             return
         entries = [e for e in os.listdir(folder) if not e.startswith((".", "_"))]
@@ -499,7 +490,7 @@ class OutputStore:
         (or names another table) and its shape is not ctcalc's. A table of ctcalc's shape without the property (one
         written before ctcalc marked its tables) gets it, by a commit that changes no row."""
         loc = self.location(table)
-        with _named_errors(table, loc, t.version()):
+        with named_errors(table, loc, t.version()):
             meta = t.metadata()
             mark = (meta.configuration or {}).get(MARK)
             if mark == table:
@@ -623,7 +614,7 @@ class Transaction:
         from deltalake import DeltaTable
 
         loc = self.store.location(table)
-        with _named_errors(table, loc, version):
+        with named_errors(table, loc, version):
             done = DeltaTable(loc, version=version, storage_options=self.store.storage_options) \
                 .transaction_version(app[0])
         return done is not None and done >= app[1]
@@ -660,12 +651,12 @@ class Transaction:
         if t is None:
             return
         store._check_owned(table, t)
-        _check_features(table, plan.loc, t)
+        check_features(table, plan.loc, t)
         plan.base = t.version()
         pinned = self.versions.get(table)
         if plan.days is None or pinned == plan.base:
             return  # tables not partitioned by day: Delta's own conflict check at the commit
-        with _named_errors(table, plan.loc, plan.base):
+        with named_errors(table, plan.loc, plan.base):
             entries = t.history(plan.base - (-1 if pinned is None else pinned))
         for entry in entries:
             if entry.get(RUN_ID) == self.run_id or str(entry.get("operation", "")) in _NO_ROWS:
@@ -684,8 +675,10 @@ class Transaction:
     def _commit(self, plan: _Plan) -> None:
         store = self.store
         if not plan.delta:
-            _write_catalog(store._session(f"Writing {plan.table}"), plan.loc, plan.data, PARTITIONS[plan.table],
-                           store.output)
+            from ctcalc_spark.spark.catalog import write_catalog
+
+            write_catalog(store._session(f"Writing {plan.table}"), plan.loc, plan.data, PARTITIONS[plan.table],
+                          store.output)
             return
         from deltalake import CommitProperties, DeltaTable, Transaction as AppTransaction, write_deltalake
         from deltalake.exceptions import CommitFailedError
@@ -695,14 +688,14 @@ class Transaction:
         props = CommitProperties(custom_metadata=plan.meta, app_transactions=None if plan.app is None else [
             AppTransaction(plan.app[0], plan.app[1])])
         parts = list(PARTITIONS[plan.table])
-        with _named_errors(plan.table, plan.loc, plan.base, writing=True):
+        with named_errors(plan.table, plan.loc, plan.base, writing=True):
             try:
                 target = DeltaTable(plan.loc, version=plan.base, storage_options=store.storage_options)
                 write_deltalake(target, plan.data, mode="overwrite" if parts else "append",
                                 partition_by=parts or None, predicate=plan.predicate, schema_mode="merge",
                                 storage_options=store.storage_options, commit_properties=props)
             except CommitFailedError as e:
-                raise self._overtaken(plan.table, plan.loc, plan.days, f"Delta said: {_first_line(e)}") from None
+                raise self._overtaken(plan.table, plan.loc, plan.days, f"Delta said: {first_line(e)}") from None
             plan.version = _version_of(DeltaTable(plan.loc, storage_options=store.storage_options), self.run_id)
 
     def _create(self, plan: _Plan) -> int:
@@ -710,7 +703,7 @@ class Transaction:
         from deltalake import DeltaTable
 
         store = self.store
-        with _named_errors(plan.table, plan.loc, None, writing=True):
+        with named_errors(plan.table, plan.loc, None, writing=True):
             try:
                 DeltaTable.create(self.store._openable(plan.loc), schema=plan.data.schema, mode="error",
                                   partition_by=list(PARTITIONS[plan.table]) or None,
@@ -733,7 +726,7 @@ class Transaction:
             meta = {"job": self.job, "undoes": self.run_id, **({"days": _day_text(plan.days)} if plan.days else {}),
                     **({"scope": self.scope} if self.scope else {})}
             try:
-                with _named_errors(plan.table, plan.loc, plan.version, writing=True):
+                with named_errors(plan.table, plan.loc, plan.version, writing=True):
                     before = DeltaTable(plan.loc, version=plan.base, storage_options=self.store.storage_options)
                     names = [f.name for f in before.schema().fields]
                     rows = _query(before, f"SELECT {', '.join(map(_sql_name, names))} FROM t"
@@ -744,7 +737,7 @@ class Transaction:
                                     commit_properties=CommitProperties(custom_metadata=meta))
                 said.append(f"its {plan.table} commit (version {plan.version}) is undone")
             except Exception as e:  # noqa: BLE001 - a later run's commit on these days: its rows stand
-                said.append(f"its {plan.table} commit (version {plan.version}) is not undone ({_first_line(e)}): "
+                said.append(f"its {plan.table} commit (version {plan.version}) is not undone ({first_line(e)}): "
                             "a later run's commit of those days stands over it")
         return "Of this run's commits, " + "; ".join(said) + "."
 
@@ -786,110 +779,6 @@ def _query(t: DeltaTable, sql: str) -> pa.Table:
     return pa.table(QueryBuilder().register("t", t).execute(sql))
 
 
-def _first_line(e: BaseException) -> str:
-    """The first line of ``e``'s text that says something, without colour codes or delta-rs's wrapper words."""
-    text = _ANSI.sub("", str(e))
-    lines = [line.strip() for line in text.splitlines() if line.strip()]
-    line = lines[0] if lines else type(e).__name__
-    for noise in ("Kernel error: ", "Generic delta kernel error: ", "Generic DeltaTable error: ", "External error: "):
-        line = line.replace(noise, "")
-    return line[:300]
-
-
-def _newest_commit(loc: str) -> int | None:
-    """The version of the newest commit file of a local table's log (what a corrupt log is read up to)."""
-    folder = os.path.join(_local(loc), "_delta_log")
-    if not _is_local(loc) or not os.path.isdir(folder):
-        return None
-    found = [int(n[:20]) for n in os.listdir(folder) if re.match(r"^\d{20}\.json$", n)]
-    return max(found) if found else None
-
-
-def delta_failure(table: str, loc: str, error: BaseException, version: int | None = None,
-                  writing: bool = False) -> CtcalcError:
-    """The one-line error, by cause, for what deltalake or Arrow raised on the ``table`` at ``loc``."""
-    cause = _first_line(error)
-    low = cause.lower()
-    where = f"the {table} table {loc!r}"
-    if version is None and not writing:
-        version = _newest_commit(loc)
-    at = f" (version {version})" if version is not None else ""
-    feature = re.search(r"Feature '([^']+)' is not supported|table features required: \[([^\]]+)\]", cause)
-    if feature:
-        name = feature.group(1) or feature.group(2)
-        return _feature_error(table, loc, [name], reading=not writing)
-    if isinstance(error, PermissionError) or "permission denied" in low or "access denied" in low:
-        return ConfigError(f"Cannot {'write' if writing else 'read'} {where}{at}: permission denied ({cause}). Give "
-                           "this job read and write access to output.path (its _delta_log folder too).")
-    if "no space left" in low or "disk quota" in low or getattr(error, "errno", None) == 28:
-        return StorageError(f"Cannot write {where}{at}: the disk is full ({cause}). This run committed nothing "
-                            "there; free space (`ctcalc tables vacuum --apply` removes replaced files) and run it "
-                            "again.")
-    if "failed to fetch metadata for file" in low or "not found" in low and "object" in low:
-        return InputError(f"A data file of {where}{at} is missing ({cause}): deleted by hand, or removed by a vacuum "
-                          "while a version that needs it was read. Read a later version, or evaluate the days "
-                          "again.")
-    if "contiguous commit" in low or "gap" in low:
-        return InputError(f"The Delta log of {where} has a gap in its versions{at} ({cause}): a commit file was "
-                          "removed. Restore it from a backup, or move the table aside and evaluate its days again.")
-    if "checkpoint" in low or "footer" in low or "parquet" in low and "_delta_log" in low:
-        return InputError(f"A checkpoint of {where}{at} is corrupt ({cause}). Remove that checkpoint file and "
-                          "_delta_log/_last_checkpoint (the JSON commits still hold the table), then run again.")
-    if "json" in low or "parse" in low or "unexpected" in low or "eof" in low:
-        return InputError(f"A commit file of {where}{at} is corrupt or truncated ({cause}): a write to it stopped "
-                          "part way or it was edited. Restore the file, or remove the newest commit file if it is "
-                          "the broken one and evaluate its days again.")
-    return InputError(f"Cannot {'write' if writing else 'read'} {where}{at}: {cause}.")
-
-
-@contextlib.contextmanager
-def _named_errors(table: str, loc: str, version: int | None = None, writing: bool = False) -> Iterator[None]:
-    """deltalake's and Arrow's errors (and the operating system's) inside as :func:`delta_failure`'s one line."""
-    from deltalake.exceptions import CommitFailedError
-
-    try:
-        yield
-    except (CtcalcError, CommitFailedError, KeyboardInterrupt, SystemExit):
-        raise
-    except BaseException as e:  # noqa: BLE001 - deltalake raises its own, Arrow's and pyo3's panics (a BaseException)
-        kind = type(e)
-        if not (isinstance(e, OSError) or kind.__module__.split(".")[0] in ("deltalake", "_internal", "pyarrow",
-                                                                               "pyo3_runtime")
-                or kind.__name__ == "PanicException"):
-            raise
-        raise delta_failure(table, loc, e, version, writing) from None
-
-
-def _feature_error(table: str, loc: str, names: Sequence[str], reading: bool) -> TableFeatureError:
-    from deltalake import __version__ as have
-
-    what = "read" if reading else "write"
-    return TableFeatureError(
-        f"The {table} table {loc!r} needs the Delta table feature(s) {', '.join(sorted(names))}, which deltalake "
-        f"{have} (installed here) cannot {what}; no deltalake release up to {have} writes them. ctcalc changed "
-        "nothing. Turn the feature off where it was turned on (a platform's Spark: ALTER TABLE ... SET TBLPROPERTIES), "
-        "or give ctcalc its own output.path.")
-
-
-def _check_features(table: str, loc: str, t: DeltaTable) -> None:
-    """TableFeatureError when ``t``'s protocol asks for a writer version or feature this deltalake cannot write."""
-    from deltalake import __version__ as have
-
-    p = t.protocol()
-    if p.min_writer_version > 7 or p.min_reader_version > 3:
-        raise TableFeatureError(
-            f"The {table} table {loc!r} needs Delta protocol reader {p.min_reader_version} / writer "
-            f"{p.min_writer_version}, newer than deltalake {have} (installed here) knows (reader 3, writer 7). "
-            "ctcalc changed nothing; give ctcalc its own output.path.")
-    if p.min_writer_version >= 7:
-        needed = set(p.writer_features or ())
-    else:
-        needed = {f for v, fs in _LEGACY_WRITER.items() if v <= p.min_writer_version for f in fs}
-    unwritable = sorted(needed - WRITABLE_FEATURES)
-    if unwritable:
-        raise _feature_error(table, loc, unwritable, reading=False)
-
-
 def _killed_first_run(folder: str) -> bool:
     """Whether every file under a table folder without a Delta log is a data file deltalake names (a first run
     stopped before its first commit), not one of ctcalc's earlier layout."""
@@ -918,8 +807,8 @@ def vacuum(store: OutputStore, retention_hours: int, apply: bool) -> dict[str, l
     out = {}
     for table in PARTITIONS:
         t = store.delta(table) if store._is_delta(table) else None
-        folder = _local(store.location(table))
-        if t is None and _is_local(store.location(table)) and os.path.isdir(folder) and _killed_first_run(folder):
+        folder = local_path(store.location(table))
+        if t is None and is_local(store.location(table)) and os.path.isdir(folder) and _killed_first_run(folder):
             old = time.time() - retention_hours * 3600  # a first run writing now keeps its files
             files = [os.path.join(d, n) for d, _, names in os.walk(folder) for n in names
                      if _DATA_FILE.match(n) and os.path.getmtime(os.path.join(d, n)) <= old]
@@ -928,7 +817,7 @@ def vacuum(store: OutputStore, retention_hours: int, apply: bool) -> dict[str, l
                     os.remove(f)
             out[table] = files
         if t is not None:
-            with _named_errors(table, store.location(table), t.version(), writing=apply):
+            with named_errors(table, store.location(table), t.version(), writing=apply):
                 out[table] = t.vacuum(retention_hours=retention_hours, dry_run=not apply,
                                       enforce_retention_duration=False, full=True)  # full: files no commit named
     return out
@@ -967,12 +856,12 @@ def convert_layout(store: OutputStore) -> list[str]:
 
     from deltalake import DeltaTable, Field, Schema, convert_to_deltalake
 
-    if store.catalog or not _is_local(store.root):
+    if store.catalog or not is_local(store.root):
         raise ConfigError("`ctcalc tables convert` converts folders under a local output.path.")
-    root = _local(store.root)
+    root = local_path(store.root)
     done = []
     for table, parts in PARTITIONS.items():
-        folder = _local(store.location(table))
+        folder = local_path(store.location(table))
         if not parts or not os.path.isdir(folder) or DeltaTable.is_deltatable(folder) or _killed_first_run(folder):
             continue  # a run stopped before its first commit: its files are no rows (`ctcalc tables vacuum`)
         for dirpath, dirnames, filenames in os.walk(folder, topdown=True):
@@ -1047,14 +936,8 @@ def _day_text(days: Sequence[str]) -> str:
 
 
 def _days_of(text: str) -> list[str]:
-    """The days of a :func:`_day_text`."""
-    from ctcalc_spark.core.windows import Window
-
-    out: list[str] = []
-    for part in str(text).split(", "):
-        lo, _, hi = part.strip().partition("..")
-        out += Window(lo, hi or lo, part).days() if lo else []
-    return out
+    """The days of a :func:`_day_text` (the form ``--ds`` takes)."""
+    return parse_days(str(text), "a commit's days") if str(text).strip() else []
 
 
 def wrote_day(entry: Mapping[str, Any], day: str) -> bool:
@@ -1076,68 +959,3 @@ def _version_ms(location: str, version: int, storage_options: dict[str, str] | N
             return int(entry["timestamp"])
     raise ConfigError(f"--as-of {version}: the metrics table {location!r} has no version {version} (see its "
                       "history: `ctcalc tables history`).")
-
-
-def _absolute(path: str) -> str:
-    """A local path absolute (``file:`` URIs as their path), any other URI as given."""
-    if _is_local(path):
-        return os.path.abspath(os.path.expanduser(_local(path)))
-    return path.rstrip("/")
-
-
-def _is_local(path: str) -> bool:
-    return "://" not in path or path.startswith("file:")
-
-
-def _local(path: str) -> str:
-    return path[len("file://"):] if path.startswith("file://") else path[len("file:"):] if path.startswith(
-        "file:") else path
-
-
-# ---- catalog tables (Spark's own writers) ---------------------------------------------------------------
-
-def _write_catalog(spark: SparkSession, name: str, data: pa.Table, parts: Sequence[str], output: OutputConfig) -> None:
-    """Replace the partitions of catalog table ``name`` that ``data`` holds: the table is created when missing
-    (partitioned, ``output.format``, external under ``output.location`` and with ``output.table_properties`` when
-    set), new columns are added, then Spark's own partition overwrite."""
-    from ctcalc_spark.config import codec_options
-    from ctcalc_spark.spark.names import quoted, sql_string
-
-    frame = spark.createDataFrame(data)
-    if not spark.catalog.tableExists(name):  # external under output.location when set
-        where = {"path": f"{output.location.rstrip('/')}/{name.split('.')[-1]}"} if output.location else {}
-        (frame.limit(0).write.partitionBy(*parts).format(output.format).options(**codec_options(output), **where)
-         .saveAsTable(name))
-        if output.table_properties:
-            props = ", ".join(f"{sql_string(k)} = {sql_string(v)}" for k, v in output.table_properties.items())
-            spark.sql(f"ALTER TABLE {name} SET TBLPROPERTIES ({props})")
-    have = spark.table(name).columns
-    new = [f for f in frame.schema.fields if f.name not in have]
-    if new:
-        cols = ", ".join(f"{quoted(f.name)} {f.dataType.simpleString()}" for f in new)
-        spark.sql(f"ALTER TABLE {name} ADD COLUMNS ({cols})")
-        have = spark.table(name).columns
-    _overwrite_catalog_partitions(spark, name, frame, have)
-
-
-def _overwrite_catalog_partitions(spark: SparkSession, name: str, frame: DataFrame, have: Sequence[str]) -> None:
-    """Spark's own partition overwrite of a catalog table: overwritePartitions() for v2 tables (Delta,
-    Iceberg: atomic), insertInto(overwrite=True) in dynamic mode for file-based tables elsewhere."""
-    from pyspark.sql import functions as F
-
-    from ctcalc_spark.spark.names import col
-
-    aligned = frame.select(*[col(c) if c in frame.columns else F.lit(None).alias(c) for c in have])
-    try:
-        aligned.writeTo(name).overwritePartitions()
-        return
-    except Exception as e:  # noqa: BLE001 - v1 (Hive/Parquet) tables take the insertInto path
-        if "v1 table" not in str(e):
-            raise
-    key = "spark.sql.sources.partitionOverwriteMode"
-    before = spark.conf.get(key, "static")
-    spark.conf.set(key, "dynamic")
-    try:
-        aligned.write.insertInto(name, overwrite=True)
-    finally:
-        spark.conf.set(key, before)

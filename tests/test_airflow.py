@@ -562,22 +562,22 @@ def test_drift_check_tells_no_previous_window_from_no_drift(tmp_path):
 
 
 def test_redaction():
-    from ctcalc_spark.orchestration import tasks as orch
+    from ctcalc_spark.redact import redact_args, redact_settings, secret_values
 
     args = ["report", "--set", "output.path=/data/o", "--set", "stream.kafka_options.kafka.sasl.jaas.config=JAAS",
             "--set", 'stream.kafka_options={"kafka.ssl.truststore.password": "PW", "kafka.topic": "t"}',
             "--set", "input.path=s3a://AKID:URLPW@bucket/eval", "--conf", "spark.hadoop.fs.s3a.access.key=AK",
             "--threshold", "0.5"]
-    shown = " ".join(orch.redact_args(args))
+    shown = " ".join(redact_args(args))
     for secret in ("JAAS", "PW", "AK"):
         assert secret not in shown
     assert "output.path=/data/o" in shown and '"kafka.topic": "t"' in shown and "0.5" in shown
     assert "input.path=s3a://***@bucket/eval" in shown
-    assert orch.secret_values(args, {"api_token": "TOK", "x": {"db_password": "DBPW"}}) == [
+    assert secret_values(args, {"api_token": "TOK", "x": {"db_password": "DBPW"}}) == [
         "AK", "AKID:URLPW", "DBPW", "JAAS", "PW", "TOK", "s3a://AKID:URLPW@bucket/eval"]
     settings = {"spark_conf": {"spark.authenticate.secret": "S", "spark.executor.memory": "4g"},
                 "job_args": ["--set", "token=T"]}
-    assert orch.redact_settings(settings) == {"spark_conf": {"spark.authenticate.secret": "***",
+    assert redact_settings(settings) == {"spark_conf": {"spark.authenticate.secret": "***",
                                                              "spark.executor.memory": "4g"},
                                               "job_args": ["--set", "token=***"]}
 

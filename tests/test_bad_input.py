@@ -235,7 +235,7 @@ def test_an_output_store_that_cannot_be_reached_is_named_before_the_scan(spark, 
 
 
 def test_connector_errors_are_told_from_other_failures():
-    from ctcalc_spark.spark.files import connector_error
+    from ctcalc_spark.spark.connectors import connector_error
 
     assert connector_error('java.io.IOException: No space left on device') is None
     assert "abfss://" in connector_error("Caused by: java.lang.ClassNotFoundException: Class "
@@ -981,7 +981,7 @@ def test_file_kinds_from_their_first_bytes(tmp_path):
     import sqlite3
     import zipfile
 
-    from ctcalc_spark.spark.filekind import kind_hint, sniff
+    from ctcalc_spark.filekind import kind_hint, sniff
 
     with zipfile.ZipFile(tmp_path / "book.xlsx", "w") as z:
         z.writestr("[Content_Types].xml", "<Types/>")

@@ -695,14 +695,14 @@ def test_failed_task_lines_are_left_out_only_of_quiet_local_sessions(monkeypatch
     """The filter for Spark's failed-task lines (113 lines of Java stack for one unreadable file) is for local
     sessions, where a failed task fails the job and the command reports it; with -v, or on a cluster master, where a
     lost task may be retried and only the log says so, the lines show."""
-    from ctcalc_spark.spark.session import _log_settings
+    from ctcalc_spark.spark.session import log_settings
 
     monkeypatch.delenv("SPARK_CONF_DIR", raising=False)
     shown = "-Dctcalc.task_failures=NEUTRAL"
-    quiet = _log_settings({"spark.log.level": "WARN"}, "local[2]")
+    quiet = log_settings({"spark.log.level": "WARN"}, "local[2]")
     assert quiet and shown not in quiet["spark.driver.extraJavaOptions"]
-    assert shown in _log_settings({"spark.log.level": "INFO"}, "local[2]")["spark.driver.extraJavaOptions"]
-    assert shown in _log_settings({"spark.log.level": "WARN"}, "spark://10.0.0.5:7077")["spark.driver.extraJavaOptions"]
+    assert shown in log_settings({"spark.log.level": "INFO"}, "local[2]")["spark.driver.extraJavaOptions"]
+    assert shown in log_settings({"spark.log.level": "WARN"}, "spark://10.0.0.5:7077")["spark.driver.extraJavaOptions"]
 
 
 def test_a_relative_path_beside_the_config_but_not_in_the_working_folder_is_named(tmp_path, monkeypatch):

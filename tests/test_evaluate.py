@@ -1457,7 +1457,7 @@ def test_files_in_plain_folders_get_recursive_file_lookup(spark, demo_config, tm
 def test_an_input_path_with_glob_characters_in_its_name_is_read_as_named(spark, demo_config, tmp_path):
     """Spark reads [ ] { } * ? in a path as a glob pattern: a folder 'exports [v2]' or a file 'run{1}.csv' that
     exists was 'PATH_NOT_FOUND'. A local path that exists under its very name is read as named; a glob stays one."""
-    from ctcalc_spark.spark.files import literal_path
+    from ctcalc_spark.storage import literal_path
 
     rows = _binary_rows(models=("a",), runs=(0, 1), n=300)
     _write(rows, tmp_path / "plain")

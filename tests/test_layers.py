@@ -21,6 +21,70 @@ def test_core_never_imports_pyspark():
     assert "numpy" in loaded and "pyspark" not in loaded and "py4j" not in loaded
 
 
+def _imports(path: Path, root: Path = REPO) -> list[tuple[str, bool]]:
+    """(the ctcalc_spark name imported, whether at module level rather than inside a function) per import in
+    ``path`` under ``root``: ``from ctcalc_spark.spark import names`` gives ctcalc_spark.spark.names; relative
+    imports resolved."""
+    package = path.relative_to(root).with_suffix("").parts[:-1]
+    found: list[tuple[str, bool]] = []
+
+    def visit(node: ast.AST, top: bool) -> None:
+        for n in ast.iter_child_nodes(node):
+            if isinstance(n, ast.Import):
+                found.extend((a.name, top) for a in n.names)
+            elif isinstance(n, ast.ImportFrom):
+                base = ".".join([*package[:len(package) - n.level + 1], n.module or ""]) if n.level else n.module
+                found.extend((f"{base.rstrip('.')}.{a.name}", top) for a in n.names)
+            visit(n, top and not isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)))
+
+    visit(ast.parse(path.read_text(), str(path)), True)
+    return [(name, top) for name, top in found if name.split(".")[0] == "ctcalc_spark"]
+
+
+def _under(name: str, packages: tuple[str, ...]) -> bool:
+    return any(name == p or name.startswith(p + ".") for p in packages)
+
+
+def _layer_breaks(paths: list[Path], allowed: tuple[str, ...] | None = None, top_level: tuple[str, ...] = (),
+                  root: Path = REPO) -> list[str]:
+    """'file:name' per ctcalc_spark import in ``paths`` of a name outside ``allowed`` (None: any), and per
+    module-level import of a name under ``top_level`` (a function may import it for itself)."""
+    return [f"{path.relative_to(root)}:{name}" for path in paths for name, top in _imports(path, root)
+            if (allowed is not None and not _under(name, allowed)) or (top and _under(name, top_level))]
+
+
+def test_core_imports_nothing_above_it():
+    core = sorted((REPO / "ctcalc_spark" / "core").glob("*.py"))
+    assert _layer_breaks(core, allowed=("ctcalc_spark.core", "ctcalc_spark.errors")) == []
+
+
+def test_tables_and_upstream_load_no_spark_layer_for_file_helpers():
+    """Path and file helpers live outside ctcalc_spark.spark (storage, filekind): importing the output tables or
+    upstream loads no Spark layer; a function that runs Spark imports what it needs itself."""
+    pkg = REPO / "ctcalc_spark"
+    helpers = [pkg / "storage.py", pkg / "filekind.py"]
+    assert _layer_breaks(helpers, allowed=("ctcalc_spark.errors", "ctcalc_spark.pathsafe", "ctcalc_spark.storage")) \
+        == []
+    users = [pkg / "tables.py", *sorted((pkg / "upstream").glob("*.py"))]
+    assert _layer_breaks(users, top_level=("ctcalc_spark.spark",)) == []
+
+
+def test_layer_check_finds_each_form(tmp_path):
+    bad = tmp_path / "ctcalc_spark" / "core" / "bad.py"
+    bad.parent.mkdir(parents=True)
+    bad.write_text("from ctcalc_spark.config import yaml_list\nfrom . import summary\nfrom ..spark import names\n"
+                   "import ctcalc_spark.tables\n\ndef f():\n    from ctcalc_spark.spark.inputs import read_input\n")
+    assert _imports(bad, tmp_path) == [
+        ("ctcalc_spark.config.yaml_list", True), ("ctcalc_spark.core.summary", True),
+        ("ctcalc_spark.spark.names", True), ("ctcalc_spark.tables", True),
+        ("ctcalc_spark.spark.inputs.read_input", False)]
+    assert _layer_breaks([bad], allowed=("ctcalc_spark.core",), root=tmp_path) == [
+        f"ctcalc_spark/core/bad.py:ctcalc_spark.{n}" for n in ("config.yaml_list", "spark.names", "tables",
+                                                               "spark.inputs.read_input")]
+    assert _layer_breaks([bad], top_level=("ctcalc_spark.spark",), root=tmp_path) == [
+        "ctcalc_spark/core/bad.py:ctcalc_spark.spark.names"]
+
+
 def test_dag_helpers_import_without_numpy_or_spark():
     loaded = _loaded("import ctcalc_spark.orchestration.tasks")
     assert not loaded & {"numpy", "pandas", "pyspark", "pyarrow"}

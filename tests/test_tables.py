@@ -511,14 +511,14 @@ def test_a_table_this_deltalake_cannot_write_is_refused_before_any_commit(tmp_pa
                                      "domainMetadata", "identityColumns", "inCommitTimestamp", "clustering",
                                      "typeWidening", "vacuumProtocolCheck"])
 def test_the_writable_features_are_the_ones_deltalake_writes(tmp_path, feature):
-    """tables.WRITABLE_FEATURES is what the installed deltalake writes: a table needing one of them takes a write,
+    """delta_errors.WRITABLE_FEATURES is what the installed deltalake writes: a table needing one of them takes a write,
     one needing another refuses it (so ctcalc's check before the first commit says no more and no less)."""
     import json
 
     import pyarrow as pa
     from deltalake import DeltaTable, write_deltalake
 
-    from ctcalc_spark.tables import WRITABLE_FEATURES
+    from ctcalc_spark.delta_errors import WRITABLE_FEATURES
 
     where = str(tmp_path / "t")
     write_deltalake(where, pa.table({"ds": ["a"], "x": [1]}), partition_by=["ds"])
@@ -642,7 +642,7 @@ def test_a_broken_table_is_one_line_naming_table_version_and_cause(tmp_path, cap
 def test_report_as_of_a_vacuumed_version_and_os_errors_are_one_line(tmp_path, capsys):
     from ctcalc_spark.cli.main import main
     from ctcalc_spark.errors import ConfigError as Config, StorageError
-    from ctcalc_spark.tables import delta_failure
+    from ctcalc_spark.delta_errors import delta_failure
 
     store = _store(tmp_path)
     for value in (1.0, 2.0):

@@ -23,7 +23,7 @@ from ctcalc_spark.errors import (
 )
 from ctcalc_spark.redact import redact_url
 from ctcalc_spark.spark import interrupt
-from ctcalc_spark.spark.files import connector_error
+from ctcalc_spark.spark.connectors import connector_error
 from ctcalc_spark.spark.interrupt import received, signal_name
 
 log = logging.getLogger("ctcalc_spark.cli")

@@ -26,13 +26,12 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-from ctcalc_spark.config import yaml_list
 from ctcalc_spark.core._math import sigmoid
 from ctcalc_spark.core.finalize import ALL
 from ctcalc_spark.core.batch import extreme_bin
 from ctcalc_spark.core.summary import BinarySummary, solve_biases
 from ctcalc_spark.core.windows import day_runs
-from ctcalc_spark.errors import DegenerateBiasError, InputError
+from ctcalc_spark.errors import DegenerateBiasError, InputError, yaml_list
 
 Z_95 = 1.959963984540054
 BIAS_TOLERANCE = 0.1

@@ -45,18 +45,16 @@ def metric_names(task: str) -> tuple[str, str]:
     return METRIC_NAMES[task]
 
 
-def available_days(cfg: JobConfig, table: str = "metrics", spark: SparkSession | None = None) -> list[str]:
+def available_days(store: OutputStore, table: str = "metrics") -> list[str]:
     """The ds partitions present in an output table, sorted."""
-    store = OutputStore(cfg, spark)
     if not store.exists(table):
         raise InputError(f"No {table} table at {store.location(table)!r}; run the evaluate job first "
                          "(ctcalc evaluate).")
     return store.days(table)
 
 
-def _read_table(cfg: JobConfig, table: str, days: Sequence[str], models: Sequence[str],
-                spark: SparkSession | None) -> pd.DataFrame:
-    store = OutputStore(cfg, spark)
+def _read_table(store: OutputStore, cfg: JobConfig, table: str, days: Sequence[str],
+                models: Sequence[str]) -> pd.DataFrame:
     missing = sorted(set(days) - set(store.days(table)))
     if missing:
         have = store.days(table)
@@ -65,12 +63,12 @@ def _read_table(cfg: JobConfig, table: str, days: Sequence[str], models: Sequenc
                          f"{span}); run the evaluate job for those days first.")
     store.require_one_run(days)
     model = cfg.columns.model if table == "summaries" else "model"  # summaries keep the input's column names
-    with long_step(f"compare: reading {table}", spark):
+    with long_step(f"compare: reading {table}", store.spark):
         return store.read(table, days=days, where={model: list(models)}, task=cfg.task)
 
 
 def _check_models(found: Iterable[Any], models: Sequence[str], cfg: JobConfig, table: str, days: Sequence[str],
-                  spark: SparkSession | None) -> None:
+                  store: OutputStore) -> None:
     """InputError naming each model of ``models`` with no rows in ``found`` (the models column read for
     ``models`` only) and the models the table has on those days."""
     have = {str(m) for m in found}
@@ -78,7 +76,7 @@ def _check_models(found: Iterable[Any], models: Sequence[str], cfg: JobConfig, t
     if not missing:
         return
     column = cfg.columns.model if table == "summaries" else "model"
-    present = sorted({str(m) for m in OutputStore(cfg, spark).read(table, days=days)[column].dropna().unique()})
+    present = sorted({str(m) for m in store.read(table, days=days)[column].dropna().unique()})
     span = days[0] if len(days) == 1 else f"{days[0]}..{days[-1]}"
     folded = {p.casefold(): p for p in present}
     cased = [f"{m!r} is {folded[m.casefold()]!r}" for m in missing if m.casefold() in folded]
@@ -99,16 +97,17 @@ def run_metrics(cfg: JobConfig, models: Sequence[str], days: Sequence[str], *,
     days = [validate_ds(d) for d in days]
     if not days:
         raise ConfigError("Expected at least one ds to compare.")
+    store = OutputStore(cfg, spark)
     if len(days) == 1:
-        m = _read_table(cfg, "metrics", days, models, spark)
-        _check_models(m["model"] if "model" in m else [], models, cfg, "metrics", days, spark)
+        m = _read_table(store, cfg, "metrics", days, models)
+        _check_models(m["model"] if "model" in m else [], models, cfg, "metrics", days, store)
         m = m[(m["slice_name"] == ALL) & (m["slice_value"] == ALL)]
     else:
         if cfg.task == "multiclass":
             raise ConfigError("Several days can only be merged from summaries, which the multiclass task has not; "
                               "compare one ds at a time.")
-        s = _read_table(cfg, "summaries", days, models, spark)
-        _check_models(s[cfg.columns.model] if cfg.columns.model in s else [], models, cfg, "summaries", days, spark)
+        s = _read_table(store, cfg, "summaries", days, models)
+        _check_models(s[cfg.columns.model] if cfg.columns.model in s else [], models, cfg, "summaries", days, store)
         s = s.rename(columns={cfg.columns.model: "model", cfg.columns.run: "run"})
         for col in ("model", "run"):
             s[col] = s[col].astype(str)
@@ -229,10 +228,10 @@ def resolve_days(cfg: JobConfig, ds: str | None, ds_from: str | None, ds_to: str
     if not (ds_from and ds_to):
         raise ConfigError("Give --ds DATE, or --ds-from DATE and --ds-to DATE (inclusive).")
     lo, hi = _span(ds_from, ds_to)
-    days = [d for d in available_days(cfg, "metrics", spark) if lo <= d <= hi]
+    store = OutputStore(cfg, spark)
+    days = [d for d in available_days(store, "metrics") if lo <= d <= hi]
     if not days:
-        raise InputError(f"No metrics partitions between {lo} and {hi} under "
-                         f"{OutputStore(cfg, spark).location('metrics')!r}.")
+        raise InputError(f"No metrics partitions between {lo} and {hi} under {store.location('metrics')!r}.")
     return days
 
 
@@ -261,7 +260,7 @@ def rolling_comparison(cfg: JobConfig, model_a: str, model_b: str, ds_from: str,
     spec = spec or WindowSpec.from_config(cfg.rolling)
     windows = comparison_windows(lo, hi, spec)
     store = OutputStore(cfg, spark)
-    available = available_days(cfg, "summaries", spark)
+    available = available_days(store, "summaries")
     if not any(lo <= d <= hi for d in available):
         span = f"{available[0]}..{available[-1]}" if available else "none"
         raise InputError(f"No summaries between {lo} and {hi} under {store.location('summaries')!r} (available: "
@@ -272,7 +271,7 @@ def rolling_comparison(cfg: JobConfig, model_a: str, model_b: str, ds_from: str,
     c = cfg.columns
     with long_step("rolling comparison: reading summaries", spark):
         rows = store.read("summaries", days=days, where={c.model: [model_a, model_b]}, task=cfg.task)
-    _check_models(rows[c.model] if c.model in rows else [], [model_a, model_b], cfg, "summaries", days, spark)
+    _check_models(rows[c.model] if c.model in rows else [], [model_a, model_b], cfg, "summaries", days, store)
     rows = rows.assign(ds=rows["ds"].astype(str),
                        **{c.model: rows[c.model].astype(str), c.run: rows[c.run].astype(str)})
     table = run_table(rows, cfg.task, windows, spec, model=c.model, run=c.run, bin_width=cfg.histogram.bin_width,

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, Sequence
 import numpy as np
 import pandas as pd
 
-from ctcalc_spark.config import JobConfig, fits_ds_format, guess_ds_formats, parse_days, validate_ds, yaml_list
+from ctcalc_spark.config import JobConfig, fits_ds_format, guess_ds_formats, parse_day, parse_days
 from ctcalc_spark.core.finalize import (
     ALL,
     KEY_TYPES,
@@ -28,8 +28,8 @@ from ctcalc_spark.core.finalize import (
 from ctcalc_spark.core.state import MULTICLASS
 from ctcalc_spark.core.solvers import solve_temperature
 from ctcalc_spark.core.windows import day_runs
-from ctcalc_spark.errors import ConfigError, DegenerateBiasError, InputError, listed
-from ctcalc_spark.spark.filekind import own_encoding
+from ctcalc_spark.errors import ConfigError, DegenerateBiasError, InputError, listed, yaml_list
+from ctcalc_spark.filekind import own_encoding
 from ctcalc_spark.spark.names import col, quoted
 from ctcalc_spark.tables import OutputStore, Transaction
 from ctcalc_spark.spark.scan import (
@@ -462,7 +462,7 @@ def _absent_days_hints(spark: SparkSession, cfg: JobConfig, days: Sequence[str],
     if not set(days) & found:
         folders = input_day_folders(cfg)
         if folders:
-            iso = all(_is_iso_day(v) for v in folders)
+            iso = all(parse_day(v) is not None for v in folders)
             held = day_runs(folders) if iso else f"{folders[0]} to {folders[-1]}"
             hints.append(f"The input's {cfg.columns.ds}= folders hold {len(folders):,} "
                          f"day{'s' if len(folders) != 1 else ''}: {held}.")
@@ -486,19 +486,11 @@ def _days_held(spark: SparkSession, cfg: JobConfig) -> str | None:
         return None
     if not rows:  # no dated row: none at all, or only rows without a date (counted by the scan's checks)
         return "The table has no rows at all." if load_input(spark, cfg).limit(1).count() == 0 else None
-    held = sorted(str(r["d"]) for r in rows if _is_iso_day(str(r["d"])))
+    held = sorted(str(r["d"]) for r in rows if parse_day(str(r["d"])) is not None)
     if not held:
         return None
     return (f"The table's {cfg.columns.ds!r} column holds {len(held):,} day{'s' if len(held) != 1 else ''}: "
             f"{day_runs(held)}.")
-
-
-def _is_iso_day(value: str) -> bool:
-    try:
-        validate_ds(value)
-    except ConfigError:
-        return False
-    return True
 
 
 def _date_format_hint(spark: SparkSession, cfg: JobConfig) -> str | None:

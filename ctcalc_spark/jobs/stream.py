@@ -59,11 +59,11 @@ from ctcalc_spark.core.windows import (
 )
 from ctcalc_spark.errors import ConfigError, CtcalcError, InputError
 from ctcalc_spark.jobs.evaluate import check_finite
-from ctcalc_spark.spark.filekind import (
+from ctcalc_spark.filekind import (
     own_encoding,
     temporary_suffix,
 )
-from ctcalc_spark.spark.files import FileStore, absolute, csv_first_record, is_local, literal_path, local_path
+from ctcalc_spark.storage import FileStore, absolute, csv_first_record, is_local, literal_path, local_path
 from ctcalc_spark.spark import names
 from ctcalc_spark.spark.scan import INVALID_REASONS, decode_aggregate, group_columns, summary_aggregation
 from ctcalc_spark.tables import OutputStore

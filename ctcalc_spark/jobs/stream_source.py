@@ -8,8 +8,8 @@ from typing import TYPE_CHECKING, Any, Iterator
 
 from ctcalc_spark.config import JobConfig, StreamConfig
 from ctcalc_spark.errors import ConfigError
-from ctcalc_spark.spark.filekind import in_plain_folder, input_glob, recursive_lookup
-from ctcalc_spark.spark.files import FileStore, is_local, literal_path, local_path
+from ctcalc_spark.filekind import in_plain_folder, input_glob, recursive_lookup
+from ctcalc_spark.storage import FileStore, is_local, literal_path, local_path
 from ctcalc_spark.spark.input_hints import csv_sep
 from ctcalc_spark.spark.inputs import check_columns, column_keys, source_columns, stack_model_scores
 

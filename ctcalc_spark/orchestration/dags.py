@@ -17,6 +17,7 @@ from typing import Any
 
 from airflow.sdk import Asset, CronDataIntervalTimetable, Param, PokeReturnValue, TriggerRule, dag, task
 
+from ctcalc_spark import redact
 from ctcalc_spark.orchestration import tasks as orch
 from ctcalc_spark.orchestration.notify import BeforeStartNotifier, FailureNotifier
 from ctcalc_spark.orchestration.operators import CtcalcSparkSubmitOperator
@@ -132,10 +133,10 @@ def daily_calibrated_eval(dag_file: str | None = None) -> Any:
             interval = (data_interval_start, data_interval_end) if data_interval_start else None
             with orch.fail_for_good_on_config_errors():
                 s = orch.run_settings(ds, params=params, variables=variables, parse=S, data_interval=interval)
-            for value in orch.secret_values(s["spark_conf"], s["overrides"]):
+            for value in redact.secret_values(s["spark_conf"], s["overrides"]):
                 mask_secret(value)
             print("evaluating ds =", ds, "data interval =", s["data_interval"])
-            print("settings:", orch.redact_settings(s))
+            print("settings:", redact.redact_settings(s))
             return s
 
         @task.sensor(poke_interval=S.sensor_poke_s, timeout=S.sensor_timeout_s, mode=S.sensor_mode,
@@ -218,7 +219,7 @@ def daily_calibrated_eval(dag_file: str | None = None) -> Any:
             # Pulled here, not passed as arguments: arguments are stored as rendered fields, unmasked.
             args = ti.xcom_pull(task_ids="settings", key="report_args")
             project_dir = ti.xcom_pull(task_ids="settings", key="project_dir")
-            for value in orch.secret_values(args):
+            for value in redact.secret_values(args):
                 mask_secret(value)
             # Catalog outputs are read through Spark: on the Connect server when the connection is a Connect one.
             remote = orch.spark_connect_url(S.conn_id)
@@ -227,7 +228,7 @@ def daily_calibrated_eval(dag_file: str | None = None) -> Any:
             exe = Path(sys.executable).with_name("ctcalc")
             cmd = [str(exe) if exe.exists() else (shutil.which("ctcalc") or "ctcalc"), *args]
             where = f" (Spark Connect: {redact_url(remote)})" if remote else ""
-            print("running:", " ".join(orch.redact_args(cmd)) + where)
+            print("running:", " ".join(redact.redact_args(cmd)) + where)
             # Each line at its own level: the command's stderr (its progress lines) is no error of the task.
             done = subprocess.Popen(cmd, cwd=project_dir, env={**os.environ, "SPARK_REMOTE": remote} if remote else None,
                                     stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, errors="replace")
@@ -242,7 +243,7 @@ def daily_calibrated_eval(dag_file: str | None = None) -> Any:
 
                 raise AirflowFailException(final)
             if code != 0:
-                raise subprocess.CalledProcessError(code, orch.redact_args(cmd))
+                raise subprocess.CalledProcessError(code, redact.redact_args(cmd))
             return str(args[args.index("--out") + 1])
 
         @task(execution_timeout=dt.timedelta(seconds=S.report_timeout_s))
@@ -261,7 +262,7 @@ def daily_calibrated_eval(dag_file: str | None = None) -> Any:
                 return
             exe = Path(sys.executable).with_name("ctcalc")
             cmd = [str(exe) if exe.exists() else (shutil.which("ctcalc") or "ctcalc"), *args]
-            print("running:", " ".join(orch.redact_args(cmd)))
+            print("running:", " ".join(redact.redact_args(cmd)))
             subprocess.run(cmd, cwd=ti.xcom_pull(task_ids="settings", key="project_dir"), check=True)
 
         @task

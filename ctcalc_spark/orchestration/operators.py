@@ -13,10 +13,9 @@ from airflow.sdk.exceptions import AirflowException, AirflowFailException
 
 from ctcalc_spark.errors import RESULT_FLAG
 from ctcalc_spark.orchestration.tasks import (
-    ERROR_MARKERS, connect_client_command, final_failure, job_command, line_level, redact_args, secret_values,
-    spark_connect_url,
+    ERROR_MARKERS, connect_client_command, final_failure, job_command, line_level, spark_connect_url,
 )
-from ctcalc_spark.redact import redact_url, url_secrets
+from ctcalc_spark.redact import redact_args, redact_url, secret_values, url_secrets
 
 
 class ClientJobError(AirflowException):
@@ -130,7 +129,7 @@ class CtcalcSparkSubmitOperator(SparkSubmitOperator):
         import shutil
         import tempfile
 
-        from ctcalc_spark.spark.session import _log_settings
+        from ctcalc_spark.spark.session import log_settings
 
         folder = tempfile.mkdtemp(prefix="ctcalc-result-")
         record = os.path.join(folder, "result.json")
@@ -141,7 +140,7 @@ class CtcalcSparkSubmitOperator(SparkSubmitOperator):
         # in ctcalc_spark_conf asks for more), not Spark's built-in INFO profile; a log4j2 configuration of the
         # platform's own ($SPARK_CONF_DIR, -Dlog4j2.configurationFile) wins.
         master = str(getattr(self._get_hook(), "_connection", {}).get("master") or "yarn")
-        self.conf = {**conf, **_log_settings(conf, master)}
+        self.conf = {**conf, **log_settings(conf, master)}
         try:
             super().execute(context)
         except AirflowException as e:

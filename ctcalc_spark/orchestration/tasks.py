@@ -1,4 +1,4 @@
-"""Helpers for the Airflow DAGs in dags/: settings, readiness checks, the drift check, redaction.
+"""Helpers for the Airflow DAGs in dags/: settings, readiness checks, the drift check.
 
 Importing this module is cheap (standard library only): the DAG files import it at
 parse time, so pandas, pyarrow, pyspark and Airflow are imported inside the functions.
@@ -140,8 +140,11 @@ def parse_settings(
         low = raw.lower()
         return True if low in _TRUE else False if low in _FALSE else None
 
-    def date(raw: str) -> dt.datetime:
-        return dt.datetime.combine(dt.date.fromisoformat(raw), dt.time(), tzinfo=dt.timezone.utc)
+    def date(raw: str) -> dt.datetime | None:
+        from ctcalc_spark.config import parse_day
+
+        day = parse_day(raw)
+        return None if day is None else dt.datetime.combine(day, dt.time(), tzinfo=dt.timezone.utc)
 
     positive = (lambda v: v > 0)
     start = get("START_DATE", date, None, expected="a date like 2026-11-15")
@@ -210,6 +213,8 @@ def _as_bool(value: Any) -> bool:
 
 def _json_object(value: Any, name: str) -> dict[str, Any]:
     """A mapping given as a dict or a JSON string (Airflow Variables are strings)."""
+    from ctcalc_spark.redact import redact_text
+
     if isinstance(value, str):
         try:
             value = json.loads(value)
@@ -259,17 +264,16 @@ def run_settings(
     ``ds`` is the run's logical date, the day evaluated. Every path is the partition of ``ds`` only.
     Raises ConfigError on a missing or bad setting, saying which one and where to set it.
     """
-    from ctcalc_spark.config import input_day, load_config
+    from ctcalc_spark.config import input_day, load_config, parse_day
     from ctcalc_spark.errors import ConfigError
 
     raise_problems(parse)
     if not ds:
         raise ConfigError("This run has no logical date, so there is no day to evaluate. Trigger it with a logical "
                           "date (the day to evaluate), or let the scheduler or `airflow backfill create` create it.")
-    try:
-        day = dt.date.fromisoformat(ds)
-    except ValueError as e:
-        raise ConfigError(f"Expected the logical date as YYYY-MM-DD, got {ds!r}.") from e
+    day = parse_day(ds)
+    if day is None:
+        raise ConfigError(f"Expected the logical date as YYYY-MM-DD, got {ds!r}.")
     params = dict(params or {})
     variables = dict(variables or {})
 
@@ -412,7 +416,7 @@ def _exists(path: str) -> bool:
     """Whether a file or folder exists: local paths with os, URLs (s3://, hdfs://, ...) through the storage
     layer's pyarrow file systems (imported here, never at DAG parse time)."""
     if "://" in path and not path.startswith("file://"):
-        from ctcalc_spark.spark.files import FileStore
+        from ctcalc_spark.storage import FileStore
 
         return FileStore(path).exists(path)
     return Path(path.removeprefix("file://")).exists()
@@ -435,7 +439,10 @@ _IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*){0,2
 
 def table_partition_ready(spark: Any, table: str, column: str, ds: str) -> tuple[bool, str]:
     """Whether the metastore has the ``column=ds`` partition of ``table`` (registered when the writer commits)."""
-    dt.date.fromisoformat(ds)
+    from ctcalc_spark.config import parse_day
+
+    if parse_day(ds) is None:
+        raise ValueError(f"Expected ds as YYYY-MM-DD, got {ds!r}.")
     for name, value in (("table", table), ("column", column)):
         if not _IDENTIFIER.match(value):
             raise ValueError(f"Expected a plain {name} name like db.events, got {value!r}.")
@@ -777,87 +784,6 @@ def no_previous_message(result: Mapping[str, Any], rolling_path: str) -> str:
             f"run; or set the param/Variable {VAR_PREVIOUS_WINDOW}=ignore to accept days without a verdict.")
 
 
-# ---- redaction ----------------------------------------------------------------------------------------
-# Which keys are secret is decided once, in ctcalc_spark.redact; these helpers add what the DAGs echo:
-# command lines whose ``--set key={...}`` values are JSON objects, and the values for Airflow's log masker.
-
-def _json_mapping(text: str) -> Mapping[str, Any] | None:
-    """``text`` as a JSON object, or None when it is not one."""
-    if not text.lstrip().startswith("{"):
-        return None
-    try:
-        parsed = json.loads(text)
-    except json.JSONDecodeError:
-        return None
-    return parsed if isinstance(parsed, Mapping) else None
-
-
-def redact_value(key: str, value: Any) -> Any:
-    """``value`` with its secret parts replaced by ``***``: the whole value under a secret key, nested keys of
-    mappings and of JSON object strings otherwise, and URL credentials."""
-    from ctcalc_spark import redact as shared
-
-    parsed = _json_mapping(value) if isinstance(value, str) and not shared.is_secret_key(key) else None
-    return json.dumps(shared.redact(parsed)) if parsed is not None else shared.redact(value, key=key)
-
-
-def redact_args(args: Sequence[str]) -> list[str]:
-    """Command-line arguments with the value of every secret-looking ``key=value`` redacted."""
-    from ctcalc_spark.redact import redact_url
-
-    out = []
-    for arg in args:
-        key, eq, value = str(arg).partition("=")
-        out.append(f"{key}={redact_value(key, value)}" if eq and not key.startswith("-") else redact_url(str(arg)))
-    return out
-
-
-def redact_settings(settings: Mapping[str, Any]) -> dict[str, Any]:
-    """A copy of the run settings fit for a log: secret-looking keys and ``k=v`` arguments redacted."""
-    return {key: (redact_args(value) if isinstance(value, list) and all(isinstance(v, str) for v in value)
-                  else redact_value(key, value)) for key, value in settings.items()}
-
-
-def redact_text(text: str) -> str:
-    """A raw setting value quoted in an error message: reduced to its length when it may hold secrets."""
-    from ctcalc_spark.redact import SECRET_WORDS, key_words, redact_url
-
-    return f"<{len(text)} characters>" if SECRET_WORDS & set(key_words(text)) else redact_url(text)
-
-
-def secret_values(*settings: Mapping[str, Any] | Sequence[str]) -> list[str]:
-    """Every value under a secret-looking key (and every string holding URL credentials), for Airflow's log
-    masker (``airflow.sdk.log.mask_secret``), which then hides them wherever they appear."""
-    from ctcalc_spark.redact import is_secret_key, redact_url, url_secrets
-
-    found: list[str] = []
-
-    def walk(key: str, value: Any) -> None:
-        if isinstance(value, Mapping):
-            for k, v in value.items():
-                walk(str(k), v)
-        elif isinstance(value, (list, tuple)):
-            for v in value:
-                walk(key, v)
-        elif is_secret_key(key) and value not in (None, ""):
-            found.append(value if isinstance(value, str) else json.dumps(value))
-        elif isinstance(value, str):
-            parsed = _json_mapping(value)
-            if parsed is not None:
-                walk(key, parsed)
-            elif redact_url(value) != value:
-                found.extend([value, *url_secrets(value)])  # the credentials alone too, wherever they turn up
-
-    for s in settings:
-        if isinstance(s, Mapping):
-            walk("", s)
-        else:
-            for arg in s:
-                k, eq, v = str(arg).partition("=")
-                walk(k, v) if eq and not k.startswith("-") else walk("", str(arg))
-    return sorted(set(found))
-
-
 def score_partition(models: Mapping[str, Any], features_path: str, eval_partition: str, ds: str) -> str:
     """Score one day's feature rows with every registered model run; replace that evaluation partition.
 
@@ -901,6 +827,7 @@ def compare_plan(params: Mapping[str, Any], project_dir: str, *, allowed_root: s
     ``allowed_root`` (``CTCALC_COMPARE_ROOT``): when set, every path param must lie under it, so whoever
     may trigger the DAG cannot make it read or write elsewhere.
     """
+    from ctcalc_spark.config import parse_day
     from ctcalc_spark.errors import ConfigError
     from ctcalc_spark.pathsafe import MAX_COMPONENT, safe_component
 
@@ -931,10 +858,8 @@ def compare_plan(params: Mapping[str, Any], project_dir: str, *, allowed_root: s
     if a == b:
         raise ConfigError(f"pipeline_a and pipeline_b must differ, both are {a!r}.")
     ds = str(params["ds"])
-    try:
-        dt.date.fromisoformat(ds)
-    except ValueError as e:
-        raise ConfigError(f"Expected the param ds as YYYY-MM-DD, got {ds!r}.") from e
+    if parse_day(ds) is None:
+        raise ConfigError(f"Expected the param ds as YYYY-MM-DD, got {ds!r}.")
     sets = ["--set", f"input.path={work}/eval", "--set", f"output.path={work}/out"]
     return {
         "train_jobs": [{"pipeline": name, "spec": dict(spec), "run": r, "train_path": absolute(params["train_path"]),

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 import pandas as pd
 
-from ctcalc_spark.config import SparkConfig, _build, read_yaml
+from ctcalc_spark.config import SparkConfig, build_config, read_yaml
 from ctcalc_spark.errors import ConfigError
 from ctcalc_spark.upstream.config import EncodingConfig, TableColumns, TableSource, check_ds_value
 
@@ -142,7 +142,7 @@ def experiment_config_from_dict(data: Mapping[str, Any]) -> ExperimentConfig:
     data = dict(data)
     data["pipelines"] = dict(data.get("pipelines") or {})
     data["pairs"] = tuple(tuple(p) for p in data.get("pairs") or ())
-    return _build(ExperimentConfig, data, "")
+    return build_config(ExperimentConfig, data, "")
 
 
 def load_experiment_config(path: str | Path, overrides: Mapping[str, Any] | None = None) -> ExperimentConfig:

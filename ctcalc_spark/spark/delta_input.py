@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 from urllib.parse import unquote
 
 from ctcalc_spark.errors import InputError
-from ctcalc_spark.spark.files import is_local, local_path
+from ctcalc_spark.storage import is_local, local_path
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, DataFrameReader, SparkSession

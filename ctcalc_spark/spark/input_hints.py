@@ -14,7 +14,7 @@ from typing import Any, Callable, Iterator, Mapping, Sequence
 
 from ctcalc_spark.config import JobConfig
 from ctcalc_spark.errors import ConfigError, CtcalcError, InputError
-from ctcalc_spark.spark.filekind import (
+from ctcalc_spark.filekind import (
     TABLE_FORMAT_MARKS,
     compression,
     data_files,
@@ -28,7 +28,7 @@ from ctcalc_spark.spark.filekind import (
     table_format,
     temporary_suffix,
 )
-from ctcalc_spark.spark.files import (
+from ctcalc_spark.storage import (
     FileStore,
     absolute,
     csv_first_record,

@@ -20,15 +20,18 @@ from ctcalc_spark.config import (
 )
 from ctcalc_spark.errors import ConfigError, CtcalcError, InputError, java_root_cause
 from ctcalc_spark.spark import delta_input
-from ctcalc_spark.spark.filekind import (
+from ctcalc_spark.filekind import (
     check_folder_links,
+    excel_sep_line,
     has_data_files,
+    header_slips,
     input_glob,
+    sep_line_fix,
 )
-from ctcalc_spark.spark.files import (
+from ctcalc_spark.spark.connectors import connector_error
+from ctcalc_spark.storage import (
     FileStore,
     absolute,
-    connector_error,
     is_local,
     literal_path,
 )
@@ -49,7 +52,7 @@ from ctcalc_spark.spark.input_hints import (
     plain_file_path,
     unreadable_file_error,
 )
-from ctcalc_spark.spark.names import col, excel_sep_line, header_slips, quoted, sep_line_fix
+from ctcalc_spark.spark.names import col, quoted
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession

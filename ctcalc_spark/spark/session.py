@@ -95,7 +95,7 @@ def ivy_cache() -> str:
 
 def hadoop_aws() -> str:
     """The hadoop-aws artifact of the Hadoop that this pyspark ships (s3a:// must match it)."""
-    from ctcalc_spark.spark.files import hadoop_version
+    from ctcalc_spark.spark.connectors import hadoop_version
 
     return f"org.apache.hadoop:hadoop-aws:{hadoop_version() or '3.5.0'}"
 
@@ -188,7 +188,7 @@ def build_session(
         own: dict[str, str] = {}
         if _launches_spark():  # launch settings apply, and ctcalc adds its own
             started = launch
-            own = _log_settings(launch, cfg.master)
+            own = log_settings(launch, cfg.master)
         builder = builder.master(cfg.master).config(map={**launch, **own, **BASE_CONF})
     if not (remote and remote.startswith("sc://")):  # a JVM of this machine: its Hive catalog's default folder
         here = os.path.abspath(EMBEDDED_METASTORE)
@@ -310,12 +310,12 @@ def _launches_spark() -> bool:
 
 
 LOG_CONFIG = Path(__file__).with_name("log4j2.properties")
-"""ctcalc's log4j2 settings for a driver JVM it starts itself (see the file and :func:`_log_settings`)."""
+"""ctcalc's log4j2 settings for a driver JVM it starts itself (see the file and :func:`log_settings`)."""
 LOG_CONFIG_NAMES = ("log4j2.properties", "log4j2.xml", "log4j2.yaml", "log4j2.yml", "log4j2.json")
 DRIVER_JAVA_OPTIONS = "spark.driver.extraJavaOptions"
 
 
-def _log_settings(launch: Mapping[str, str], master: str = "local[*]") -> dict[str, str]:
+def log_settings(launch: Mapping[str, str], master: str = "local[*]") -> dict[str, str]:
     """Launch settings that give the driver JVM this call starts :data:`LOG_CONFIG`, else {}.
 
     Without a log4j2 configuration Spark uses its built-in one, which prints four lines at every start (the

@@ -11,7 +11,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
-from ctcalc_spark.config import SparkConfig, _build, apply_overrides, check_max_abs_logit, parse_days, read_yaml
+from ctcalc_spark.config import (
+    SparkConfig,
+    apply_overrides,
+    build_config,
+    check_max_abs_logit,
+    parse_day,
+    parse_days,
+    read_yaml,
+)
 from ctcalc_spark.core.summary import DEFAULT_MAX_ABS_LOGIT
 from ctcalc_spark.errors import ConfigError
 
@@ -129,7 +137,7 @@ class TableColumns:
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> TableColumns:
         """Inverse of ``to_dict``; unknown keys are an error."""
-        return _build(cls, dict(d), "columns.")  # type: ignore[no-any-return]
+        return build_config(cls, dict(d), "columns.")  # type: ignore[no-any-return]
 
 
 @dataclass(frozen=True)
@@ -246,16 +254,14 @@ def check_ds_value(ds: Any, where: str) -> str:
         ds = ds.isoformat()[:10]
     if not isinstance(ds, str) or not _DATE.match(ds):
         raise ConfigError(f"Expected '{where}' as a date like 2026-11-01, got {ds!r}.")
-    try:
-        _dt.date.fromisoformat(ds)
-    except ValueError:
-        raise ConfigError(f"'{where}' is not a calendar date: {ds!r}.") from None
+    if parse_day(ds) is None:
+        raise ConfigError(f"'{where}' is not a calendar date: {ds!r}.")
     return ds
 
 
 def upstream_config_from_dict(data: Mapping[str, Any]) -> UpstreamConfig:
     """Validate a mapping (from YAML) into an UpstreamConfig; unknown keys are errors."""
-    return _build(UpstreamConfig, dict(data), "")  # type: ignore[no-any-return]
+    return build_config(UpstreamConfig, dict(data), "")  # type: ignore[no-any-return]
 
 
 def load_upstream_config(path: str | Path | None, overrides: Mapping[str, Any] | None = None) -> UpstreamConfig:

@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from ctcalc_spark.config import parse_day
 from ctcalc_spark.errors import ConfigError
 
 DEFAULT_CARDINALITIES: tuple[int, ...] = (5, 13, 37, 100, 268, 720, 1931, 5000)
@@ -92,10 +93,9 @@ def _days(n_rows: int, n_days: int, start_ds: str, day_offset: int) -> tuple[np.
         raise ConfigError(f"Expected n_rows >= 0, got {n_rows}.")
     if n_days < 1:
         raise ConfigError(f"Expected n_days >= 1, got {n_days}; use 1 for a single day.")
-    try:
-        start = _dt.date.fromisoformat(start_ds)
-    except ValueError as e:
-        raise ConfigError(f"Expected start_ds as 'YYYY-MM-DD', got {start_ds!r}.") from e
+    start = parse_day(start_ds)
+    if start is None:
+        raise ConfigError(f"Expected start_ds as 'YYYY-MM-DD', got {start_ds!r}.")
     day = (np.arange(n_rows, dtype=np.int64) * n_days) // max(n_rows, 1) + int(day_offset)
     names = np.array([(start + _dt.timedelta(days=int(d))).isoformat() for d in range(day_offset, day_offset + n_days)],
                      dtype=object)

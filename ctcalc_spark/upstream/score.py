@@ -52,7 +52,7 @@ import torch
 
 from ctcalc_spark.core.summary import DEFAULT_MAX_ABS_LOGIT
 from ctcalc_spark.errors import InputError
-from ctcalc_spark.spark.files import absolute, is_local, literal_path, local_path
+from ctcalc_spark.storage import absolute, is_local, literal_path, local_path
 from ctcalc_spark.upstream import scores_table
 from ctcalc_spark.upstream.config import OUTPUT_COLUMNS, WRITE_MODES, TableColumns, TableSource
 from ctcalc_spark.upstream.models import CtrModel

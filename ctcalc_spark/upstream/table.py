@@ -44,8 +44,15 @@ import pyarrow.json as pajson
 
 from ctcalc_spark.core.windows import day_runs
 from ctcalc_spark.errors import ConfigError, InputError
-from ctcalc_spark.spark.filekind import TABLE_FORMAT_MARKS, data_files, name_kind, table_format
-from ctcalc_spark.spark.names import excel_sep_line, header_slips, sep_line_fix
+from ctcalc_spark.filekind import (
+    TABLE_FORMAT_MARKS,
+    data_files,
+    excel_sep_line,
+    header_slips,
+    name_kind,
+    sep_line_fix,
+    table_format,
+)
 from ctcalc_spark.upstream.config import EncodingConfig, TableColumns, TableSource, check_ds_value
 
 log = logging.getLogger(__name__)

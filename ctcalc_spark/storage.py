@@ -1,9 +1,9 @@
-"""Small file operations on the output file system, without a JVM handle (pyarrow's file systems).
+"""Paths and small file operations on the output file system, without Spark (pyarrow's file systems).
 
-Used to look at the input before a scan (folders, headers, Parquet footers) and by the streaming job for its
-error records and the footers of the files it reads. Local paths, ``file://``, ``hdfs://`` (needs libhdfs), ``s3://``/``s3a://``, ``gs://``
-and ``abfs://`` go through ``pyarrow.fs``; the same credentials as the Spark job are expected in the
-environment.
+Used to look at the input before a scan (folders, headers, Parquet footers), by the output tables for their
+locations, and by the streaming job for its error records and the footers of the files it reads. Local paths,
+``file://``, ``hdfs://`` (needs libhdfs), ``s3://``/``s3a://``, ``gs://`` and ``abfs://`` go through ``pyarrow.fs``;
+the same credentials as the Spark job are expected in the environment.
 """
 from __future__ import annotations
 
@@ -16,7 +16,6 @@ from typing import TYPE_CHECKING, Any
 
 from ctcalc_spark.errors import ConfigError
 from ctcalc_spark.pathsafe import write_atomic
-from ctcalc_spark.redact import redact_url
 
 if TYPE_CHECKING:
     import pyarrow.fs as pafs
@@ -37,9 +36,10 @@ def is_local(path: str) -> bool:
 
 
 def absolute(path: str) -> str:
-    """Local paths made absolute here, so that this process's notion of a relative path and Spark's cannot differ
-    (a Spark Connect server resolves one against its own working folder); other URIs without a trailing '/'."""
-    return os.path.abspath(local_path(path)) if is_local(path) else path.rstrip("/")
+    """Local paths (``file:`` URIs as their path, ``~`` expanded) made absolute here, so that this process's
+    notion of a relative path and Spark's cannot differ (a Spark Connect server resolves one against its own
+    working folder); other URIs without a trailing '/'."""
+    return os.path.abspath(os.path.expanduser(local_path(path))) if is_local(path) else path.rstrip("/")
 
 
 def local_path(path: str) -> str:
@@ -239,69 +239,3 @@ def _filesystem(root: str) -> pafs.FileSystem:
 
 GCS_RETRY_S = 60.0
 """How long a file operation on gs:// retries before it fails (pyarrow's default leaves it to the GCS client)."""
-
-_NO_FILESYSTEM = re.compile(r'No FileSystem for scheme "?([\w+.-]+)"?')
-_MISSING_CLASS = re.compile(r"Class ((?:org\.apache\.hadoop\.fs|com\.google\.cloud\.hadoop\.fs)\.[\w.$]+) not found")
-
-
-def hadoop_version() -> str | None:
-    """The Hadoop version of the pip-installed pyspark (its hadoop-client-api jar), or None."""
-    import glob
-
-    try:
-        import pyspark
-    except ImportError:
-        return None
-    jars = glob.glob(os.path.join(os.path.dirname(pyspark.__file__), "jars", "hadoop-client-api-*.jar"))
-    m = re.search(r"hadoop-client-api-([\d.]+)\.jar$", jars[0]) if jars else None
-    return m.group(1) if m else None
-
-
-_CLASS_SCHEMES = {"S3AFileSystem": "s3a", "GoogleHadoopFileSystem": "gs", "AzureBlobFileSystem": "abfs",
-                  "SecureAzureBlobFileSystem": "abfss", "NativeAzureFileSystem": "wasb"}
-
-
-def connector_error(error: BaseException | str, uri: str | None = None) -> str | None:
-    """One line for Spark's failure to open a path because it has no Hadoop file system for its scheme (no
-    connector jar on the class path: ``No FileSystem for scheme "s3"``, ``Class ...S3AFileSystem not found``):
-    what is missing and how to add it. ``uri``: the path, when known. None when ``error`` is about something
-    else."""
-    text = str(error)
-    m = _NO_FILESYSTEM.search(text) or _MISSING_CLASS.search(text)
-    if m is None:
-        return None
-    if m.re is _NO_FILESYSTEM:
-        scheme, cause = m.group(1).lower(), f'no FileSystem for scheme "{m.group(1)}"'
-    else:
-        scheme, cause = _CLASS_SCHEMES.get(m.group(1).rsplit(".", 1)[-1], ""), f"class {m.group(1)} not found"
-    if uri is not None and "://" in uri:
-        scheme = uri.split("://", 1)[0].lower()
-    if not scheme:
-        return None
-    uri = redact_url(uri) if uri else f"{scheme}://..."  # s3a://KEY:SECRET@bucket: the message is echoed
-    version = hadoop_version() or "<the Hadoop version of your Spark>"
-
-    def package(artifact: str) -> str:
-        return (f"set spark.conf: {{spark.jars.packages: 'org.apache.hadoop:{artifact}:{version}'}} (the Hadoop "
-                f"version of this Spark; spark-submit --packages works too)")
-
-    if scheme == "s3":
-        fix = (f"Open-source Spark reads S3 as s3a://: write s3a://{uri.split('://', 1)[1]} and "
-               f"{package('hadoop-aws')}, with credentials in spark.hadoop.fs.s3a.* or the AWS environment. EMR and "
-               "Databricks clusters have their own s3:// connector.")
-    elif scheme in ("s3a", "s3n"):
-        fix = (f"Put hadoop-aws on Spark's class path: {package('hadoop-aws')}, with credentials in "
-               "spark.hadoop.fs.s3a.* or the AWS environment.")
-    elif scheme == "gs" and "org.apache.hadoop.fs.gs." in text:  # Hadoop 3.5's own connector, module hadoop-gcp
-        fix = (f"Put hadoop-gcp on Spark's class path: {package('hadoop-gcp')}; or Google's gcs-connector jar "
-               "(spark.jars) with spark.hadoop.fs.gs.impl: com.google.cloud.hadoop.fs.gcs.GoogleHadoopFileSystem. "
-               "Dataproc clusters have a connector.")
-    elif scheme == "gs":
-        fix = ("Put Google's Cloud Storage connector for Hadoop (the shaded gcs-connector jar) on Spark's class path "
-               "(spark.conf: {spark.jars: <its path or URL>}); Dataproc clusters have it.")
-    elif scheme in ("abfs", "abfss", "wasb", "wasbs"):
-        fix = f"Put hadoop-azure on Spark's class path: {package('hadoop-azure')}."
-    else:
-        fix = (f"Put the Hadoop file system for {scheme}:// on Spark's class path (spark.conf: spark.jars or "
-               "spark.jars.packages).")
-    return f"Spark has no file system for {scheme}:// here ({cause}), so it cannot open {uri!r}. {fix}"
