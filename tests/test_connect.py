@@ -8,7 +8,6 @@ import sys
 from pathlib import Path
 
 import numpy as np
-import pandas as pd
 import pytest
 
 from tests._cli import REPO, run_cli

@@ -23,7 +23,7 @@ from ctcalc_spark.config import JobConfig
 from ctcalc_spark.core.finalize import METRIC_TYPES, SUMMARY_TYPES
 from ctcalc_spark.core.windows import ROLLING_TYPES
 from ctcalc_spark.errors import CtcalcError
-from ctcalc_spark.spark.files import FileStore
+from ctcalc_spark.storage import FileStore
 from ctcalc_spark.spark.scan import group_columns
 from ctcalc_spark.tables import OutputStore
 
