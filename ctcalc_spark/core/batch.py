@@ -16,6 +16,9 @@ import numpy as np
 from ctcalc_spark.core._math import binary_entropy
 from ctcalc_spark.core.solvers import (
     STATUS_NO_BIAS_ROWS,
+    STATUS_NO_REMAIN_ROWS,
+    STATUS_OK,
+    STATUS_ZERO_WEIGHT,
     PaddedSide,
     _check_binary_bias_set,
     bias_or_error,
@@ -25,9 +28,6 @@ from ctcalc_spark.core.solvers import (
 )
 from ctcalc_spark.core.state import BINARY
 from ctcalc_spark.errors import DegenerateBiasError
-
-STATUS_OK = "ok"
-STATUS_NO_REMAIN_ROWS = "no_remain_rows"
 
 
 def extreme_bin(max_abs_logit: float, bin_width: float) -> int:
@@ -281,7 +281,7 @@ class _Padded:
             }
             rows.append(row)
             if total[i] <= 0:
-                row["status"] = STATUS_NO_BIAS_ROWS if n_bias[i] == 0 else "zero_weight"
+                row["status"] = STATUS_NO_BIAS_ROWS if n_bias[i] == 0 else STATUS_ZERO_WEIGHT
                 continue
             base = float(pos[i] / total[i])
             row["base_rate"] = base

@@ -22,6 +22,9 @@ from ctcalc_spark.core.metrics import (
 NEWTON_TOL = 1e-13
 MAX_ITER = 200
 
+STATUS_OK = "ok"
+STATUS_NO_REMAIN_ROWS = "no_remain_rows"
+STATUS_ZERO_WEIGHT = "zero_weight"
 STATUS_NO_BIAS_ROWS = "no_bias_rows"
 STATUS_BIAS_NO_POSITIVES = "bias_single_class_negative"
 STATUS_BIAS_NO_NEGATIVES = "bias_single_class_positive"

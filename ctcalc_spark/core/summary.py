@@ -55,8 +55,6 @@ from numpy.typing import ArrayLike
 
 from ctcalc_spark.core._math import F64, sigmoid, softplus
 from ctcalc_spark.core.batch import (
-    STATUS_NO_REMAIN_ROWS,
-    STATUS_OK,
     BinaryGroups,
     extreme_bin,
     finalize_binary_groups,
@@ -68,7 +66,13 @@ from ctcalc_spark.core.metrics import (
     _validate_weight,
     probs_to_logits,
 )
-from ctcalc_spark.core.solvers import STATUS_NO_BIAS_ROWS, mean_shift
+from ctcalc_spark.core.solvers import (
+    STATUS_NO_BIAS_ROWS,
+    STATUS_NO_REMAIN_ROWS,
+    STATUS_OK,
+    STATUS_ZERO_WEIGHT,
+    mean_shift,
+)
 from ctcalc_spark.core.state import BINARY, MERGES, REGRESSION
 from ctcalc_spark.errors import DegenerateBiasError
 
@@ -407,7 +411,7 @@ def finalize_regression(bias: RegressionSummary, remain: RegressionSummary) -> d
         "status": STATUS_OK,
     }
     if whole.weight <= 0:
-        row["status"] = STATUS_NO_BIAS_ROWS if bias.count == 0 else "zero_weight"
+        row["status"] = STATUS_NO_BIAS_ROWS if bias.count == 0 else STATUS_ZERO_WEIGHT
         return row
     row.update(mse=whole.mse(), mean_prediction=whole.wp / whole.weight, mean_label=whole.wy / whole.weight)
     if remain.weight <= 0:

@@ -42,6 +42,7 @@ import pandas as pd
 
 from ctcalc_spark.errors import ConfigError, DegenerateBiasError
 from ctcalc_spark.core.finalize import ALL
+from ctcalc_spark.core.solvers import STATUS_OK, STATUS_ZERO_WEIGHT
 from ctcalc_spark.core.state import BINARY, STATES
 from ctcalc_spark.core.summary import (
     BinarySummary,
@@ -55,7 +56,6 @@ US = 1_000_000
 """Microseconds per second: fixed windows are handled in integer microseconds since the epoch (UTC)."""
 _EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
 
-STATUS_OK = "ok"
 STATUS_FIRST_WINDOW = "first_window"
 STATUS_MISSING_PREVIOUS = "missing_previous_window"
 STATUS_EMPTY_WINDOW = "empty_window"
@@ -63,7 +63,7 @@ STATUS_INCOMPLETE_WINDOW = "incomplete_window"
 STATUS_INCOMPLETE_PREVIOUS = "incomplete_previous_window"
 _PREVIOUS_DEGENERATE = {
     "no_bias_rows": "previous_window_empty",
-    "zero_weight": "previous_window_empty",
+    STATUS_ZERO_WEIGHT: "previous_window_empty",
     "bias_single_class_negative": "previous_window_no_positives",
     "bias_single_class_positive": "previous_window_no_negatives",
 }
