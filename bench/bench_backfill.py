@@ -9,7 +9,7 @@ partitioned by ds, then times, with the writes of every output partition include
 (b) one ``evaluate`` and one ``rolling`` over the whole range (``ds`` is a group key of the one scan),
 
 checks that both produce the same metrics, summaries and rolling rows (to 1e-12), and prints both times and
-the ratio a/b (target >= 20). The target is judged on that first range job. It is then run once more into a
+the ratio a/b (target >= 30, issue 59). The target is judged on that first range job. It is then run once more into a
 fresh output (b2) and printed beside it: the first range job in a process pays JIT compilation of code that the
 per-day loop's small days run too rarely to have compiled, and b2 shows how much of (b) that is.
 ``--loop-days N`` times the loop on the first N days only and scales it to the whole range (printed as such);
@@ -141,7 +141,7 @@ def main() -> int:
     print(f"(b2) the same range job again:   {again_s:7.1f} s (evaluate {again_eval_s:.1f} s, rolling "
           f"{again_s - again_eval_s:.1f} s), ratio a/b2 = {loop_total / again_s:.1f} (not the target's measure)")
     print(f"same rows from a, b and b2: largest relative difference {worst:.1e} over {len(loop_days)} days")
-    print(f"ratio a/b = {loop_total / range_s:.1f}  (target >= 20)")
+    print(f"ratio a/b = {loop_total / range_s:.1f}  (target >= 30)")
     spark.stop()
     if worst > 1e-12:
         print(f"FAILED: the range job's rows differ from the per-day jobs' by {worst:.1e} (> 1e-12)")

@@ -17,6 +17,7 @@ from typing import Any, Mapping, Sequence, get_type_hints
 
 import yaml
 
+from ctcalc_spark.core.days import parse_day
 from ctcalc_spark.errors import ConfigError
 
 TASKS = ("binary", "regression", "multiclass")
@@ -136,17 +137,6 @@ def guess_ds_formats(values: typing.Iterable[str]) -> list[str]:
         if short != layout and all(fits_ds_format(t, short) for t in texts):
             found.append(short)
     return [f for f in found if f != "yyyy-MM-dd"]
-
-
-def parse_day(text: object) -> dt.date | None:
-    """The date of a YYYY-MM-DD day (the one form a day takes in ctcalc: --ds, partition values, SQL text); None
-    for anything else. Python also parses forms such as 20261121 and 2026-W47-1; they are refused, not read as
-    that day."""
-    try:
-        day = dt.date.fromisoformat(text)  # type: ignore[arg-type]
-    except (TypeError, ValueError):
-        return None
-    return day if day.isoformat() == text else None
 
 
 def validate_ds(ds: str, what: str = "--ds") -> str:

@@ -20,7 +20,7 @@ from ctcalc_spark.core.solvers import (
     STATUS_OK,
     STATUS_ZERO_WEIGHT,
     PaddedSide,
-    _check_binary_bias_set,
+    check_binary_bias_set,
     bias_or_error,
     lockstep_solve,
     logit_shift_start,
@@ -232,7 +232,7 @@ class _Padded:
         fit = []
         for i in np.asarray(candidates).tolist():
             try:
-                _check_binary_bias_set(float(pos[i]), float(total[i]), int(n_rows[i]))
+                check_binary_bias_set(float(pos[i]), float(total[i]), int(n_rows[i]))
                 fit.append(i)
             except DegenerateBiasError as e:
                 out[i] = e

@@ -110,8 +110,8 @@ def metrics_from_summaries(
     if summaries.empty:
         return pd.DataFrame(out, columns=cols)
     views: list[tuple[str, str | None]] = [(ALL, None)] + [(s, s) for s in slices]
-    # Groups are cut as numpy index arrays (one groupby per view): per-group pandas indexing cost ~2 ms a
-    # group, which made a year of days x models x runs spend most of its time here.
+    # Groups are cut as numpy index arrays (one groupby per view): pandas indexing per group made a year of
+    # days x models x runs spend most of its time here.
     summaries_of = _numpy_summaries(summaries, task, bin_width, max_abs_logit)
     inv_total = _invalid_totals(invalid_counts)
     todo = [(slice_name, col, by, key_vals, idx) for slice_name, col in views

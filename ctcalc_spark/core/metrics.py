@@ -19,7 +19,7 @@ CLIP_EPS = 1e-15
 """Probabilities are clipped to [CLIP_EPS, 1 - CLIP_EPS] before taking the logit."""
 
 
-def _validate_vector(name: str, x: ArrayLike, n: int | None = None) -> F64:
+def validate_vector(name: str, x: ArrayLike, n: int | None = None) -> F64:
     arr = np.asarray(x, dtype=np.float64)
     if arr.ndim != 1:
         raise InputError(f"Expected '{name}' to be 1-D, got shape {arr.shape}; pass a flat array.")
@@ -34,10 +34,10 @@ def _validate_vector(name: str, x: ArrayLike, n: int | None = None) -> F64:
     return arr
 
 
-def _validate_weight(sample_weight: ArrayLike | None, n: int) -> F64:
+def validate_weight(sample_weight: ArrayLike | None, n: int) -> F64:
     if sample_weight is None:
         return np.ones(n, dtype=np.float64)
-    w = _validate_vector("sample_weight", sample_weight, n)
+    w = validate_vector("sample_weight", sample_weight, n)
     if (w < 0).any():
         raise InputError(
             f"'sample_weight' has {int((w < 0).sum())} negative values (min {w.min():g}); "
@@ -46,8 +46,8 @@ def _validate_weight(sample_weight: ArrayLike | None, n: int) -> F64:
     return w
 
 
-def _validate_binary_labels(y: ArrayLike) -> F64:
-    arr = _validate_vector("y", y)
+def validate_binary_labels(y: ArrayLike) -> F64:
+    arr = validate_vector("y", y)
     bad = (arr != 0) & (arr != 1)
     if bad.any():
         distinct = np.unique(arr)
@@ -67,7 +67,7 @@ def _total_weight(w: F64, what: str) -> float:
 
 def clip_probabilities(p: ArrayLike, *, eps: float = CLIP_EPS) -> tuple[F64, int]:
     """Validate p in [0, 1], clip to [eps, 1 - eps]; return (clipped p, number of rows clipped)."""
-    arr = _validate_vector("p", p)
+    arr = validate_vector("p", p)
     out = (arr < 0) | (arr > 1)
     if out.any():
         raise InputError(
@@ -92,9 +92,9 @@ def log_loss_from_logits(y: ArrayLike, z: ArrayLike, *, sample_weight: ArrayLike
     >>> round(log_loss_from_logits([1, 0], [0.0, 0.0]), 6)
     0.693147
     """
-    yv = _validate_binary_labels(y)
-    zv = _validate_vector("z", z, yv.size)
-    w = _validate_weight(sample_weight, yv.size)
+    yv = validate_binary_labels(y)
+    zv = validate_vector("z", z, yv.size)
+    w = validate_weight(sample_weight, yv.size)
     return float(np.sum(w * (softplus(zv) - yv * zv)) / _total_weight(w, "log loss"))
 
 
@@ -108,13 +108,13 @@ def log_loss_from_probs(
 
 def mean_squared_error(y: ArrayLike, p: ArrayLike, *, sample_weight: ArrayLike | None = None) -> float:
     """Weighted mean squared error ``Σ w (y - p)² / Σ w``."""
-    yv = _validate_vector("y", y)
-    pv = _validate_vector("p", p, yv.size)
-    w = _validate_weight(sample_weight, yv.size)
+    yv = validate_vector("y", y)
+    pv = validate_vector("p", p, yv.size)
+    w = validate_weight(sample_weight, yv.size)
     return float(np.sum(w * (yv - pv) ** 2) / _total_weight(w, "MSE"))
 
 
-def _validate_multiclass(y: ArrayLike, z: ArrayLike) -> tuple[np.ndarray, F64]:
+def validate_multiclass(y: ArrayLike, z: ArrayLike) -> tuple[np.ndarray, F64]:
     zv = np.asarray(z, dtype=np.float64)
     if zv.ndim != 2 or zv.shape[1] < 2:
         raise InputError(f"Expected multiclass logits of shape (n, k>=2), got {zv.shape}.")
@@ -136,8 +136,8 @@ def multiclass_log_loss(
     y: ArrayLike, z: ArrayLike, *, sample_weight: ArrayLike | None = None, temperature: float = 1.0
 ) -> float:
     """Weighted mean cross-entropy of ``softmax(z / T)``: ``Σ w (logsumexp(z/T) - z_y/T) / Σ w``."""
-    yi, zv = _validate_multiclass(y, z)
-    w = _validate_weight(sample_weight, yi.size)
+    yi, zv = validate_multiclass(y, z)
+    w = validate_weight(sample_weight, yi.size)
     zt = zv / temperature
     per_row = logsumexp_rows(zt) - zt[np.arange(yi.size), yi]
     return float(np.sum(w * per_row) / _total_weight(w, "multiclass log loss"))
@@ -145,9 +145,9 @@ def multiclass_log_loss(
 
 def auc_score(y: ArrayLike, score: ArrayLike, *, sample_weight: ArrayLike | None = None) -> float:
     """Weighted ROC AUC = P(score_pos > score_neg) + ½ P(tie), by sorting (ties count one half)."""
-    yv = _validate_binary_labels(y)
-    s = _validate_vector("score", score, yv.size)
-    w = _validate_weight(sample_weight, yv.size)
+    yv = validate_binary_labels(y)
+    s = validate_vector("score", score, yv.size)
+    w = validate_weight(sample_weight, yv.size)
     pos_w, neg_w = float(np.sum(w * yv)), float(np.sum(w * (1 - yv)))
     if pos_w <= 0 or neg_w <= 0:
         raise InputError("AUC needs both positive and negative labels with positive weight.")
@@ -160,8 +160,8 @@ def auc_score(y: ArrayLike, score: ArrayLike, *, sample_weight: ArrayLike | None
 
 def normalized_entropy(y: ArrayLike, z: ArrayLike, *, sample_weight: ArrayLike | None = None) -> float:
     """Log loss divided by the entropy of the weighted base rate (He et al. 2014); < 1 beats the prior."""
-    yv = _validate_binary_labels(y)
-    w = _validate_weight(sample_weight, yv.size)
+    yv = validate_binary_labels(y)
+    w = validate_weight(sample_weight, yv.size)
     base = float(np.sum(w * yv) / _total_weight(w, "normalized entropy"))
     h = binary_entropy(base)
     if h == 0.0:
@@ -171,9 +171,9 @@ def normalized_entropy(y: ArrayLike, z: ArrayLike, *, sample_weight: ArrayLike |
 
 def calibration_ratio(y: ArrayLike, z: ArrayLike, *, sample_weight: ArrayLike | None = None) -> float:
     """Σ w·σ(z) / Σ w·y: predicted over observed positives (1 is calibrated on average)."""
-    yv = _validate_binary_labels(y)
-    zv = _validate_vector("z", z, yv.size)
-    w = _validate_weight(sample_weight, yv.size)
+    yv = validate_binary_labels(y)
+    zv = validate_vector("z", z, yv.size)
+    w = validate_weight(sample_weight, yv.size)
     pos = float(np.sum(w * yv))
     if pos <= 0:
         raise InputError("Calibration ratio is undefined with no positive labels.")

@@ -13,10 +13,10 @@ from numpy.typing import ArrayLike
 from ctcalc_spark.core._math import F64, logit, logsumexp_rows
 from ctcalc_spark.errors import DegenerateBiasError
 from ctcalc_spark.core.metrics import (
-    _validate_binary_labels,
-    _validate_multiclass,
-    _validate_vector,
-    _validate_weight,
+    validate_binary_labels,
+    validate_multiclass,
+    validate_vector,
+    validate_weight,
 )
 
 NEWTON_TOL = 1e-13
@@ -68,7 +68,7 @@ def safeguarded_newton(
     return float(x)
 
 
-def _check_binary_bias_set(pos_w: float, total_w: float, n: int) -> None:
+def check_binary_bias_set(pos_w: float, total_w: float, n: int) -> None:
     if n == 0 or total_w <= 0:
         raise DegenerateBiasError(
             STATUS_NO_BIAS_ROWS, "The val-bias part is empty (or has zero total weight): no bias can be fitted."
@@ -105,11 +105,11 @@ def solve_logit_shift(y: ArrayLike, z: ArrayLike, *, sample_weight: ArrayLike | 
     >>> round(solve_logit_shift([1, 0, 0, 0], [0.0, 0.0, 0.0, 0.0]), 6)  # log(1/3)
     1.098612
     """
-    yv = _validate_binary_labels(y)
-    zv = _validate_vector("z", z, yv.size)
-    w = _validate_weight(sample_weight, yv.size)
+    yv = validate_binary_labels(y)
+    zv = validate_vector("z", z, yv.size)
+    w = validate_weight(sample_weight, yv.size)
     total, pos = float(w.sum()), float(np.sum(w * yv))
-    _check_binary_bias_set(pos, total, yv.size)
+    check_binary_bias_set(pos, total, yv.size)
     keep = w > 0
     zv, w, yv = zv[keep], w[keep], yv[keep]
     sides = []
@@ -283,9 +283,9 @@ def bias_or_error(c: float) -> float | DegenerateBiasError:
 
 def solve_mean_shift(y: ArrayLike, p: ArrayLike, *, sample_weight: ArrayLike | None = None) -> float:
     """c* = Σ w (y - p) / Σ w, the shift minimising Σ w (y - p - c)²."""
-    yv = _validate_vector("y", y)
-    pv = _validate_vector("p", p, yv.size)
-    w = _validate_weight(sample_weight, yv.size)
+    yv = validate_vector("y", y)
+    pv = validate_vector("p", p, yv.size)
+    w = validate_weight(sample_weight, yv.size)
     return mean_shift(float(np.sum(w * (yv - pv))), float(w.sum()), yv.size)
 
 
@@ -304,8 +304,8 @@ def solve_temperature(y: ArrayLike, z: ArrayLike, *, sample_weight: ArrayLike | 
     Raises DegenerateBiasError when β* <= 0 (the logits are no better than
     uniform) or β* = +inf (every val-bias row is classified correctly at any scale).
     """
-    yi, zv = _validate_multiclass(y, z)
-    w = _validate_weight(sample_weight, yi.size)
+    yi, zv = validate_multiclass(y, z)
+    w = validate_weight(sample_weight, yi.size)
     if yi.size == 0 or float(w.sum()) <= 0:
         raise DegenerateBiasError(STATUS_NO_BIAS_ROWS, "The val-bias part is empty: no temperature can be fitted.")
     keep = w > 0

@@ -61,9 +61,9 @@ from ctcalc_spark.core.batch import (
 )
 from ctcalc_spark.core.metrics import (
     CLIP_EPS,
-    _validate_binary_labels,
-    _validate_vector,
-    _validate_weight,
+    validate_binary_labels,
+    validate_vector,
+    validate_weight,
     probs_to_logits,
 )
 from ctcalc_spark.core.solvers import (
@@ -144,9 +144,9 @@ class BinarySummary:
         clipped: ArrayLike | None = None,
     ) -> BinarySummary:
         """Summarise rows of labels and logits (``clipped``: optional per-row flags from probability clipping)."""
-        yv = _validate_binary_labels(y)
-        zv = _validate_vector("z", z, yv.size)
-        w = _validate_weight(sample_weight, yv.size)
+        yv = validate_binary_labels(y)
+        zv = validate_vector("z", z, yv.size)
+        w = validate_weight(sample_weight, yv.size)
         zh = np.clip(zv, -HIST_LOGIT_LIMIT, HIST_LOGIT_LIMIT)
         k = np.floor(zh / bin_width).astype(np.int64)
         d = zh - (k + 0.5) * bin_width
@@ -169,7 +169,7 @@ class BinarySummary:
         eps: float = CLIP_EPS,
     ) -> BinarySummary:
         """Summarise rows of probabilities, clipped to [eps, 1 - eps] (clipped rows are counted)."""
-        pv = _validate_vector("p", p)
+        pv = validate_vector("p", p)
         z, _ = probs_to_logits(pv, eps=eps)
         return cls.from_logits(
             y, z, sample_weight=sample_weight, bin_width=bin_width, clipped=(pv < eps) | (pv > 1 - eps)
@@ -359,9 +359,9 @@ class RegressionSummary:
     @classmethod
     def from_rows(cls, y: ArrayLike, p: ArrayLike, *, sample_weight: ArrayLike | None = None) -> RegressionSummary:
         """Summarise rows of targets and predictions."""
-        yv = _validate_vector("y", y)
-        pv = _validate_vector("p", p, yv.size)
-        w = _validate_weight(sample_weight, yv.size)
+        yv = validate_vector("y", y)
+        pv = validate_vector("p", p, yv.size)
+        w = validate_weight(sample_weight, yv.size)
         r = yv - pv
         return cls(
             int(yv.size),

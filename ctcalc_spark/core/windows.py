@@ -41,6 +41,7 @@ import numpy as np
 import pandas as pd
 
 from ctcalc_spark.errors import ConfigError, DegenerateBiasError
+from ctcalc_spark.core.days import parse_day
 from ctcalc_spark.core.finalize import ALL
 from ctcalc_spark.core.solvers import STATUS_OK, STATUS_ZERO_WEIGHT
 from ctcalc_spark.core.state import BINARY, STATES
@@ -147,10 +148,10 @@ class Window:
 
 
 def _date(ds: str) -> dt.date:
-    try:
-        return dt.date.fromisoformat(str(ds))
-    except ValueError as e:
-        raise ConfigError(f"Expected a date like 2026-11-21, got {ds!r}.") from e
+    day = parse_day(ds)
+    if day is None:
+        raise ConfigError(f"Expected a date like 2026-11-21, got {ds!r}.")
+    return day
 
 
 def day_runs(days: Sequence[str], shown: int = 3) -> str:

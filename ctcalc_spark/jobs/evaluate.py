@@ -15,7 +15,8 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, Sequence
 import numpy as np
 import pandas as pd
 
-from ctcalc_spark.config import JobConfig, fits_ds_format, guess_ds_formats, parse_day, parse_days
+from ctcalc_spark.config import JobConfig, fits_ds_format, guess_ds_formats, parse_days
+from ctcalc_spark.core.days import parse_day
 from ctcalc_spark.core.finalize import (
     ALL,
     KEY_TYPES,

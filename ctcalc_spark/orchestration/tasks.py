@@ -141,7 +141,7 @@ def parse_settings(
         return True if low in _TRUE else False if low in _FALSE else None
 
     def date(raw: str) -> dt.datetime | None:
-        from ctcalc_spark.config import parse_day
+        from ctcalc_spark.core.days import parse_day
 
         day = parse_day(raw)
         return None if day is None else dt.datetime.combine(day, dt.time(), tzinfo=dt.timezone.utc)
@@ -264,7 +264,8 @@ def run_settings(
     ``ds`` is the run's logical date, the day evaluated. Every path is the partition of ``ds`` only.
     Raises ConfigError on a missing or bad setting, saying which one and where to set it.
     """
-    from ctcalc_spark.config import input_day, load_config, parse_day
+    from ctcalc_spark.config import input_day, load_config
+    from ctcalc_spark.core.days import parse_day
     from ctcalc_spark.errors import ConfigError
 
     raise_problems(parse)
@@ -439,7 +440,7 @@ _IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*){0,2
 
 def table_partition_ready(spark: Any, table: str, column: str, ds: str) -> tuple[bool, str]:
     """Whether the metastore has the ``column=ds`` partition of ``table`` (registered when the writer commits)."""
-    from ctcalc_spark.config import parse_day
+    from ctcalc_spark.core.days import parse_day
 
     if parse_day(ds) is None:
         raise ValueError(f"Expected ds as YYYY-MM-DD, got {ds!r}.")
@@ -827,7 +828,7 @@ def compare_plan(params: Mapping[str, Any], project_dir: str, *, allowed_root: s
     ``allowed_root`` (``CTCALC_COMPARE_ROOT``): when set, every path param must lie under it, so whoever
     may trigger the DAG cannot make it read or write elsewhere.
     """
-    from ctcalc_spark.config import parse_day
+    from ctcalc_spark.core.days import parse_day
     from ctcalc_spark.errors import ConfigError
     from ctcalc_spark.pathsafe import MAX_COMPONENT, safe_component
 

@@ -366,15 +366,11 @@ def summary_aggregation(
     packed = f"shiftleft({b}, {low}) | " + " | ".join(flags)
     # Key order matters to Spark's first-level aggregate map. It mixes the keys' hashes in order, weakly, and
     # gives up after two probes (such a key's rows then go through the slower second map): with the constant
-    # day first, 2,737 of the benchmark's 12,823 keys (2.6 % of its rows) fell out of it. And it compares a
-    # probed entry's keys in order: with the model (a string) first, every probe of an entry of the same model
-    # and run but another bin compared the strings before the packed key told them apart. So the packed key
-    # comes first. Java Flight Recorder, five one-day scans of 20 M rows: 1,776 samples, 348 of them in the
-    # string comparison, before; 1,293 and 188 (the one comparison with the matching entry) after. One-day
-    # scan 1.30x -> 1.23x and 1.40x -> 1.19x the plain aggregation's time (two interleaved A/Bs, 7 and 5
-    # runs); a year's range scan unchanged (2.94 s either way, the same rows).
-    # A one-day job does not group by the day at all (``single``): 12,823 keys either way, executor CPU -6.5 %
-    # and wall-clock -5 % (interleaved A/B, 9 runs each, 20 M rows).
+    # day first, a share of the keys fell out of it. And it compares a probed entry's keys in order: with the
+    # model (a string) first, every probe of an entry of the same model and run but another bin compared the
+    # strings before the packed key told them apart (Java Flight Recorder showed the string comparison among
+    # the hottest frames). So the packed key comes first. A one-day job does not group by the day at all
+    # (``single``). What these choices measure is in docs/benchmarks.md ("What the figures say").
     sums = BINARY.spark_sums(terms)
     grouped = [k for k in [*group_columns(cfg), *extra_keys] if k not in single]
     agg = rows.groupBy(F.expr(packed).alias("_k"), *[col(k) for k in grouped]).agg(*[F.expr(x) for x in sums], *exact)
@@ -481,8 +477,8 @@ def _check_sums(ok: pd.DataFrame, keys: Sequence[str], cfg: JobConfig) -> None:
     finite = np.isfinite(values).all(axis=1)
     w = ok["weight"].to_numpy(dtype=np.float64, na_value=0.0)
     # A group's weight is a sum of rows' weights, none negative (a negative weight makes its row invalid): when all
-    # of them together stay within the limit, no group exceeds it, and the groups need not be summed (a year's
-    # summaries: 78 -> 17 ms); when no summary row's weight is below the floor, no group's is.
+    # of them together stay within the limit, no group exceeds it, and the groups need not be summed; when no
+    # summary row's weight is below the floor, no group's is.
     with np.errstate(over="ignore", invalid="ignore"):
         total = float(w.sum())
         if finite.all() and total <= MAX_WEIGHT_SUM and not ((w > 0) & (w < MIN_WEIGHT_SUM)).any():

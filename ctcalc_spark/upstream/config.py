@@ -16,10 +16,10 @@ from ctcalc_spark.config import (
     apply_overrides,
     build_config,
     check_max_abs_logit,
-    parse_day,
     parse_days,
     read_yaml,
 )
+from ctcalc_spark.core.days import parse_day
 from ctcalc_spark.core.summary import DEFAULT_MAX_ABS_LOGIT
 from ctcalc_spark.errors import ConfigError
 

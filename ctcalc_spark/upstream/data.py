@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ctcalc_spark.config import parse_day
+from ctcalc_spark.core.days import parse_day
 from ctcalc_spark.errors import ConfigError
 
 DEFAULT_CARDINALITIES: tuple[int, ...] = (5, 13, 37, 100, 268, 720, 1931, 5000)
