@@ -2,7 +2,7 @@
 
 A summary is a set of rows (``cells``: a binary summary's logit bin and label; a regression summary has one
 row) holding additive statistics. Everything that handles summaries reads this declaration: the scan's Spark
-aggregate (:meth:`SummaryState.spark_sums`), the pandas merges over days, splits and batches
+aggregate (each statistic's :attr:`Stat.spark`, applied by ``ctcalc_spark.spark.scan.state_sums``), the pandas merges over days, splits and batches
 (:meth:`SummaryState.merge`), the numpy merges of the finalisers and the rolling windows, and the
 summaries table's columns and types (:meth:`SummaryState.column_types`, gathered in
 ``ctcalc_spark.core.finalize.SUMMARY_TYPES``, which ``tables.arrow_table`` turns into the Arrow schema of every
@@ -74,12 +74,6 @@ class SummaryState:
     def reduceat(self, columns: Mapping[str, np.ndarray], starts: np.ndarray) -> dict[str, np.ndarray]:
         """Each statistic of ``columns`` merged over the runs of rows that begin at ``starts`` (numpy)."""
         return {s.name: MERGES[s.merge].reduceat(np.asarray(columns[s.name], s.dtype), starts) for s in self.stats}
-
-    def spark_sums(self, terms: Mapping[str, str]) -> list[str]:
-        """The Spark SQL aggregates of the statistics in ``terms`` (name -> per-row SQL term), in declared order;
-        a 'count' statistic counts rows (its term is ignored)."""
-        return [f"count(1) AS `{s.name}`" if s.spark == "count" else f"{s.spark}({terms[s.name]}) AS `{s.name}`"
-                for s in self.stats if s.name in terms]
 
 
 BINARY = SummaryState(

@@ -338,7 +338,7 @@ def summary_aggregation(
     margin = f"(CASE WHEN {positive} THEN -{zv} ELSE {zv} END)"
     softplus = f"(greatest({margin}, 0.0D) + log1p({e}))"
     missed = f"(CASE WHEN {margin} >= 0 THEN 1.0D ELSE {e} END / (1.0D + {e}))"
-    terms = {  # per-row terms of the BINARY statistics (count: rows, counted by count(1))
+    terms = {  # per-row SQL terms of the BINARY statistics (count: rows, counted by count(1))
         "count": "1",
         "m1": d if unweighted else f"{wv} * {d}",
         "m2": f"{d} * {d}" if unweighted else f"{wv} * {d} * {d}",
@@ -371,9 +371,9 @@ def summary_aggregation(
     # strings before the packed key told them apart (Java Flight Recorder showed the string comparison among
     # the hottest frames). So the packed key comes first. A one-day job does not group by the day at all
     # (``single``). What these choices measure is in docs/benchmarks.md ("What the figures say").
-    sums = BINARY.spark_sums(terms)
+    sums = state_sums(BINARY, {name: F.expr(term) for name, term in terms.items()})
     grouped = [k for k in [*group_columns(cfg), *extra_keys] if k not in single]
-    agg = rows.groupBy(F.expr(packed).alias("_k"), *[col(k) for k in grouped]).agg(*[F.expr(x) for x in sums], *exact)
+    agg = rows.groupBy(F.expr(packed).alias("_k"), *[col(k) for k in grouped]).agg(*sums, *exact)
     # Decoded, and the keys made strings (the summaries-table contract), in one projection.
     invalid = "CAST(_k & 15 AS INT)"
     decoded = [
