@@ -227,11 +227,14 @@ class OutputStore:
 
     def read(self, table: str, *, days: Sequence[str] | None = None,
              where: Mapping[str, Sequence[str]] | None = None, with_run_id: bool = False,
-             task: str | None = None, columns: Sequence[str] | None = None) -> pd.DataFrame:
+             task: str | None = None, columns: Sequence[str] | None = None,
+             categories: bool = False, distinct: bool = False) -> pd.DataFrame:
         """A table (or its ``days`` / ``where`` part) as pandas, partition columns as strings; empty if absent.
 
         ``columns``: only these (default: all, the ``run_id`` only ``with_run_id``). ``task``: the summaries must
-        be that task's (InputError naming the days another task's job wrote).
+        be that task's (InputError naming the days another task's job wrote). ``categories``: text columns as
+        pandas categoricals (a small code per row instead of a pointer to a Python string). ``distinct``: each
+        combination of the ``columns``' values once (in no particular order).
         """
         import pandas as pd
 
@@ -248,7 +251,11 @@ class OutputStore:
             if columns is None:
                 columns = [n for n in have if with_run_id or n != RUN_ID]
             with named_errors(table, self.location(table), t.version()):
-                frame = _read_delta(t, columns, conds)
+                frame = _read_delta(t, columns, conds, categories=categories, distinct=distinct)
+        if distinct and not self._is_delta(table):
+            frame = frame[list(columns or frame.columns)].drop_duplicates(ignore_index=True)
+        if categories and not self._is_delta(table):
+            frame = frame.astype({c: "category" for c in frame.columns if frame[c].dtype == object})
         if task is not None and table == "summaries" and not frame.empty:
             self._check_summary_rows(frame, task)
         return frame
@@ -637,6 +644,7 @@ class Transaction:
         full = {**{k: v for k, v in types.items() if k not in parts}, RUN_ID: "string", **{p: "string" for p in parts}}
         plan.data = arrow_table(frame.assign(**{RUN_ID: self.run_id}), full)
         plan.predicate = _predicate(values) if values is not None else None
+        plan.partitions = 1 if values is None else len(values)
         plan.days = sorted(set(frame["ds"].astype(str))) if "ds" in frame and "ds" in parts else None
         plan.meta = {RUN_ID: self.run_id, "job": self.job, **({"scope": self.scope} if self.scope else {}),
                      **({"days": _day_text(plan.days)} if plan.days else {}), **metadata}
@@ -693,7 +701,8 @@ class Transaction:
                 target = DeltaTable(plan.loc, version=plan.base, storage_options=store.storage_options)
                 write_deltalake(target, plan.data, mode="overwrite" if parts else "append",
                                 partition_by=parts or None, predicate=plan.predicate, schema_mode="merge",
-                                storage_options=store.storage_options, commit_properties=props)
+                                storage_options=store.storage_options, commit_properties=props,
+                                writer_properties=_writer_properties(plan.data, plan.partitions))
             except CommitFailedError as e:
                 raise self._overtaken(plan.table, plan.loc, plan.days, f"Delta said: {first_line(e)}") from None
             plan.version = _version_of(DeltaTable(plan.loc, storage_options=store.storage_options), self.run_id)
@@ -762,6 +771,26 @@ class _Plan:
         self.app: tuple[str, int] | None = None
         self.base: int | None = None
         self.version: int | None = None
+        self.partitions = 1
+
+
+DICTIONARY_ROWS = 1000
+"""Rows per partition written below which numeric columns are written without a Parquet dictionary."""
+
+
+def _writer_properties(data: pa.Table, partitions: int) -> Any:
+    """deltalake's writer settings for ``data`` over ``partitions`` partitions: its writer holds a dictionary encoder
+    per column and partition until the commit, about 30 kB each, so a write of a rolling row per day and model-run
+    over two years (761 partitions of 60 rows) held 800 MB of them; over so few rows a dictionary saves little.
+    With many rows per partition the numeric columns keep theirs: without them, a month of bench_rolling.py's
+    summaries (7,400 rows a day) took 16.4 MB instead of 8.6 MB."""
+    import pyarrow as pa
+    from deltalake import ColumnProperties, WriterProperties
+
+    if data.num_rows >= DICTIONARY_ROWS * partitions:
+        return None
+    return WriterProperties(column_properties={f.name: ColumnProperties(dictionary_enabled=False)
+                                               for f in data.schema if not pa.types.is_string(f.type)})
 
 
 def _version_of(t: DeltaTable, run_id: str) -> int | None:
@@ -786,16 +815,28 @@ def _killed_first_run(folder: str) -> bool:
     return bool(files) and all(_DATA_FILE.match(n) for n in files)
 
 
-def _read_delta(t: DeltaTable, columns: Sequence[str], conds: Mapping[str, Sequence[str]]) -> pd.DataFrame:
-    """``columns`` of the rows of Delta table ``t`` whose columns take one of ``conds``' values, as pandas.
+def _read_delta(t: DeltaTable, columns: Sequence[str], conds: Mapping[str, Sequence[str]], *,
+                categories: bool = False, distinct: bool = False) -> pd.DataFrame:
+    """``columns`` of the rows of Delta table ``t`` whose columns take one of ``conds``' values, as pandas (text
+    columns as categoricals with ``categories``; a frame of one block per column, not copied into one 2-D block per
+    type: that copy would be a third copy of the rows, beside the Arrow table and the frame).
 
     delta-rs reads them (``QueryBuilder``, its DataFusion engine; conditions on partition columns select the files
     before any is opened). Not ``to_pyarrow_dataset()``: that reads through a Python file system from Arrow's
     threads, and a process that had read a table so could abort as Python exited ('terminate called without an
     active exception'; docs/storage.md#reading-the-outputs, bench/bench_exit_abort.py)."""
+    import pandas as pd
+
     terms = [f"{_sql_name(k)} IN ({', '.join(map(_sql_text, vs))})" if vs else "FALSE" for k, vs in conds.items()]
-    sql = f"SELECT {', '.join(map(_sql_name, columns))} FROM t" + (f" WHERE {' AND '.join(terms)}" if terms else "")
-    return _query(t, sql).to_pandas()
+    sql = (f"SELECT {'DISTINCT ' if distinct else ''}{', '.join(map(_sql_name, columns))} FROM t"
+           + (f" WHERE {' AND '.join(terms)}" if terms else ""))
+    # not self_destruct=True (freeing each Arrow column once converted): deltalake's batches crash it (SIGSEGV)
+    frame = _query(t, sql).to_pandas(split_blocks=True, strings_to_categorical=categories)
+    for c in frame.columns if categories else ():  # sorted as the text sorts, not in the order the rows came
+        cats = frame[c].cat.categories if isinstance(frame[c].dtype, pd.CategoricalDtype) else None
+        if cats is not None and not cats.is_monotonic_increasing:
+            frame[c] = frame[c].cat.reorder_categories(cats.sort_values())
+    return frame
 
 
 def vacuum(store: OutputStore, retention_hours: int, apply: bool) -> dict[str, list[str]]:

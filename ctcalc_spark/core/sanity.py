@@ -384,7 +384,16 @@ def median_information(summaries: pd.DataFrame, by: Sequence[str], bin_width: fl
 
     cut = groups(summaries, by)
     summary_of = binary_summary_rows(summaries, bin_width)
-    picked = [summary_of(rows) for _, rows in cut[::max(1, len(cut) // MAX_GROUPS_FOR_INFORMATION)]]
+    return information_of([summary_of(rows) for _, rows in cut[::information_step(len(cut))]])
+
+
+def information_step(groups: int) -> int:
+    """Every how many of ``groups`` groups (in their sorted order) :func:`median_information` takes one."""
+    return max(1, groups // MAX_GROUPS_FOR_INFORMATION)
+
+
+def information_of(picked: Sequence[BinarySummary]) -> float | None:
+    """Median of :func:`logit_information` over the ``picked`` summaries (their c* solved together)."""
     infos = [logit_information(p, c) for p, c in zip(picked, solve_biases(picked))]
     values = [info for info in infos if info is not None]
     return float(np.median(values)) if values else None

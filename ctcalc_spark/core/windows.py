@@ -35,7 +35,7 @@ import datetime as dt
 import math
 from dataclasses import dataclass
 from collections import defaultdict
-from typing import Any, Callable, Collection, Iterable, Mapping, Sequence
+from typing import Any, Callable, Collection, Iterable, Iterator, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
@@ -273,37 +273,29 @@ def _window_group_pairs(first_day: np.ndarray, last_day: np.ndarray, daily_key: 
     return pair // n_groups, pair % n_groups
 
 
-READ_DAYS = 32
-"""Days of summaries read at a time by :func:`read_by_days`."""
+def read_in_parts(read: Callable[[list[str]], pd.DataFrame],
+                  parts: Iterable[Sequence[str]]) -> Iterator[pd.DataFrame]:
+    """The rows of each of ``parts`` (lists of days, in increasing order), one frame at a time: ``read(days)`` of the
+    part's days that the part before did not hold, after the rows of those it did (kept, not read again). So
+    every day is read once, and two parts' rows are held at a time, not years of summaries. Categorical text
+    columns (``read`` of ``categories=True``) stay categoricals."""
+    held, held_days = None, set()
+    for days in parts:
+        new, kept = [d for d in days if d not in held_days], [d for d in days if d in held_days]
+        rows = _concat(([held[held["ds"].isin(kept)]] if kept else []) + ([read(new)] if new or not kept else []))
+        held, held_days = rows, set(days)
+        yield rows
 
 
-def read_by_days(read: Callable[[list[str]], pd.DataFrame], days: Sequence[str], *,
-                 compact: bool = False) -> pd.DataFrame:
-    """``read(days)`` of :data:`READ_DAYS` days at a time, concatenated: a read holds its Arrow table and its pandas
-    frame at once, so reading years of summaries in one go needs twice their size; a part at a time, the frame
-    and one part's Arrow table. ``compact``: text columns as categoricals (a code per row, not a pointer to a
-    Python string), for :func:`merge_windows`, which returns them as text."""
-    if not compact:
-        parts = [read(list(days[i:i + READ_DAYS])) for i in range(0, len(days), READ_DAYS)]
-        parts = [p for p in parts if not p.empty] or parts[:1]
-        if len(parts) <= 1:
-            return parts[0] if parts else read([])
-        return pd.concat(parts, ignore_index=True, copy=False)
-    columns: dict[str, list[Any]] = {}
-    for i in range(0, len(days), READ_DAYS):
-        part = read(list(days[i:i + READ_DAYS]))
-        for c in part.columns:  # column by column: a frame's numeric block would be copied whole at each step
-            col = part[c]
-            columns.setdefault(c, []).append(col.astype("category") if col.dtype == object else col.to_numpy())
-        del part
-    if not columns:
-        return read([])
-    out = {}
-    for c in list(columns):
-        pieces = columns.pop(c)
-        out[c] = (pd.api.types.union_categoricals(pieces, sort_categories=True)
-                  if isinstance(pieces[0], pd.Series) else np.concatenate(pieces))
-    return pd.DataFrame(out, copy=False)
+def _concat(frames: Sequence[pd.DataFrame]) -> pd.DataFrame:
+    """Frames of the same columns one after the other; categoricals of other categories stay categoricals (their
+    categories united), where ``pd.concat`` would turn them into Python strings."""
+    frames = [f for f in frames if len(f)] or list(frames[-1:])
+    if len(frames) == 1:
+        return frames[0]
+    return pd.DataFrame({c: pd.api.types.union_categoricals([f[c] for f in frames], sort_categories=True)
+                         if isinstance(frames[0][c].dtype, pd.CategoricalDtype)
+                         else pd.concat([f[c] for f in frames], ignore_index=True) for c in frames[0].columns})
 
 
 def day_positions(ds: pd.Series, day_names: pd.Index) -> np.ndarray:

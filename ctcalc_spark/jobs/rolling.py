@@ -14,7 +14,6 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Iterable, Sequence
 
-import numpy as np
 import pandas as pd
 
 from ctcalc_spark.config import JobConfig
@@ -25,10 +24,9 @@ from ctcalc_spark.core.windows import (
     attach_exact,
     day_runs,
     finalize_windows,
-    day_positions,
     merge_windows,
     previous_window,
-    read_by_days,
+    read_in_parts,
     window_of,
     window_summaries,
 )
@@ -143,21 +141,17 @@ def compute_rolling(cfg: JobConfig, ds: str | Sequence[str], spark: SparkSession
     have = set(available)
     needed = sorted({x for a, pw in pairs for x in a.days() + pw.days()} & have)
     store.require_one_run(needed)
-    rows = read_by_days(lambda part: store.read("summaries", days=part, task=cfg.task), needed, compact=True)
     c = cfg.columns
     first = {a.label for a, pw in pairs if pw.end < available[0]}
     n_days = {a.label: (a.n_days, pw.n_days) for a, pw in pairs}
-    day_index = day_positions(rows["ds"], pd.Index(needed)) if not rows.empty else np.zeros(0, np.int64)
+    # a part of the days at a time, each read once: the windows as of each day overlap (a week's rows are summed
+    # into up to seven of them), so merging every window at once would hold several times the summaries
+    chunks = [pairs[i:i + PAIRS_AT_ONCE] for i in range(0, len(pairs), PAIRS_AT_ONCE)]
+    part_days = [sorted({x for pair in chunk for w in pair for x in w.days()} & have) for chunk in chunks]
     parts = []
-    for i in range(0, len(pairs), PAIRS_AT_ONCE):
-        # a part of the days at a time: the windows as of each day overlap (a week's rows are summed into up to
-        # seven of them), so merging every window at once would hold several times the summaries
-        chunk = pairs[i:i + PAIRS_AT_ONCE]
-        windows = sorted({x for pair in chunk for x in pair})
-        lo = int(np.searchsorted(needed, min(w.start for w in windows)))
-        hi = int(np.searchsorted(needed, max(w.end for w in windows), side="right"))
-        part_rows = rows[(day_index >= lo) & (day_index < hi)]
-        merged = merge_windows(part_rows, cfg.task, windows)
+    for chunk, rows in zip(chunks, read_in_parts(
+            lambda d: store.read("summaries", days=d, task=cfg.task, categories=True), part_days)):
+        merged = merge_windows(rows, cfg.task, sorted({x for pair in chunk for x in pair}))
         parts.append(finalize_windows(merged, cfg.task, chunk, spec, model=c.model, run=c.run, slices=c.slices,
                                       bin_width=cfg.histogram.bin_width, first=first, days=n_days))
     table = pd.concat(parts, ignore_index=True) if len(parts) > 1 else parts[0]

@@ -29,7 +29,7 @@ import json
 import math
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Mapping
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
@@ -44,7 +44,9 @@ from ctcalc_spark.core.windows import (
     attach_exact,
     day_runs,
     previous_window,
+    read_in_parts,
     rolling_metrics,
+    window_of,
     window_summaries,
     windows_between,
 )
@@ -118,13 +120,30 @@ class FlagRule:
 
 @dataclass(frozen=True)
 class ReportInput:
-    """What the report reads from storage: daily summary rows and in-scan exact sums."""
+    """What the report reads from storage: daily summary rows and in-scan exact sums.
 
-    rows: pd.DataFrame
+    ``rows``: the summary rows, or a function that reads them a part at a time, ``rows(days)``, and
+    ``rows(days, keys)`` each combination of the ``keys`` columns' values in those days once; ``days``: then the
+    days it has rows for.
+    """
+
+    rows: pd.DataFrame | Callable[..., pd.DataFrame]
     exact: pd.DataFrame
     first_ds: str | None
     last_ds: str | None
     source: str
+    days: tuple[str, ...] = ()
+
+    def reader(self) -> tuple[Callable[..., pd.DataFrame], set[str]]:
+        """(``rows`` as a function, the days with rows)."""
+        if callable(self.rows):
+            return self.rows, set(self.days)
+        frame, ds = self.rows, self.rows["ds"].astype(str)
+
+        def read(days: Sequence[str], keys: Sequence[str] | None = None) -> pd.DataFrame:
+            part = frame[ds.isin(days).to_numpy()]
+            return part if keys is None else part[list(keys)].drop_duplicates(ignore_index=True)
+        return read, set(ds) if not frame.empty else set()
 
 
 @dataclass
@@ -173,11 +192,16 @@ def read_report_input(cfg: JobConfig, start: str, end: str, spec: WindowSpec,
     days = sorted({d for w in windows for d in w.days(until=end)}
                   | {d for w in windows for d in previous_window(w, spec).days()})
     present = set(available)
-    store.require_one_run([d for d in days if d in present])
-    rows = store.read("summaries", days=[d for d in days if d in present], task=cfg.task)
+    have = tuple(d for d in days if d in present)
+    store.require_one_run(list(have))
+
+    def read(part: Sequence[str], keys: Sequence[str] | None = None) -> pd.DataFrame:
+        if keys is not None:
+            return store.read("summaries", days=part, columns=keys, distinct=True)
+        return store.read("summaries", days=part, task=cfg.task)
     exact = store.read("calibrated_exact", days=days, where={"window_spec": [spec.label]})
-    return ReportInput(rows, exact, available[0] if available else None, available[-1] if available else None,
-                       store.location("summaries"))
+    return ReportInput(read, exact, available[0] if available else None, available[-1] if available else None,
+                       store.location("summaries"), have)
 
 
 # ---- building the report data (pure) ---------------------------------------------------------------
@@ -218,28 +242,61 @@ MOVE_COLUMNS = ["window", "window_start", "window_end", "model", "runs", "prev_b
                 "label_noise", "within_noise"]
 
 
-def model_information(rows: pd.DataFrame, cfg: JobConfig) -> dict[str, float]:
+class ModelInformation:
     """Per model, the information about c per unit weight, median over its (run, day) summaries: binary, the
-    mean q(1-q) at the day's own c* (Fisher information); regression, 1 / the variance of the residual y - p
-    (c* is the mean residual). {} for multiclass."""
-    from ctcalc_spark.core.sanity import median_information
+    mean q(1-q) at the day's own c* (Fisher information; of at most 200 of the groups, evenly spaced in their
+    sorted order); regression, 1 / the variance of the residual y - p (c* is the mean residual). Of the rows
+    given to :meth:`add` a part at a time, each (model, run, day) in one part; ``keys``: every (model, run, ds)
+    of them (binary: the groups are picked before the rows are read). Nothing for multiclass."""
 
-    if rows.empty or cfg.task not in ("binary", "regression"):
-        return {}
-    c = cfg.columns
-    out = {}
-    if cfg.task == "regression":
-        sums = rows.groupby([c.model, c.run, "ds"], sort=True)[["weight", "wr", "wr2"]].sum()
-        sums = sums[sums["weight"] > 0]
-        var = sums["wr2"] / sums["weight"] - (sums["wr"] / sums["weight"]) ** 2
-        for model, v in var[var > 0].groupby(level=0, sort=True):
-            out[str(model)] = 1.0 / float(v.median())
+    def __init__(self, cfg: JobConfig, keys: pd.DataFrame) -> None:
+        from ctcalc_spark.core.sanity import information_step
+
+        c = cfg.columns
+        self.task, self.bin_width, self.by = cfg.task, cfg.histogram.bin_width, [c.model, c.run, "ds"]
+        self.picks: dict[Any, list[tuple]] = {}
+        self.summaries: dict[tuple, BinarySummary] = {}
+        self.sums: list[pd.DataFrame] = []
+        if self.task == "binary" and not keys.empty:
+            ordered = keys[self.by].dropna(subset=[c.model]).sort_values(self.by, na_position="last", kind="stable")
+            for model, grp in ordered.groupby(c.model, sort=True):
+                cut = [_key(k) for k in grp.itertuples(index=False, name=None)]
+                self.picks[model] = cut[::information_step(len(cut))]
+        self.wanted = {k for picked in self.picks.values() for k in picked}
+
+    def add(self, rows: pd.DataFrame) -> None:
+        from ctcalc_spark.core.finalize import binary_summary_rows, groups
+
+        if rows.empty:
+            return
+        if self.task == "regression":
+            self.sums.append(rows.groupby(self.by, sort=True)[["weight", "wr", "wr2"]].sum())
+        elif self.wanted:
+            summary_of = binary_summary_rows(rows, self.bin_width)
+            for key, idx in groups(rows, self.by):
+                if _key(key) in self.wanted:
+                    self.summaries[_key(key)] = summary_of(idx)
+
+    def result(self) -> dict[str, float]:
+        from ctcalc_spark.core.sanity import information_of
+
+        out = {}
+        if self.task == "regression" and self.sums:
+            sums = pd.concat(self.sums)
+            sums = sums[sums["weight"] > 0]
+            var = sums["wr2"] / sums["weight"] - (sums["wr"] / sums["weight"]) ** 2
+            for model, v in var[var > 0].groupby(level=0, sort=True):
+                out[str(model)] = 1.0 / float(v.median())
+        for model, picked in self.picks.items():
+            info = information_of([self.summaries[k] for k in picked if k in self.summaries])
+            if info is not None and info > 0:
+                out[str(model)] = info
         return out
-    for model, grp in rows.groupby(c.model, sort=True):
-        info = median_information(grp, [c.model, c.run, "ds"], cfg.histogram.bin_width)
-        if info is not None and info > 0:
-            out[str(model)] = info
-    return out
+
+
+def _key(values: tuple) -> tuple:
+    """A group's key values with every null as None (NaN != NaN would not find it)."""
+    return tuple(None if pd.isna(v) else v for v in values)
 
 
 def label_noise(whole: pd.DataFrame, information: Mapping[str, float]) -> pd.DataFrame:
@@ -337,35 +394,62 @@ def build_report(inp: ReportInput, cfg: JobConfig, start: str, end: str, *, spec
     rule = rule or FlagRule.from_options(cfg)
     if int(top) < 1:
         raise ConfigError(f"Expected --top >= 1 flagged windows on the page, got {top}.")
-    rows = inp.rows
-    if rows.empty or not rows["ds"].astype(str).between(start, end).any():
-        have = f"{inp.first_ds}..{inp.last_ds}" if inp.first_ds else "none"
-        raise InputError(f"No summaries between {start} and {end} under {inp.source!r} (available: {have}); "
+    read, have = inp.reader()
+    if not any(start <= d <= end for d in have):
+        have_text = f"{inp.first_ds}..{inp.last_ds}" if inp.first_ds else "none"
+        raise InputError(f"No summaries between {start} and {end} under {inp.source!r} (available: {have_text}); "
                          "run the evaluate job for those days first.")
     windows = windows_between(start, end, spec)
     c = cfg.columns
-    table = rolling_metrics(rows, cfg.task, windows, spec, model=c.model, run=c.run, slices=c.slices,
-                            bin_width=cfg.histogram.bin_width, first_ds=inp.first_ds, until=end)
+    period = sorted(d for d in have if start <= d <= end)
+    information = ModelInformation(cfg, read(period, [c.model, c.run, "ds"]) if cfg.task == "binary"
+                                   else pd.DataFrame())
+    # the windows a part at a time (each day read once, read_in_parts): the rolling rows of the part's windows and,
+    # from the days of the period in them, the information and the extreme logits
+    parts: list[list[Window]] = []
+    for w in windows:
+        if parts and dt.date.fromisoformat(w.start) - dt.date.fromisoformat(parts[-1][0].start) < PART_SPAN:
+            parts[-1].append(w)
+        else:
+            parts.append([w])
+    part_days = [sorted({d for w in part for d in [*w.days(until=end), *previous_window(w, spec).days()]} & have)
+                 for part in parts]
+    tables, extreme, latest, latest_summ = [], [], windows[-1], {}
+    for part, rows in zip(parts, read_in_parts(read, part_days)):
+        tables.append(rolling_metrics(rows, cfg.task, part, spec, model=c.model, run=c.run, slices=c.slices,
+                                      bin_width=cfg.histogram.bin_width, first_ds=inp.first_ds, until=end))
+        ds = rows["ds"].astype(str)
+        own = rows[ds.isin([d for w in part for d in w.days(until=end)
+                            if d >= start and window_of(d, spec) == w]).to_numpy()]
+        information.add(own)
+        if cfg.task == "binary":
+            extreme.append(_extreme_counts(own, cfg))
+        if part[-1] == latest:
+            latest_rows = rows[ds.between(latest.start, min(latest.end, end)).to_numpy()]
+            latest_summ = dict(window_summaries(latest_rows, cfg.task, latest, by=[c.model, c.run],
+                                                bin_width=cfg.histogram.bin_width))
+        del rows, own
+    table = pd.concat(tables, ignore_index=True) if len(tables) > 1 else tables[0]
     table = attach_exact(table, inp.exact)
     whole = table[(table["slice_name"] == ALL) & (table["n_rows"] > 0)]
-    moves = bias_moves(whole, rule, model_information(rows[rows["ds"].astype(str).between(start, end)], cfg))
+    moves = bias_moves(whole, rule, information.result())
     flags = moves.loc[moves["flagged"].astype(bool)]
     flags = flags.loc[flags["move"].abs().sort_values(ascending=False, kind="stable").index].reset_index(drop=True)
-    latest = windows[-1]
-    latest_rows = rows[rows["ds"].astype(str).between(latest.start, min(latest.end, end))]
-    latest_summ = dict(window_summaries(latest_rows, cfg.task, latest, by=[c.model, c.run],
-                                        bin_width=cfg.histogram.bin_width))
     return DriftReport(start, end, cfg.task, spec, rule, int(top), table, moves, flags,
                        model_summary(whole, moves, spread_table(table)), latest_summ, latest.label,
-                       warnings=[*_missing_days_warning(rows, start, end, inp.source),
-                                 *_extreme_warnings(rows[rows["ds"].astype(str).between(start, end)], cfg)])
+                       warnings=[*_missing_days_warning(have, start, end, inp.source),
+                                 *_extreme_warnings(extreme, cfg)])
 
 
-def _missing_days_warning(rows: pd.DataFrame, start: str, end: str, source: str) -> list[str]:
-    """A warning naming the days of [start, end] without daily summaries: their windows are short of days or
-    missing from the page, which the window counts alone did not tell."""
+PART_SPAN = dt.timedelta(days=32)
+"""The report reads the summaries of the windows that start within this span at a time."""
+
+
+def _missing_days_warning(have: set[str], start: str, end: str, source: str) -> list[str]:
+    """A warning naming the days of [start, end] without daily summaries (``have``: the days with them): their
+    windows are short of days or missing from the page, which the window counts alone did not tell."""
     asked = Window(start, end, f"{start}..{end}").days()
-    missing = sorted(set(asked) - set(rows["ds"].astype(str)))
+    missing = sorted(set(asked) - have)
     if not missing:
         return []
     return [f"WARNING: no daily summaries for {len(missing)} of the {len(asked)} days {start}..{end} "
@@ -373,15 +457,26 @@ def _missing_days_warning(rows: pd.DataFrame, start: str, end: str, source: str)
             "Run `ctcalc evaluate` for them (a range in one job) and make the report again."]
 
 
-def _extreme_warnings(rows: pd.DataFrame, cfg: JobConfig) -> list[str]:
-    """Warning lines for runs with logits beyond sanity.max_abs_logit or clipped probabilities in the period."""
-    from ctcalc_spark.core.sanity import effective_limit, extreme_counts, extreme_lines
+def _extreme_counts(rows: pd.DataFrame, cfg: JobConfig) -> pd.DataFrame:
+    """Per run of binary summary rows, rows, rows with logits beyond sanity.max_abs_logit and clipped rows."""
+    from ctcalc_spark.core.sanity import extreme_counts
 
-    if cfg.task != "binary":
+    c = cfg.columns
+    return extreme_counts(rows, [c.model, c.run], max_abs_logit=cfg.sanity.max_abs_logit,
+                          bin_width=cfg.histogram.bin_width)
+
+
+def _extreme_warnings(counts: list[pd.DataFrame], cfg: JobConfig) -> list[str]:
+    """Warning lines for runs with logits beyond sanity.max_abs_logit or clipped probabilities in the period, from
+    :func:`_extreme_counts` of its parts."""
+    from ctcalc_spark.core.sanity import effective_limit, extreme_lines
+
+    counts = [n for n in counts if not n.empty]
+    if cfg.task != "binary" or not counts:
         return []
     c, h = cfg.columns, cfg.histogram.bin_width
-    counts = extreme_counts(rows, [c.model, c.run], max_abs_logit=cfg.sanity.max_abs_logit, bin_width=h)
-    return extreme_lines(counts, [c.model, c.run], limit=effective_limit(cfg.sanity.max_abs_logit, h))
+    total = pd.concat(counts).groupby([c.model, c.run], sort=True, dropna=False).sum().reset_index()
+    return extreme_lines(total, [c.model, c.run], limit=effective_limit(cfg.sanity.max_abs_logit, h))
 
 
 def headline(report: DriftReport, *, most: int = 5) -> list[str]:
