@@ -282,7 +282,7 @@ def test_many_models_get_distinct_lines_and_every_legend_outside_the_plot():
     """Twelve models: matplotlib's 10-colour cycle gave two pairs of models one colour, and a legend inside the
     plot covered the lines (the month gap plot's covered its peak): a few entries go below the axes, many beside."""
     from ctcalc_spark.reports.drift import LEGEND_BELOW, _finish_ax, series_styles
-    from ctcalc_spark.reports.plotting import layout_facts, pyplot
+    from ctcalc_spark.reports.plotting import figure_png, layout_facts, png_facts, pyplot
 
     for n in (3, 12, 20, 45):
         styles = [(tuple(s["color"]), str(s["linestyle"])) for s in series_styles(n)]
@@ -299,7 +299,20 @@ def test_many_models_get_distinct_lines_and_every_legend_outside_the_plot():
         axes = ax.get_window_extent()
         assert facts["legends-over-axes"] == 0 and facts["min-font-px"] >= 11
         assert bool(legend.x0 >= axes.x1) is beside and bool(legend.y1 <= axes.y0) is not beside, n
-        plt.close(fig)
+        # figure_png takes the facts from the draw that saved it (no second draw): the same facts
+        for tight in (False, True):
+            assert png_facts(figure_png(fig if not tight else _copy_plot(plt, n), dpi=100, tight=tight)) == {
+                k: f"{v:g}" for k, v in facts.items()}
+
+
+def _copy_plot(plt, n):
+    from ctcalc_spark.reports.drift import _finish_ax, series_styles
+
+    fig, ax = plt.subplots(figsize=(9.0, 3.0))
+    for i, style in enumerate(series_styles(n)):
+        ax.plot([0, 1], [i, i + 1], label=f"model {i}", **style)
+    _finish_ax(ax, "t", "c*")
+    return fig
 
 
 def _no_drift_report(tmp_path, task: str, *, seed: int, n: int, runs: int):

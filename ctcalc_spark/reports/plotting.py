@@ -34,12 +34,14 @@ _FACTS = ("min-font-px", "legends-over-axes")
 as ``data-`` attributes, so a browser test can check the text size as displayed."""
 
 
-def layout_facts(fig: Any, dpi: float) -> dict[str, float]:
+def layout_facts(fig: Any, dpi: float, *, drawn: bool = False) -> dict[str, float]:
     """The figure's smallest drawn text in image pixels at ``dpi``, and how many legends overlap their axes
-    (a legend over the axes hides data)."""
+    (a legend over the axes hides data). ``drawn``: the figure was just drawn (saved), so its layout is known
+    and it is not drawn again."""
     from matplotlib.text import Text
 
-    fig.canvas.draw()
+    if not drawn:
+        fig.canvas.draw()
     sizes = [t.get_fontsize() for t in fig.findobj(Text) if t.get_visible() and t.get_text().strip()]
     over = 0
     for ax in fig.axes:
@@ -60,8 +62,8 @@ def figure_png(fig: Any, *, dpi: int, tight: bool = False) -> str:
 
     buf = io.BytesIO()
     try:
-        facts = layout_facts(fig, dpi)
         fig.savefig(buf, format="png", dpi=dpi, **({"bbox_inches": "tight"} if tight else {}))
+        facts = layout_facts(fig, dpi, drawn=True)  # saving drew it: a second draw would double the time
     finally:
         pyplot().close(fig)
     buf.seek(0)
