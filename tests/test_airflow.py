@@ -378,6 +378,30 @@ def test_run_settings_paths_precedence_and_previous_window():
     assert marked["ready"]["marker"] == "/flags/20261116/16.11.2026/2026-11-16.done"
 
 
+def test_scoring_writes_the_delta_table_that_evaluate_reads():
+    """With ctcalc_score on, the score task replaces the day of the Delta table at input.path, which evaluate reads;
+    a config whose evaluate could not read that table, or without the day's feature rows elsewhere, fails the
+    settings task with every reason."""
+    from ctcalc_spark.errors import ConfigError
+    from ctcalc_spark.orchestration import tasks as orch
+
+    base = {orch.VAR_CONFIG: "conf/demo.yaml", orch.VAR_SCORE: "true"}
+    s = orch.run_settings("2026-11-16", variables={**base, orch.VAR_SENSOR_PATH: "/landing/{ds}"}, parse=_parse())
+    assert s["score"] is True and s["sensor_path"] == "/landing/2026-11-16"
+    assert s["eval_table"] == str(REPO / "output/demo/eval") and s["evaluate_args"][0] == "evaluate"
+    with pytest.raises(ConfigError, match="ctcalc_sensor_path"):
+        orch.run_settings("2026-11-16", variables=base, parse=_parse())
+    hive = {orch.VAR_OVERRIDES: json.dumps({"input.format": "csv", "columns.ds": "dt", "columns.ds_format": "yyyyMMdd"})}
+    with pytest.raises(ConfigError) as e:
+        orch.run_settings("2026-11-16", variables={**base, **hive}, parse=_parse())
+    assert "input.format is 'csv'" in str(e.value) and "columns.ds 'dt' with columns.ds_format" in str(e.value)
+    on_s3 = {orch.VAR_OVERRIDES: json.dumps({"input.path": "s3a://lake/eval"}), orch.VAR_SENSOR_PATH: "/l/{ds}"}
+    with pytest.raises(ConfigError, match="local or shared folder, but input.path is 's3a://lake/eval'"):
+        orch.run_settings("2026-11-16", variables={**base, **on_s3}, parse=_parse())
+    assert orch.run_settings("2026-11-16", variables={**base, **hive, orch.VAR_SCORE: "false"},
+                             parse=_parse())["score"] is False  # without scoring the input is the user's own
+
+
 def test_trust_model_refuses_code_choosing_params_and_untrusted_variables():
     from ctcalc_spark.errors import ConfigError
     from ctcalc_spark.orchestration import tasks as orch
@@ -1397,35 +1421,11 @@ def test_compare_dag_runs_end_to_end(scenario):
     assert sum(t.startswith("train[") for t in run["tasks"]) == 4  # 2 pipelines x 2 runs, mapped
     out = scratch / "compare"
     assert sorted(p.name for p in (out / "models").iterdir()) == ["fm_b", "lr_a"]
-    assert (out / "eval" / "ds=2026-11-02").is_dir()  # the scorer's output: Parquet partitions
+    assert (out / "eval" / "_delta_log").is_dir() and (out / "eval" / "ds=2026-11-02").is_dir()  # a Delta table
     assert OutputStore(OutputConfig(path=str(out / "out"))).days("metrics") == ["2026-11-02"]
     c = json.loads((out / "out" / "compare" / "lr_a_vs_fm_b" / "comparison.json").read_text())["comparisons"][0]
     assert (c["name_a"], c["name_b"], c["m_a"], c["m_b"]) == ("lr_a", "fm_b", 2, 2)
     assert 0.0 <= c["vanilla"]["acc"] <= 1.0 and 0.0 <= c["calibrated"]["acc"] <= 1.0
-
-
-@needs_airflow
-@slow
-def test_score_partition_replaces_only_its_day(scenario, tmp_path):
-    """The daily DAG's optional `score` step, with model files trained by the compare DAG run."""
-    import pandas as pd
-
-    from ctcalc_spark.orchestration.tasks import score_partition
-
-    scratch = scenario[0]
-    models = {"lr_a": [str(scratch / "compare" / "models" / "lr_a" / f"run{r}.pt") for r in (0, 1)]}
-    other = tmp_path / "eval" / "ds=2026-11-01"
-    other.mkdir(parents=True)
-    (other / "keep.parquet").write_bytes(b"x")
-    target = tmp_path / "eval" / "ds=2026-11-02"
-    for _ in range(2):  # the second call replaces the first
-        score_partition(models, str(scratch / "ctr" / "eval.parquet"), str(target), "2026-11-02")
-    scored = pd.read_parquet(target)
-    assert len(scored) == 2 * 4000 and set(scored["model"]) == {"lr_a"} and sorted(scored["run"].unique()) == [0, 1]
-    assert scored["logit"].notna().all()
-    assert (other / "keep.parquet").read_bytes() == b"x"
-    assert sorted(p.name for p in (tmp_path / "eval").iterdir()) == ["_staging", "ds=2026-11-01", "ds=2026-11-02"]
-    assert not list((tmp_path / "eval" / "_staging").iterdir())
 
 
 @needs_airflow

@@ -88,3 +88,75 @@ def test_racing_appends_lose_and_double_nothing(s3_server):
     assert len(written) == outcomes["ok"] and all(n == 3 for n in written.values())
     assert table.version() == outcomes["ok"]
     assert [h["version"] for h in table.history()] == list(range(outcomes["ok"], -1, -1))
+
+
+NO_SPARK = ("import sys; sys.modules['pyspark'] = None  # 'import pyspark' fails: no JVM can start\n"
+            "from ctcalc_spark.cli.main import main\nsys.exit(main(sys.argv[1:]))")
+
+
+def test_rolling_report_and_rolling_compare_on_s3_equal_a_folder_and_start_no_jvm(s3_server, tmp_path,
+                                                                                   restore_ctcalc_logger):
+    """Outputs on S3 as Delta tables: `ctcalc rolling` writes its table there, `ctcalc report` and `ctcalc compare
+    --rolling` read them (deltalake, credentials from the environment alone), each in a process where importing
+    pyspark fails. Every table and report file equals the same commands' on a local folder (run in this process);
+    the secret key is in no output, report file or Delta commit."""
+    import json
+    import sys
+
+    import pandas as pd
+
+    from ctcalc_spark.cli.main import main
+    from ctcalc_spark.core.finalize import metrics_from_summaries
+    from tests._cli import run_cli
+    from tests._frames import read_delta_table, write_outputs
+    from tests.test_rolling import _binary_rows, _binary_stream, _days
+
+    days = _days("2026-11-16", 4)
+    raw = pd.concat([_binary_stream(days, runs=3, n=300, seed=1).assign(model="a"),
+                     _binary_stream(days, runs=3, n=300, seed=2).assign(model="b")], ignore_index=True)
+    summaries = _binary_rows(raw)
+    write_outputs(tmp_path / "local" / "out", {"summaries": summaries, "metrics": metrics_from_summaries(
+        summaries, "binary", keys=["ds", "model", "run"]).assign(task="binary")})
+    prefix, client = s3_server.fresh_prefix("reports"), s3_server.client()
+    local = tmp_path / "local" / "out"
+    for f in sorted(local.rglob("*")):  # the same tables, byte for byte, on S3
+        if f.is_file():
+            client.upload_file(str(f), s3_server.bucket, f"{prefix}/out/{f.relative_to(local).as_posix()}")
+    texts = []
+    for where, output in (("local", str(local)), ("s3", s3_server.url(f"{prefix}/out"))):
+        config = tmp_path / where / "c.yaml"
+        config.parent.mkdir(exist_ok=True)
+        config.write_text(f"input: {{path: eval}}\noutput: {{path: '{output}'}}\nrolling: {{window: day}}\n")
+        for args in (["rolling", "--ds", f"{days[1]}..{days[-1]}"],
+                     ["report", "--start", days[1], "--end", days[-1], "--out", str(tmp_path / where / "rep")],
+                     ["compare", "--rolling", "--window", "day", "--a", "a", "--b", "b", "--ds-from", days[0],
+                      "--ds-to", days[-1], "--bootstrap", "100", "--out", str(tmp_path / where / "cmp")]):
+            if where == "local":
+                assert main([*args, "--config", str(config)]) == 0
+                continue
+            proc = run_cli([*args, "--config", str(config)], command=[sys.executable, "-c", NO_SPARK],
+                           env=s3_server.env())
+            assert "Traceback" not in proc.stderr and "pyspark" not in proc.stderr, proc.stderr
+            texts += [proc.stdout, proc.stderr]
+    keep = ["window_spec", "ds", "model", "run", "slice_name", "slice_value"]
+    local_rolling = read_delta_table(local / "rolling")
+    s3_rolling = read_delta_table(s3_server.url(f"{prefix}/out/rolling"), storage_options=s3_server.storage_options())
+    assert len(local_rolling) > 0 and sorted(set(s3_rolling["ds"])) == days[1:]
+    varying = [c for c in ("run_id", "written_at", "config_hash", "input") if c in local_rolling.columns]
+    pd.testing.assert_frame_equal(s3_rolling.drop(columns=varying).sort_values(keep).reset_index(drop=True),
+                                  local_rolling.drop(columns=varying).sort_values(keep).reset_index(drop=True))
+    files = {where: {f.relative_to(tmp_path / where).as_posix(): f.read_text()
+                     for sub in ("rep", "cmp") for f in sorted((tmp_path / where / sub).rglob("*")) if f.is_file()}
+             for where in ("local", "s3")}
+    assert sorted(files["s3"]) == sorted(files["local"]) and any(n.endswith(".json") for n in files["s3"])
+    for name, text in files["s3"].items():
+        if name.endswith(".csv"):
+            assert text == files["local"][name], name
+        elif name.endswith(".json"):  # the report echoes its config (the output path): the rest is equal
+            got, want = json.loads(text), json.loads(files["local"][name])
+            assert {k: v for k, v in got.items() if k != "config"} == {k: v for k, v in want.items() if k != "config"}
+    texts += files["s3"].values()
+    for obj in client.list_objects_v2(Bucket=s3_server.bucket, Prefix=f"{prefix}/out/rolling/_delta_log")["Contents"]:
+        texts.append(client.get_object(Bucket=s3_server.bucket, Key=obj["Key"])["Body"].read().decode())
+    assert any("commitInfo" in t for t in texts)
+    assert not [t[:200] for t in texts if s3_server.secret_key in t or s3_server.access_key in t]

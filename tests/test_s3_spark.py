@@ -103,3 +103,31 @@ def test_two_evaluates_of_one_day_on_s3_leave_the_day_once(s3_server, tmp_path):
     assert sorted(set(got["ds"])) == [DAYS[1]] and len(got) > 0
     assert not [t for _, out, err in results for t in (out, err) if s3_server.secret_key in t]
     print("evaluate race exit codes:", codes)
+
+
+def test_the_stream_writes_its_tables_on_s3_as_on_a_folder(s3_server, tmp_path):
+    """`ctcalc stream` with output.path on S3 (its checkpoint in a local folder: Spark's checkpoint needs s3a) writes
+    the stream tables as Delta tables there, equal to the same stream's on a local folder; the secret key is in no
+    output, log line or commit."""
+    prefix, client = s3_server.fresh_prefix("stream"), s3_server.client()
+    texts, metrics = [], {}
+    for where, out in (("local", str(tmp_path / "out")), ("s3", s3_server.url(f"{prefix}/out"))):
+        proc = run_cli(["stream", "--config", "conf/stream_demo.yaml", "--trigger", "availableNow", "--generate-demo",
+                        "1", "--close-at-end", "--set", f"output.path={out}",
+                        "--set", f"stream.path={tmp_path / where / 'landing'}",
+                        "--set", f"stream.checkpoint={tmp_path / where / 'checkpoint'}"],
+                       env=s3_server.env() if where == "s3" else None)
+        texts += [proc.stdout, proc.stderr]
+        options = s3_server.storage_options() if where == "s3" else None
+        got = read_delta_table(f"{out}/stream_metrics", storage_options=options)
+        when = ("written_at", "finalized_at", "run_id", "ctcalc_version", "config_hash", "input", "batch_id")
+        keep = [c for c in got.columns if c not in when]  # the rest is the stream's numbers
+        metrics[where] = got[keep].sort_values(["window_start", "model", "run", "slice_name", "slice_value"]) \
+            .reset_index(drop=True)
+    assert len(metrics["local"]) > 0
+    pd.testing.assert_frame_equal(metrics["s3"], metrics["local"], check_exact=False, rtol=1e-12)
+    for obj in client.list_objects_v2(Bucket=s3_server.bucket, Prefix=f"{prefix}/out")["Contents"]:
+        if "_delta_log" in obj["Key"]:
+            texts.append(client.get_object(Bucket=s3_server.bucket, Key=obj["Key"])["Body"].read().decode())
+    assert any("commitInfo" in t for t in texts)
+    assert not [t[:200] for t in texts if s3_server.secret_key in t]

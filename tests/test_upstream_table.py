@@ -493,6 +493,32 @@ def test_a_reader_never_sees_a_day_missing_or_doubled_during_a_rescore(trained: 
     assert all(counts == want for counts in seen), [c for c in seen if c != want][:3]
 
 
+def test_the_dags_score_step_replaces_its_day_of_the_scored_table(trained: Path, census: dict[str, Path],
+                                                                   tmp_path: Path) -> None:
+    """The daily DAG's `score` task: the day's feature rows, scored with the registered runs, replace that day of
+    the Delta table `ctcalc score` writes, one commit per call (no staging folder, no rename); the other day keeps
+    its files. Every row is scored as the run's day, whatever its own day column says."""
+    from ctcalc_spark.orchestration.tasks import score_partition
+
+    source = pd.read_csv(census["eval"])
+    table = tmp_path / "eval"
+    score_table(find_models(trained, ["lr"]), source, table)
+    kept = sorted(u for u in DeltaTable(str(table)).file_uris() if f"ds={EVAL_DAYS[0]}" in u)
+    rows = source[source["interview date"] == EVAL_DAYS[0]]  # the features folder of a day, its rows dated otherwise
+    features = tmp_path / "features.parquet"
+    rows.to_parquet(features, index=False)
+    models = {"lr": [str(trained / "lr" / f"run{r}.pt") for r in (0, 1)]}
+    for _ in range(2):  # the second call replaces the first
+        assert score_partition(models, str(features), str(table), EVAL_DAYS[1]) == str(table)
+    t = DeltaTable(str(table))
+    assert t.version() == 3 and sorted(u for u in t.file_uris() if f"ds={EVAL_DAYS[0]}" in u) == kept
+    got = read_delta_table(table, ["ds", "model", "run", "example_id"])
+    assert got.groupby("ds").size().to_dict() == {d: 2 * len(rows) for d in EVAL_DAYS}
+    day, rows_of_day0 = got[got["ds"] == EVAL_DAYS[1]], got[got["ds"] == EVAL_DAYS[0]]  # the same rows scored
+    assert sorted(day["example_id"]) == sorted(rows_of_day0["example_id"]) and set(day["model"]) == {"lr"}
+    assert sorted(p.name for p in table.iterdir()) == ["_delta_log", *[f"ds={d}" for d in EVAL_DAYS]]
+
+
 def test_evaluate_job_reads_the_scored_table(spark: Any, scored: Path, tmp_path: Path) -> None:
     from ctcalc_spark.config import config_from_dict
     from ctcalc_spark.jobs.evaluate import evaluate

@@ -177,12 +177,10 @@ def daily_calibrated_eval(dag_file: str | None = None) -> Any:
             return "score" if score else "evaluate"
 
         @task(execution_timeout=dt.timedelta(seconds=S.spark_timeout_s))
-        def score(models: dict, features_path: str, eval_partition: str | None,  # type: ignore[no-untyped-def]
-                  ds=None) -> str:
-            """Score the day's feature rows with the registered models -> the day's evaluation partition."""
-            if not eval_partition:
-                raise ValueError("Scoring writes the evaluation table, so the config needs 'input.path'.")
-            return orch.score_partition(models, features_path, eval_partition, ds)
+        def score(models: dict, features_path: str, eval_table: str, ds=None) -> str:  # type: ignore[no-untyped-def]
+            """Score the day's feature rows with the registered models -> the day of the evaluation table (Delta),
+            replaced in one commit."""
+            return orch.score_partition(models, features_path, eval_table, ds)
 
         def spark_job(task_id: str, app: str, outlets: dict, doc: str,  # type: ignore[no-untyped-def]
                       **kwargs) -> CtcalcSparkSubmitOperator:
@@ -287,7 +285,7 @@ def daily_calibrated_eval(dag_file: str | None = None) -> Any:
         wait = wait_for_eval_partition(s["ready"], s["spark_conf"])
         previous = wait_for_previous_window(s["previous"])
         branch = maybe_score(s["score"])
-        scored = score(s["models"], s["sensor_path"], s["eval_partition"])
+        scored = score(s["models"], s["sensor_path"], s["eval_table"])
         evaluate = spark_job("evaluate", "evaluate_app", {METRICS: "metrics_path", SUMMARIES: "summaries_path"},
                              "`ctcalc evaluate` of the day (spark-submit, or a Spark Connect client): its metrics and "
                              "summaries partitions, swapped in atomically. Exit codes 2-5 fail it for good.",

@@ -324,6 +324,9 @@ def run_settings(
     callback = get("drift_callback")
     if callback and not _callable_spec_ok(str(callback)):
         raise ConfigError(f"{VAR_DRIFT_CALLBACK} must be 'package.module:function', got {callback!r}.")
+    score = _as_bool(_first(get("score"), False))
+    if score:
+        check_scoring(cfg, sensor_template)
     where = output_locations(cfg, output, ds)
     retention = os.environ.get(ENV_PREFIX + "VACUUM_RETENTION_HOURS", "").strip() or "168"
     if not retention.isdigit():
@@ -344,7 +347,7 @@ def run_settings(
         "sensor_path": sensor_path,
         "ready": ready,
         "previous": previous_window_spec(cfg, ds, output, policy, parse.start_date),
-        "score": _as_bool(_first(get("score"), False)),
+        "score": score,
         "job_args": ["--config", str(config), "--ds", ds, *set_args],
         "evaluate_args": ["evaluate", "--config", str(config), "--ds", ds, *set_args],
         "rolling_args": ["rolling", "--config", str(config), "--ds", ds, *set_args],
@@ -360,9 +363,39 @@ def run_settings(
         "spark_conf": {str(k): str(v) for k, v in spark_conf.items()},
         "models": models,
         "eval_partition": eval_partition,
+        "eval_table": absolute(cfg.input.path).rstrip("/") if cfg.input.path else None,  # what `score` writes
         "bias_threshold": threshold,
         "drift_callback": callback,
     }
+
+
+def check_scoring(cfg: Any, sensor_path: Any) -> None:
+    """ConfigError listing what keeps the ``score`` step from writing the evaluation table ``evaluate`` then reads:
+    the Delta table ``ctcalc score`` writes at ``input.path``, days in its ``ds`` column as YYYY-MM-DD, scored from
+    the day's feature rows at ``ctcalc_sensor_path`` (elsewhere than the table)."""
+    from ctcalc_spark.errors import ConfigError
+    from ctcalc_spark.storage import is_local
+
+    problems = []
+    if not cfg.input.path:
+        problems.append("scoring writes the evaluation table at 'input.path', but the config reads "
+                        f"{'input.table' if cfg.input.table else 'input.model_paths'}: set input.path instead")
+    elif not is_local(str(cfg.input.path)):
+        problems.append(f"the scorer writes the evaluation table to a local or shared folder, but input.path is "
+                        f"{cfg.input.path!r}")
+    elif cfg.input.format not in ("parquet", "delta"):
+        problems.append(f"the scored table is a Delta table, but input.format is {cfg.input.format!r}: set "
+                        "input.format: delta")
+    if cfg.columns.ds != "ds" or cfg.columns.ds_format:
+        problems.append(f"the scored table's day column is 'ds' (YYYY-MM-DD), but the config has columns.ds "
+                        f"{cfg.columns.ds!r}" + (f" with columns.ds_format {cfg.columns.ds_format!r}"
+                                                 if cfg.columns.ds_format else "")
+                        + ": set columns.ds: ds and no ds_format")
+    if not sensor_path:
+        problems.append(f"scoring reads the day's feature rows from the Variable {VAR_SENSOR_PATH} (a folder outside "
+                        "the evaluation table, '{ds}' replaced by the day); it is not set")
+    if problems:
+        raise ConfigError(f"{VAR_SCORE} is on, but:\n- " + "\n- ".join(problems))
 
 
 def submit_app() -> str:
@@ -785,38 +818,23 @@ def no_previous_message(result: Mapping[str, Any], rolling_path: str) -> str:
             f"run; or set the param/Variable {VAR_PREVIOUS_WINDOW}=ignore to accept days without a verdict.")
 
 
-def score_partition(models: Mapping[str, Any], features_path: str, eval_partition: str, ds: str) -> str:
-    """Score one day's feature rows with every registered model run; replace that evaluation partition.
+def score_partition(models: Mapping[str, Any], features_path: str, eval_table: str, ds: str) -> str:
+    """Score one day's feature rows with every registered model run into the evaluation table, replacing that day.
 
-    ``models``: ``{"model name": ["run 0 model file", ...]}`` (files from ``save_model``). The day's rows
-    are scored into a staging folder next to the table, then renamed into ``eval_partition``
-    (local file systems; other partitions are untouched). Returns the partition path.
+    ``models``: ``{"model name": ["run 0 model file", ...]}`` (files from ``save_model``). ``eval_table`` is the
+    Delta table ``ctcalc score`` writes (``input.path``): the day is replaced in one commit
+    (:func:`ctcalc_spark.upstream.score.score_day`), so a reader sees the day before or after it, never missing;
+    other days are untouched. Every row is scored as the day ``ds``. Returns the table path.
     """
-    import shutil
-    import uuid
-
-    import pandas as pd
-
-    from ctcalc_spark.upstream.score import write_scores
+    from ctcalc_spark.upstream.score import score_day
 
     entries = {(str(name), run): str(path) for name, paths in models.items()
                for run, path in enumerate([paths] if isinstance(paths, str) else paths)}
     if not entries:
         raise ValueError(f"Scoring is on but no models are registered: set the Variable {VAR_MODELS} to "
                          '{"model name": ["run 0 model file", ...]}.')
-    df = pd.read_parquet(features_path)
-    df["ds"] = ds  # the partition folder holds one day; its ds is the logical date
-    final = Path(eval_partition)
-    staging = final.parent / "_staging" / f"score.{uuid.uuid4().hex[:12]}"
-    write_scores(entries, df, staging)
-    produced = staging / f"ds={ds}"
-    old = final.with_name(f"{final.name}.old.{staging.name}")
-    if final.exists():
-        final.rename(old)
-    produced.rename(final)
-    shutil.rmtree(old, ignore_errors=True)
-    shutil.rmtree(staging, ignore_errors=True)
-    return str(final)
+    score_day(entries, features_path, eval_table, ds)
+    return eval_table
 
 
 COMPARE_PATH_PARAMS = ("config", "train_path", "features_path", "workdir")

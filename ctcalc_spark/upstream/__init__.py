@@ -17,8 +17,8 @@ _MODULES = {
     "ctcalc_spark.upstream.models": ("ModelSpec", "CtrModel", "build_model"),
     "ctcalc_spark.upstream.train": ("train_model", "train_arrays", "train_table_models", "TableModel", "save_model",
                                     "load_model", "load_table_model"),
-    "ctcalc_spark.upstream.score": ("score_frame", "score_table", "write_scores", "score_spark", "write_spark_scores",
-                                    "find_models"),
+    "ctcalc_spark.upstream.score": ("score_frame", "score_table", "score_day", "write_scores", "score_spark",
+                                    "write_spark_scores", "find_models"),
 }
 _LAZY = {name: module for module, names in _MODULES.items() for name in names}
 

@@ -475,6 +475,32 @@ def write_scores(
     return Path(out_path)
 
 
+def score_day(
+    models: Mapping[tuple[str, int], ModelRef],
+    table: pa.Table | pd.DataFrame | str | os.PathLike[str],
+    out_path: str | os.PathLike[str],
+    day: str,
+    **kwargs: Any,
+) -> ScoreReport:
+    """:func:`score_table` of one day's rows (a day's folder, file or frame) into the evaluation table at ``out_path``,
+    replacing that day in one commit and keeping the others: every row is scored as the day ``day``, whatever day
+    column it carries (the models' declared one is set to ``day``; without one the rows get ``day``).
+    ``kwargs`` go to :func:`score_table` (not ``ds_value``, ``days`` or ``mode``).
+
+    Example: ``score_day({('lr', 0): 'm0.pt'}, '/landing/features/2026-11-02', '/data/eval', '2026-11-02')``.
+    """
+    from ctcalc_spark.upstream.config import check_ds_value
+
+    day = check_ds_value(day, "ds")
+    column = key_columns(_resolve(models, resolve_device(kwargs.get("device")))).ds
+    data = load_table_for(table)
+    if column is not None:
+        values = pa.array([day] * data.num_rows, pa.string())
+        data = (data.set_column(data.schema.get_field_index(column), column, values) if column in data.column_names
+                else data.append_column(column, values))
+    return score_table(models, data, out_path, ds_value=day, mode="partitions", **kwargs)
+
+
 def _by_day(data: pa.Table, keys: Keys) -> Iterator[tuple[str | None, pa.Table, Keys]]:
     """(ds, rows, keys) per day, days in order (one sort of the table when it holds several days); an undated
     table is one group with ds None."""
