@@ -842,6 +842,17 @@ def run_stream(
     A failed batch fails the query: its own error is raised (read from the error files). A batch that the stop
     after ``timeout_s`` interrupts is not an error: Spark replays it on the next start.
     """
+    py4j_log = logging.getLogger("py4j.clientserver")
+    reported = _KafkaDataLossFilter()
+    py4j_log.addFilter(reported)
+    try:
+        return _run_stream(spark, cfg, trigger, timeout_s, close_at_end, stop_requested)
+    finally:
+        py4j_log.removeFilter(reported)
+
+
+def _run_stream(spark: SparkSession, cfg: JobConfig, trigger: str | None, timeout_s: float | None,
+                close_at_end: bool, stop_requested: Callable[[], bool] | None) -> StreamResult:
     query, run = start_stream(spark, cfg, trigger=trigger)
     try:
         if stop_requested is None:
@@ -867,7 +878,7 @@ KAFKA_LOSS_DETAILS = (
     (r"offset=(\d+)[^\n]*? is out of range for partition (\S+)", "offset {0} of {1} is no longer in Kafka"),
     (r"Cannot fetch offset (\d+) \(GroupId: [^,]*, TopicPartition: ([^)]+)\)",
      "offset {0} of {1} is no longer in Kafka"),
-    (r"Partition (\S+)'s offset was changed from (\d+) to (\d+)", "the offsets of {0} went from {1} to {2}"),
+    (r"Partition (\S+?)(?:'s)? offset was changed from (\d+) to (\d+)", "the offsets of {0} went from {1} to {2}"),
     (r"(\S+-\d+) (?:has been|were|was) deleted", "{0} was deleted"),
 )
 """Spark's and the Kafka client's ways of naming the lost partition and offsets, and how the error says them."""
@@ -886,12 +897,19 @@ def kafka_data_loss(text: str) -> InputError | None:
             line = say.format(*found.groups())
             if line not in details:
                 details.append(line)
-    detail = "; ".join(details[:5]) or "Spark's Kafka source reports lost data (see its log above)"
-    return InputError(f"Kafka messages the stream has not read are gone ({detail}): removed by retention, or the "
-                      "topic was deleted, before the stream read them. The stream stops rather than skip them "
-                      "(failOnDataLoss: true). To go on past them, set stream.kafka_options: {failOnDataLoss: "
-                      "'false'} and start it again: the skipped offsets are then counted in stream_counts (kind "
-                      "lost_offsets); or start a new stream (new output.path and checkpoint).")
+    detail = "; ".join(details[:5]) or "Spark's Kafka source reports lost data (-v prints its log)"
+    if "offset was changed from" in text:  # Spark's PARTITION_OFFSET_CHANGED: a partition's latest offset is
+        # below the offset the checkpoint goes on from, as when the topic was deleted and created again
+        what = ("A Kafka partition's offsets went back below the stream's checkpoint ({0}): the topic was deleted "
+                "and created again (or its offsets reset), so the old topic's messages after those the stream read "
+                "are gone, and the new topic's messages up to the checkpoint's offset would be skipped.")
+    else:
+        what = ("Kafka messages the stream has not read are gone ({0}): removed by retention, or the topic was "
+                "deleted, before the stream read them.")
+    return InputError(what.format(detail) + " The stream stops rather than skip them (failOnDataLoss: true). To go "
+                      "on past them, set stream.kafka_options: {failOnDataLoss: 'false'} and start it again: the "
+                      "skipped offsets are then counted in stream_counts (kind lost_offsets); or start a new stream "
+                      "(new output.path and checkpoint).")
 
 
 class _InterruptedBatchFilter(logging.Filter):
@@ -906,6 +924,16 @@ class _InterruptedBatchFilter(logging.Filter):
                      "start")
             return False
         return True
+
+
+class _KafkaDataLossFilter(logging.Filter):
+    """Drops py4j's ERROR record, with its Python and Java tracebacks, of a batch that failed on Kafka data loss:
+    the query fails with it, and :func:`run_stream` reports it in one line naming the partition and offsets. Any
+    other failure of a batch still logs its tracebacks."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        error = record.exc_info[1] if record.exc_info else None
+        return error is None or kafka_data_loss(str(error)) is None
 
 
 def stop_query(query: Any) -> None:
