@@ -10,8 +10,8 @@ bash scripts/ensure_chromium.sh  # headless browser for tests/test_report_browse
 bash scripts/fetch_spark_packages.sh  # hadoop-aws and delta-spark into the Ivy cache, before tests start JVMs
 export CTCALC_REQUIRE_BROWSER=1  # here a missing browser fails that test instead of skipping it
 set +e
-# Two workers (pytest-xdist), each test file on one of them, so a file's module fixtures start once; most tests
-# wait on a JVM or a server, so two files at a time roughly halve the wall time on 2 cores. `-n 0` runs in one process.
+# Two workers (pytest-xdist), each test file on one of them, so a file's module fixtures start once; many tests
+# wait on a JVM or a server, so a second file runs meanwhile. `-n 0` runs in one process.
 .venv/bin/python -m pytest -q -n 2 --dist loadfile "$@"
 rc=$?
 set -e
