@@ -37,6 +37,7 @@ import pandas as pd
 from ctcalc_spark.config import JobConfig, config_to_dict
 from ctcalc_spark.core.finalize import ALL
 from ctcalc_spark.core.summary import BinarySummary, RegressionSummary
+from ctcalc_spark.core.days import parse_day
 from ctcalc_spark.core.windows import (
     METRIC_NAME,
     Window,
@@ -408,7 +409,7 @@ def build_report(inp: ReportInput, cfg: JobConfig, start: str, end: str, *, spec
     # from the days of the period in them, the information and the extreme logits
     parts: list[list[Window]] = []
     for w in windows:
-        if parts and dt.date.fromisoformat(w.start) - dt.date.fromisoformat(parts[-1][0].start) < PART_SPAN:
+        if parts and parse_day(w.start) - parse_day(parts[-1][0].start) < PART_SPAN:  # type: ignore[operator]
             parts[-1].append(w)
         else:
             parts.append([w])
