@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import dataclasses
 import html
+import io
 import json
 import re
 from pathlib import Path
@@ -299,10 +300,17 @@ def test_many_models_get_distinct_lines_and_every_legend_outside_the_plot():
         axes = ax.get_window_extent()
         assert facts["legends-over-axes"] == 0 and facts["min-font-px"] >= 11
         assert bool(legend.x0 >= axes.x1) is beside and bool(legend.y1 <= axes.y0) is not beside, n
-        # figure_png takes the facts from the draw that saved it (no second draw): the same facts
+        # figure_png takes the facts from the draw that saved it (no second draw): the same facts, and as many
+        # draws as the savefig alone makes (tight: matplotlib draws twice itself)
         for tight in (False, True):
-            assert png_facts(figure_png(fig if not tight else _copy_plot(plt, n), dpi=100, tight=tight)) == {
-                k: f"{v:g}" for k, v in facts.items()}
+            saved, alone = (fig if not tight else _copy_plot(plt, n)), _copy_plot(plt, n)
+            draws = {id(f): 0 for f in (saved, alone)}
+            for f in (saved, alone):
+                f.canvas.mpl_connect("draw_event", lambda e, f=f: draws.__setitem__(id(f), draws[id(f)] + 1))
+            assert png_facts(figure_png(saved, dpi=100, tight=tight)) == {k: f"{v:g}" for k, v in facts.items()}
+            alone.savefig(io.BytesIO(), format="png", dpi=100, **({"bbox_inches": "tight"} if tight else {}))
+            plt.close(alone)
+            assert draws[id(saved)] == draws[id(alone)], (tight, draws)
 
 
 def _copy_plot(plt, n):
