@@ -216,5 +216,10 @@ def test_kill_9_of_a_stream_never_loses_or_doubles_a_batch(tmp_path):
         stop.set()
         reader.join()
     assert problems == [], (kills, problems[:5])
-    # the same rows; floats to 1e-12, not bit for bit: after a kill a window's sums may be added in another order
-    assert_same_rows(metrics(out), want, STREAM_KEYS)
+    # the same rows; floats to 1e-12, not bit for bit: after a kill a window's sums may be added in another order.
+    # Which batch closed a window may differ: a kill after Spark's file source logged its next file but before the
+    # query logged the batch's offsets makes the restarted query read that file and the next in one batch (seen in
+    # CI: the last window closed by batch 10, not 11). The rows are the same; the batch ids can only be fewer.
+    got = metrics(out)
+    assert_same_rows(got.drop(columns="finalized_batch_id"), want.drop(columns="finalized_batch_id"), STREAM_KEYS)
+    assert (got["finalized_batch_id"] <= want["finalized_batch_id"]).all()  # both sorted by STREAM_KEYS
