@@ -18,6 +18,7 @@ from ctcalc_spark.core.windows import (
     finalize_rolling,
     finalize_windows,
     merge_windows,
+    parts_within,
     previous_window,
     rolling_metrics,
     window_of,
@@ -78,6 +79,19 @@ def test_window_assignment_calendar_and_rolling():
     assert (prw.start, prw.end) == ("2026-11-08", "2026-11-14")  # disjoint from the current window
     assert len(windows_between("2026-11-01", "2026-11-30", WindowSpec("week"))) == 6
     assert len(windows_between("2026-11-01", "2026-11-30", WindowSpec("rolling", 3))) == 30
+
+
+def test_parts_within_cut_runs_of_days_less_than_the_span_apart():
+    days = [(dt.date(2026, 1, 1) + dt.timedelta(days=i)).isoformat() for i in range(70)]
+    parts = parts_within(days, str, span_days=32)
+    assert [len(p) for p in parts] == [32, 32, 6] and sum(parts, []) == days
+    weeks = windows_between("2026-01-01", "2026-03-31", WindowSpec("week"))
+    parts = parts_within(weeks, lambda w: w.start, span_days=32)
+    assert all(dt.date.fromisoformat(p[-1].start) - dt.date.fromisoformat(p[0].start) < dt.timedelta(days=32)
+               for p in parts) and sum(parts, []) == weeks and len(parts) == 3
+    assert parts_within(["2026-01-01T06:00:00", "2026-02-02T00:00:00"], str) == [["2026-01-01T06:00:00"],
+                                                                               ["2026-02-02T00:00:00"]]
+    assert parts_within([], str) == []
 
 
 # ---- exact agreement of window sums with a direct computation --------------------------------------

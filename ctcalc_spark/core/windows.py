@@ -35,7 +35,7 @@ import datetime as dt
 import math
 from dataclasses import dataclass
 from collections import defaultdict
-from typing import Any, Callable, Collection, Iterable, Iterator, Mapping, Sequence
+from typing import Any, Callable, Collection, Iterable, Iterator, Mapping, Sequence, TypeVar
 
 import numpy as np
 import pandas as pd
@@ -51,6 +51,8 @@ from ctcalc_spark.core.summary import (
     bias_error_bound,
     solve_biases,
 )
+
+T = TypeVar("T")
 
 WINDOW_KINDS = ("day", "week", "month", "rolling", "fixed")
 US = 1_000_000
@@ -271,6 +273,25 @@ def _window_group_pairs(first_day: np.ndarray, last_day: np.ndarray, daily_key: 
     nth = np.arange(len(row)) - np.repeat(np.cumsum(reps) - reps, reps)
     pair = np.unique(member_win[first_member[day[row]] + nth] * n_groups + daily_key[row] // span)
     return pair // n_groups, pair % n_groups
+
+
+PART_DAYS = 32
+"""Rolling and the report merge and finalise the windows of this many days at a time (:func:`parts_within`)."""
+
+
+def parts_within(items: Sequence[T], day_of: Callable[[T], str], span_days: int = PART_DAYS) -> list[list[T]]:
+    """``items`` (in increasing ``day_of``) cut into runs, each of the items whose day lies fewer than ``span_days``
+    days after its run's first: the parts that :func:`read_in_parts` reads one at a time."""
+    parts: list[list[T]] = []
+    first = None
+    for item in items:
+        day = parse_day(day_of(item)[:10])  # a fixed window's start has a time of day too
+        if parts and first is not None and (day - first).days < span_days:
+            parts[-1].append(item)
+        else:
+            parts.append([item])
+            first = day
+    return parts
 
 
 def read_in_parts(read: Callable[[list[str]], pd.DataFrame],

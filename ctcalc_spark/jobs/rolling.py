@@ -25,6 +25,7 @@ from ctcalc_spark.core.windows import (
     day_runs,
     finalize_windows,
     merge_windows,
+    parts_within,
     previous_window,
     read_in_parts,
     window_of,
@@ -38,9 +39,6 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 log = logging.getLogger(__name__)
-
-PAIRS_AT_ONCE = 32
-"""Days whose windows are merged and finalised together."""
 
 ROLLING_TABLE_TYPES = {**ROLLING_TYPES, "window_spec": "string", "ds": "string"}
 """Columns of the rolling table: the rows of :data:`ROLLING_TYPES` plus its partition columns."""
@@ -146,7 +144,7 @@ def compute_rolling(cfg: JobConfig, ds: str | Sequence[str], spark: SparkSession
     n_days = {a.label: (a.n_days, pw.n_days) for a, pw in pairs}
     # a part of the days at a time, each read once: the windows as of each day overlap (a week's rows are summed
     # into up to seven of them), so merging every window at once would hold several times the summaries
-    chunks = [pairs[i:i + PAIRS_AT_ONCE] for i in range(0, len(pairs), PAIRS_AT_ONCE)]
+    chunks = parts_within(pairs, lambda pair: pair[0].end)  # the as-of day of each pair
     part_days = [sorted({x for pair in chunk for w in pair for x in w.days()} & have) for chunk in chunks]
     parts = []
     for chunk, rows in zip(chunks, read_in_parts(

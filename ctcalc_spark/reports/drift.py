@@ -45,6 +45,7 @@ from ctcalc_spark.core.windows import (
     attach_exact,
     day_runs,
     previous_window,
+    parts_within,
     read_in_parts,
     rolling_metrics,
     window_of,
@@ -407,12 +408,7 @@ def build_report(inp: ReportInput, cfg: JobConfig, start: str, end: str, *, spec
                                    else pd.DataFrame())
     # the windows a part at a time (each day read once, read_in_parts): the rolling rows of the part's windows and,
     # from the days of the period in them, the information and the extreme logits
-    parts: list[list[Window]] = []
-    for w in windows:
-        if parts and parse_day(w.start) - parse_day(parts[-1][0].start) < PART_SPAN:  # type: ignore[operator]
-            parts[-1].append(w)
-        else:
-            parts.append([w])
+    parts = parts_within(windows, lambda w: w.start)
     part_days = [sorted({d for w in part for d in [*w.days(until=end), *previous_window(w, spec).days()]} & have)
                  for part in parts]
     tables, extreme, latest, latest_summ = [], [], windows[-1], {}
@@ -440,10 +436,6 @@ def build_report(inp: ReportInput, cfg: JobConfig, start: str, end: str, *, spec
                        model_summary(whole, moves, spread_table(table)), latest_summ, latest.label,
                        warnings=[*_missing_days_warning(have, start, end, inp.source),
                                  *_extreme_warnings(extreme, cfg)])
-
-
-PART_SPAN = dt.timedelta(days=32)
-"""The report reads the summaries of the windows that start within this span at a time."""
 
 
 def _missing_days_warning(have: set[str], start: str, end: str, source: str) -> list[str]:
