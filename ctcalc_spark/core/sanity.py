@@ -21,7 +21,7 @@ and c* is within ``±δ`` with 95 % probability when ``n ≥ (1.96 / δ)² / ī`
 from __future__ import annotations
 
 import math
-from typing import Any, Mapping, Sequence
+from typing import Any, Mapping, Sequence, TypeVar
 
 import numpy as np
 import pandas as pd
@@ -34,6 +34,8 @@ from ctcalc_spark.core.windows import day_runs
 from ctcalc_spark.errors import DegenerateBiasError, InputError, yaml_list
 
 Z_95 = 1.959963984540054
+T = TypeVar("T")
+
 BIAS_TOLERANCE = 0.1
 """±δ on c* (logit units; regression: residual stds) that the rows-needed hint aims for, at 95 %."""
 HINT_FROM = 2.0
@@ -384,12 +386,13 @@ def median_information(summaries: pd.DataFrame, by: Sequence[str], bin_width: fl
 
     cut = groups(summaries, by)
     summary_of = binary_summary_rows(summaries, bin_width)
-    return information_of([summary_of(rows) for _, rows in cut[::information_step(len(cut))]])
+    return information_of([summary_of(rows) for _, rows in information_picks(cut)])
 
 
-def information_step(groups: int) -> int:
-    """Every how many of ``groups`` groups (in their sorted order) :func:`median_information` takes one."""
-    return max(1, groups // MAX_GROUPS_FOR_INFORMATION)
+def information_picks(groups: Sequence[T]) -> list[T]:
+    """The groups (in their sorted order) whose information the median is taken of: every k-th, so that at most
+    about :data:`MAX_GROUPS_FOR_INFORMATION` of them, evenly spaced."""
+    return list(groups[::max(1, len(groups) // MAX_GROUPS_FOR_INFORMATION)])
 
 
 def information_of(picked: Sequence[BinarySummary]) -> float | None:

@@ -252,7 +252,7 @@ class ModelInformation:
     of them (binary: the groups are picked before the rows are read). Nothing for multiclass."""
 
     def __init__(self, cfg: JobConfig, keys: pd.DataFrame) -> None:
-        from ctcalc_spark.core.sanity import information_step
+        from ctcalc_spark.core.sanity import information_picks
 
         c = cfg.columns
         self.task, self.bin_width, self.by = cfg.task, cfg.histogram.bin_width, [c.model, c.run, "ds"]
@@ -263,7 +263,7 @@ class ModelInformation:
             ordered = keys[self.by].dropna(subset=[c.model]).sort_values(self.by, na_position="last", kind="stable")
             for model, grp in ordered.groupby(c.model, sort=True):
                 cut = [_key(k) for k in grp.itertuples(index=False, name=None)]
-                self.picks[model] = cut[::information_step(len(cut))]
+                self.picks[model] = information_picks(cut)
         self.wanted = {k for picked in self.picks.values() for k in picked}
 
     def add(self, rows: pd.DataFrame) -> None:
