@@ -25,7 +25,7 @@ from ctcalc_spark.core.finalize import ALL
 from ctcalc_spark.errors import ConfigError
 from ctcalc_spark.jobs.stream import read_stream_counts, read_stream_metrics, read_stream_rolling, read_stream_state
 from ctcalc_spark.jobs.stream import kafka_data_loss, write_stream_demo_files
-from ctcalc_spark.jobs.stream_source import KAFKA_PACKAGE, with_kafka_package
+from ctcalc_spark.jobs.stream_source import KAFKA_PACKAGE, kafka_checkpoint_offsets, with_kafka_package
 from tests._cli import REPO, run_cli
 from tests.test_stream import DAYS, _assert_same_as_batch, _batch_reference
 
@@ -187,6 +187,16 @@ def test_a_data_loss_failure_is_one_line_naming_the_partition_and_offset():
     assert kafka_data_loss("java.lang.OutOfMemoryError") is None
 
 
+def test_the_kafka_offsets_a_batch_reads_up_to_come_from_the_checkpoint(tmp_path):
+    log = tmp_path / "offsets"
+    log.mkdir()
+    (log / "3").write_text('v1\n{"batchWatermarkMs":0,"conf":{}}\n{"t":{"1":90,"0":540},"u":{"0":7}}\n')
+    assert kafka_checkpoint_offsets(str(tmp_path), 3) == {"t:0": 540, "t:1": 90, "u:0": 7}
+    assert kafka_checkpoint_offsets(str(tmp_path), 4) is None
+    (log / "5").write_text('v1\n{"batchWatermarkMs":0}\n-\n')
+    assert kafka_checkpoint_offsets(str(tmp_path), 5) is None
+
+
 def test_json_messages_stream_like_the_batch_jobs_and_malformed_ones_are_quarantined(spark, demo_config, tmp_path,
                                                                                       kafka):
     """Three partitions keyed by example id; two days, then a consumer restart and the third: every window equals
@@ -339,10 +349,12 @@ def test_messages_gone_before_they_were_read_stop_the_stream_or_are_listed_as_lo
     assert list(lost["file"]) == [f"{topic}-0@{cut}..{gone - 1}"] and list(lost["n_rows"]) == [gone - cut]
 
 
-def test_a_topic_deleted_and_created_again_stops_the_stream_with_one_line(tmp_path, kafka):
+def test_a_topic_deleted_and_created_again_stops_the_stream_or_is_listed_as_lost(tmp_path, kafka):
     """The topic deleted after the stream read it and created again with fewer messages: Spark sees the partition's
     offsets go back (PARTITION_OFFSET_CHANGED); the stream stops, exit 4, with one line naming the partition and
-    offsets and saying the topic was created again, no Java stack."""
+    offsets and saying the topic was created again, no Java stack. With failOnDataLoss: false it goes on: Spark
+    skips the new topic's offsets below its latest one when the offsets went back, and a lost_offsets row (and one
+    warning) names them and the offset the stream had read to; the messages after them are read."""
     topic = _topic(kafka, "scored-again", 1)
     messages = _messages(_rows(tmp_path / "src", n_examples_per_day=30))
     _produce(kafka, topic, messages)
@@ -360,6 +372,16 @@ def test_a_topic_deleted_and_created_again_stops_the_stream_with_one_line(tmp_pa
     assert f"the offsets of {topic}-0 went from {len(messages)} to 10" in line[0], line[0]
     assert "deleted and created again" in line[0] and "failOnDataLoss: 'false'" in line[0]
     _no_java_stack(proc.stderr)
+
+    _produce(kafka, topic, messages[10:20])
+    allowed = _config(tmp_path, kafka, topic, name="allowed.yaml", kafka_options={"failOnDataLoss": "false"})
+    proc = _stream(allowed)
+    cfg = _cfg(allowed)
+    assert read_stream_state(cfg).rows == len(messages) + 10
+    lost = _counted(cfg, "lost_offsets")
+    assert list(lost["file"]) == [f"{topic}-0@0..9"] and list(lost["n_rows"]) == [10], lost.to_dict("records")
+    assert f"went back from {len(messages)} to 10" in lost["reason"].iloc[0], lost["reason"].iloc[0]
+    assert len([ln for ln in proc.stderr.splitlines() if "Kafka messages lost" in ln]) == 1, proc.stderr[-3000:]
 
 
 def _created_again(kafka, topic: str) -> bool:

@@ -84,6 +84,7 @@ from ctcalc_spark.jobs.stream_source import (
     base_path,
     check_stream_task,
     has_csv_header,
+    kafka_checkpoint_offsets,
     kafka_required,
     needed_columns,
     read_stream,
@@ -461,17 +462,36 @@ class BatchHandler:
         out.frame = frame.where(F.col("_reason").isNull()).drop("topic", "partition", "offset", "_reason")
         return out
 
-    def _lost_offsets(self, state: StreamState, got: _BatchRows) -> list[dict[str, Any]]:
+    def _lost_offsets(self, state: StreamState, got: _BatchRows, checkpoint: str, batch_id: int) -> list[
+            dict[str, Any]]:
         """stream_counts rows (kind ``lost_offsets``) of the Kafka messages the stream never read, and the state's
         next offsets moved on. Only with ``failOnDataLoss: false``: otherwise Spark fails the query instead of
         skipping them. A batch that starts past the offset after the last one read skipped the messages between
-        (gone under retention before the stream read them); one that starts before it read a partition that was
-        deleted and created again (its old messages after that offset were never read, and Spark may have skipped
-        some of the new ones)."""
+        (gone under retention before the stream read them). A partition whose offsets went back (its end offset
+        in the checkpoint's offset log for this batch is below the previous batch's, as when the topic was deleted
+        and created again) is not read in this batch, and Spark goes on from its new end offset: the offsets below
+        that were never read, nor were the old partition's messages after those the stream had read (how many is
+        unknowable); its row says both."""
         if str(dict(self.cfg.stream.kafka_options).get("failOnDataLoss", "true")).strip().lower() != "false":
             state.kafka_next.update({k: last + 1 for k, (_, last) in got.offsets.items()})
             return []
         lost = []
+        ends = kafka_checkpoint_offsets(checkpoint, batch_id) or {}
+        starts = (kafka_checkpoint_offsets(checkpoint, batch_id - 1) if batch_id > 0 else None) or {}
+        for key, end in sorted(ends.items()):
+            reached = starts.get(key, state.kafka_next.get(key))
+            if reached is None or end >= reached:
+                continue
+            topic, partition = key.rsplit(":", 1)
+            skipped = f"offsets 0..{end - 1} were skipped, and " if end else ""
+            lost.append({"file": message_name(topic, int(partition), f"0..{end - 1}" if end else f"{reached}.."),
+                         "n_rows": end or None,
+                         "reason": f"offsets went back from {reached} to {end} (the stream had read up to {reached}; "
+                                   f"the partition now ends at {end}): topic deleted and created again? The stream "
+                                   f"goes on from offset {end}: {skipped}the old partition's messages from offset "
+                                   f"{reached} on, if it had any, were never read (how many is unknowable) "
+                                   "(failOnDataLoss: false)"})
+            state.kafka_next[key] = end
         for key, (first, last) in sorted(got.offsets.items()):
             topic, partition = key.rsplit(":", 1)
             expected = state.kafka_next.get(key)
@@ -480,7 +500,7 @@ class BatchHandler:
                              "n_rows": first - expected,
                              "reason": f"offsets {expected}..{first - 1} were gone from Kafka (retention, or deleted "
                                        "records) before the stream read them; skipped (failOnDataLoss: false)"})
-            elif expected is not None and first < expected:
+            elif expected is not None and first < expected:  # the offset log unreadable: the first offset read shows it
                 lost.append({"file": message_name(topic, int(partition), f"{expected}.."), "n_rows": None,
                              "reason": f"the partition's offsets went back from {expected} to {first}: the topic was "
                                        "deleted and created again (or its offsets reset); its messages from offset "
@@ -579,7 +599,7 @@ class BatchHandler:
                 report["malformed_messages"] = got.malformed[:REPORT_MESSAGES]
             summaries, counts = pd.DataFrame(), [self._file_counts(got, batch_id)]
             if self.cfg.stream.source == "kafka":
-                lost = self._lost_offsets(state, got)
+                lost = self._lost_offsets(state, got, files.paths.checkpoint, batch_id)
                 report["lost_offsets"] = sum(int(x["n_rows"] or 0) for x in lost)
                 report["lost"] = lost
                 if lost:

@@ -302,6 +302,28 @@ def read_kafka(spark: SparkSession, cfg: JobConfig) -> tuple[DataFrame, str]:
     return raw.select(*KAFKA_COLUMNS), ddl
 
 
+def kafka_checkpoint_offsets(checkpoint: str, batch_id: int) -> dict[str, int] | None:
+    """The Kafka offsets batch ``batch_id`` reads up to (exclusive), per ``<topic>:<partition>``, from Spark's
+    offset log in the checkpoint (``offsets/<batch_id>``: a version line, the batch's metadata, then the source's
+    offsets as JSON, ``{"topic": {"0": 540}}``; Spark writes it before the batch runs). None when the log has no
+    such file or no Kafka offsets in it."""
+    import json
+
+    path = f"{checkpoint.rstrip('/')}/offsets/{batch_id}"
+    try:
+        lines = FileStore(checkpoint).read_text(path).splitlines()
+    except (OSError, ValueError, ConfigError):  # not written, removed with old batches, or not reachable from here
+        return None
+    for line in lines[2:]:
+        try:
+            source = json.loads(line)
+        except ValueError:  # "-": a source with no offsets yet
+            continue
+        if isinstance(source, dict) and source and all(isinstance(v, dict) for v in source.values()):
+            return {f"{topic}:{int(p)}": int(o) for topic, parts in source.items() for p, o in parts.items()}
+    return None
+
+
 def with_kafka_package(cfg: JobConfig) -> JobConfig:
     """The config with Spark's Kafka source in ``spark.jars.packages`` when the stream reads Kafka and the
     packages do not name it (a launch setting: it applies when ``ctcalc stream`` starts Spark itself)."""
