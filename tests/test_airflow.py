@@ -150,6 +150,7 @@ def parsed(tmp_path_factory):
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
+@pytest.mark.slow
 @needs_airflow
 def test_dags_parse_without_any_setting(parsed):
     bare = parsed["bare"]
@@ -217,6 +218,7 @@ def test_the_documented_dag_file_parses_in_safe_mode(tmp_path):
     assert "airflow" not in text  # what safe mode skips it for
 
 
+@pytest.mark.slow
 @needs_airflow
 def test_parse_time_settings_reach_the_dag(parsed):
     s = parsed["set"]
@@ -505,6 +507,7 @@ print(json.dumps(out))
 """
 
 
+@pytest.mark.slow
 @needs_airflow
 def test_catalog_readiness_and_drift_check_on_a_spark_connect_connection(connect_server, tmp_path):
     """With a Spark Connect connection the sensor's partition lookup and the drift check on a catalog table use the
@@ -677,6 +680,7 @@ d.on_failure_callback({"dag": d, "run_id": "timeout_run", "reason": "timed_out",
 """
 
 
+@pytest.mark.slow
 @needs_airflow
 def test_each_failure_notifies_once(tmp_path):
     """A failed task calls the function once (its own callback); the run it fails only logs. A run that failed with
@@ -726,6 +730,7 @@ print("ARGS", op.application_args)
 """
 
 
+@pytest.mark.slow
 @needs_airflow
 def test_the_spark_operator_reads_the_jobs_exit_code_from_its_result_record(tmp_path):
     """spark-submit of the packaged submit.py: the job writes its exit code to a result record the operator reads

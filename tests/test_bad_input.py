@@ -1040,6 +1040,7 @@ def test_unreadable_files_name_the_file_or_are_skipped_and_listed(spark, demo_co
     assert os.path.exists(bad)
 
 
+@pytest.mark.slow
 def test_a_scan_result_larger_than_the_driver_accepts_is_one_line_naming_the_slice(tmp_path):
     """A slice column of ids makes the scan's result as large as its input; past spark.driver.maxResultSize
     (1g by default) the job ended in Spark's and Arrow's stack traces and 'failed: Py4JJavaError: An error

@@ -95,6 +95,7 @@ def test_json_log_format_for_log_lines_and_the_error_line(capsys):
     assert json.loads(capsys.readouterr().err)["message"] == "a step"
 
 
+@pytest.mark.slow
 def test_under_spark_submit_the_error_and_log_lines_go_to_stderr(tmp_path):
     """spark-submit copies the driver's stderr to its own stdout; ctcalc's lines now reach spark-submit's stderr,
     and stdout keeps the results."""
@@ -493,6 +494,7 @@ def test_missing_torch_is_one_line_naming_the_extra(tmp_path):
 
 
 
+@pytest.mark.slow
 def test_rolling_report_and_compare_of_path_outputs_run_without_spark(tmp_path):
     """Path outputs are Delta tables read and written in the command's own process: rolling, report and compare
     run to the end in a process where importing pyspark fails: no JVM starts."""
@@ -608,6 +610,7 @@ SPARK_START_NOISE = ("Using Spark's default log4j profile", 'Setting default log
                      "WARN NativeCodeLoader: Unable to load native-hadoop library")
 
 
+@pytest.mark.slow
 def test_spark_start_is_quiet_unless_the_user_configures_spark_logging(tmp_path):
     """A driver that ctcalc starts logs through ctcalc_spark/spark/log4j2.properties: none of the five lines
     Spark's built-in configuration printed at every start, and the config's own driver options kept. A user's
@@ -670,6 +673,7 @@ def test_a_range_without_a_date_column_is_refused_before_spark_starts(tmp_path):
                            "one --ds, the day that labels this fixed evaluation set's output partitions.\n")
 
 
+@pytest.mark.slow
 def test_an_unreadable_file_is_one_line_not_a_java_stack_unless_verbose(tmp_path):
     """A truncated Parquet file printed 113 lines: Spark's executor and task-set lines with the whole Java stack,
     then ctcalc's one-line error that names the file and the cause. The stacks show with -v."""

@@ -7,6 +7,7 @@ import json
 import sys
 
 import pyarrow as pa
+import pytest
 
 from tests._cli import run_cli
 
@@ -30,6 +31,7 @@ print(json.dumps({"path": rows(by_path), "name": rows(by_name)}))
 '''
 
 
+@pytest.mark.slow
 def test_spark_delta_reader_equals_deltalake_after_replaced_days_and_a_vacuum(tmp_path):
     from deltalake import DeltaTable, write_deltalake
 

@@ -63,6 +63,7 @@ def test_a_session_without_its_ui_gives_elapsed_time(spark: Any) -> None:
     assert lines and all(LINE.match(line) for line in lines), lines
 
 
+@pytest.mark.slow
 def test_a_classic_session_with_its_ui_reports_the_share_of_spark_tasks(tmp_path: Any) -> None:
     """A classic session with ``spark.ui.enabled`` (as under spark-submit): the share of tasks comes from the UI's
     REST API, through no JVM handle. Its own process: the UI is set when a JVM starts."""
@@ -102,6 +103,7 @@ def test_a_spark_connect_session_reports_the_share_of_spark_tasks(connect_spark:
     assert all(int(m.group(2)) >= 16 for m in shares) and int(shares[-1].group(1)) > 0
 
 
+@pytest.mark.slow
 def test_reading_the_ui_prints_no_java_stack_trace(tmp_path: Any) -> None:
     """A step long enough for several reads of the UI, in an application that has run enough stages that the UI's
     stages reply is long (it is written in parts): the process's stderr, which a user sees, holds no Java stack

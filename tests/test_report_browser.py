@@ -33,6 +33,8 @@ if not os.access(CHROMIUM, os.X_OK):
                            "(apt-get install chromium) or unset CTCALC_REQUIRE_BROWSER.")
     pytest.skip(f"no Chromium at {CHROMIUM}; run scripts/ensure_chromium.sh", allow_module_level=True)
 
+pytestmark = pytest.mark.slow  # headless Chromium
+
 # Every image: decoded, its natural and displayed width, its right edge, and the facts figure_png stored on it
 # (the smallest text in image pixels, legends over their axes); and the smallest computed font of any page text.
 _IMAGES = """

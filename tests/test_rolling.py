@@ -372,6 +372,7 @@ def _synthetic_binary_table(n_pairs: int, days: list[str], n_bins: int = 120) ->
     return pd.concat(sides, ignore_index=True)
 
 
+@pytest.mark.slow
 def test_recompute_any_window_over_90_days_100_pairs_takes_seconds():
     days = _days("2026-01-01", 90)
     rows = _synthetic_binary_table(100, days)

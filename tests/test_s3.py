@@ -12,6 +12,8 @@ from collections import Counter
 import pyarrow as pa
 import pytest
 
+pytestmark = pytest.mark.slow  # an S3 server, racing writer processes
+
 WRITERS = 20
 DAY = "2026-01-01"
 

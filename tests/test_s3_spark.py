@@ -9,10 +9,13 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import yaml
+import pytest
 from scipy.special import expit
 
 from tests._cli import run_cli
 from tests._frames import read_delta_table
+
+pytestmark = pytest.mark.slow  # an S3 server, and Spark with hadoop-aws in its own processes
 
 DAYS = ["2026-11-20", "2026-11-21"]
 

@@ -433,6 +433,7 @@ def test_rows_without_event_time_alone_stop_an_error_mode_batch_with_their_count
         handler._check_invalid(counts, 7)
 
 
+@pytest.mark.slow
 def test_stream_on_spark_connect_equals_classic(spark, connect_spark, demo_config, tmp_path, monkeypatch):
     """On a Connect server the handler runs server-side: same tables as a classic session, a batch's error comes
     back through the error files, a quarantined file is listed the same way."""
@@ -540,6 +541,7 @@ def test_kafka_without_connector_names_the_package(spark, demo_config):
     assert KAFKA_PACKAGE.endswith(":4.2.0")
 
 
+@pytest.mark.slow
 def test_stream_cli_logs_each_batch_as_it_ends_and_prints_what_it_wrote(tmp_path):
     """``ctcalc stream`` as a user runs it (its own process, the packaged example config): one readable progress
     line per batch on stderr as the batch ends (it was a dump of the report dict, and the readable lines came
