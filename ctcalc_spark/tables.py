@@ -79,33 +79,31 @@ def new_run_id() -> str:
     return f"{dt.datetime.now(dt.timezone.utc):%Y%m%dT%H%M%SZ}-{uuid.uuid4().hex[:8]}"
 
 
-def arrow_table(frame: pd.DataFrame, types: Mapping[str, str]) -> pa.Table:
-    """A driver frame as an Arrow table of ``types`` ({name: 'string'|'long'|'double'|'boolean'}); columns
+def arrow_table(frame: pd.DataFrame, schema: pa.Schema) -> pa.Table:
+    """A driver frame as an Arrow table of ``schema`` (of :func:`ctcalc_spark.core.state.arrow_schema`); columns
     missing from ``frame`` are null. None and NaN become null (the finalizers use None for undefined values)."""
     import pandas as pd
     import pyarrow as pa
 
-    arrays, names = [], []
-    for name, kind in types.items():
+    arrays = []
+    for field in schema:
+        name, kind = field.name, field.type
         col = frame[name] if name in frame else pd.Series([None] * len(frame), dtype=object)
-        if kind == "double":
-            arrays.append(pa.array(pd.to_numeric(col, errors="raise").astype("float64"), type=pa.float64(),
-                                   from_pandas=True))
-        elif kind == "long":
-            arrays.append(pa.array(pd.to_numeric(col, errors="raise").astype("Int64"), type=pa.int64(),
-                                   from_pandas=True))
-        elif kind == "boolean":
-            arrays.append(pa.array(col.astype("boolean"), type=pa.bool_(), from_pandas=True))
-        elif kind == "string":
+        if pa.types.is_float64(kind):
+            arrays.append(pa.array(pd.to_numeric(col, errors="raise").astype("float64"), type=kind, from_pandas=True))
+        elif pa.types.is_int64(kind):
+            arrays.append(pa.array(pd.to_numeric(col, errors="raise").astype("Int64"), type=kind, from_pandas=True))
+        elif pa.types.is_boolean(kind):
+            arrays.append(pa.array(col.astype("boolean"), type=kind, from_pandas=True))
+        elif pa.types.is_string(kind):
             try:
-                arrays.append(pa.array(col, type=pa.string(), from_pandas=True))
+                arrays.append(pa.array(col, type=kind, from_pandas=True))
             except (pa.ArrowTypeError, pa.ArrowInvalid):  # numbers or other objects: their text
                 arrays.append(pa.array(col.astype(object).where(col.notna(), None).map(
-                    lambda v: v if v is None or isinstance(v, str) else str(v)), type=pa.string(), from_pandas=True))
+                    lambda v: v if v is None or isinstance(v, str) else str(v)), type=kind, from_pandas=True))
         else:
-            raise TypeError(f"unknown column type {kind!r} for {name!r}")
-        names.append(name)
-    return pa.Table.from_arrays(arrays, names=names)
+            raise TypeError(f"unknown column type {kind} for {name!r}")
+    return pa.Table.from_arrays(arrays, schema=schema)
 
 
 def _mixed_lines(mixed: Mapping[str, Mapping[str, Any]]) -> list[str]:
@@ -571,13 +569,14 @@ class Transaction:
                 t = self.store.delta(table)
                 self.versions[table] = None if t is None else t.version()
 
-    def write(self, table: str, frame: pd.DataFrame, types: Mapping[str, str]) -> str:
-        """Replace ``table``'s partitions that ``frame`` holds by its rows (plus the run id); returns where."""
-        return self.write_all([(table, frame, types)])[0]
+    def write(self, table: str, frame: pd.DataFrame, schema: pa.Schema) -> str:
+        """Replace ``table``'s partitions that ``frame`` holds by its rows of ``schema`` (plus the run id);
+        returns where."""
+        return self.write_all([(table, frame, schema)])[0]
 
-    def write_all(self, items: Sequence[tuple[str, pd.DataFrame, Mapping[str, str] | None]],
+    def write_all(self, items: Sequence[tuple[str, pd.DataFrame, pa.Schema | None]],
                   app: tuple[str, int] | None = None, metadata: Mapping[str, str] | None = None) -> list[str]:
-        """Write each (table, frame, types) in order, one commit each; returns their locations.
+        """Write each (table, frame, schema) in order, one commit each; returns their locations.
 
         Every table is checked before the first commit: that it is ctcalc's, that this ``deltalake`` can write it,
         and that no other run committed on this run's partitions since the pin. A commit refused after this
@@ -591,10 +590,10 @@ class Transaction:
 
         self.pin(*(t for t, _, _ in items))
         plans = []
-        for table, frame, types in items:
-            if types is None:
+        for table, frame, schema in items:
+            if schema is None:
                 raise TypeError("A frame needs its column types.")
-            plans.append(self._plan(table, frame, types, app, metadata or {}))
+            plans.append(self._plan(table, frame, schema, app, metadata or {}))
         with interrupt.deferred():  # a signal lets the run's commits all finish (no day of two runs), then stops it
             for plan in plans:
                 if plan.data is not None and plan.delta:
@@ -626,9 +625,12 @@ class Transaction:
                 .transaction_version(app[0])
         return done is not None and done >= app[1]
 
-    def _plan(self, table: str, frame: pd.DataFrame, types: Mapping[str, str],
+    def _plan(self, table: str, frame: pd.DataFrame, schema: pa.Schema,
               app: tuple[str, int] | None, metadata: Mapping[str, str]) -> _Plan:
-        """What one table's commit writes and replaces (``data`` None: nothing to write)."""
+        """What one table's commit writes and replaces (``data`` None: nothing to write): ``schema``'s columns
+        other than the partition columns, the run id, then the partition columns (all text)."""
+        import pyarrow as pa
+
         store = self.store
         loc = store.location(table)
         parts = PARTITIONS[table]
@@ -641,8 +643,9 @@ class Transaction:
         plan = _Plan(table, loc, store._is_delta(table))
         if frame.empty or (app is not None and plan.delta and self.done_before(table, app)):
             return plan
-        full = {**{k: v for k, v in types.items() if k not in parts}, RUN_ID: "string", **{p: "string" for p in parts}}
-        plan.data = arrow_table(frame.assign(**{RUN_ID: self.run_id}), full)
+        full = {**{f.name: f.type for f in schema if f.name not in parts}, RUN_ID: pa.string(),
+                **{p: pa.string() for p in parts}}
+        plan.data = arrow_table(frame.assign(**{RUN_ID: self.run_id}), pa.schema(list(full.items())))
         plan.predicate = _predicate(values) if values is not None else None
         plan.partitions = 1 if values is None else len(values)
         plan.days = sorted(set(frame["ds"].astype(str))) if "ds" in frame and "ds" in parts else None
@@ -868,8 +871,10 @@ def restore_days(store: OutputStore, days: Sequence[str], as_of: int | dt.dateti
     """Write the ``days`` of the day-partitioned tables (summaries, calibrated_exact, metrics) back as they were
     ``as_of`` (a version of the metrics table, or a time), as one run; its transaction. A replaced day's files
     stay until a vacuum removes them: after that the read says which file is missing."""
+    from ctcalc_spark.core.state import KINDS, arrow_schema
+
     old = OutputStore(store.output, as_of=as_of)
-    items: list[tuple[str, pd.DataFrame, Mapping[str, str] | None]] = []
+    items: list[tuple[str, pd.DataFrame, pa.Schema | None]] = []
     for table in ("summaries", "calibrated_exact", "metrics"):
         t = old.delta(table)
         if t is None:
@@ -879,8 +884,7 @@ def restore_days(store: OutputStore, days: Sequence[str], as_of: int | dt.dateti
             continue
         kinds = {f.name: str(getattr(f.type, "type", "string")) for f in t.schema().fields if f.name != RUN_ID}
         types = {n: {"integer": "long", "float": "double"}.get(k, k) for n, k in kinds.items()}
-        items.append((table, frame, {n: (k if k in ("string", "long", "double", "boolean") else "string")
-                                     for n, k in types.items()}))
+        items.append((table, frame, arrow_schema({n: (k if k in KINDS else "string") for n, k in types.items()})))
     if not items:
         raise InputError(f"No rows of ds={_day_text(list(days))} under {store.root!r} as of {as_of}: nothing to "
                          "restore (`ctcalc tables history --ds DAY` lists the versions that wrote a day).")
