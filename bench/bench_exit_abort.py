@@ -49,11 +49,12 @@ def write_table(root: str) -> None:
     import pandas as pd
 
     from ctcalc_spark.config import OutputConfig
+    from ctcalc_spark.core.state import arrow_schema
     from ctcalc_spark.tables import OutputStore
 
     rows = pd.DataFrame([{"ds": f"2026-11-{d:02d}", "model": m, "run": str(r), "value": float(d * r)}
                          for d in range(1, 31) for m in ("baseline", "dcn") for r in range(5)])
-    types = {"ds": "string", "model": "string", "run": "string", "value": "double"}
+    types = arrow_schema({"ds": "string", "model": "string", "run": "string", "value": "double"})
     OutputStore(OutputConfig(path=root)).transaction("evaluate").write("metrics", rows, types)
 
 

@@ -48,13 +48,12 @@ def write_summaries(out: Path, model_runs: int, days: list[str], rows: int) -> N
     import numpy as np
     import pandas as pd
 
-    from ctcalc_spark.core.finalize import SUMMARY_TYPES
     from ctcalc_spark.core.state import BINARY
     from ctcalc_spark.tables import OutputStore
 
     cfg = config_from_dict({"input": {"path": str(out / "eval")}, "output": {"path": str(out / "out")}})
     store = OutputStore(cfg)
-    types = {"ds": "string", "model": "string", "run": "string", **SUMMARY_TYPES["binary"]}
+    types = BINARY.arrow_schema(["ds", "model", "run"])
     rng = np.random.default_rng(0)
     h = cfg.histogram.bin_width
     models = [f"m{i // 10}" for i in range(model_runs)]

@@ -79,33 +79,31 @@ def new_run_id() -> str:
     return f"{dt.datetime.now(dt.timezone.utc):%Y%m%dT%H%M%SZ}-{uuid.uuid4().hex[:8]}"
 
 
-def arrow_table(frame: pd.DataFrame, types: Mapping[str, str]) -> pa.Table:
-    """A driver frame as an Arrow table of ``types`` ({name: 'string'|'long'|'double'|'boolean'}); columns
+def arrow_table(frame: pd.DataFrame, schema: pa.Schema) -> pa.Table:
+    """A driver frame as an Arrow table of ``schema`` (of :func:`ctcalc_spark.core.state.arrow_schema`); columns
     missing from ``frame`` are null. None and NaN become null (the finalizers use None for undefined values)."""
     import pandas as pd
     import pyarrow as pa
 
-    arrays, names = [], []
-    for name, kind in types.items():
+    arrays = []
+    for field in schema:
+        name, kind = field.name, field.type
         col = frame[name] if name in frame else pd.Series([None] * len(frame), dtype=object)
-        if kind == "double":
-            arrays.append(pa.array(pd.to_numeric(col, errors="raise").astype("float64"), type=pa.float64(),
-                                   from_pandas=True))
-        elif kind == "long":
-            arrays.append(pa.array(pd.to_numeric(col, errors="raise").astype("Int64"), type=pa.int64(),
-                                   from_pandas=True))
-        elif kind == "boolean":
-            arrays.append(pa.array(col.astype("boolean"), type=pa.bool_(), from_pandas=True))
-        elif kind == "string":
+        if pa.types.is_float64(kind):
+            arrays.append(pa.array(pd.to_numeric(col, errors="raise").astype("float64"), type=kind, from_pandas=True))
+        elif pa.types.is_int64(kind):
+            arrays.append(pa.array(pd.to_numeric(col, errors="raise").astype("Int64"), type=kind, from_pandas=True))
+        elif pa.types.is_boolean(kind):
+            arrays.append(pa.array(col.astype("boolean"), type=kind, from_pandas=True))
+        elif pa.types.is_string(kind):
             try:
-                arrays.append(pa.array(col, type=pa.string(), from_pandas=True))
+                arrays.append(pa.array(col, type=kind, from_pandas=True))
             except (pa.ArrowTypeError, pa.ArrowInvalid):  # numbers or other objects: their text
                 arrays.append(pa.array(col.astype(object).where(col.notna(), None).map(
-                    lambda v: v if v is None or isinstance(v, str) else str(v)), type=pa.string(), from_pandas=True))
+                    lambda v: v if v is None or isinstance(v, str) else str(v)), type=kind, from_pandas=True))
         else:
-            raise TypeError(f"unknown column type {kind!r} for {name!r}")
-        names.append(name)
-    return pa.Table.from_arrays(arrays, names=names)
+            raise TypeError(f"unknown column type {kind} for {name!r}")
+    return pa.Table.from_arrays(arrays, schema=schema)
 
 
 def _mixed_lines(mixed: Mapping[str, Mapping[str, Any]]) -> list[str]:
@@ -116,9 +114,24 @@ def _mixed_lines(mixed: Mapping[str, Mapping[str, Any]]) -> list[str]:
 class OutputStore:
     """The output tables of one configuration: where they are, reading them, writing them in transactions.
 
+    ``OutputStore(cfg)`` builds the backend the output names: a :class:`DeltaStore` (Delta tables under
+    ``output.path``, through deltalake) or a :class:`CatalogStore` (catalog tables, through Spark's own readers and
+    writers). What both do is here, with the handling of Delta tables, which every output has: the stream's
+    ``stream_batches`` is a Delta table under ``output.path`` in both. A backend says where each table is
+    (:meth:`_location`), which tables are Delta tables (:meth:`_is_delta`) and how its other tables are read.
+
     ``as_of``: read every path table as it was at that Delta version of the metrics table (an int) or at that
     time (a timezone-aware datetime); writes are refused.
     """
+
+    catalog = False
+    """Whether the output's tables are catalog tables."""
+
+    def __new__(cls, cfg: JobConfig | OutputConfig | None = None, *args: Any, **kwargs: Any) -> OutputStore:
+        if cls is OutputStore:
+            output = cfg.output if isinstance(cfg, JobConfig) else cfg
+            cls = CatalogStore if output is not None and output.catalog else DeltaStore
+        return super().__new__(cls)
 
     def __init__(self, cfg: JobConfig | OutputConfig, spark: SparkSession | None = None, *,
                  as_of: int | dt.datetime | None = None) -> None:
@@ -130,10 +143,6 @@ class OutputStore:
 
     # ---- where -----------------------------------------------------------------------------------
     @property
-    def catalog(self) -> bool:
-        return self.output.catalog
-
-    @property
     def storage_options(self) -> dict[str, str] | None:
         return dict(self.output.storage_options) or None
 
@@ -143,11 +152,11 @@ class OutputStore:
             raise ConfigError(f"Unknown output table {table!r}; known: {sorted(PARTITIONS)}.")
         if table == "stream_batches":
             return f"{self.root}/_stream/batches"
-        if not self.catalog:
-            return f"{self.root}/{table}"
-        if table in self.output.tables:
-            return self.output.tables[table]
-        return f"{self.output.database}.{self.output.table_prefix}{table}"
+        return self._location(table)
+
+    def _location(self, table: str) -> str:
+        """Where the backend keeps ``table`` (one of :data:`PARTITIONS` other than stream_batches)."""
+        raise NotImplementedError
 
     def _openable(self, loc: str) -> str:
         """``loc``, when deltalake can open it: a local path holding '[' or ']' makes deltalake 1.6 panic."""
@@ -157,7 +166,8 @@ class OutputStore:
         return loc
 
     def _is_delta(self, table: str) -> bool:
-        return not self.catalog or table == "stream_batches"
+        """Whether ``table`` is a Delta table read and written with deltalake."""
+        raise NotImplementedError
 
     def _session(self, why: str) -> SparkSession:
         if self.spark is None:
@@ -201,25 +211,20 @@ class OutputStore:
 
     # ---- reading ---------------------------------------------------------------------------------
     def exists(self, table: str) -> bool:
-        if not self._is_delta(table):
-            return bool(self._session("Checking a catalog table").catalog.tableExists(self.location(table)))
         return self.delta(table) is not None
 
     def partitions(self, table: str) -> list[dict[str, str]]:
         """The partitions present in a table, as {column: value} dicts, sorted."""
         parts = PARTITIONS[table]
-        if not self._is_delta(table):
-            spark = self._session("Listing catalog partitions")
-            name = self.location(table)
-            if not spark.catalog.tableExists(name):
-                return []
-            found = [r.asDict() for r in spark.table(name).select(*parts).distinct().collect()]
-        else:
-            t = self.delta(table)
-            with named_errors(table, self.location(table), None if t is None else t.version()):
-                found = [] if t is None else t.partitions()
+        found = self._partition_rows(table)
         return sorted(({k: str(p[k]) for k in parts} for p in found if all(p.get(k) is not None for k in parts)),
                       key=lambda p: tuple(p[k] for k in parts))
+
+    def _partition_rows(self, table: str) -> list[dict[str, Any]]:
+        """The partitions of ``table`` as its store lists them."""
+        t = self.delta(table)
+        with named_errors(table, self.location(table), None if t is None else t.version()):
+            return [] if t is None else t.partitions()
 
     def days(self, table: str, **where: str) -> list[str]:
         """The ds values present in a table (optionally within other partition values, e.g. window_spec)."""
@@ -236,42 +241,28 @@ class OutputStore:
         pandas categoricals (a small code per row instead of a pointer to a Python string). ``distinct``: each
         combination of the ``columns``' values once (in no particular order).
         """
-        import pandas as pd
-
         conds = {k: [str(v) for v in values] for k, values in (where or {}).items()}
         if days is not None:
             conds["ds"] = [str(d) for d in days]
-        if not self._is_delta(table):
-            frame = self._read_catalog(table, conds, with_run_id)
-        else:
-            t = self.delta(table)
-            if t is None:
-                return pd.DataFrame(columns=list(columns or []))
-            have = [f.name for f in t.schema().fields]
-            if columns is None:
-                columns = [n for n in have if with_run_id or n != RUN_ID]
-            with named_errors(table, self.location(table), t.version()):
-                frame = _read_delta(t, columns, conds, categories=categories, distinct=distinct)
-        if distinct and not self._is_delta(table):
-            frame = frame[list(columns or frame.columns)].drop_duplicates(ignore_index=True)
-        if categories and not self._is_delta(table):
-            frame = frame.astype({c: "category" for c in frame.columns if frame[c].dtype == object})
+        frame = self._read_rows(table, conds, with_run_id=with_run_id, columns=columns, categories=categories,
+                                distinct=distinct)
         if task is not None and table == "summaries" and not frame.empty:
             self._check_summary_rows(frame, task)
         return frame
 
-    def _read_catalog(self, table: str, conds: Mapping[str, Sequence[str]], with_run_id: bool) -> pd.DataFrame:
+    def _read_rows(self, table: str, conds: Mapping[str, Sequence[str]], *, with_run_id: bool,
+                   columns: Sequence[str] | None, categories: bool, distinct: bool) -> pd.DataFrame:
+        """The rows of :meth:`read`, before its check of the summaries' task."""
         import pandas as pd
-        from pyspark.sql import functions as F
 
-        spark = self._session(f"Reading {table}")
-        name = self.location(table)
-        if not spark.catalog.tableExists(name):
-            return pd.DataFrame()
-        df = spark.table(name)
-        for col, values in conds.items():
-            df = df.where(F.col(col).cast("string").isin(list(values)))
-        return (df if with_run_id else df.drop(RUN_ID)).toPandas()
+        t = self.delta(table)
+        if t is None:
+            return pd.DataFrame(columns=list(columns or []))
+        have = [f.name for f in t.schema().fields]
+        if columns is None:
+            columns = [n for n in have if with_run_id or n != RUN_ID]
+        with named_errors(table, self.location(table), t.version()):
+            return _read_delta(t, columns, conds, categories=categories, distinct=distinct)
 
     def _check_summary_rows(self, frame: pd.DataFrame, task: str) -> None:
         """InputError when summaries rows lack ``task``'s values: days written by a job of another task (an output
@@ -425,31 +416,16 @@ class OutputStore:
     # ---- checks before work ---------------------------------------------------------------------------
     def check_databases(self) -> None:
         """For catalog outputs: fail before any work when a database the tables go to does not exist."""
-        if not self.catalog:
-            return
-        spark = self._session("Checking the output database")
-        names = [self.location(t) for t in PARTITIONS if not self._is_delta(t)]
-        databases = {n.rsplit(".", 1)[0] for n in names if "." in n}
-        missing = sorted(d for d in databases if not spark.catalog.databaseExists(d))
-        if missing:
-            raise ConfigError(
-                f"The output database(s) {missing} do not exist in the session's catalog (output.database / "
-                f"output.tables). Create them first (e.g. CREATE DATABASE {missing[0]}) or name existing ones; "
-                "the jobs create missing tables, not databases.")
+
+    def _check_writable(self) -> None:
+        """Before a job's scan: ConfigError when the backend's tables cannot be written."""
 
     def check_before_work(self, job: str, days: Sequence[str] = (), scope: str | None = None,
                           task: str | None = None) -> None:
         """Before a job's scan: the outputs can be written, they are Delta tables (or none yet) and they hold
         ``task``'s tables."""
         self.check_databases()
-        if not self.catalog and is_local(self.root):
-            from ctcalc_spark.pathsafe import unwritable_reason
-
-            why = unwritable_reason(local_path(self.root))
-            if why is not None:
-                raise ConfigError(f"output.path {self.output.path!r} cannot hold the outputs: {why}, so the job "
-                                  "would fail in its first write. Set output.path to a folder this job can create "
-                                  "and write to.")
+        self._check_writable()
         mine = JOB_TABLES.get(job, tuple(PARTITIONS))
         for table in PARTITIONS:
             if not self._is_delta(table):
@@ -538,10 +514,6 @@ class OutputStore:
                 "fail. Give each task its own output (output.path, or output.database / output.tables).")
 
     def _columns(self, table: str) -> list[str] | None:
-        if not self._is_delta(table):
-            if not self.exists(table):
-                return None
-            return list(self._session("Reading a table's schema").table(self.location(table)).columns)
         t = self.delta(table)
         return None if t is None else [f.name for f in t.schema().fields]
 
@@ -551,6 +523,105 @@ class OutputStore:
         if self.as_of is not None:
             raise ConfigError("Outputs read as of an earlier version cannot be written.")
         return Transaction(self, job, scope)
+
+
+class DeltaStore(OutputStore):
+    """The output tables as Delta tables under ``output.path`` (a local folder or object storage), read and written
+    with deltalake."""
+
+    def _location(self, table: str) -> str:
+        return f"{self.root}/{table}"
+
+    def _is_delta(self, table: str) -> bool:
+        return True
+
+    def _check_writable(self) -> None:
+        if is_local(self.root):
+            from ctcalc_spark.pathsafe import unwritable_reason
+
+            why = unwritable_reason(local_path(self.root))
+            if why is not None:
+                raise ConfigError(f"output.path {self.output.path!r} cannot hold the outputs: {why}, so the job "
+                                  "would fail in its first write. Set output.path to a folder this job can create "
+                                  "and write to.")
+
+
+class CatalogStore(OutputStore):
+    """The output tables as tables of the Spark session's catalog (``output.database`` / ``output.tables``), read
+    and written with Spark's own readers and writers; ``stream_batches`` stays a Delta table under
+    ``output.path``."""
+
+    catalog = True
+
+    def _location(self, table: str) -> str:
+        if table in self.output.tables:
+            return self.output.tables[table]
+        return f"{self.output.database}.{self.output.table_prefix}{table}"
+
+    def _is_delta(self, table: str) -> bool:
+        return table == "stream_batches"
+
+    def exists(self, table: str) -> bool:
+        if self._is_delta(table):
+            return super().exists(table)
+        return bool(self._session("Checking a catalog table").catalog.tableExists(self.location(table)))
+
+    def _partition_rows(self, table: str) -> list[dict[str, Any]]:
+        if self._is_delta(table):
+            return super()._partition_rows(table)
+        spark = self._session("Listing catalog partitions")
+        name = self.location(table)
+        if not spark.catalog.tableExists(name):
+            return []
+        return [r.asDict() for r in spark.table(name).select(*PARTITIONS[table]).distinct().collect()]
+
+    def _read_rows(self, table: str, conds: Mapping[str, Sequence[str]], *, with_run_id: bool,
+                   columns: Sequence[str] | None, categories: bool, distinct: bool) -> pd.DataFrame:
+        import pandas as pd
+        from pyspark.sql import functions as F
+
+        if self._is_delta(table):
+            return super()._read_rows(table, conds, with_run_id=with_run_id, columns=columns,
+                                      categories=categories, distinct=distinct)
+        spark = self._session(f"Reading {table}")
+        name = self.location(table)
+        if not spark.catalog.tableExists(name):
+            frame = pd.DataFrame()
+        else:
+            df = spark.table(name)
+            for col, values in conds.items():
+                df = df.where(F.col(col).cast("string").isin(list(values)))
+            frame = (df if with_run_id else df.drop(RUN_ID)).toPandas()
+        if distinct:
+            frame = frame[list(columns or frame.columns)].drop_duplicates(ignore_index=True)
+        if categories:
+            frame = frame.astype({c: "category" for c in frame.columns if frame[c].dtype == object})
+        return frame
+
+    def _columns(self, table: str) -> list[str] | None:
+        if self._is_delta(table):
+            return super()._columns(table)
+        if not self.exists(table):
+            return None
+        return list(self._session("Reading a table's schema").table(self.location(table)).columns)
+
+    def check_databases(self) -> None:
+        spark = self._session("Checking the output database")
+        names = [self.location(t) for t in PARTITIONS if not self._is_delta(t)]
+        databases = {n.rsplit(".", 1)[0] for n in names if "." in n}
+        missing = sorted(d for d in databases if not spark.catalog.databaseExists(d))
+        if missing:
+            raise ConfigError(
+                f"The output database(s) {missing} do not exist in the session's catalog (output.database / "
+                f"output.tables). Create them first (e.g. CREATE DATABASE {missing[0]}) or name existing ones; "
+                "the jobs create missing tables, not databases.")
+
+    def write_catalog(self, plan: _Plan) -> None:
+        """Replace the partitions of the catalog table of ``plan`` that its rows hold (Spark's own writers)."""
+        from ctcalc_spark.spark.catalog import write_catalog
+
+        write_catalog(self._session(f"Writing {plan.table}"), plan.loc, plan.data, PARTITIONS[plan.table],
+                      self.output)
 
 
 class Transaction:
@@ -571,13 +642,14 @@ class Transaction:
                 t = self.store.delta(table)
                 self.versions[table] = None if t is None else t.version()
 
-    def write(self, table: str, frame: pd.DataFrame, types: Mapping[str, str]) -> str:
-        """Replace ``table``'s partitions that ``frame`` holds by its rows (plus the run id); returns where."""
-        return self.write_all([(table, frame, types)])[0]
+    def write(self, table: str, frame: pd.DataFrame, schema: pa.Schema) -> str:
+        """Replace ``table``'s partitions that ``frame`` holds by its rows of ``schema`` (plus the run id);
+        returns where."""
+        return self.write_all([(table, frame, schema)])[0]
 
-    def write_all(self, items: Sequence[tuple[str, pd.DataFrame, Mapping[str, str] | None]],
+    def write_all(self, items: Sequence[tuple[str, pd.DataFrame, pa.Schema | None]],
                   app: tuple[str, int] | None = None, metadata: Mapping[str, str] | None = None) -> list[str]:
-        """Write each (table, frame, types) in order, one commit each; returns their locations.
+        """Write each (table, frame, schema) in order, one commit each; returns their locations.
 
         Every table is checked before the first commit: that it is ctcalc's, that this ``deltalake`` can write it,
         and that no other run committed on this run's partitions since the pin. A commit refused after this
@@ -591,10 +663,10 @@ class Transaction:
 
         self.pin(*(t for t, _, _ in items))
         plans = []
-        for table, frame, types in items:
-            if types is None:
+        for table, frame, schema in items:
+            if schema is None:
                 raise TypeError("A frame needs its column types.")
-            plans.append(self._plan(table, frame, types, app, metadata or {}))
+            plans.append(self._plan(table, frame, schema, app, metadata or {}))
         with interrupt.deferred():  # a signal lets the run's commits all finish (no day of two runs), then stops it
             for plan in plans:
                 if plan.data is not None and plan.delta:
@@ -626,9 +698,12 @@ class Transaction:
                 .transaction_version(app[0])
         return done is not None and done >= app[1]
 
-    def _plan(self, table: str, frame: pd.DataFrame, types: Mapping[str, str],
+    def _plan(self, table: str, frame: pd.DataFrame, schema: pa.Schema,
               app: tuple[str, int] | None, metadata: Mapping[str, str]) -> _Plan:
-        """What one table's commit writes and replaces (``data`` None: nothing to write)."""
+        """What one table's commit writes and replaces (``data`` None: nothing to write): ``schema``'s columns
+        other than the partition columns, the run id, then the partition columns (all text)."""
+        import pyarrow as pa
+
         store = self.store
         loc = store.location(table)
         parts = PARTITIONS[table]
@@ -641,8 +716,9 @@ class Transaction:
         plan = _Plan(table, loc, store._is_delta(table))
         if frame.empty or (app is not None and plan.delta and self.done_before(table, app)):
             return plan
-        full = {**{k: v for k, v in types.items() if k not in parts}, RUN_ID: "string", **{p: "string" for p in parts}}
-        plan.data = arrow_table(frame.assign(**{RUN_ID: self.run_id}), full)
+        full = {**{f.name: f.type for f in schema if f.name not in parts}, RUN_ID: pa.string(),
+                **{p: pa.string() for p in parts}}
+        plan.data = arrow_table(frame.assign(**{RUN_ID: self.run_id}), pa.schema(list(full.items())))
         plan.predicate = _predicate(values) if values is not None else None
         plan.partitions = 1 if values is None else len(values)
         plan.days = sorted(set(frame["ds"].astype(str))) if "ds" in frame and "ds" in parts else None
@@ -683,10 +759,8 @@ class Transaction:
     def _commit(self, plan: _Plan) -> None:
         store = self.store
         if not plan.delta:
-            from ctcalc_spark.spark.catalog import write_catalog
-
-            write_catalog(store._session(f"Writing {plan.table}"), plan.loc, plan.data, PARTITIONS[plan.table],
-                          store.output)
+            assert isinstance(store, CatalogStore)
+            store.write_catalog(plan)
             return
         from deltalake import CommitProperties, DeltaTable, Transaction as AppTransaction, write_deltalake
         from deltalake.exceptions import CommitFailedError
@@ -868,8 +942,10 @@ def restore_days(store: OutputStore, days: Sequence[str], as_of: int | dt.dateti
     """Write the ``days`` of the day-partitioned tables (summaries, calibrated_exact, metrics) back as they were
     ``as_of`` (a version of the metrics table, or a time), as one run; its transaction. A replaced day's files
     stay until a vacuum removes them: after that the read says which file is missing."""
+    from ctcalc_spark.core.state import KINDS, arrow_schema
+
     old = OutputStore(store.output, as_of=as_of)
-    items: list[tuple[str, pd.DataFrame, Mapping[str, str] | None]] = []
+    items: list[tuple[str, pd.DataFrame, pa.Schema | None]] = []
     for table in ("summaries", "calibrated_exact", "metrics"):
         t = old.delta(table)
         if t is None:
@@ -879,8 +955,7 @@ def restore_days(store: OutputStore, days: Sequence[str], as_of: int | dt.dateti
             continue
         kinds = {f.name: str(getattr(f.type, "type", "string")) for f in t.schema().fields if f.name != RUN_ID}
         types = {n: {"integer": "long", "float": "double"}.get(k, k) for n, k in kinds.items()}
-        items.append((table, frame, {n: (k if k in ("string", "long", "double", "boolean") else "string")
-                                     for n, k in types.items()}))
+        items.append((table, frame, arrow_schema({n: (k if k in KINDS else "string") for n, k in types.items()})))
     if not items:
         raise InputError(f"No rows of ds={_day_text(list(days))} under {store.root!r} as of {as_of}: nothing to "
                          "restore (`ctcalc tables history --ds DAY` lists the versions that wrote a day).")

@@ -5,9 +5,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
+
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 
 def assert_same_rows(got: pd.DataFrame, want: pd.DataFrame, keys: Sequence[str], *, rtol: float = 1e-12) -> None:
@@ -25,8 +29,11 @@ def assert_same_rows(got: pd.DataFrame, want: pd.DataFrame, keys: Sequence[str],
             assert got[col].astype(str).tolist() == want[col].astype(str).tolist(), col
 
 
-def delta_types(frame: pd.DataFrame) -> dict[str, str]:
-    """The column types (ctcalc_spark.tables.arrow_table's names) of a frame's columns, from their dtypes."""
+def delta_schema(frame: pd.DataFrame) -> pa.Schema:
+    """The Arrow schema of a frame's columns (ctcalc_spark.core.state.arrow_schema of their types), from their
+    dtypes."""
+    from ctcalc_spark.core.state import arrow_schema
+
     def kind(dtype) -> str:
         if pd.api.types.is_bool_dtype(dtype):
             return "boolean"
@@ -36,7 +43,7 @@ def delta_types(frame: pd.DataFrame) -> dict[str, str]:
             return "double"
         return "string"
 
-    return {name: kind(dtype) for name, dtype in frame.dtypes.items()}
+    return arrow_schema({name: kind(dtype) for name, dtype in frame.dtypes.items()})
 
 
 def write_outputs(root, frames: dict[str, pd.DataFrame], job: str = "evaluate") -> str:
@@ -46,7 +53,7 @@ def write_outputs(root, frames: dict[str, pd.DataFrame], job: str = "evaluate") 
     from ctcalc_spark.tables import OutputStore
 
     tx = OutputStore(OutputConfig(path=str(root))).transaction(job)
-    tx.write_all([(table, frame, delta_types(frame)) for table, frame in frames.items()])
+    tx.write_all([(table, frame, delta_schema(frame)) for table, frame in frames.items()])
     return tx.run_id
 
 

@@ -1176,7 +1176,7 @@ def test_allow_missing_days_skips_days_without_rows_and_says_which(spark, demo_c
                                          r"--allow-missing-days"):
         evaluate(spark, cfg, span)  # the days it has were not said: a user saw 10 missing days and '7 more' only
     from ctcalc_spark.errors import ConcurrentRunError
-    from ctcalc_spark.jobs.evaluate import _metric_types
+    from ctcalc_spark.jobs.evaluate import _metric_schema
 
     store, others = OutputStore(cfg), {}
 
@@ -1188,7 +1188,7 @@ def test_allow_missing_days_skips_days_without_rows_and_says_which(spark, demo_c
             return
         # another run commits a day this one asked for but has no rows for: this one's write still lands
         free = store.transaction("evaluate")
-        free.write("metrics", row("2026-11-20"), _metric_types("binary"))
+        free.write("metrics", row("2026-11-20"), _metric_schema("binary"))
         others["free"] = free.run_id
         others["held"] = store.transaction("evaluate")  # another run of a day this one writes
         others["held"].pin("metrics")
@@ -1202,7 +1202,7 @@ def test_allow_missing_days_skips_days_without_rows_and_says_which(spark, demo_c
     assert store.runs("metrics") == {**{d: [done.run_id] for d in done.days}, "2026-11-20": [others["free"]]}
     # the run that started before this one's commit and writes one of its days is stopped, having written nothing
     with pytest.raises(ConcurrentRunError, match=r"^Another run committed ds=2026-11-16 of the metrics table"):
-        others["held"].write("metrics", row("2026-11-16"), _metric_types("binary"))
+        others["held"].write("metrics", row("2026-11-16"), _metric_schema("binary"))
     assert store.runs("metrics", ["2026-11-16"]) == {"2026-11-16": [done.run_id]}
     assert sorted(done.metrics["ds"].unique()) == done.days
     assert [r.getMessage() for r in caplog.records] == [

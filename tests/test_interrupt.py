@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from ctcalc_spark.core.state import arrow_schema
 from tests._cli import REPO, run_cli
 
 pytestmark = pytest.mark.slow
@@ -182,7 +183,7 @@ def test_a_signal_during_a_runs_commits_lets_them_all_finish_then_stops(tmp_path
             os.kill(os.getpid(), signal.SIGTERM)  # the handler runs at once, before the next commit
 
     monkeypatch.setattr(deltalake, "write_deltalake", write_then_signal)
-    frames = [(t, pd.DataFrame({"ds": [DAYS[0]], "n": [1.0]}), {"ds": "string", "n": "double"})
+    frames = [(t, pd.DataFrame({"ds": [DAYS[0]], "n": [1.0]}), arrow_schema({"ds": "string", "n": "double"}))
               for t in ("summaries", "metrics")]
     tx = store.transaction("evaluate")
     assert interrupt.install(None)

@@ -9,10 +9,11 @@ import pandas as pd
 import pytest
 
 from ctcalc_spark.config import config_from_dict
+from ctcalc_spark.core.state import arrow_schema
 from ctcalc_spark.errors import ConcurrentRunError, ConfigError, InputError
 from ctcalc_spark.tables import RUN_ID, OutputStore
 
-TYPES = {"model": "string", "run": "string", "value": "double", "n": "long", "ds": "string"}
+TYPES = arrow_schema({"model": "string", "run": "string", "value": "double", "n": "long", "ds": "string"})
 
 
 def _store(tmp_path: Path, **output) -> OutputStore:
@@ -63,17 +64,17 @@ def test_a_partition_table_of_two_columns_and_a_new_column(tmp_path):
     types = {"model": "string", "value": "double", "window_spec": "string", "ds": "string"}
     rows = pd.DataFrame({"model": ["a", "a", "b"], "value": [1.0, 2.0, 3.0], "window_spec": ["day", "day", "week"],
                          "ds": ["2026-11-14", "2026-11-15", "2026-11-15"]})
-    store.transaction("rolling").write("rolling", rows, types)
+    store.transaction("rolling").write("rolling", rows, arrow_schema(types))
     # a later version's extra column: earlier rows read it as null; a rerun of one spec keeps the other
     store.transaction("rolling").write("rolling", rows.iloc[:2].assign(extra=[5.0, 6.0], value=[7.0, 8.0]),
-                                       {**types, "extra": "double"})
+                                       arrow_schema({**types, "extra": "double"}))
     got = store.read("rolling").sort_values(["window_spec", "ds"]).reset_index(drop=True)
     assert got["value"].tolist() == [7.0, 8.0, 3.0] and got["extra"].isna().tolist() == [False, False, True]
     assert store.days("rolling", window_spec="week") == ["2026-11-15"]
     assert store.read("rolling", days=["2026-11-15"], where={"window_spec": ["week"]})["value"].tolist() == [3.0]
     assert store.read("rolling", days=[]).empty and store.read("metrics").empty  # nothing asked; no table
     with pytest.raises(InputError, match=r"not safe folder names"):
-        store.transaction("rolling").write("rolling", rows.assign(ds="2026/11/15"), types)
+        store.transaction("rolling").write("rolling", rows.assign(ds="2026/11/15"), arrow_schema(types))
 
 
 def test_two_live_runs_of_one_day_the_second_to_commit_stops_and_writes_nothing(tmp_path):
@@ -209,7 +210,7 @@ def test_a_read_keeps_quotes_in_values_and_spaces_and_capitals_in_column_names(t
     store = _store(tmp_path)
     names = ["o'brien", 'say "hi"', "plain"]
     rows = pd.DataFrame({"Pipeline Model": names, "value": [1.0, 2.0, 3.0], "ds": ["2026-11-15"] * 3})
-    types = {"Pipeline Model": "string", "value": "double", "ds": "string"}
+    types = arrow_schema({"Pipeline Model": "string", "value": "double", "ds": "string"})
     store.transaction("evaluate").write("metrics", rows, types)
     got = store.read("metrics", days=["2026-11-15"], where={"Pipeline Model": names[:2]})
     assert sorted(got["Pipeline Model"]) == sorted(names[:2]) and set(got.columns) == {"Pipeline Model", "value", "ds"}
@@ -288,7 +289,7 @@ def test_a_catalog_table_ctcalc_creates_keeps_the_codec_for_spark_overwrites(spa
         for value in (1.0, 2.0):
             store.transaction("t").write("metrics", pd.DataFrame({"model": ["m"], "value": [value],
                                                                   "ds": ["2026-11-15"]}),
-                                         {"model": "string", "value": "double", "ds": "string"})
+                                         arrow_schema({"model": "string", "value": "double", "ds": "string"}))
         assert store.read("metrics")["value"].tolist() == [2.0]
         where = {r[0]: r[1] for r in spark.sql(f"DESCRIBE TABLE EXTENDED {name}").collect()}["Location"]
         files = list(Path(where.removeprefix("file:")).glob("ds=*/*.parquet"))

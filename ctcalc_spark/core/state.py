@@ -5,8 +5,8 @@ row) holding additive statistics. Everything that handles summaries reads this d
 aggregate (each statistic's :attr:`Stat.spark`, applied by ``ctcalc_spark.spark.scan.state_sums``), the pandas merges over days, splits and batches
 (:meth:`SummaryState.merge`), the numpy merges of the finalisers and the rolling windows, and the
 summaries table's columns and types (:meth:`SummaryState.column_types`, gathered in
-``ctcalc_spark.core.finalize.SUMMARY_TYPES``, which ``tables.arrow_table`` turns into the Arrow schema of every
-write), which the stream's ``stream_summaries`` table extends with its window and batch.
+``ctcalc_spark.core.finalize.SUMMARY_TYPES``), which the stream's ``stream_summaries`` table extends with its
+window and batch. Every output table's Arrow schema comes from such column types through :func:`arrow_schema`.
 
 Multiclass keeps no summaries table: its temperature is fitted on the val-bias rows themselves, not on sums of
 them. Its metrics row is still made from one aggregate of per-group sums, declared here (:data:`MULTICLASS`) and
@@ -15,12 +15,32 @@ computed by the evaluate job's scan after the temperature is known.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 import numpy as np
 
+if TYPE_CHECKING:
+    import pyarrow as pa
+
 MERGES = {"sum": np.add}
 """How a statistic of two disjoint row sets combines: the numpy ufunc of each merge name (pandas uses the name)."""
+
+
+KINDS = ("string", "long", "double", "boolean")
+"""The column types of the output tables' declarations (Delta's names for Arrow's string, int64, float64, bool)."""
+
+
+def arrow_schema(types: Mapping[str, str]) -> pa.Schema:
+    """The Arrow schema of columns declared as ``types`` ({name: one of :data:`KINDS`}), in their order."""
+    import pyarrow as pa
+
+    arrow = dict(zip(KINDS, (pa.string(), pa.int64(), pa.float64(), pa.bool_())))
+    fields = []
+    for name, kind in types.items():
+        if kind not in arrow:
+            raise TypeError(f"unknown column type {kind!r} for {name!r}")
+        fields.append(pa.field(name, arrow[kind]))
+    return pa.schema(fields)
 
 
 @dataclass(frozen=True)
@@ -65,6 +85,10 @@ class SummaryState:
     def column_types(self) -> dict[str, str]:
         """Columns of the summaries table after its group keys: the split, the cells, the stats, the settings."""
         return {"split": "string", **{s.name: s.kind for s in (*self.cells, *self.stats, *self.settings)}}
+
+    def arrow_schema(self, keys: Sequence[str] = ()) -> pa.Schema:
+        """The summaries table's Arrow schema: the group ``keys`` (text), then :meth:`column_types`."""
+        return arrow_schema({**{k: "string" for k in keys}, **self.column_types()})
 
     def merge(self, frame: Any, by: Sequence[str]) -> Any:
         """Rows of ``frame`` merged per (``by``, cells), sorted that way: each statistic by its merge."""

@@ -21,12 +21,11 @@ from ctcalc_spark.core.finalize import (
     ALL,
     KEY_TYPES,
     METRIC_TYPES,
-    SUMMARY_TYPES,
     apply_min_bias_rows,
     check_row,
     metrics_from_summaries,
 )
-from ctcalc_spark.core.state import MULTICLASS
+from ctcalc_spark.core.state import MULTICLASS, STATES, arrow_schema
 from ctcalc_spark.core.solvers import solve_temperature
 from ctcalc_spark.core.windows import day_runs
 from ctcalc_spark.errors import ConfigError, DegenerateBiasError, InputError, listed, yaml_list
@@ -73,6 +72,7 @@ from ctcalc_spark.spark.inputs import (
 )
 
 if TYPE_CHECKING:
+    import pyarrow as pa
     from pyspark.sql import DataFrame, SparkSession
 
 log = logging.getLogger(__name__)
@@ -539,8 +539,8 @@ def _date_format_hint(spark: SparkSession, cfg: JobConfig) -> str | None:
             "writes a day (e.g. 'yyyyMMdd', 'dd.MM.yyyy' or 'M/d/yyyy').")
 
 
-def _metric_types(task: str) -> dict[str, str]:
-    return {**KEY_TYPES, **METRIC_TYPES[task]}
+def _metric_schema(task: str) -> pa.Schema:
+    return arrow_schema({**KEY_TYPES, **METRIC_TYPES[task]})
 
 
 def evaluate(
@@ -614,7 +614,6 @@ def evaluate(
             f"Every evaluation row for ds={', '.join(empty)} is invalid ({int(tally['count'].sum())} rows in all"
             + (f": {why}" if why else "") + ").", *_row_hints(df, cfg, tally)]))
     done = [d for d in days if d not in missing]
-    s_types = {"ds": "string", **{k: "string" for k in group_columns(cfg)}, **SUMMARY_TYPES[cfg.task]}
     metrics = metrics_from_summaries(
         summaries,
         cfg.task,
@@ -636,14 +635,14 @@ def evaluate(
         return result
     _check_dropped_runs(store, metrics, done, replace_runs)
     step(f"writing {len(metrics):,} metrics rows and {len(summaries):,} summary rows of {day_span(done)}")
-    tables = [("summaries", summaries, s_types)]
+    tables = [("summaries", summaries, STATES[cfg.task].arrow_schema(["ds", *group_columns(cfg)]))]
     if exact is not None:
         from ctcalc_spark.core.windows import WindowSpec
 
         spec = WindowSpec.from_config(cfg.rolling).label
         tables.append(("calibrated_exact", exact.assign(ds=done[0], window_spec=spec),
-                       {**EXACT_TYPES, "window_spec": "string", "ds": "string"}))
-    tables.append(("metrics", metrics, _metric_types(cfg.task)))
+                       arrow_schema({**EXACT_TYPES, "window_spec": "string", "ds": "string"})))
+    tables.append(("metrics", metrics, _metric_schema(cfg.task)))
     for (table, _, _), path in zip(tables, tx.write_all(tables)):
         result.paths[table] = path
     result.run_id = tx.run_id
@@ -958,7 +957,7 @@ def _evaluate_multiclass(spark: SparkSession, cfg: JobConfig, days: list[str], d
     rank = {view: i for i, (view, _) in enumerate(views)}
     metrics = metrics.assign(_view=metrics["slice_name"].map(rank)).sort_values(
         ["ds", "model", "run", "_view", "slice_value"]).drop(columns="_view")
-    metrics = metrics[list(_metric_types("multiclass"))].reset_index(drop=True)
+    metrics = metrics[_metric_schema("multiclass").names].reset_index(drop=True)
     check_finite(metrics)
     done = [d for d in days if d not in missing]
     result = EvaluateResult(done[0], metrics, pd.DataFrame(), days=done, uncounted=uncounted)
@@ -975,6 +974,6 @@ def _evaluate_multiclass(spark: SparkSession, cfg: JobConfig, days: list[str], d
     if tx is not None:
         _check_dropped_runs(tx.store, metrics, done, replace_runs)
         step(f"writing {len(metrics):,} metrics rows of {day_span(done)}")
-        result.paths["metrics"] = tx.write("metrics", metrics, _metric_types("multiclass"))
+        result.paths["metrics"] = tx.write("metrics", metrics, _metric_schema("multiclass"))
         result.run_id = tx.run_id
     return result

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Iterable, Sequence
 import pandas as pd
 
 from ctcalc_spark.config import JobConfig
+from ctcalc_spark.core.state import arrow_schema
 from ctcalc_spark.core.windows import (
     ROLLING_TYPES,
     Window,
@@ -182,6 +183,7 @@ def run_rolling(spark: SparkSession | None, cfg: JobConfig, ds: str | Sequence[s
         tx.pin("rolling")
     result = compute_rolling(cfg, ds, spark, allow_missing_days=allow_missing_days)
     if tx is not None:
-        result.path = tx.write("rolling", result.table.assign(window_spec=result.spec), ROLLING_TABLE_TYPES)
+        result.path = tx.write("rolling", result.table.assign(window_spec=result.spec),
+                                   arrow_schema(ROLLING_TABLE_TYPES))
         result.run_id = tx.run_id
     return result

@@ -72,10 +72,10 @@ from ctcalc_spark.jobs.stream_state import (
     StreamFiles,
     StreamPaths,
     StreamState,
-    count_types,
-    metric_types,
-    rolling_types,
-    summary_types,
+    count_schema,
+    metric_schema,
+    rolling_schema,
+    summary_schema,
 )
 from ctcalc_spark.jobs.stream_source import (
     CORRUPT_RECORD,
@@ -215,8 +215,8 @@ class WindowCloser:
         same, rolling = self.finalize(starts, batch_id, first_window_us)
         if same.empty:
             return []
-        tx.write_all([("stream_metrics", same, metric_types(self.cfg.task)),
-                      ("stream_rolling", rolling, rolling_types())], app=app)
+        tx.write_all([("stream_metrics", same, metric_schema(self.cfg.task)),
+                      ("stream_rolling", rolling, rolling_schema())], app=app)
         done = set(same["window"])
         return [s for s in starts if fixed_window(s, self.spec).label in done]
 
@@ -628,9 +628,9 @@ class BatchHandler:
         tx = store.transaction(JOB)
         tables = []
         if not summaries.empty:
-            tables.append(("stream_summaries", summaries.drop(columns="_window_us"), summary_types(self.cfg)))
+            tables.append(("stream_summaries", summaries.drop(columns="_window_us"), summary_schema(self.cfg)))
         if not counts.empty:
-            tables.append(("stream_counts", counts, count_types(self.cfg)))
+            tables.append(("stream_counts", counts, count_schema(self.cfg)))
         tx.write_all(tables, app=app)
         lap("write")
         if self.after_write is not None:

@@ -1,11 +1,12 @@
 """The streaming job's tables and state: the columns of its tables, its committed state, batch reports and error
 records.
 
-``stream_summaries`` holds the summaries table's columns (:data:`ctcalc_spark.core.state.SUMMARY_TYPES`) per
-window and micro-batch; ``stream_metrics`` and ``stream_rolling`` those of the metrics and rolling tables. The
-state (:class:`StreamState`) travels in the metadata of each ``stream_batches`` commit, whose Delta application
-version (:data:`APP_ID`) is the batch id; error records are JSON files under ``<output.path>/_stream/errors``.
-:class:`StreamFiles` reads and writes both, for the client and the batch handler alike.
+``stream_summaries`` holds the summaries table's columns
+(:meth:`ctcalc_spark.core.state.SummaryState.column_types`) per window and micro-batch; ``stream_metrics`` and
+``stream_rolling`` those of the metrics and rolling tables. The state (:class:`StreamState`) travels in the metadata
+of each ``stream_batches`` commit, whose Delta application version (:data:`APP_ID`) is the batch id; error records
+are JSON files under ``<output.path>/_stream/errors``. :class:`StreamFiles` reads and writes both, for the client
+and the batch handler alike.
 """
 from __future__ import annotations
 
@@ -20,7 +21,8 @@ import pandas as pd
 
 from ctcalc_spark import errors
 from ctcalc_spark.config import JobConfig
-from ctcalc_spark.core.finalize import METRIC_TYPES, SUMMARY_TYPES
+from ctcalc_spark.core.finalize import METRIC_TYPES
+from ctcalc_spark.core.state import STATES, arrow_schema
 from ctcalc_spark.core.windows import ROLLING_TYPES
 from ctcalc_spark.errors import CtcalcError
 from ctcalc_spark.storage import FileStore
@@ -28,6 +30,8 @@ from ctcalc_spark.spark.scan import group_columns
 from ctcalc_spark.tables import OutputStore
 
 if TYPE_CHECKING:
+    import pyarrow as pa
+
     from ctcalc_spark.tables import Transaction
 
 # ---- table schemas ---------------------------------------------------------------------------------
@@ -36,28 +40,30 @@ WINDOW_TYPES = {"ds": "string", "window_start": "string", "window_end": "string"
 STREAM_EXTRA = {"n_late": "long", "finalized_batch_id": "long", "finalized_at": "string"}
 
 
-def summary_types(cfg: JobConfig) -> dict[str, str]:
+def summary_schema(cfg: JobConfig) -> pa.Schema:
     """Columns of stream_summaries: the window, the summary group, the summaries-table columns, the batch."""
-    return {**WINDOW_TYPES, **{g: "string" for g in group_columns(cfg)}, **SUMMARY_TYPES[cfg.task],
-            "window": "string", "batch_id": "long"}
+    return arrow_schema({**WINDOW_TYPES, **{g: "string" for g in group_columns(cfg)},
+                         **STATES[cfg.task].column_types(), "window": "string", "batch_id": "long"})
 
 
-def count_types(cfg: JobConfig) -> dict[str, str]:
+def count_schema(cfg: JobConfig) -> pa.Schema:
     """Columns of stream_counts: rows in no summary, by kind (and file, for unreadable files)."""
-    return {**WINDOW_TYPES, **{g: "string" for g in group_columns(cfg)}, "kind": "string", "reason": "string",
-            "file": "string", "n_rows": "long", "window": "string", "batch_id": "long"}
+    return arrow_schema({**WINDOW_TYPES, **{g: "string" for g in group_columns(cfg)}, "kind": "string",
+                         "reason": "string", "file": "string", "n_rows": "long", "window": "string",
+                         "batch_id": "long"})
 
 
-def metric_types(task: str) -> dict[str, str]:
+def metric_schema(task: str) -> pa.Schema:
     """Columns of stream_metrics: the metrics table's (METRIC_TYPES) plus the window and its finalisation."""
-    return {"ds": "string", "task": "string", "window_start": "string", "window_end": "string", "model": "string",
-            "run": "string", "slice_name": "string", "slice_value": "string", **METRIC_TYPES[task], **STREAM_EXTRA,
-            "window": "string"}
+    return arrow_schema({"ds": "string", "task": "string", "window_start": "string", "window_end": "string",
+                         "model": "string", "run": "string", "slice_name": "string", "slice_value": "string",
+                         **METRIC_TYPES[task], **STREAM_EXTRA, "window": "string"})
 
 
-def rolling_types() -> dict[str, str]:
+def rolling_schema() -> pa.Schema:
     """Columns of stream_rolling: the rolling table's (ROLLING_TYPES, ``window`` = the window key) plus extras."""
-    return {"ds": "string", "window_spec": "string", **ROLLING_TYPES, "n_invalid": "long", **STREAM_EXTRA}
+    return arrow_schema({"ds": "string", "window_spec": "string", **ROLLING_TYPES, "n_invalid": "long",
+                         **STREAM_EXTRA})
 
 
 # ---- state, reports and errors -------------------------------------------------------------------
@@ -151,7 +157,7 @@ class StreamFiles:
         state.seq += 1
         row = pd.DataFrame([{"batch_id": state.batch_id, "seq": state.seq, "token": (report or {}).get("token"),
                              "report": json.dumps(report) if report is not None else None}])
-        tx.write_all([("stream_batches", row, BATCH_TYPES)], app=(APP_ID, state.batch_id) if batch else None,
+        tx.write_all([("stream_batches", row, arrow_schema(BATCH_TYPES))], app=(APP_ID, state.batch_id) if batch else None,
                      metadata={"stream_state": json.dumps(dataclasses.asdict(state))})
 
     def reports(self, token: str) -> list[dict[str, Any]]:
