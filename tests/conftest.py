@@ -19,17 +19,8 @@ LONGEST_FILES_FIRST = (
     "test_progress.py", "test_report.py", "test_cluster.py", "test_connect.py",
 )
 
-# Slow tests in files that other work edits, marked here by node id instead of in the file.
-SLOW_BY_ID = (
-    "tests/test_tables.py::test_the_straddle_through_the_cli_two_evaluate_processes",  # two CLI processes
-)
 
-
-@pytest.hookimpl(tryfirst=True)  # before `-m` deselects, so the marks added here count
 def pytest_collection_modifyitems(config, items):
-    for item in items:
-        if item.nodeid.split("[")[0] in SLOW_BY_ID:
-            item.add_marker(pytest.mark.slow)
     rank = {name: i for i, name in enumerate(LONGEST_FILES_FIRST)}
     items.sort(key=lambda item: rank.get(item.path.name, len(rank)))  # stable: a file's tests keep their order
 

@@ -752,6 +752,7 @@ if os.environ.get("CTCALC_TEST_GAP"):
 '''
 
 
+@pytest.mark.slow  # two CLI processes
 def test_the_straddle_through_the_cli_two_evaluate_processes(tmp_path):
     """`ctcalc evaluate` C of days 19-21 is held between its summaries and metrics commits (a sitecustomize hook in
     its process); `ctcalc evaluate` B of days 19-20 starts then, pins its tables and scans; C then commits its
