@@ -33,9 +33,9 @@ from ctcalc_spark.core.summary import BinarySummary, solve_biases
 from ctcalc_spark.core.windows import day_runs
 from ctcalc_spark.errors import DegenerateBiasError, InputError, yaml_list
 
-Z_95 = 1.959963984540054
 T = TypeVar("T")
 
+Z_95 = 1.959963984540054
 BIAS_TOLERANCE = 0.1
 """±δ on c* (logit units; regression: residual stds) that the rows-needed hint aims for, at 95 %."""
 HINT_FROM = 2.0

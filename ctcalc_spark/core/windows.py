@@ -283,14 +283,14 @@ def parts_within(items: Sequence[T], day_of: Callable[[T], str], span_days: int 
     """``items`` (in increasing ``day_of``) cut into runs, each of the items whose day lies fewer than ``span_days``
     days after its run's first: the parts that :func:`read_in_parts` reads one at a time."""
     parts: list[list[T]] = []
-    first = None
+    first = dt.date.min
     for item in items:
         day = parse_day(day_of(item)[:10])  # a fixed window's start has a time of day too
-        if parts and first is not None and (day - first).days < span_days:
+        if parts and (day - first).days < span_days:  # type: ignore[operator]
             parts[-1].append(item)
         else:
             parts.append([item])
-            first = day
+            first = day  # type: ignore[assignment]
     return parts
 
 

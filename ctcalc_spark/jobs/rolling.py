@@ -183,7 +183,7 @@ def run_rolling(spark: SparkSession | None, cfg: JobConfig, ds: str | Sequence[s
         tx.pin("rolling")
     result = compute_rolling(cfg, ds, spark, allow_missing_days=allow_missing_days)
     if tx is not None:
-        result.path = tx.write("rolling", result.table.assign(window_spec=result.spec),
-                                   arrow_schema(ROLLING_TABLE_TYPES))
+        rows = result.table.assign(window_spec=result.spec)
+        result.path = tx.write("rolling", rows, arrow_schema(ROLLING_TABLE_TYPES))
         result.run_id = tx.run_id
     return result

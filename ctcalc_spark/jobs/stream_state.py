@@ -157,7 +157,8 @@ class StreamFiles:
         state.seq += 1
         row = pd.DataFrame([{"batch_id": state.batch_id, "seq": state.seq, "token": (report or {}).get("token"),
                              "report": json.dumps(report) if report is not None else None}])
-        tx.write_all([("stream_batches", row, arrow_schema(BATCH_TYPES))], app=(APP_ID, state.batch_id) if batch else None,
+        tx.write_all([("stream_batches", row, arrow_schema(BATCH_TYPES))],
+                     app=(APP_ID, state.batch_id) if batch else None,
                      metadata={"stream_state": json.dumps(dataclasses.asdict(state))})
 
     def reports(self, token: str) -> list[dict[str, Any]]:
