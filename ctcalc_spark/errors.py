@@ -75,7 +75,9 @@ class CtcalcError(Exception):
 
 
 class ConfigError(CtcalcError, ValueError):
-    """The configuration file or arguments are invalid."""
+    """The configuration (a YAML file, a ``--set`` override, a DAG's settings) or an argument is invalid: an
+    unknown or missing key, a value of the wrong type or out of range, options that conflict. The message names
+    the key and the values it accepts. ``ctcalc`` exits with 3 (:class:`UsageError`, a subclass: 2)."""
 
     exit_code = EXIT_CONFIG
 
@@ -88,7 +90,9 @@ class UsageError(ConfigError):
 
 
 class InputError(CtcalcError, ValueError):
-    """The evaluation data violates the input contract (columns, labels, values)."""
+    """The evaluation data violates the input contract: the metrics and solvers of :mod:`ctcalc_spark.core` raise
+    it for arrays of the wrong shape, NaN/inf values, labels outside their set, negative weights or no positive
+    total weight; the jobs for missing or mistyped columns and invalid rows. ``ctcalc`` exits with 4."""
 
     exit_code = EXIT_INPUT
 
@@ -96,8 +100,25 @@ class InputError(CtcalcError, ValueError):
 class DegenerateBiasError(CtcalcError, ValueError):
     """The bias term has no finite solution on the given val-bias rows.
 
-    ``status`` is the machine-readable reason also used in the metrics table
-    (``no_bias_rows``, ``bias_single_class_negative``, ...).
+    Raised by the solvers (:func:`~ctcalc_spark.core.solvers.solve_logit_shift`,
+    :func:`~ctcalc_spark.core.solvers.solve_mean_shift`, :func:`~ctcalc_spark.core.solvers.solve_temperature`),
+    the calibrated metrics and the summaries' ``solve_bias`` when the val-bias rows are empty, hold one label only,
+    or give no finite bias or temperature. The jobs catch it and record its ``status`` (the metrics table's
+    ``status`` column); ``ctcalc`` exits with 4 on one that is not caught.
+
+    Parameters
+    ----------
+    status : str
+        The machine-readable reason, as in the metrics table's ``status`` column (``no_bias_rows``,
+        ``bias_single_class_negative``, ``bias_single_class_positive``, ``bias_ill_conditioned``,
+        ``temperature_not_positive``, ``temperature_unbounded``).
+    message : str
+        What happened and what to do about it.
+
+    Attributes
+    ----------
+    status : str
+        As given.
     """
 
     exit_code = EXIT_INPUT

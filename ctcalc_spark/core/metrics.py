@@ -87,8 +87,31 @@ def probs_to_logits(p: ArrayLike, *, eps: float = CLIP_EPS) -> tuple[F64, int]:
 def log_loss_from_logits(y: ArrayLike, z: ArrayLike, *, sample_weight: ArrayLike | None = None) -> float:
     """Weighted mean binary log loss from logits.
 
-    ``Σ w·(softplus(z) - y·z) / Σ w``, which equals ``-Σ w·(y log σ(z) + (1-y) log(1-σ(z))) / Σ w``.
+    ``Σ w·(softplus(z) - y·z) / Σ w``, which equals ``-Σ w·(y log σ(z) + (1-y) log(1-σ(z))) / Σ w``, computed
+    without overflow for any finite logit.
 
+    Parameters
+    ----------
+    y : array_like of {0, 1}, shape (n,)
+        Binary labels.
+    z : array_like of float, shape (n,)
+        Logits (natural log odds) of the positive class.
+    sample_weight : array_like of float, shape (n,), optional
+        Finite row weights >= 0 with a positive total; every row weighs 1 when omitted.
+
+    Returns
+    -------
+    float
+        The mean log loss in nats, >= 0.
+
+    Raises
+    ------
+    InputError
+        A label other than 0/1; a NaN/inf label, logit or weight; a length that differs from ``y``'s; a
+        negative weight; a total weight that is not positive (empty input included).
+
+    Examples
+    --------
     >>> round(log_loss_from_logits([1, 0], [0.0, 0.0]), 6)
     0.693147
     """
@@ -101,13 +124,59 @@ def log_loss_from_logits(y: ArrayLike, z: ArrayLike, *, sample_weight: ArrayLike
 def log_loss_from_probs(
     y: ArrayLike, p: ArrayLike, *, sample_weight: ArrayLike | None = None, eps: float = CLIP_EPS
 ) -> float:
-    """Weighted mean binary log loss from probabilities clipped to [eps, 1 - eps]."""
+    """Weighted mean binary log loss from probabilities clipped to [eps, 1 - eps].
+
+    The probabilities are turned into logits (:func:`probs_to_logits`) and passed to
+    :func:`log_loss_from_logits`.
+
+    Parameters
+    ----------
+    y : array_like of {0, 1}, shape (n,)
+        Binary labels.
+    p : array_like of float, shape (n,)
+        Probabilities of the positive class, in [0, 1] (0 and 1 included: they are clipped).
+    sample_weight : array_like of float, shape (n,), optional
+        Finite row weights >= 0 with a positive total; every row weighs 1 when omitted.
+    eps : float, default CLIP_EPS (1e-15)
+        Probabilities within ``eps`` of 0 or 1 are clipped to ``[eps, 1 - eps]``.
+
+    Returns
+    -------
+    float
+        The mean log loss in nats, >= 0.
+
+    Raises
+    ------
+    InputError
+        A probability outside [0, 1], and everything :func:`log_loss_from_logits` rejects.
+    """
     z, _ = probs_to_logits(p, eps=eps)
     return log_loss_from_logits(y, z, sample_weight=sample_weight)
 
 
 def mean_squared_error(y: ArrayLike, p: ArrayLike, *, sample_weight: ArrayLike | None = None) -> float:
-    """Weighted mean squared error ``Σ w (y - p)² / Σ w``."""
+    """Weighted mean squared error ``Σ w (y - p)² / Σ w``.
+
+    Parameters
+    ----------
+    y : array_like of float, shape (n,)
+        Targets (any finite numbers).
+    p : array_like of float, shape (n,)
+        Predictions.
+    sample_weight : array_like of float, shape (n,), optional
+        Finite row weights >= 0 with a positive total; every row weighs 1 when omitted.
+
+    Returns
+    -------
+    float
+        The mean squared error, in the squared unit of ``y``.
+
+    Raises
+    ------
+    InputError
+        A NaN/inf value; a length that differs from ``y``'s; a negative weight; a total weight that is not
+        positive (empty input included).
+    """
     yv = validate_vector("y", y)
     pv = validate_vector("p", p, yv.size)
     w = validate_weight(sample_weight, yv.size)
@@ -135,7 +204,30 @@ def validate_multiclass(y: ArrayLike, z: ArrayLike) -> tuple[np.ndarray, F64]:
 def multiclass_log_loss(
     y: ArrayLike, z: ArrayLike, *, sample_weight: ArrayLike | None = None, temperature: float = 1.0
 ) -> float:
-    """Weighted mean cross-entropy of ``softmax(z / T)``: ``Σ w (logsumexp(z/T) - z_y/T) / Σ w``."""
+    """Weighted mean cross-entropy of ``softmax(z / T)``: ``Σ w (logsumexp(z/T) - z_y/T) / Σ w``.
+
+    Parameters
+    ----------
+    y : array_like of int, shape (n,)
+        Class indices in ``[0, k - 1]`` (floats with integer values are accepted).
+    z : array_like of float, shape (n, k), k >= 2
+        Logits of the ``k`` classes per row.
+    sample_weight : array_like of float, shape (n,), optional
+        Finite row weights >= 0 with a positive total; every row weighs 1 when omitted.
+    temperature : float, default 1.0
+        ``T``, the divisor of every logit; not checked: it must be > 0 for a meaningful result (0 gives NaN).
+
+    Returns
+    -------
+    float
+        The mean cross-entropy in nats, >= 0.
+
+    Raises
+    ------
+    InputError
+        ``z`` not of shape (n, k >= 2) or with NaN/inf entries; ``y`` not of shape (n,) or not integers in
+        ``[0, k - 1]``; a NaN/inf or negative weight; a total weight that is not positive (no rows included).
+    """
     yi, zv = validate_multiclass(y, z)
     w = validate_weight(sample_weight, yi.size)
     zt = zv / temperature
@@ -144,7 +236,28 @@ def multiclass_log_loss(
 
 
 def auc_score(y: ArrayLike, score: ArrayLike, *, sample_weight: ArrayLike | None = None) -> float:
-    """Weighted ROC AUC = P(score_pos > score_neg) + ½ P(tie), by sorting (ties count one half)."""
+    """Weighted ROC AUC = P(score_pos > score_neg) + ½ P(tie), by sorting (ties count one half).
+
+    Parameters
+    ----------
+    y : array_like of {0, 1}, shape (n,)
+        Binary labels.
+    score : array_like of float, shape (n,)
+        Any score that ranks the rows (a logit, a probability): only its order matters.
+    sample_weight : array_like of float, shape (n,), optional
+        Finite row weights >= 0 with a positive total; every row weighs 1 when omitted.
+
+    Returns
+    -------
+    float
+        The AUC, in [0, 1]; 0.5 for a score that does not rank.
+
+    Raises
+    ------
+    InputError
+        A label other than 0/1; a NaN/inf label, score or weight; a length that differs from ``y``'s; a
+        negative weight; no positive or no negative label with positive weight (empty input included).
+    """
     yv = validate_binary_labels(y)
     s = validate_vector("score", score, yv.size)
     w = validate_weight(sample_weight, yv.size)
@@ -159,7 +272,28 @@ def auc_score(y: ArrayLike, score: ArrayLike, *, sample_weight: ArrayLike | None
 
 
 def normalized_entropy(y: ArrayLike, z: ArrayLike, *, sample_weight: ArrayLike | None = None) -> float:
-    """Log loss divided by the entropy of the weighted base rate (He et al. 2014); < 1 beats the prior."""
+    """Log loss divided by the entropy of the weighted base rate (He et al. 2014); < 1 beats the prior.
+
+    Parameters
+    ----------
+    y : array_like of {0, 1}, shape (n,)
+        Binary labels.
+    z : array_like of float, shape (n,)
+        Logits of the positive class.
+    sample_weight : array_like of float, shape (n,), optional
+        Finite row weights >= 0 with a positive total; every row weighs 1 when omitted.
+
+    Returns
+    -------
+    float
+        :func:`log_loss_from_logits` over the binary entropy (nats) of the weighted base rate ``Σ w·y / Σ w``;
+        >= 0, and 1 for a model that predicts the base rate on every row.
+
+    Raises
+    ------
+    InputError
+        Everything :func:`log_loss_from_logits` rejects, and labels all of one class (entropy 0).
+    """
     yv = validate_binary_labels(y)
     w = validate_weight(sample_weight, yv.size)
     base = float(np.sum(w * yv) / _total_weight(w, "normalized entropy"))
@@ -170,7 +304,28 @@ def normalized_entropy(y: ArrayLike, z: ArrayLike, *, sample_weight: ArrayLike |
 
 
 def calibration_ratio(y: ArrayLike, z: ArrayLike, *, sample_weight: ArrayLike | None = None) -> float:
-    """Σ w·σ(z) / Σ w·y: predicted over observed positives (1 is calibrated on average)."""
+    """Σ w·σ(z) / Σ w·y: predicted over observed positives (1 is calibrated on average).
+
+    Parameters
+    ----------
+    y : array_like of {0, 1}, shape (n,)
+        Binary labels.
+    z : array_like of float, shape (n,)
+        Logits of the positive class.
+    sample_weight : array_like of float, shape (n,), optional
+        Finite row weights >= 0 with a positive total; every row weighs 1 when omitted.
+
+    Returns
+    -------
+    float
+        The ratio, >= 0: above 1 the model predicts more positives than there are, below 1 fewer.
+
+    Raises
+    ------
+    InputError
+        A label other than 0/1; a NaN/inf label, logit or weight; a length that differs from ``y``'s; a
+        negative weight; no positive label with positive weight (empty input included).
+    """
     yv = validate_binary_labels(y)
     zv = validate_vector("z", z, yv.size)
     w = validate_weight(sample_weight, yv.size)

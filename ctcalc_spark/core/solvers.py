@@ -99,9 +99,34 @@ def solve_logit_shift(y: ArrayLike, z: ArrayLike, *, sample_weight: ArrayLike | 
 
     The lockstep solver of the histogram path (:func:`lockstep_solve`) with each row its own bin at its own logit
     (no offsets from the centre, so nothing is expanded): the same equation, formed the same way, so that tiny
-    terms of confidently right or confidently wrong rows keep their digits. Raises DegenerateBiasError when the
-    rows are empty or single-class (c* = +-inf).
+    terms of confidently right or confidently wrong rows keep their digits.
 
+    Parameters
+    ----------
+    y : array_like of {0, 1}, shape (n,)
+        Binary labels of the val-bias rows.
+    z : array_like of float, shape (n,)
+        Their logits.
+    sample_weight : array_like of float, shape (n,), optional
+        Finite row weights >= 0; every row weighs 1 when omitted. Rows of weight 0 take no part.
+
+    Returns
+    -------
+    float
+        The finite shift ``c*`` in logit units; the calibrated logits are ``z - c*``.
+
+    Raises
+    ------
+    InputError
+        A label other than 0/1; a NaN/inf label, logit or weight; a length that differs from ``y``'s; a
+        negative weight.
+    DegenerateBiasError
+        ``status`` ``no_bias_rows`` (no rows, or zero total weight), ``bias_single_class_negative`` or
+        ``bias_single_class_positive`` (weight in one label only: c* = +-inf), ``bias_ill_conditioned`` (float
+        rounding of the weight sums can move c* by more than :data:`ROUNDING_TOL`).
+
+    Examples
+    --------
     >>> round(solve_logit_shift([1, 0, 0, 0], [0.0, 0.0, 0.0, 0.0]), 6)  # log(1/3)
     1.098612
     """
@@ -282,7 +307,29 @@ def bias_or_error(c: float) -> float | DegenerateBiasError:
 
 
 def solve_mean_shift(y: ArrayLike, p: ArrayLike, *, sample_weight: ArrayLike | None = None) -> float:
-    """c* = Σ w (y - p) / Σ w, the shift minimising Σ w (y - p - c)²."""
+    """c* = Σ w (y - p) / Σ w, the shift minimising Σ w (y - p - c)².
+
+    Parameters
+    ----------
+    y : array_like of float, shape (n,)
+        Targets of the val-bias rows.
+    p : array_like of float, shape (n,)
+        Their predictions.
+    sample_weight : array_like of float, shape (n,), optional
+        Finite row weights >= 0; every row weighs 1 when omitted. Rows of weight 0 take no part.
+
+    Returns
+    -------
+    float
+        The shift ``c*`` in the unit of ``y``; the calibrated predictions are ``p + c*``.
+
+    Raises
+    ------
+    InputError
+        A NaN/inf value; a length that differs from ``y``'s; a negative weight.
+    DegenerateBiasError
+        ``status`` ``no_bias_rows``: no rows, or a total weight that is not positive.
+    """
     yv = validate_vector("y", y)
     pv = validate_vector("p", p, yv.size)
     w = validate_weight(sample_weight, yv.size)
@@ -301,8 +348,30 @@ def solve_temperature(y: ArrayLike, z: ArrayLike, *, sample_weight: ArrayLike | 
     """T* minimising the cross-entropy of softmax(z / T), by safeguarded Newton on β = 1/T (convex).
 
     d/dβ CE = Σ w (E_softmax(βz)[z] - z_y); d²/dβ² = Σ w Var_softmax(βz)[z] >= 0.
-    Raises DegenerateBiasError when β* <= 0 (the logits are no better than
-    uniform) or β* = +inf (every val-bias row is classified correctly at any scale).
+
+    Parameters
+    ----------
+    y : array_like of int, shape (n,)
+        Class indices in ``[0, k - 1]`` of the val-bias rows.
+    z : array_like of float, shape (n, k), k >= 2
+        Their logits.
+    sample_weight : array_like of float, shape (n,), optional
+        Finite row weights >= 0; every row weighs 1 when omitted. Rows of weight 0 take no part.
+
+    Returns
+    -------
+    float
+        The temperature ``T* > 0``; the calibrated logits are ``z / T*``.
+
+    Raises
+    ------
+    InputError
+        ``z`` not of shape (n, k >= 2) or with NaN/inf entries; ``y`` not integers in ``[0, k - 1]``; a NaN/inf
+        or negative weight.
+    DegenerateBiasError
+        ``status`` ``no_bias_rows`` (no rows, or zero total weight), ``temperature_not_positive`` (β* <= 0: the
+        logits rank the true class no better than uniform), ``temperature_unbounded`` (β* = +inf: every row is
+        classified correctly at any scale).
     """
     yi, zv = validate_multiclass(y, z)
     w = validate_weight(sample_weight, yi.size)

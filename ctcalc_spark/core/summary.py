@@ -93,7 +93,47 @@ probability within 2e-22 of 0 or 1, so such values mean broken inputs (e.g. cons
 class BinarySummary:
     """Logit histogram with per-bin, per-label moments; see the module docstring for the fields and the bound.
 
-    Every per-bin array has shape ``(2, n_bins)``: row 0 the negatives, row 1 the positives.
+    Every per-bin array has shape ``(2, n_bins)``: row 0 the negatives, row 1 the positives. Build one with
+    :meth:`from_logits`, :meth:`from_probs`, :meth:`from_columns` or :meth:`empty`; the constructor takes the
+    fields as they are, unchecked.
+
+    Parameters
+    ----------
+    bin_width : float
+        ``h``, the width of a logit bin; bin ``k`` holds the logits in ``[k·h, (k+1)·h)``.
+    bins : numpy.ndarray of int64, shape (n_bins,)
+        The bin indices ``k``, sorted, unique.
+    count : numpy.ndarray of int64, shape (2, n_bins)
+        Rows per bin and label.
+    clipped : numpy.ndarray of int64, shape (2, n_bins)
+        Rows whose probability was clipped (:meth:`from_probs`).
+    weight : numpy.ndarray of float64, shape (2, n_bins)
+        ``Σw``.
+    m1 : numpy.ndarray of float64, shape (2, n_bins)
+        ``Σw·d``, ``d = z - m_k`` the logit's offset from its bin centre.
+    m2 : numpy.ndarray of float64, shape (2, n_bins)
+        ``Σw·d²``.
+    wmiss : numpy.ndarray of float64, shape (2, n_bins)
+        The exact ``Σw·σ(t)`` at ``c = 0``, ``t = (1 - 2y)·z``: the mass put on the wrong label.
+    wloss : numpy.ndarray of float64, shape (2, n_bins)
+        The exact ``Σw·softplus(t)`` at ``c = 0``: the vanilla log-loss sum, in nats.
+
+    Attributes
+    ----------
+    n_rows : int
+        Rows summarised.
+    n_clipped : int
+        Rows whose probability was clipped.
+    total_weight : float
+        ``Σw`` over both labels.
+    total_pos_weight : float
+        ``Σw`` of the positives.
+    pos_weight : numpy.ndarray of float64, shape (n_bins,)
+        ``Σw`` of the positives per bin.
+    wp : numpy.ndarray of float64, shape (n_bins,)
+        ``Σw·σ(z)`` per bin, the predicted positives at ``c = 0`` (exact).
+    centres : numpy.ndarray of float64, shape (n_bins,)
+        The bin centres ``(k + ½)·h``.
     """
 
     bin_width: float
@@ -109,7 +149,18 @@ class BinarySummary:
     # ---- construction -------------------------------------------------
     @classmethod
     def empty(cls, bin_width: float = DEFAULT_BIN_WIDTH) -> BinarySummary:
-        """The summary of no rows (the identity of :meth:`merge`)."""
+        """The summary of no rows (the identity of :meth:`merge`).
+
+        Parameters
+        ----------
+        bin_width : float, default 0.05
+            The bin width ``h`` in logit units.
+
+        Returns
+        -------
+        BinarySummary
+            A summary with no bins.
+        """
         z = np.zeros((2, 0))
         zi = np.zeros((2, 0), np.int64)
         return cls(bin_width, np.zeros(0, np.int64), zi, zi, z, z, z, z, z)
@@ -118,7 +169,32 @@ class BinarySummary:
     def from_columns(cls, bin_width: float, bins: ArrayLike, labels: ArrayLike, **cols: ArrayLike) -> BinarySummary:
         """Build from long-format rows (bin, label 0/1, and the statistics of
         :data:`ctcalc_spark.core.state.BINARY`), e.g. rows of the summaries table; rows of the same (bin, label)
-        are summed."""
+        are summed.
+
+        Parameters
+        ----------
+        bin_width : float
+            The bin width ``h`` the rows were binned with.
+        bins : array_like of int, shape (m,)
+            The bin index of each row.
+        labels : array_like of {0, 1}, shape (m,)
+            The label of each row.
+        **cols : array_like of float, shape (m,)
+            One array per statistic: ``count``, ``clipped``, ``weight``, ``m1``, ``m2``, ``wmiss``, ``wloss``
+            (the counts are rounded to integers after summing).
+
+        Returns
+        -------
+        BinarySummary
+            One bin per distinct value of ``bins``, sorted.
+
+        Raises
+        ------
+        ValueError
+            A label other than 0/1.
+        KeyError
+            A statistic missing from ``cols``.
+        """
         b = np.asarray(bins, dtype=np.int64)
         lab = np.asarray(labels, dtype=np.int64)
         if lab.size and not ((lab == 0) | (lab == 1)).all():
@@ -143,7 +219,34 @@ class BinarySummary:
         bin_width: float = DEFAULT_BIN_WIDTH,
         clipped: ArrayLike | None = None,
     ) -> BinarySummary:
-        """Summarise rows of labels and logits (``clipped``: optional per-row flags from probability clipping)."""
+        """Summarise rows of labels and logits.
+
+        Logits enter the bins clamped to ±:data:`HIST_LOGIT_LIMIT`; ``wmiss`` and ``wloss`` use the real value.
+
+        Parameters
+        ----------
+        y : array_like of {0, 1}, shape (n,)
+            Binary labels.
+        z : array_like of float, shape (n,)
+            Logits of the positive class.
+        sample_weight : array_like of float, shape (n,), optional
+            Finite row weights >= 0; every row weighs 1 when omitted.
+        bin_width : float, default 0.05
+            The bin width ``h`` in logit units.
+        clipped : array_like of {0, 1}, shape (n,), optional
+            Per-row flags of rows whose probability was clipped; none when omitted.
+
+        Returns
+        -------
+        BinarySummary
+            The summary of the rows.
+
+        Raises
+        ------
+        InputError
+            A label other than 0/1; a NaN/inf label, logit or weight; a length that differs from ``y``'s; a
+            negative weight.
+        """
         yv = validate_binary_labels(y)
         zv = validate_vector("z", z, yv.size)
         w = validate_weight(sample_weight, yv.size)
@@ -168,7 +271,31 @@ class BinarySummary:
         bin_width: float = DEFAULT_BIN_WIDTH,
         eps: float = CLIP_EPS,
     ) -> BinarySummary:
-        """Summarise rows of probabilities, clipped to [eps, 1 - eps] (clipped rows are counted)."""
+        """Summarise rows of probabilities, clipped to [eps, 1 - eps] (clipped rows are counted).
+
+        Parameters
+        ----------
+        y : array_like of {0, 1}, shape (n,)
+            Binary labels.
+        p : array_like of float, shape (n,)
+            Probabilities of the positive class, in [0, 1].
+        sample_weight : array_like of float, shape (n,), optional
+            Finite row weights >= 0; every row weighs 1 when omitted.
+        bin_width : float, default 0.05
+            The bin width ``h`` in logit units.
+        eps : float, default CLIP_EPS (1e-15)
+            Probabilities within ``eps`` of 0 or 1 are clipped to ``[eps, 1 - eps]`` and counted in ``clipped``.
+
+        Returns
+        -------
+        BinarySummary
+            The summary of the rows at logits ``logit(clip(p))``.
+
+        Raises
+        ------
+        InputError
+            A probability outside [0, 1] or NaN/inf, and everything :meth:`from_logits` rejects.
+        """
         pv = validate_vector("p", p)
         z, _ = probs_to_logits(pv, eps=eps)
         return cls.from_logits(
@@ -176,7 +303,23 @@ class BinarySummary:
         )
 
     def merge(self, other: BinarySummary) -> BinarySummary:
-        """Sum of two summaries (rows of both); requires the same bin width."""
+        """Sum of two summaries (rows of both).
+
+        Parameters
+        ----------
+        other : BinarySummary
+            A summary of the same bin width.
+
+        Returns
+        -------
+        BinarySummary
+            The summary of the rows of both.
+
+        Raises
+        ------
+        ValueError
+            The bin widths differ.
+        """
         if self.bin_width != other.bin_width:
             raise ValueError(f"Cannot merge summaries with bin widths {self.bin_width} and {other.bin_width}.")
         a, b = self.to_columns(dense=True), other.to_columns(dense=True)
@@ -184,8 +327,18 @@ class BinarySummary:
         return BinarySummary.from_columns(self.bin_width, cols.pop("bin"), cols.pop("label"), **cols)
 
     def to_columns(self, dense: bool = False) -> dict[str, np.ndarray]:
-        """Long-format columns (bin, label, counts, moments), the inverse of :meth:`from_columns`; (bin, label)
-        cells without rows are left out unless ``dense``."""
+        """Long-format columns (bin, label, counts, moments), the inverse of :meth:`from_columns`.
+
+        Parameters
+        ----------
+        dense : bool, default False
+            Keep the (bin, label) cells that hold no rows and no weight (left out by default).
+
+        Returns
+        -------
+        dict of str to numpy.ndarray
+            ``bin``, ``label`` and one array per statistic, all of one length, negatives first.
+        """
         n = self.bins.size
         keep = np.ones(2 * n, bool) if dense else (self.count.reshape(-1) > 0) | (self.weight.reshape(-1) != 0)
         out = {"bin": np.tile(self.bins, 2)[keep], "label": np.repeat(np.arange(2), n)[keep]}
@@ -211,7 +364,18 @@ class BinarySummary:
 
     def n_extreme(self, max_abs_logit: float = DEFAULT_MAX_ABS_LOGIT) -> int:
         """Rows whose logit is outside ``[-L, L)``, ``L`` = max_abs_logit rounded up to a multiple of the bin
-        width: exact from the bins (bin k holds ``[k·h, (k+1)·h)``), no row is touched."""
+        width: exact from the bins (bin k holds ``[k·h, (k+1)·h)``), no row is touched.
+
+        Parameters
+        ----------
+        max_abs_logit : float, default 50.0
+            The limit ``L`` before rounding, in logit units.
+
+        Returns
+        -------
+        int
+            The number of such rows.
+        """
         k = extreme_bin(max_abs_logit, self.bin_width)
         outside = (self.bins >= k) | (self.bins < -k)
         return int(self.count[:, outside].sum())
@@ -243,19 +407,65 @@ class BinarySummary:
         return BinaryGroups(cols, [np.arange(cols["bin"].size)], self.bin_width)
 
     def loss_sum(self, c: float = 0.0) -> float:
-        """Σ w·logloss(y, σ(z - c)); exact at c = 0, histogram-expanded elsewhere."""
+        """Σ w·logloss(y, σ(z - c)); exact at c = 0, histogram-expanded elsewhere.
+
+        Parameters
+        ----------
+        c : float, default 0.0
+            The shift subtracted from every logit.
+
+        Returns
+        -------
+        float
+            The weighted log-loss sum in nats (0.0 for no rows).
+        """
         return float(self._group.loss_sum(np.array([c], np.float64))[0])
 
     def log_loss(self, c: float = 0.0) -> float:
-        """Weighted mean log loss after shifting every logit by -c."""
+        """Weighted mean log loss after shifting every logit by -c.
+
+        Parameters
+        ----------
+        c : float, default 0.0
+            The shift subtracted from every logit.
+
+        Returns
+        -------
+        float
+            :meth:`loss_sum` over :attr:`total_weight`, in nats; ``ZeroDivisionError`` when the total weight is 0.
+        """
         return self.loss_sum(c) / self.total_weight
 
     def predicted_positives(self, c: float = 0.0) -> float:
-        """Σ w·σ(z - c); exact at c = 0."""
+        """Σ w·σ(z - c); exact at c = 0, histogram-expanded elsewhere.
+
+        Parameters
+        ----------
+        c : float, default 0.0
+            The shift subtracted from every logit.
+
+        Returns
+        -------
+        float
+            The weighted count of predicted positives.
+        """
         return float(self._group.predicted_positives(np.array([c], np.float64))[0])
 
     def solve_bias(self) -> float:
-        """c* minimising the expanded L(c); raises DegenerateBiasError for empty or single-class rows."""
+        """c* minimising the expanded L(c), within :func:`bias_error_bound` of the exact one.
+
+        Returns
+        -------
+        float
+            The finite shift ``c*`` in logit units.
+
+        Raises
+        ------
+        DegenerateBiasError
+            ``status`` ``no_bias_rows`` (no rows, or zero total weight), ``bias_single_class_negative`` or
+            ``bias_single_class_positive`` (weight in one label only), ``bias_ill_conditioned`` (float rounding
+            of the weight sums can move c* by more than :data:`~ctcalc_spark.core.solvers.ROUNDING_TOL`).
+        """
         (c,) = self._group.solve()
         if isinstance(c, DegenerateBiasError):
             raise c
@@ -263,7 +473,20 @@ class BinarySummary:
 
     # ---- other views of the same bins ------------------------------------------
     def reliability(self, n_buckets: int = 10) -> dict[str, np.ndarray]:
-        """Reliability diagram: fine bins grouped into equal-width probability buckets by their centre."""
+        """Reliability diagram: fine bins grouped into equal-width probability buckets by their centre.
+
+        Parameters
+        ----------
+        n_buckets : int, default 10
+            Buckets of width ``1 / n_buckets`` in probability.
+
+        Returns
+        -------
+        dict of str to numpy.ndarray
+            Arrays of shape (n_buckets,): ``bucket_lo`` (each bucket's lower edge), ``weight`` (Σw),
+            ``mean_predicted`` (Σw·σ(z) / Σw) and ``observed_rate`` (Σw·y / Σw); the last two NaN for a bucket
+            without weight.
+        """
         p_centre = sigmoid(self.centres)
         bucket = np.minimum((p_centre * n_buckets).astype(np.int64), n_buckets - 1)
         w = np.bincount(bucket, weights=self.weight.sum(axis=0), minlength=n_buckets)
@@ -347,7 +570,28 @@ def finalize_binary(bias: BinarySummary, remain: BinarySummary, *,
 
 @dataclass(frozen=True)
 class RegressionSummary:
-    """Σ of count, w, w·r, w·r², w·p, w·y with r = y - p: exact sufficient statistics for MSE under a shift."""
+    """Σ of count, w, w·r, w·r², w·p, w·y with r = y - p: exact sufficient statistics for MSE under a shift.
+
+    Parameters
+    ----------
+    count : int, default 0
+        Rows.
+    weight : float, default 0.0
+        ``Σw``.
+    wr : float, default 0.0
+        ``Σw·r``.
+    wr2 : float, default 0.0
+        ``Σw·r²``.
+    wp : float, default 0.0
+        ``Σw·p``.
+    wy : float, default 0.0
+        ``Σw·y``.
+
+    Attributes
+    ----------
+    count, weight, wr, wr2, wp, wy
+        The parameters, as given.
+    """
 
     count: int = 0
     weight: float = 0.0
@@ -358,7 +602,27 @@ class RegressionSummary:
 
     @classmethod
     def from_rows(cls, y: ArrayLike, p: ArrayLike, *, sample_weight: ArrayLike | None = None) -> RegressionSummary:
-        """Summarise rows of targets and predictions."""
+        """Summarise rows of targets and predictions.
+
+        Parameters
+        ----------
+        y : array_like of float, shape (n,)
+            Targets.
+        p : array_like of float, shape (n,)
+            Predictions.
+        sample_weight : array_like of float, shape (n,), optional
+            Finite row weights >= 0; every row weighs 1 when omitted.
+
+        Returns
+        -------
+        RegressionSummary
+            The sums over the rows (all 0 for no rows).
+
+        Raises
+        ------
+        InputError
+            A NaN/inf value; a length that differs from ``y``'s; a negative weight.
+        """
         yv = validate_vector("y", y)
         pv = validate_vector("p", p, yv.size)
         w = validate_weight(sample_weight, yv.size)
@@ -375,21 +639,70 @@ class RegressionSummary:
     @classmethod
     def from_columns(cls, **cols: ArrayLike) -> RegressionSummary:
         """The merge of summary-table rows: each statistic of :data:`ctcalc_spark.core.state.REGRESSION` by its
-        merge."""
+        merge.
+
+        Parameters
+        ----------
+        **cols : array_like of float
+            One array per statistic: ``count``, ``weight``, ``wr``, ``wr2``, ``wp``, ``wy``.
+
+        Returns
+        -------
+        RegressionSummary
+            The summary of all the rows.
+
+        Raises
+        ------
+        KeyError
+            A statistic missing from ``cols``.
+        """
         merged = {s.name: MERGES[s.merge].reduce(np.asarray(cols[s.name], s.dtype)) for s in REGRESSION.stats}
         return cls(**{n: int(v) if n in REGRESSION.counts else float(v) for n, v in merged.items()})
 
     def merge(self, other: RegressionSummary) -> RegressionSummary:
-        """Field-wise merge (sums)."""
+        """Field-wise merge (sums).
+
+        Parameters
+        ----------
+        other : RegressionSummary
+            The summary of other rows.
+
+        Returns
+        -------
+        RegressionSummary
+            The summary of the rows of both.
+        """
         return RegressionSummary.from_columns(**{f.name: [getattr(self, f.name), getattr(other, f.name)]
                                                  for f in fields(self)})
 
     def solve_bias(self) -> float:
-        """c* = Σ w·r / Σ w."""
+        """c* = Σ w·r / Σ w, the shift of the predictions minimising the MSE.
+
+        Returns
+        -------
+        float
+            ``c*``, in the unit of the targets.
+
+        Raises
+        ------
+        DegenerateBiasError
+            ``status`` ``no_bias_rows``: no rows, or a total weight that is not positive.
+        """
         return mean_shift(self.wr, self.weight, self.count)
 
     def mse(self, c: float = 0.0) -> float:
-        """Σ w (y - p - c)² / Σ w = (Σwr² - 2cΣwr + c²Σw) / Σw."""
+        """Σ w (y - p - c)² / Σ w = (Σwr² - 2cΣwr + c²Σw) / Σw.
+
+        Parameters
+        ----------
+        c : float, default 0.0
+            The shift added to every prediction.
+
+        Returns
+        -------
+        float
+            The weighted MSE at predictions ``p + c``; ``ZeroDivisionError`` when the total weight is 0.
+        """
         return (self.wr2 - 2.0 * c * self.wr + c * c * self.weight) / self.weight
 
 
