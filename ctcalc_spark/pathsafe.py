@@ -69,8 +69,8 @@ def unwritable_reason(path: str | Path) -> str | None:
 def report_root(output_path: str) -> Path:
     """The local folder under which a report goes by default: ``output.path`` itself, a ``file:`` URI as its
     path. Reports are written by this process with Python's file functions, so a remote output.path (``s3a://``,
-    ``hdfs://``, ...) cannot hold them: ConfigError naming ``--out``. (A ``file:`` URI was taken as a relative
-    folder named ``file:``.)"""
+    ``hdfs://``, ...) cannot hold them: ConfigError naming ``--out``. (Read as a plain path, a ``file:`` URI
+    would be a relative folder named ``file:``.)"""
     text = str(output_path)
     if text.startswith("file:"):
         rest = text[len("file:"):]

@@ -225,8 +225,8 @@ def _filesystem(root: str) -> pafs.FileSystem:
         uri = "s3://" + root.split("://", 1)[1]
     try:
         if scheme == "gs" and "?" not in root:
-            # pyarrow leaves the retry period to the GCS client, which was still retrying one call after 100 s
-            # here (no network, no credentials: a silent hang); a call gives up after GCS_RETRY_S
+            # pyarrow leaves the retry period to the GCS client, which keeps retrying a call without network or
+            # credentials (a silent hang); a call gives up after GCS_RETRY_S
             return pafs.GcsFileSystem(retry_time_limit=dt.timedelta(seconds=GCS_RETRY_S))
         fs, _ = pafs.FileSystem.from_uri(uri)
     except Exception as e:  # noqa: BLE001 - pyarrow raises several kinds for unsupported schemes/missing libs

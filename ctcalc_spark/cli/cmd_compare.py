@@ -81,7 +81,7 @@ def run(args: argparse.Namespace) -> int:
         return _run_rolling(args)
     if args.window or args.days:
         raise ConfigError("--window and --days choose the windows of a rolling comparison; add --rolling.")
-    if args.baseline and not args.single_run:  # it was ignored without a word
+    if args.baseline and not args.single_run:  # --baseline means nothing without --single-run
         raise ConfigError("--baseline chooses whose runs give the seed noise of --single-run RUN_A RUN_B; add "
                           "--single-run, or leave --baseline out.")
     from ctcalc_spark.core.accuracy import describe_noise_check

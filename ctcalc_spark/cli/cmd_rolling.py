@@ -54,8 +54,8 @@ def run(args: argparse.Namespace) -> int:
     spark = session_for(args, cfg, "ctcalc-rolling") if args.scan or cfg.output.catalog else None
     if args.scan:
         # Day by day, in order: a day's bias is known only once its previous window is written, and each day's
-        # evaluate writes the summaries a later day's previous window reads (one session, one scan per day; a range
-        # used to be refused, so a backfill meant one CLI call, and one Spark start, per day).
+        # evaluate writes the summaries a later day's previous window reads (one session, one scan per day: a
+        # backfill of a range is one CLI call and one Spark start).
         days = sorted(days)
         for day in days:
             known = previous_window_bias(cfg, day, spark)

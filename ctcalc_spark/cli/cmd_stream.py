@@ -32,7 +32,7 @@ def run(args: argparse.Namespace) -> int:
     from ctcalc_spark.errors import ConfigError
 
     cfg = config_from_args(args)
-    check_stream_task(cfg)  # these before Spark starts (they were said after it, or after a schema error)
+    check_stream_task(cfg)  # these before Spark starts, and before any schema error
     check_stream_folders(cfg)
     if cfg.stream.source == "file" and not cfg.stream.path:
         raise ConfigError("A file stream needs 'stream.path' (the folder where Parquet, JSON or CSV files land): set "

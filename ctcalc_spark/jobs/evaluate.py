@@ -253,7 +253,7 @@ def _check_encoding(metrics: pd.DataFrame, cfg: JobConfig) -> None:
 def _check_days(days: Sequence[str], present: Sequence[str], cfg: JobConfig, allow_missing: bool) -> set[str]:
     missing = sorted(set(days) - set(present))
     where = input_name(cfg)
-    # as runs of days: a year asked of a 90-day table was 10 days and "265 more"
+    # as runs of days, so that a long stretch of missing days reads as a few ranges and a count
     shown = day_runs(missing, shown=5) + (f" ({len(missing)} days)" if len(missing) > 1 else "")
     if missing and (not allow_missing or len(missing) == len(days)):
         found = sorted(set(days) & set(present))
@@ -518,7 +518,7 @@ def _date_format_hint(spark: SparkSession, cfg: JobConfig) -> str | None:
         return None
     values = [str(r[0]) for r in rows]
     value = values[0]
-    if iso_example:  # it looked at the first 200 values only, and said nothing when they were YYYY-MM-DD
+    if iso_example:  # YYYY-MM-DD values and others, wherever in the table each is
         return (f"The date column {name!r} writes its days in more than one layout, e.g. {iso_example[0][0]!r} and "
                 f"{value!r}: a job reads one layout (YYYY-MM-DD, or columns.ds_format), so write the column one "
                 "way upstream.")

@@ -229,7 +229,7 @@ def first_checks(df: DataFrame, cfg: JobConfig, text: Sequence[str | None]) -> l
     if corrupt is not None:
         checks.append((f"{quoted(corrupt)} IS NOT NULL", 8))
     types = dict(df.dtypes)
-    # a NaN in a float model or run column is a missing value as a null is (it was a run of its own, 'NaN')
+    # a NaN in a float model or run column is a missing value as a null is (not a run of its own, 'NaN')
     keys = [f"{quoted(k)} IS NULL" + (f" OR isnan({quoted(k)})" if types.get(k) in ("float", "double") else "")
             for k in (cfg.columns.model, cfg.columns.run)]
     checks.append((f"({' OR '.join(keys)})", 9))
@@ -320,14 +320,14 @@ def summary_aggregation(
     # σ(t) (see core/summary.py), and no y·w products are summed.
     # They are SQL text over the scan's own column names (_y, _z, _w, is_bias, invalid, _k), as are the row
     # checks of prepared_rows: Spark parses them into the same optimised plan the Column API builds, and
-    # building the query takes 151 py4j calls instead of 533 (every Column operation is a call of its own).
+    # building the query takes far fewer py4j calls (every Column operation is a call of its own).
     outer = [k for k in keys if k not in ("invalid", "is_bias")]
     single = {k: v for k, v in (single or {}).items() if k in extra_keys}
     unweighted = cfg.columns.weight is None
     # The terms read the raw columns with nulls made 0: an invalid row's group differs from every valid group by
     # its code, so whatever it adds (0 for a null, NaN, inf) lands in sums that are never used, and no
-    # expression is nullable, so Spark generates no null tracking in them (exploratory, 20 M rows: executor CPU
-    # -2 to -3 %). The key must not overflow: the clamp keeps inf and NaN inside a long.
+    # expression is nullable, so Spark generates no null tracking in them. The key must not overflow: the clamp
+    # keeps inf and NaN inside a long.
     zv, yv, wv = "coalesce(_z, 0.0D)", "coalesce(_y, 0.0D)", "coalesce(_w, 0.0D)"
     h, limit = sql_double(cfg.histogram.bin_width), sql_double(HIST_LOGIT_LIMIT)
     zh = f"least(greatest({zv}, -{limit}), {limit})"
@@ -366,11 +366,11 @@ def summary_aggregation(
     packed = f"shiftleft({b}, {low}) | " + " | ".join(flags)
     # Key order matters to Spark's first-level aggregate map. It mixes the keys' hashes in order, weakly, and
     # gives up after two probes (such a key's rows then go through the slower second map): with the constant
-    # day first, a share of the keys fell out of it. And it compares a probed entry's keys in order: with the
-    # model (a string) first, every probe of an entry of the same model and run but another bin compared the
-    # strings before the packed key told them apart (Java Flight Recorder showed the string comparison among
-    # the hottest frames). So the packed key comes first. A one-day job does not group by the day at all
-    # (``single``). What these choices measure is in docs/benchmarks.md ("What the figures say").
+    # day first, a share of the keys would fall out of it. And it compares a probed entry's keys in order: with
+    # the model (a string) first, every probe of an entry of the same model and run but another bin would
+    # compare the strings before the packed key tells them apart. So the packed key comes first. A one-day job
+    # does not group by the day at all (``single``). What these choices measure is in docs/benchmarks.md ("What
+    # the figures say").
     sums = state_sums(BINARY, {name: F.expr(term) for name, term in terms.items()})
     grouped = [k for k in [*group_columns(cfg), *extra_keys] if k not in single]
     agg = rows.groupBy(F.expr(packed).alias("_k"), *[col(k) for k in grouped]).agg(*sums, *exact)

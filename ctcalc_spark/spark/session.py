@@ -160,8 +160,8 @@ def build_session(
             # operation, to quote the calling line in Spark's error text; the jobs build large expressions
             # and give one-line errors of their own. A config's spark.conf can turn it back on.
             DATAFRAME_DEBUGGING: "false",
-            # The scan's plan has more fields than Spark's default 25, and every evaluate printed "WARN
-            # SparkStringUtils: Truncated the string representation of a plan" for it: noise, not a problem.
+            # The scan's plan has more fields than Spark's default 25, for which Spark would log "WARN
+            # SparkStringUtils: Truncated the string representation of a plan" at every evaluate: noise.
             "spark.sql.debug.maxToStringFields": "100",
         }
     launch.update({str(k): str(v) for k, v in cfg.conf.items()})
@@ -213,8 +213,8 @@ PROXY_VARIABLES = ("grpc_proxy", "https_proxy", "http_proxy", "GRPC_PROXY", "HTT
 def check_connect_server(url: str, timeout_s: float = CONNECT_PROBE_TIMEOUT_S) -> None:
     """Fail at once, naming the URL, when nothing accepts connections at a Spark Connect URL's host and port.
 
-    pyspark's client retries an unreachable server for many minutes without a word: ``ctcalc evaluate`` with a
-    wrong port printed nothing for more than 5 minutes. This opens (and closes) one TCP connection first. It is
+    pyspark's client retries an unreachable server for many minutes without a word (a wrong port looks like a
+    hang). This opens (and closes) one TCP connection first. It is
     skipped behind a proxy (the proxy variables gRPC reads are set), where the client does not connect directly,
     and for a URL it cannot parse, which pyspark then reports itself.
     """
@@ -252,8 +252,8 @@ def connect_uses_tls(url: str, host: str) -> bool:
 
 
 def _check_tls(sock: Any, url: str, host: str, port: int) -> None:
-    """One TLS handshake (no certificate check: only whether the server speaks TLS at all). A server without TLS
-    made pyspark's client retry its handshake for minutes, logging only gRPC's SSL lines."""
+    """One TLS handshake (no certificate check: only whether the server speaks TLS at all). Against a server
+    without TLS pyspark's client retries its handshake for minutes, logging only gRPC's SSL lines."""
     import ssl
 
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
