@@ -178,12 +178,12 @@ def test_two_tasks_in_one_output_are_refused_and_a_mixed_table_is_named(spark, d
     with pytest.raises(InputError, match=message):
         run_rolling(spark, binary, days)
     with pytest.raises(InputError, match=message):
-        rolling_comparison(binary, "a", "b", days[0], DS, spark=spark)
+        rolling_comparison(binary, "a", "b", days[0], DS)
     # an output of the other task only: most likely the config's task is the slip (it was told to evaluate again)
     with pytest.raises(InputError, match=rf"The summaries of ds={DS} under '.*/reg/summaries' are regression "
                                          r"summaries, and this config's task is binary: if they are the outputs you "
                                          r"mean, set task: regression"):
-        rolling_comparison(demo_config(output__path=str(tmp_path / "reg")), "a", "b", DS, DS, spark=spark)
+        rolling_comparison(demo_config(output__path=str(tmp_path / "reg")), "a", "b", DS, DS)
 
 
 def test_compare_over_days_with_model_and_run_columns_of_other_names(spark, demo_config, tmp_path):
@@ -201,7 +201,7 @@ def test_compare_over_days_with_model_and_run_columns_of_other_names(spark, demo
         cfg = demo_config(input__path=str(tmp_path / name), output__path=str(tmp_path / f"out_{name}"),
                           columns=columns)
         evaluate(spark, cfg, f"{days[0]}..{DS}")
-        got[name] = run_metrics(cfg, ["a", "b"], days, spark=spark)
+        got[name] = run_metrics(cfg, ["a", "b"], days)
     assert len(got["plain"]) == 4 and (got["plain"]["status"] == "ok").all()
     pd.testing.assert_frame_equal(got["named"], got["plain"])
 

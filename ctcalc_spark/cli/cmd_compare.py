@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     from ctcalc_spark.core.accuracy import Comparison
 
     from ctcalc_spark.config import JobConfig
+    from ctcalc_spark.tables import OutputStore
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -92,9 +93,9 @@ def run(args: argparse.Namespace) -> int:
     cfg = config_from_args(args)
     check_relative_paths(cfg, args.config, ["output"])
     out = _report_folder(args, cfg)
-    spark = _spark(args, cfg)
-    days = resolve_days(cfg, args.ds, args.ds_from, args.ds_to, spark)
-    per_run = run_metrics(cfg, [args.a, args.b], days, spark=spark)
+    store = _store(args, cfg)
+    days = resolve_days(store, args.ds, args.ds_from, args.ds_to)
+    per_run = run_metrics(cfg, [args.a, args.b], days, store=store)
     res = compare_pipelines(per_run, cfg.task, args.a, args.b, n_boot=args.bootstrap, level=args.level,
                             seed=args.seed, single_run=tuple(args.single_run) if args.single_run else None,
                             baseline=args.baseline)
@@ -155,8 +156,12 @@ def _report_folder(args: argparse.Namespace, cfg: JobConfig, folder: str | None 
     return out
 
 
-def _spark(args: argparse.Namespace, cfg: JobConfig):  # type: ignore[no-untyped-def]
-    return session_for(args, cfg, "ctcalc-compare") if cfg.output.catalog else None  # path outputs: Delta, here
+def _store(args: argparse.Namespace, cfg: JobConfig) -> OutputStore:
+    """The command's one output store: catalog outputs read through a Spark session; path outputs are Delta
+    tables read here, with no session."""
+    from ctcalc_spark.tables import OutputStore
+
+    return OutputStore(cfg, session_for(args, cfg, "ctcalc-compare") if cfg.output.catalog else None)
 
 
 def _run_rolling(args: argparse.Namespace) -> int:
@@ -177,7 +182,7 @@ def _run_rolling(args: argparse.Namespace) -> int:
     check_relative_paths(cfg, args.config, ["output"])
     spec = WindowSpec(args.window or cfg.rolling.window, args.days or cfg.rolling.days)
     out = _report_folder(args, cfg, "rolling_" + (f"{spec.days}d" if spec.kind == "rolling" else spec.kind))
-    res = rolling_comparison(cfg, args.a, args.b, args.ds_from, args.ds_to, spec=spec, spark=_spark(args, cfg),
+    res = rolling_comparison(cfg, args.a, args.b, args.ds_from, args.ds_to, spec=spec, store=_store(args, cfg),
                              n_boot=args.bootstrap, level=args.level, seed=args.seed)
     rc, c = res.comparison, res.comparison.period
     kind = f"rolling {spec.days}-day" if spec.kind == "rolling" else spec.kind

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Iterable, Sequence
+from typing import Any, Iterable, Sequence
 
 import pandas as pd
 
@@ -23,9 +23,6 @@ from ctcalc_spark.tables import OutputStore
 from ctcalc_spark.core.finalize import ALL, metrics_from_summaries
 from ctcalc_spark.core.rolling_compare import RollingComparison
 from ctcalc_spark.core.windows import WindowSpec
-
-if TYPE_CHECKING:
-    from pyspark.sql import SparkSession
 
 log = logging.getLogger(__name__)
 
@@ -91,13 +88,14 @@ def _distinct_pair(model_a: str, model_b: str) -> None:
 
 
 def run_metrics(cfg: JobConfig, models: Sequence[str], days: Sequence[str], *,
-                spark: SparkSession | None = None) -> pd.DataFrame:
+                store: OutputStore | None = None) -> pd.DataFrame:
     """Per (model, run): the vanilla and calibrated metric over ``days`` (columns model, run, <metrics>, status,
-    and those of :data:`SANITY_COLUMNS` the metrics have)."""
+    and those of :data:`SANITY_COLUMNS` the metrics have), read from ``store`` (``OutputStore(cfg)`` when not
+    given; catalog outputs pass theirs, which holds the Spark session)."""
     days = [validate_ds(d) for d in days]
     if not days:
         raise ConfigError("Expected at least one ds to compare.")
-    store = OutputStore(cfg, spark)
+    store = store or OutputStore(cfg)
     if len(days) == 1:
         m = _read_table(store, cfg, "metrics", days, models)
         _check_models(m["model"] if "model" in m else [], models, cfg, "metrics", days, store)
@@ -218,9 +216,8 @@ def _span(ds_from: str, ds_to: str) -> tuple[str, str]:
     return lo, hi
 
 
-def resolve_days(cfg: JobConfig, ds: str | None, ds_from: str | None, ds_to: str | None,
-                 spark: SparkSession | None = None) -> list[str]:
-    """``--ds`` alone, or every metrics partition in ``[ds_from, ds_to]``."""
+def resolve_days(store: OutputStore, ds: str | None, ds_from: str | None, ds_to: str | None) -> list[str]:
+    """``--ds`` alone, or every metrics partition of ``store`` in ``[ds_from, ds_to]``."""
     if ds is not None:
         if ds_from or ds_to:
             raise ConfigError("Give either --ds or --ds-from/--ds-to, not both.")
@@ -228,7 +225,6 @@ def resolve_days(cfg: JobConfig, ds: str | None, ds_from: str | None, ds_to: str
     if not (ds_from and ds_to):
         raise ConfigError("Give --ds DATE, or --ds-from DATE and --ds-to DATE (inclusive).")
     lo, hi = _span(ds_from, ds_to)
-    store = OutputStore(cfg, spark)
     days = [d for d in available_days(store, "metrics") if lo <= d <= hi]
     if not days:
         raise InputError(f"No metrics partitions between {lo} and {hi} under {store.location('metrics')!r}.")
@@ -245,10 +241,11 @@ class RollingCompareResult:
 
 
 def rolling_comparison(cfg: JobConfig, model_a: str, model_b: str, ds_from: str, ds_to: str, *,
-                       spec: WindowSpec | None = None, spark: SparkSession | None = None, n_boot: int = 2000,
+                       spec: WindowSpec | None = None, store: OutputStore | None = None, n_boot: int = 2000,
                        level: float = 0.95, seed: int = 0) -> RollingCompareResult:
     """Pipelines A and B under previous-window calibration over [ds_from, ds_to], from the stored daily summaries
-    (no rescan): per-window and whole-period Acc, :mod:`ctcalc_spark.core.rolling_compare`."""
+    of ``store`` (``OutputStore(cfg)`` when not given) with no rescan: per-window and whole-period Acc,
+    :mod:`ctcalc_spark.core.rolling_compare`."""
     from ctcalc_spark.core.rolling_compare import comparison_windows, compare_rolling, days_needed, run_table
     from ctcalc_spark.core.sanity import extreme_counts
 
@@ -259,7 +256,7 @@ def rolling_comparison(cfg: JobConfig, model_a: str, model_b: str, ds_from: str,
     lo, hi = _span(ds_from, ds_to)
     spec = spec or WindowSpec.from_config(cfg.rolling)
     windows = comparison_windows(lo, hi, spec)
-    store = OutputStore(cfg, spark)
+    store = store or OutputStore(cfg)
     available = available_days(store, "summaries")
     if not any(lo <= d <= hi for d in available):
         span = f"{available[0]}..{available[-1]}" if available else "none"
@@ -269,7 +266,7 @@ def rolling_comparison(cfg: JobConfig, model_a: str, model_b: str, ds_from: str,
     days = [d for d in days_needed(windows, spec, hi) if d in present]
     store.require_one_run(days)
     c = cfg.columns
-    with long_step("rolling comparison: reading summaries", spark):
+    with long_step("rolling comparison: reading summaries", store.spark):
         rows = store.read("summaries", days=days, where={c.model: [model_a, model_b]}, task=cfg.task)
     _check_models(rows[c.model] if c.model in rows else [], [model_a, model_b], cfg, "summaries", days, store)
     rows = rows.assign(ds=rows["ds"].astype(str),
