@@ -502,12 +502,12 @@ def test_rolling_report_and_compare_of_path_outputs_run_without_spark(tmp_path):
 
     from ctcalc_spark.core.finalize import metrics_from_summaries
     from tests._frames import write_outputs
-    from tests.test_rolling import _binary_rows, _binary_stream, _days
+    from tests._rows import binary_stream, binary_summary_rows, day_range
 
-    days = _days("2026-11-16", 4)
-    raw = pd.concat([_binary_stream(days, runs=3, n=300, seed=1).assign(model="a"),
-                     _binary_stream(days, runs=3, n=300, seed=2).assign(model="b")], ignore_index=True)
-    summaries = _binary_rows(raw)
+    days = day_range("2026-11-16", 4)
+    raw = pd.concat([binary_stream(days, runs=3, n=300, seed=1).assign(model="a"),
+                     binary_stream(days, runs=3, n=300, seed=2).assign(model="b")], ignore_index=True)
+    summaries = binary_summary_rows(raw)
     metrics = metrics_from_summaries(summaries, "binary", keys=["ds", "model", "run"])
     write_outputs(tmp_path / "out", {"summaries": summaries, "metrics": metrics.assign(task="binary")})
     (tmp_path / "c.yaml").write_text("input: {path: eval}\noutput: {path: out}\nrolling: {window: day}\n")

@@ -111,12 +111,12 @@ def test_rolling_report_and_rolling_compare_on_s3_equal_a_folder_and_start_no_jv
     from ctcalc_spark.core.finalize import metrics_from_summaries
     from tests._cli import run_cli
     from tests._frames import read_delta_table, write_outputs
-    from tests.test_rolling import _binary_rows, _binary_stream, _days
+    from tests._rows import binary_stream, binary_summary_rows, day_range
 
-    days = _days("2026-11-16", 4)
-    raw = pd.concat([_binary_stream(days, runs=3, n=300, seed=1).assign(model="a"),
-                     _binary_stream(days, runs=3, n=300, seed=2).assign(model="b")], ignore_index=True)
-    summaries = _binary_rows(raw)
+    days = day_range("2026-11-16", 4)
+    raw = pd.concat([binary_stream(days, runs=3, n=300, seed=1).assign(model="a"),
+                     binary_stream(days, runs=3, n=300, seed=2).assign(model="b")], ignore_index=True)
+    summaries = binary_summary_rows(raw)
     write_outputs(tmp_path / "local" / "out", {"summaries": summaries, "metrics": metrics_from_summaries(
         summaries, "binary", keys=["ds", "model", "run"]).assign(task="binary")})
     prefix, client = s3_server.fresh_prefix("reports"), s3_server.client()
