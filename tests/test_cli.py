@@ -232,15 +232,15 @@ def test_a_config_file_saved_as_utf16_reads_and_one_in_windows_1252_exits_3_with
     ("task: binary\ntask: regression\n", [], r"Config file '.*c\.yaml': key 'task' is given twice \(lines 1 and 2\); "
                                               r"YAML would keep only the last one"),
     ("columns: {model: a, model: b}\n", [], r"key 'model' is given twice \(line 1\)"),
-    # one line with the line and column (PyYAML's message spans five lines and names '<unicode string>')
-    ("task: binary\ninput:\n\tpath: x\n", [], r"is not valid YAML: while scanning for the next token: found "
-                                              r"character '\\t' that cannot start any token at line 3, column 1 "
-                                              r"\(YAML indents with spaces, not tabs\)$"),
-    ("input: {path: x\n", [], r"is not valid YAML: while parsing a flow mapping: expected ',' or '}', but got "
-                              r"'<stream end>' at line 2, column 1$"),
+    # one line with the line and column (PyYAML's message spans five lines and names '<unicode string>'); what
+    # PyYAML says of the problem is its own wording, not asserted
+    ("task: binary\ninput:\n\tpath: x\n", [], r"^ctcalc evaluate: error: Config file '.*c\.yaml' is not valid YAML: "
+                                              r"\S.* at line 3, column 1 \(YAML indents with spaces, not tabs\)$"),
+    ("input: {path: x\n", [], r"^ctcalc evaluate: error: Config file '.*c\.yaml' is not valid YAML: \S.* at line 2, "
+                              r"column 1$"),
     # used to end in "internal error ... ParserError ... This is a bug"
-    ("task: binary\n", ["columns.slices=[a, b"], r"--set columns.slices=\[a, b: the value is not valid YAML: while "
-                                                 r"parsing a flow sequence: expected ',' or '\]'"),
+    ("task: binary\n", ["columns.slices=[a, b"], r"^ctcalc evaluate: error: --set columns.slices=\[a, b: the value is "
+                                                 r"not valid YAML: \S.* at line 1, column \d+$"),
 ])
 def test_config_file_and_set_values_that_are_not_valid_yaml_exit_3_with_one_line(tmp_path, capsys, text, sets,
                                                                                    message):
@@ -283,7 +283,8 @@ def test_missing_required_argument_exits_2(capsys):
     with pytest.raises(SystemExit) as exc:
         main(["evaluate", "--config", "x.yaml"])
     assert exc.value.code == EXIT_USAGE
-    assert "the following arguments are required: --ds" in capsys.readouterr().err
+    last = capsys.readouterr().err.splitlines()[-1]  # argparse's words around the option are not asserted
+    assert last.startswith("ctcalc evaluate: error: ") and "--ds" in last
 
 
 @pytest.mark.parametrize("argv", [[], ["--log-level", "DEBUG"], ["-q"]])
