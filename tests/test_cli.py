@@ -7,7 +7,6 @@ import os
 import re
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -163,7 +162,16 @@ def test_where_prints_the_submit_script_and_the_example_configs(capsys):
     assert {p.name for p in folder.glob("*.yaml")} >= {"demo.yaml", "stream_demo.yaml", "experiment_default.yaml"}
 
 
-def test_config_errors_exit_3_with_one_line(tmp_path, capsys):
+def no_spark(monkeypatch) -> None:
+    """Make starting a Spark session fail the command (exit 70, an internal error), for checks that a command stops
+    before Spark starts."""
+    def build_session(*args, **kwargs):  # type: ignore[no-untyped-def]
+        raise AssertionError("a Spark session was started")
+
+    monkeypatch.setattr("ctcalc_spark.spark.session.build_session", build_session)
+
+
+def test_config_errors_exit_3_with_one_line(tmp_path, capsys, monkeypatch):
     missing = tmp_path / "nope.yaml"
     assert main(["evaluate", "--config", str(missing), "--ds", "2026-11-21"]) == EXIT_CONFIG
     err = capsys.readouterr().err.strip()
@@ -182,31 +190,28 @@ def test_config_errors_exit_3_with_one_line(tmp_path, capsys):
     assert main(["demo", "--runs", "1"]) == EXIT_CONFIG
     assert "--runs must be >= 2" in capsys.readouterr().err
     # a batch config given to `ctcalc stream`: said before Spark starts (it started Spark first)
-    started = time.perf_counter()
+    no_spark(monkeypatch)
     assert main(["stream", "--config", str(example_config("demo.yaml"))]) == EXIT_CONFIG
     assert "A file stream needs 'stream.path' (the folder where Parquet, JSON or CSV files land): set it under " \
-           "'stream:'" in capsys.readouterr().err and time.perf_counter() - started < 5
+           "'stream:'" in capsys.readouterr().err
     # a multiclass config: said before Spark starts (it said after, and only after a schema error for the files)
-    started = time.perf_counter()
     assert main(["stream", "--config", str(example_config("demo.yaml")), "--set", "task=multiclass",
                  "--set", "stream.path=nowhere"]) == EXIT_CONFIG
     assert "The stream supports task binary/regression, got 'multiclass'" in capsys.readouterr().err
-    assert time.perf_counter() - started < 5
 
 
-def test_stream_folders_that_cannot_be_written_exit_3_before_spark(tmp_path, capsys, read_only_folder):
+def test_stream_folders_that_cannot_be_written_exit_3_before_spark(tmp_path, capsys, read_only_folder, monkeypatch):
     """A read-only output or checkpoint folder stopped the stream in Spark's start: `failed: java.io.IOException:
     mkdir of file:/mnt/ro/ck failed`, after Spark had started. Now a config error naming the key, at once."""
     ro = read_only_folder()
+    no_spark(monkeypatch)
     base = ["stream", "--config", str(example_config("stream_demo.yaml")), "--set", f"stream.path={tmp_path / 'src'}"]
     for sets, key in (([f"output.path={ro / 'out'}"], "output.path"),
                       ([f"output.path={tmp_path / 'out'}", f"stream.checkpoint={ro / 'ck'}"], "stream.checkpoint")):
-        started = time.perf_counter()
         assert main([*base, *[a for s in sets for a in ("--set", s)]]) == EXIT_CONFIG
         assert re.search(rf"{re.escape(key)} '.*/ro0/(out|ck)' cannot hold .*: '.*/ro0' is (on a read-only file "
                          rf"system|not writable by this user)\. Set {re.escape(key)} to a folder",
                          capsys.readouterr().err)
-        assert time.perf_counter() - started < 5
     assert not (tmp_path / "out").exists()
 
 
@@ -544,20 +549,19 @@ def test_as_of_that_is_neither_a_version_nor_a_time_is_a_config_error(tmp_path, 
 
 
 def test_unreachable_connect_server_fails_at_once_naming_it(free_port, tmp_path):
-    """pyspark alone retried a wrong spark.remote for more than 5 minutes without a word."""
-    import time
-
+    """pyspark alone retried a wrong spark.remote for more than 5 minutes without a word (run_cli's timeout of 2
+    minutes fails such a wait). The operating system's words for the refused connection are not asserted."""
     from ctcalc_spark.spark.session import PROXY_VARIABLES
 
     port = free_port()  # nothing listens there
-    start = time.perf_counter()
     done = run_cli(["evaluate", "--config", str(example_config("demo.yaml")), "--ds", "2026-11-15",
                     "--set", f"output.path={tmp_path / 'out'}",
                     "--set", f"spark.remote=sc://127.0.0.1:{port}/;token=s3cret"],
                    drop=PROXY_VARIABLES, expect=EXIT_RUNTIME, timeout=120)  # the probe is skipped behind a proxy
-    assert time.perf_counter() - start < 60
-    reached = f"Cannot reach the Spark Connect server sc://127.0.0.1:{port}/;token=*** (127.0.0.1:{port}): Connection"
-    assert f"{reached} refused" in done.stderr and "s3cret" not in done.stderr
+    reached = (rf"Cannot reach the Spark Connect server sc://127\.0\.0\.1:{port}/;token=\*\*\* "
+               rf"\(127\.0\.0\.1:{port}\): \S.*\. Check spark\.remote \(or SPARK_REMOTE\)")
+    assert re.search(reached, done.stderr), done.stderr
+    assert "s3cret" not in done.stderr
     assert not (tmp_path / "out").exists()
 
 
