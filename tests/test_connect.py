@@ -167,8 +167,8 @@ def test_score_on_a_connect_server_from_relative_paths(connect_server, tmp_path)
 def test_connect_server_that_refuses_the_client_fails_in_one_line(connect_server, tmp_path):
     """A wrong token: pyspark's error is a multi-line gRPC dump whose first line (all the CLI used to show) says
     only '<_InactiveRpcError of RPC that terminated with:'. A token to a host other than 'localhost' makes pyspark
-    use TLS, and against this server (no TLS) its client retried the handshake for minutes."""
-    import time
+    use TLS, and against this server (no TLS) its client retried the handshake for minutes (run_cli's timeout of 2
+    minutes fails such a wait). The server's own words for the refusal (after the gRPC status) are not asserted."""
     from urllib.parse import urlparse
 
     from ctcalc_spark.errors import EXIT_CONFIG, EXIT_RUNTIME
@@ -180,14 +180,12 @@ def test_connect_server_that_refuses_the_client_fails_in_one_line(connect_server
     drop = ("SPARK_CONNECT_MODE_ENABLED", *PROXY_VARIABLES)
     wrong = run_cli([*args, "--set", f"spark.remote=sc://localhost:{port}/;token=wrong-w1"], drop=drop,
                     expect=EXIT_CONFIG, timeout=120)
-    assert "The Spark Connect server refused this client: Spark Connect call failed: UNAUTHENTICATED: " \
-           "Invalid authentication token. Check the token in spark.remote" in wrong.stderr, wrong.stderr
+    assert re.search(r"The Spark Connect server refused this client: Spark Connect call failed: UNAUTHENTICATED: "
+                     r"\S.*\. Check the token in spark\.remote", wrong.stderr), wrong.stderr
     assert "wrong-w1" not in wrong.stderr and "RpcError" not in wrong.stderr
     token = connect_server.split("token=")[1]
-    start = time.perf_counter()
     tls = run_cli([*args, "--set", f"spark.remote=sc://127.0.0.1:{port}/;token={token}"], drop=drop,
                   expect=EXIT_RUNTIME, timeout=120)
-    assert time.perf_counter() - start < 60
     assert f"The Spark Connect server sc://127.0.0.1:{port}/;token=*** (127.0.0.1:{port}) does not answer TLS" \
         in tls.stderr
     assert "write its host as localhost" in tls.stderr and token not in tls.stderr

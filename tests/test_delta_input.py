@@ -3,23 +3,18 @@
 from __future__ import annotations
 
 import numpy as np
-import pandas as pd
 import pyarrow as pa
 import pytest
-from scipy.special import expit
 
 from ctcalc_spark.jobs.evaluate import evaluate
+
+from tests._rows import binary_eval_rows
 
 DAYS = ["2026-11-20", "2026-11-21"]
 
 
 def _rows(day: str, n: int, seed: int) -> pa.Table:
-    rng = np.random.default_rng(seed)
-    t = rng.normal(-1.5, 1.0, n)
-    frames = [pd.DataFrame({"model": m, "run": 0, "ds": day, "example_id": np.arange(n, dtype=np.int64),
-                            "label": (rng.random(n) < expit(t)).astype(np.int64), "logit": t + rng.normal(0, .3, n)})
-              for m in ("a", "b")]
-    return pa.Table.from_pandas(pd.concat(frames, ignore_index=True), preserve_index=False)
+    return pa.Table.from_pandas(binary_eval_rows(n, seed, runs=(0,), ds=day), preserve_index=False)
 
 
 @pytest.fixture()

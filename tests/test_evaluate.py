@@ -30,42 +30,12 @@ from ctcalc_spark.core.split import bias_mask
 from ctcalc_spark.core.summary import finalize_binary
 
 from tests._frames import assert_same_rows
-
-DS = "2026-11-21"
-
-
-def _binary_rows(n=6000, seed=0, models=("a", "b"), runs=(0, 1), ds=DS, weights=False, slices=False):
-    rng = np.random.default_rng(seed)
-    ids = np.arange(n, dtype=np.int64)
-    t = rng.normal(-1.5, 1.0, n)
-    y = (rng.random(n) < expit(t)).astype(np.int64)
-    frames = []
-    for m in models:
-        for r in runs:
-            df = pd.DataFrame({"model": m, "run": r, "ds": ds, "example_id": ids, "label": y,
-                               "logit": t + rng.normal(0.2, 0.3, n)})
-            if weights:
-                df["weight"] = rng.uniform(0.5, 2.0, n)
-            if slices:
-                df["country"] = np.where(ids % 3 == 0, "US", "DE")
-            frames.append(df)
-    return pd.concat(frames, ignore_index=True)
-
-
-def _write(df, path):
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
-    table = pa.Table.from_pandas(df, preserve_index=False)
-    for i, name in enumerate(table.column_names):  # keep NaN as NaN: from_pandas turns it into null
-        if df[name].dtype == np.float64:
-            table = table.set_column(i, name, pa.array(df[name].to_numpy()))
-    pq.write_to_dataset(table, str(path), partition_cols=["ds"])
+from tests._rows import DS, binary_eval_rows, multiclass_logits, write_eval
 
 
 def test_spark_path_equals_numpy_path(spark, demo_config, tmp_path):
-    df = _binary_rows(weights=True)
-    _write(df, tmp_path / "eval")
+    df = binary_eval_rows(weights=True)
+    write_eval(df, tmp_path / "eval")
     cfg = demo_config(columns={"weight": "weight"})
     res = evaluate(spark, cfg, DS)
     m = res.metrics.set_index(["model", "run"])
@@ -90,8 +60,8 @@ def test_spark_path_equals_numpy_path(spark, demo_config, tmp_path):
 def test_end_to_end_writes_partitions_and_rerun_is_idempotent(spark, demo_config, tmp_path):
     from deltalake import DeltaTable
 
-    df = pd.concat([_binary_rows(ds=DS, seed=1), _binary_rows(ds="2026-11-22", seed=2)])
-    _write(df, tmp_path / "eval")
+    df = pd.concat([binary_eval_rows(ds=DS, seed=1), binary_eval_rows(ds="2026-11-22", seed=2)])
+    write_eval(df, tmp_path / "eval")
     cfg = demo_config()
     first = evaluate(spark, cfg, DS)
     evaluate(spark, cfg, "2026-11-22")
@@ -122,9 +92,9 @@ def test_end_to_end_writes_partitions_and_rerun_is_idempotent(spark, demo_config
 
 
 def test_slices_and_split_column(spark, demo_config, tmp_path):
-    df = _binary_rows(slices=True)
+    df = binary_eval_rows(slices=True)
     df["split"] = np.where(df["example_id"] % 5 == 0, "bias", "remain")
-    _write(df, tmp_path / "eval")
+    write_eval(df, tmp_path / "eval")
     cfg = demo_config(columns={"slices": ["country"], "split": "split"})
     m = evaluate(spark, cfg, DS).metrics
     assert set(m["slice_name"]) == {"__all__", "country"}
@@ -141,13 +111,13 @@ def test_a_positive_only_slice_with_fractional_weights_gets_its_status_not_a_cra
     """A slice value whose rows are all positive, with fractional weights, is a one-class group: base rate 1, no
     AUC, status bias_single_class_positive. Before the total weight was Σw(neg) + Σw(pos), rounding could make it
     look like it had negatives: an AUC of 0/0 stopped the whole day in check_row ("a bug")."""
-    df = _binary_rows(models=("a", "b", "c", "d"), runs=(0, 1, 2), weights=True, slices=True)
+    df = binary_eval_rows(models=("a", "b", "c", "d"), runs=(0, 1, 2), weights=True, slices=True)
     for k, country in enumerate(["FR", "IT", "ES"]):  # 36 positive-only groups: about 1 in 5 rounded wrongly before
         clicked = df["example_id"] % 11 == k
         df.loc[clicked, "country"] = country
         df.loc[clicked, "label"] = 1
     df["weight"] = np.random.default_rng(8).uniform(0.01, 3.0, len(df)) * np.pi
-    _write(df, tmp_path / "eval")
+    write_eval(df, tmp_path / "eval")
     m = evaluate(spark, demo_config(columns={"slices": ["country"], "weight": "weight"}), DS).metrics
     one_class = m[m["slice_value"].isin(["FR", "IT", "ES"])]
     assert len(one_class) == 36
@@ -158,11 +128,11 @@ def test_a_positive_only_slice_with_fractional_weights_gets_its_status_not_a_cra
 
 
 def test_probabilities_are_clipped_and_counted(spark, demo_config, tmp_path):
-    df = _binary_rows(models=("a",), runs=(0,))
+    df = binary_eval_rows(models=("a",), runs=(0,))
     df["prediction"] = expit(df["logit"])
     df.loc[:9, "prediction"] = 0.0
     df.loc[10:14, "prediction"] = 1.0
-    _write(df.drop(columns=["logit"]), tmp_path / "eval")
+    write_eval(df.drop(columns=["logit"]), tmp_path / "eval")
     m = evaluate(spark, demo_config(columns={"logit": None, "prediction": "prediction"}), DS).metrics
     assert m.loc[0, "n_clipped"] == 15
     assert np.isfinite(m.loc[0, "log_loss"])
@@ -174,7 +144,7 @@ def test_regression_task_matches_numpy(spark, demo_config, tmp_path):
     p = rng.normal(0, 1, n)
     df = pd.DataFrame({"model": "m", "run": 0, "ds": DS, "example_id": np.arange(n), "label": p + 0.5 + rng.normal(0, 1, n),
                        "prediction": p})
-    _write(df, tmp_path / "eval")
+    write_eval(df, tmp_path / "eval")
     m = evaluate(spark, demo_config(task="regression", columns={"logit": None, "prediction": "prediction"}), DS).metrics
     isb = bias_mask(df["example_id"], salt="t", bias_fraction=0.1)
     y, pr = df["label"].to_numpy(), df["prediction"].to_numpy()
@@ -200,7 +170,7 @@ def test_a_range_writes_the_very_summaries_its_metrics_come_from(request, demo_c
 
     spark = _session(request, session)
     days = ["2026-11-20", "2026-11-21", "2026-11-22"]
-    df = pd.concat([_binary_rows(n=900, seed=i, ds=d, weights=True, slices=True) for i, d in enumerate(days)],
+    df = pd.concat([binary_eval_rows(n=900, seed=i, ds=d, weights=True, slices=True) for i, d in enumerate(days)],
                    ignore_index=True)
     df.loc[df.index % 11 == 0, "country"] = None
     df.loc[df.index % 97 == 0, "logit"] = np.nan  # invalid: dropped and counted
@@ -209,7 +179,7 @@ def test_a_range_writes_the_very_summaries_its_metrics_come_from(request, demo_c
     if task == "regression":
         df = df.rename(columns={"logit": "prediction"}).assign(label=lambda d: d["label"] + d["prediction"])
         over = {**over, "task": "regression", "columns": {**over["columns"], "logit": None, "prediction": "prediction"}}
-    _write(df, tmp_path / "eval")
+    write_eval(df, tmp_path / "eval")
     res = evaluate(spark, demo_config(**over), f"{days[0]}..{days[-1]}")
     assert res.metrics["n_invalid"].sum() > 0 and len(res.uncounted) > 0
     keys = ["ds", "model", "run", "country", "split", *(["bin", "label"] if task == "binary" else [])]
@@ -236,12 +206,13 @@ def test_a_range_rerun_in_one_session_reads_the_changed_input(request, demo_conf
 
     spark = _session(request, session)
     days = ["2026-11-20", "2026-11-21"]
-    rows = pd.concat([_binary_rows(n=600, seed=i, ds=d) for i, d in enumerate(days)], ignore_index=True)
-    _write(rows, tmp_path / "eval")
+    rows = pd.concat([binary_eval_rows(n=600, seed=i, ds=d) for i, d in enumerate(days)], ignore_index=True)
+    write_eval(rows, tmp_path / "eval")
     cfg = demo_config()
     first = evaluate(spark, cfg, f"{days[0]}..{days[1]}").metrics
     shutil.rmtree(tmp_path / "eval")
-    _write(rows.assign(logit=np.where(rows["ds"] == days[1], rows["logit"] + 1.0, rows["logit"])), tmp_path / "eval")
+    write_eval(rows.assign(logit=np.where(rows["ds"] == days[1], rows["logit"] + 1.0, rows["logit"])),
+               tmp_path / "eval")
     second = evaluate(spark, cfg, f"{days[0]}..{days[1]}").metrics
     fresh = evaluate(spark, demo_config(output={"path": str(tmp_path / "fresh")}), days[1]).metrics
     key = ["model", "run", "slice_name", "slice_value"]
@@ -253,13 +224,10 @@ def test_a_range_rerun_in_one_session_reads_the_changed_input(request, demo_conf
 
 
 def test_multiclass_task_matches_numpy(spark, demo_config, tmp_path):
-    rng = np.random.default_rng(10)
-    n, k = 4000, 4
-    y = rng.integers(0, k, n)
-    z = rng.normal(0, 2, (n, k))
-    z[np.arange(n), y] += 1.5
+    n = 4000
+    y, z = multiclass_logits(n, 4, seed=10, scale=2, boost=1.5)
     df = pd.DataFrame({"model": "m", "run": 0, "ds": DS, "example_id": np.arange(n), "label": y, "logit": list(z)})
-    _write(df, tmp_path / "eval")
+    write_eval(df, tmp_path / "eval")
     m = evaluate(spark, demo_config(task="multiclass", split={"bias_fraction": 0.2, "salt": "t"}), DS).metrics
     isb = bias_mask(df["example_id"], salt="t", bias_fraction=0.2)
     assert m.loc[0, "status"] == "ok"
@@ -273,16 +241,13 @@ def test_multiclass_slices_match_numpy_per_slice_value(spark, demo_config, tmp_p
     """columns.slices for the multiclass task (it was refused): a metrics row per value of each slice column
     beside the whole, each with the temperature fitted on its own val-bias rows, like the binary task's bias;
     a null slice value is a slice of its own. Every row is checked against the numpy reference."""
-    rng = np.random.default_rng(12)
-    n, k = 6000, 3
-    y = rng.integers(0, k, n)
-    z = rng.normal(0, 2, (n, k))
-    z[np.arange(n), y] += 1.0 + 1.5 * (np.arange(n) % 3 == 0)  # the countries differ in sharpness
+    n = 6000
+    y, z = multiclass_logits(n, 3, seed=12, scale=2, boost=1.0 + 1.5 * (np.arange(n) % 3 == 0))  # countries differ
     country = np.array(["DE", "FR", None], dtype=object)[np.arange(n) % 3]
     device = np.where(np.arange(n) % 2 == 0, "web", "app")
     df = pd.DataFrame({"model": "m", "run": 0, "ds": DS, "example_id": np.arange(n), "label": y, "logit": list(z),
                        "country": country, "device": device})
-    _write(df, tmp_path / "eval")
+    write_eval(df, tmp_path / "eval")
     m = evaluate(spark, demo_config(task="multiclass", split={"bias_fraction": 0.2, "salt": "t"},
                                     columns={"slices": ["country", "device"]}), DS, write=False).metrics
     assert list(zip(m["slice_name"], m["slice_value"])) == [
@@ -312,21 +277,18 @@ def test_multiclass_scores_in_one_column_per_class(spark, demo_config, tmp_path)
     [0, 1] and null class columns are invalid rows with their reasons."""
     from scipy.special import softmax
 
-    rng = np.random.default_rng(11)
     n, k = 3000, 3
-    y = rng.integers(0, k, n)
-    z = rng.normal(0, 2, (n, k))
-    z[np.arange(n), y] += 1.5
+    y, z = multiclass_logits(n, k, seed=11, scale=2, boost=1.5)
     base = pd.DataFrame({"model": "m", "run": 0, "ds": DS, "example_id": np.arange(n), "label": y})
-    _write(base.assign(logit=list(z)), tmp_path / "array")
+    write_eval(base.assign(logit=list(z)), tmp_path / "array")
     p = softmax(z, axis=1)
     wide = base.assign(**{f"z{i}": z[:, i] for i in range(k)}, **{f"p{i}": p[:, i] for i in range(k)})
-    _write(wide, tmp_path / "wide")
+    write_eval(wide, tmp_path / "wide")
     (tmp_path / "csv").mkdir()
     wide.to_csv(tmp_path / "csv" / "part.csv", index=False, float_format="%.17g")
     split = {"bias_fraction": 0.2, "salt": "t"}
 
-    _write(wide.astype({f"p{i}": str for i in range(k)}), tmp_path / "text")
+    write_eval(wide.astype({f"p{i}": str for i in range(k)}), tmp_path / "text")
 
     def run(path, fmt="parquet", **columns):
         cfg = demo_config(task="multiclass", split=split, columns=columns, input={
@@ -346,7 +308,7 @@ def test_multiclass_scores_in_one_column_per_class(spark, demo_config, tmp_path)
     bad.loc[0, "p1"], bad.loc[2, "p0"], bad.loc[3, "p0"] = 1.5, -0.1, np.nan
     bad["p2"] = bad["p2"].astype("Float64")
     bad.loc[1, "p2"] = pd.NA
-    _write(bad, tmp_path / "bad")
+    write_eval(bad, tmp_path / "bad")
     with pytest.raises(InputError, match=r"1 rows: NaN or infinite logit/prediction; 2 rows: probability outside "
                                          r"\[0, 1\]; 1 rows: null score .* Multiclass labels must be class indices"):
         run(tmp_path / "bad", class_probabilities=["p0", "p1", "p2"])
@@ -359,9 +321,9 @@ def test_multiclass_scores_in_one_column_per_class(spark, demo_config, tmp_path)
 # ---- bad input ------------------------------------------------------------------------------
 
 def _bad(df_mutator, tmp_path, **cfg_over):
-    df = _binary_rows(models=("a",), runs=(0,))
+    df = binary_eval_rows(models=("a",), runs=(0,))
     df = df_mutator(df)
-    _write(df, tmp_path / "eval")
+    write_eval(df, tmp_path / "eval")
     return df
 
 
@@ -396,12 +358,12 @@ def test_bad_rows_dropped_and_counted_when_asked(spark, demo_config, tmp_path):
 
 
 def test_failed_rerun_keeps_previous_partition(spark, demo_config, tmp_path):
-    _write(_binary_rows(models=("a",), runs=(0,)), tmp_path / "eval")
+    write_eval(binary_eval_rows(models=("a",), runs=(0,)), tmp_path / "eval")
     cfg = demo_config()
     evaluate(spark, cfg, DS)
     store = OutputStore(cfg)
     before, version = store.read("metrics", days=[DS], with_run_id=True), store.delta("metrics").version()
-    _write(_binary_rows(models=("a",), runs=(0,)).assign(label=3), tmp_path / "eval2")
+    write_eval(binary_eval_rows(models=("a",), runs=(0,)).assign(label=3), tmp_path / "eval2")
     bad_cfg = config_from_dict({"input": {"path": str(tmp_path / "eval2")}, "output": {"path": str(tmp_path / "out")},
                                 "split": {"salt": "t"}})
     with pytest.raises(InputError):
@@ -411,11 +373,11 @@ def test_failed_rerun_keeps_previous_partition(spark, demo_config, tmp_path):
 
 
 def test_single_class_and_empty_splits_get_status(spark, demo_config, tmp_path):
-    df = _binary_rows(models=("a", "b"), runs=(0,))
+    df = binary_eval_rows(models=("a", "b"), runs=(0,))
     df["split"] = "remain"
     df.loc[(df["model"] == "a") & (df["example_id"] < 300), "split"] = "bias"
     df.loc[(df["model"] == "a") & (df["example_id"] < 300), "label"] = 0
-    _write(df, tmp_path / "eval")
+    write_eval(df, tmp_path / "eval")
     m = evaluate(spark, demo_config(columns={"split": "split"}), DS).metrics.set_index("model")
     assert m.loc["a", "status"] == "bias_single_class_negative"
     assert m.loc["b", "status"] == "no_bias_rows"
@@ -423,19 +385,19 @@ def test_single_class_and_empty_splits_get_status(spark, demo_config, tmp_path):
 
 
 def test_missing_column_lists_missing_and_present(spark, demo_config, tmp_path):
-    _write(_binary_rows(models=("a",), runs=(0,)).drop(columns=["label"]), tmp_path / "eval")
+    write_eval(binary_eval_rows(models=("a",), runs=(0,)).drop(columns=["label"]), tmp_path / "eval")
     with pytest.raises(InputError, match=r"lacks column\(s\) \['label'\]; present columns: \[.*'logit'.*\]"):
         evaluate(spark, demo_config(), DS)
 
 
 def test_missing_day_and_bad_date(spark, demo_config, tmp_path):
-    _write(_binary_rows(models=("a",), runs=(0,)), tmp_path / "eval")
+    write_eval(binary_eval_rows(models=("a",), runs=(0,)), tmp_path / "eval")
     with pytest.raises(InputError, match="No evaluation rows for ds=2026-01-01"):
         evaluate(spark, demo_config(), "2026-01-01")
     with pytest.raises(ConfigError, match="--ds must be a date"):
         evaluate(spark, demo_config(), "yesterday")
     # one file, no ds= folders to list: the days its rows hold are read (the message said only 'check the dates')
-    one = pd.concat([_binary_rows(models=("a",), runs=(0,), n=50, ds=d)
+    one = pd.concat([binary_eval_rows(models=("a",), runs=(0,), n=50, ds=d)
                      for d in ("2026-11-18", "2026-11-19", "2026-11-21", "2026-12-01")])
     one.to_parquet(tmp_path / "one.parquet")
     with pytest.raises(InputError, match=r"^No evaluation rows for ds=2026-01-01 in '.*one\.parquet'; check the dates "
@@ -497,7 +459,7 @@ def test_pure_python_split_equals_spark_split(spark, demo_config, ddl, salt):
 
 
 def test_input_from_a_table_name(spark, tmp_path):
-    df = _binary_rows(models=("a",), runs=(0,))
+    df = binary_eval_rows(models=("a",), runs=(0,))
     spark.createDataFrame(df).createOrReplaceTempView("ctcalc_eval_rows")
     cfg = config_from_dict({"input": {"table": "ctcalc_eval_rows"}, "output": {"path": str(tmp_path / "out")},
                             "split": {"salt": "t"}})
@@ -514,7 +476,7 @@ def test_a_fixed_evaluation_set_without_a_date_column(spark, demo_config, tmp_pa
     """columns.ds: null — every row belongs to the one --ds given, which labels the output partitions."""
     from ctcalc_spark.tables import OutputStore
 
-    df = _binary_rows().drop(columns=["ds"])
+    df = binary_eval_rows().drop(columns=["ds"])
     (tmp_path / "eval").mkdir()
     df.to_parquet(tmp_path / "eval" / "part-0.parquet", index=False)
     cfg = demo_config(columns={"ds": None})
@@ -529,7 +491,7 @@ def test_text_days_with_a_time_after_them_are_the_day_as_written(spark, demo_con
     """'2026-11-21 13:45:00' and '2026-11-21T23:30:00-08:00' are rows of 2026-11-21 (the day as written; the
     docs promised 'YYYY-MM-DD...' text, but the job compared the whole text and found no rows)."""
     days = ["2026-11-20", "2026-11-21"]
-    df = pd.concat([_binary_rows(n=1500, seed=i, ds=d) for i, d in enumerate(days)], ignore_index=True)
+    df = pd.concat([binary_eval_rows(n=1500, seed=i, ds=d) for i, d in enumerate(days)], ignore_index=True)
     plain = tmp_path / "plain"
     timed = tmp_path / "timed"
     for folder, ds in ((plain, df["ds"]),
@@ -574,7 +536,7 @@ def test_a_date_or_timestamp_date_column_selects_the_same_days_as_text(spark, de
     from ctcalc_spark.spark.inputs import _day_sql, _in_days
 
     days = ["2026-11-20", "2026-11-21", "2026-11-22"]
-    df = pd.concat([_binary_rows(n=2000, seed=i, ds=d) for i, d in enumerate(days)], ignore_index=True)
+    df = pd.concat([binary_eval_rows(n=2000, seed=i, ds=d) for i, d in enumerate(days)], ignore_index=True)
     df.loc[df.index % 97 == 0, "ds"] = None
     as_date = pd.to_datetime(df["ds"])
     typed = (pa.array(as_date.dt.date, type=pa.date32()) if kind == "date"
@@ -599,8 +561,8 @@ def test_a_date_or_timestamp_date_column_selects_the_same_days_as_text(spark, de
 
 
 def test_csv_with_a_header_row_via_reader_options(spark, demo_config, tmp_path):
-    df = _binary_rows(models=("a",), runs=(0, 1))
-    _write(df, tmp_path / "eval")
+    df = binary_eval_rows(models=("a",), runs=(0, 1))
+    write_eval(df, tmp_path / "eval")
     csv = tmp_path / "scored.csv"
     df.to_csv(csv, index=False)  # a header row, floats written with all their digits
     parquet = evaluate(spark, demo_config(output={"path": str(tmp_path / "out_parquet")}), DS, write=False).metrics
@@ -637,7 +599,7 @@ def test_a_csv_with_spaces_after_its_commas_or_an_excel_sep_line_gets_the_reader
     """A hand-made CSV with ', ' between fields was told to map every column to its name with a space (' run'),
     leaving its values with one too (' 0'); Excel's 'sep=;' first line was read as the header, and the advice
     to set sep: ';' led to a header of 'sep=' and '_c1'."""
-    df = _binary_rows(models=("a",), runs=(0, 1), n=500)
+    df = binary_eval_rows(models=("a",), runs=(0, 1), n=500)
     plain, spaced, excel = (tmp_path / n for n in ("plain.csv", "spaced.csv", "excel.csv"))
     df.to_csv(plain, index=False, float_format="%.17g")
     df.to_csv(spaced, index=False, float_format="%.17g")
@@ -668,7 +630,7 @@ def test_csv_quoting_spark_misreads_by_default_stops_the_run_with_the_option(spa
     """A CSV written by pandas with a slice value holding quotes ('Blue "XL" shoe', written "Blue ""XL"" shoe") or a
     line break: Spark's reader takes a backslash before a quote and a line for a record, so the slice was written
     as '"Blue ""XL"" shoe"' and the rest of a broken value became a row without a date, without an error."""
-    df = _binary_rows(models=("a",), runs=(0, 1), n=400)
+    df = binary_eval_rows(models=("a",), runs=(0, 1), n=400)
     df.insert(1, "title", np.where(df["example_id"] % 5 == 0, 'Blue "XL" shoe, wide', "Red hat"))
     quoted, broken = tmp_path / "quoted.csv", tmp_path / "broken.csv"
     df.to_csv(quoted, index=False, float_format="%.17g")
@@ -683,7 +645,7 @@ def test_csv_quoting_spark_misreads_by_default_stops_the_run_with_the_option(spa
     with pytest.raises(InputError, match=r"a line break inside a quoted field \('Blue XL\\nshoe, wide' in column "
                                          r"'title'\).*input.options: \{multiLine: 'true'\} reads it"):
         evaluate(spark, demo_config(input={**base, "path": str(broken)}, columns=sliced), DS, write=False)
-    _write(df, tmp_path / "eval")
+    write_eval(df, tmp_path / "eval")
     want = evaluate(spark, demo_config(columns=sliced, input__path=str(tmp_path / "eval")), DS, write=False).metrics
     for path, option in ((quoted, {"escape": '"'}), (broken, {"escape": '"', "multiLine": "true"})):
         got = evaluate(spark, demo_config(input={**base, "path": str(path),
@@ -701,7 +663,7 @@ def test_csv_quoting_spark_misreads_by_default_stops_the_run_with_the_option(spa
 def test_csv_files_with_their_columns_in_another_order_stop_the_run(spark, demo_config, tmp_path):
     """Spark reads CSV columns by position under one file's header: a second export with 'run' and 'example_id'
     swapped was read into the wrong columns (800 runs, no calibrated value) with only a log warning."""
-    df = _binary_rows(models=("a",), runs=(0, 1), n=500)
+    df = binary_eval_rows(models=("a",), runs=(0, 1), n=500)
     folder = tmp_path / "scored"
     folder.mkdir()
     cols = list(df.columns)
@@ -765,7 +727,7 @@ def test_a_file_named_unlike_the_tables_files_is_told_about_and_gzip_headers_are
     import bz2
     import gzip
 
-    df = _binary_rows(models=("a",), runs=(0, 1, 2), n=300)
+    df = binary_eval_rows(models=("a",), runs=(0, 1, 2), n=300)
     csvs, pq_folder = tmp_path / "csv", tmp_path / "pq"
     csvs.mkdir()
     pq_folder.mkdir()
@@ -811,7 +773,7 @@ def test_a_file_named_unlike_the_tables_files_is_told_about_and_gzip_headers_are
 def test_several_folders_are_read_as_one_table_by_a_glob(spark, demo_config, tmp_path):
     """The way the error for a list of paths gives: a glob with braces reads both folders as one table (the
     local checks before Spark, which list a folder's files, take such a path as it is)."""
-    df = _binary_rows(models=("a",), runs=(0, 1), n=300)
+    df = binary_eval_rows(models=("a",), runs=(0, 1), n=300)
     for run in (0, 1):
         (tmp_path / f"exports_{run}").mkdir()
         df[df["run"] == run].to_csv(tmp_path / f"exports_{run}" / "scores.csv", index=False)
@@ -827,7 +789,7 @@ def test_several_folders_are_read_as_one_table_by_a_glob(spark, demo_config, tmp
 def test_a_pretty_printed_json_file_is_told_about_multiline(spark, demo_config, tmp_path):
     """pandas' to_json(orient='records', indent=2) spans lines: Spark parsed none of them, the table had only
     '_corrupt_record', and the error said to rename the columns in the data."""
-    df = _binary_rows(models=("a",), runs=(0,), n=200)
+    df = binary_eval_rows(models=("a",), runs=(0,), n=200)
     path = tmp_path / "pretty.json"
     df.to_json(path, orient="records", indent=2)
     cfg = demo_config(input={"path": str(path), "format": "json"})
@@ -921,7 +883,7 @@ def test_scan_groups_by_the_packed_key_first_and_the_day_last(spark, demo_config
     from ctcalc_spark.spark.scan import summary_aggregation
     from ctcalc_spark.spark.inputs import DS as INPUT_DS
 
-    rows = spark.createDataFrame(_binary_rows(n=50, slices=True)).withColumnRenamed("ds", INPUT_DS)
+    rows = spark.createDataFrame(binary_eval_rows(n=50, slices=True)).withColumnRenamed("ds", INPUT_DS)
     cfg = demo_config(columns__slices=["country"])
     summary_aggregation(rows, cfg, extra_keys=[INPUT_DS]).explain()
     keys = re.search(r"HashAggregate\(keys=\[([^\]]*)\]", capsys.readouterr().out).group(1)
@@ -939,7 +901,7 @@ def test_a_one_day_scan_groups_by_a_null_flag_instead_of_the_day(spark, demo_con
     from ctcalc_spark.spark.scan import summary_aggregation
     from ctcalc_spark.spark.inputs import DS as INPUT_DS
 
-    frame = _binary_rows(n=400, slices=True, weights=weights)
+    frame = binary_eval_rows(n=400, slices=True, weights=weights)
     frame["logit"] = frame["logit"] * 3.0
     frame["ds"] = frame["ds"].astype(object)
     frame.loc[frame.index % 7 == 0, "ds"] = None  # rows without a date
@@ -985,8 +947,8 @@ def test_a_date_column_written_as_yyyymmdd_gives_the_same_rows(spark, demo_confi
     from ctcalc_spark.config import input_day
 
     days = ["2026-11-20", DS]
-    rows = pd.concat([_binary_rows(n=3000, seed=i, ds=d) for i, d in enumerate(days)], ignore_index=True)
-    _write(rows, tmp_path / "iso")
+    rows = pd.concat([binary_eval_rows(n=3000, seed=i, ds=d) for i, d in enumerate(days)], ignore_index=True)
+    write_eval(rows, tmp_path / "iso")
     compact = rows.assign(dt=rows["ds"].str.replace("-", "")).drop(columns="ds")
     pq.write_to_dataset(pa.Table.from_pandas(compact, preserve_index=False), str(tmp_path / "hive"),
                         partition_cols=["dt"])
@@ -1027,7 +989,7 @@ def test_a_date_column_as_spreadsheets_write_it_gives_the_same_rows(spark, demo_
     from ctcalc_spark.config import fits_ds_format, guess_ds_formats, input_day
 
     days = ["2026-01-05", "2026-01-06"]
-    rows = pd.concat([_binary_rows(n=2000, seed=i, ds=d) for i, d in enumerate(days)], ignore_index=True)
+    rows = pd.concat([binary_eval_rows(n=2000, seed=i, ds=d) for i, d in enumerate(days)], ignore_index=True)
     rows.to_parquet(tmp_path / "iso.parquet", index=False)
     when = pd.to_datetime(rows["ds"])
     short = when.dt.month.astype(str) + "/" + when.dt.day.astype(str) + "/" + when.dt.year.astype(str)
@@ -1085,7 +1047,7 @@ def test_a_date_column_of_epoch_milliseconds_as_pandas_to_json_writes_it(spark, 
     from ctcalc_spark.config import guess_ds_formats, input_day
 
     days = ["2026-01-05", "2026-01-06"]
-    rows = pd.concat([_binary_rows(n=2000, seed=i, ds=d) for i, d in enumerate(days)], ignore_index=True)
+    rows = pd.concat([binary_eval_rows(n=2000, seed=i, ds=d) for i, d in enumerate(days)], ignore_index=True)
     rows.to_parquet(tmp_path / "iso.parquet", index=False)
     rng = np.random.default_rng(3)
     instants = pd.to_datetime(rows["ds"]) + pd.to_timedelta(rng.integers(0, 86_400_000, len(rows)), unit="ms")
@@ -1117,8 +1079,8 @@ def test_fields_of_struct_columns_are_named_with_dots(spark, demo_config, tmp_pa
     """Nested JSON or BigQuery exports hold the score inside a record ({"scores": {"logit": …}}): columns.logit
     'scores.logit' was 'lacks column(s)'. A dotted name that is no column of its own reads that field: the rows
     equal the flat table's, exactly; a field the record lacks is named with the fields it has."""
-    rows = _binary_rows(n=3000)
-    _write(rows, tmp_path / "flat")
+    rows = binary_eval_rows(n=3000)
+    write_eval(rows, tmp_path / "flat")
     (tmp_path / "nested").mkdir()
     with open(tmp_path / "nested" / "part.json", "w") as f:
         for r in rows.to_dict("records"):
@@ -1140,8 +1102,8 @@ def test_fields_of_struct_columns_are_named_with_dots(spark, demo_config, tmp_pa
 
 def test_a_csv_delimited_by_semicolons_reads_with_sep(spark, demo_config, tmp_path):
     """The fix the missing-column error gives for a ';' CSV (input.options sep) reads the same rows as Parquet."""
-    rows = _binary_rows(n=2000)
-    _write(rows, tmp_path / "pq")
+    rows = binary_eval_rows(n=2000)
+    write_eval(rows, tmp_path / "pq")
     (tmp_path / "csv").mkdir()
     rows.to_csv(tmp_path / "csv" / "export.csv", index=False, sep=";", float_format="%.17g")
     want = evaluate(spark, demo_config(input__path=str(tmp_path / "pq")), DS, write=False).metrics
@@ -1213,8 +1175,9 @@ def test_allow_missing_days_skips_days_without_rows_and_says_which(spark, demo_c
                                          r"2026-11-15\.\.2026-11-17\.$"):
         evaluate(spark, cfg, "2026-12-01..2026-12-02", allow_missing_days=True)
     rng = np.random.default_rng(0)
-    _write(pd.DataFrame({"model": "m", "run": 0, "ds": ["2026-11-15", "2026-11-17"] * 50, "example_id": range(100),
-                         "label": rng.integers(0, 3, 100), "logit": list(rng.normal(size=(100, 3)))}), tmp_path / "mc")
+    mc = pd.DataFrame({"model": "m", "run": 0, "ds": ["2026-11-15", "2026-11-17"] * 50, "example_id": range(100),
+                       "label": rng.integers(0, 3, 100), "logit": list(rng.normal(size=(100, 3)))})
+    write_eval(mc, tmp_path / "mc")
     with pytest.raises(InputError, match=r"^No evaluation rows for ds=2026-11-20 .* The input's ds= folders hold 2 "
                                          r"days: 2026-11-15, 2026-11-17\.$"):
         evaluate(spark, demo_config(task="multiclass", input__path=str(tmp_path / "mc")), "2026-11-20", write=False)
@@ -1225,15 +1188,15 @@ def test_one_table_per_model_by_model_paths_equals_one_table_with_a_model_column
     one table, the key giving the model. Column types that differ between the folders (an int32 label and a
     float32 logit in one, text labels in another) are read as the one-table job reads them."""
     days = [DS, "2026-11-22"]
-    df = pd.concat([_binary_rows(ds=d, seed=i, models=("base", "cand", "text")) for i, d in enumerate(days)])
+    df = pd.concat([binary_eval_rows(ds=d, seed=i, models=("base", "cand", "text")) for i, d in enumerate(days)])
     tables = {m: g.drop(columns="model") for m, g in df.groupby("model")}
     tables["cand"] = tables["cand"].astype({"label": np.int32, "logit": np.float32})
     tables["text"] = tables["text"].assign(label=tables["text"]["label"].map({0: "false", 1: "true"}))
     for m, g in tables.items():
-        _write(g, tmp_path / m)
+        write_eval(g, tmp_path / m)
     # the same rows as one table with a model column (float32 values read back as doubles, labels as 0/1)
-    _write(df.assign(logit=np.where(df["model"] == "cand", df["logit"].astype(np.float32), df["logit"])),
-           tmp_path / "eval")
+    write_eval(df.assign(logit=np.where(df["model"] == "cand", df["logit"].astype(np.float32), df["logit"])),
+               tmp_path / "eval")
     paths = {m: str(tmp_path / m) for m in ("base", "cand", "text")}
     one = evaluate(spark, demo_config(), f"{days[0]}..{days[1]}", write=False).metrics
     split = evaluate(spark, demo_config(input__path=None, input__model_paths=paths), f"{days[0]}..{days[1]}",
@@ -1246,11 +1209,11 @@ def test_one_table_per_model_by_model_paths_equals_one_table_with_a_model_column
 
 
 def test_model_paths_name_the_model_whose_table_does_not_fit(spark, demo_config, tmp_path):
-    rows = _binary_rows(models=("a",))
-    _write(rows.drop(columns="model"), tmp_path / "a")
-    _write(rows, tmp_path / "has_model")
-    _write(rows.drop(columns=["model", "label"]).assign(clicked=rows["label"]), tmp_path / "no_label")
-    _write(rows.drop(columns=["model", "logit"]).assign(logit=[{"v": 1.0}] * len(rows)), tmp_path / "struct")
+    rows = binary_eval_rows(models=("a",))
+    write_eval(rows.drop(columns="model"), tmp_path / "a")
+    write_eval(rows, tmp_path / "has_model")
+    write_eval(rows.drop(columns=["model", "label"]).assign(clicked=rows["label"]), tmp_path / "no_label")
+    write_eval(rows.drop(columns=["model", "logit"]).assign(logit=[{"v": 1.0}] * len(rows)), tmp_path / "struct")
 
     def cfg(other):
         return demo_config(input__path=None, input__model_paths={"a": str(tmp_path / "a"), "b": str(tmp_path / other)})
@@ -1279,15 +1242,15 @@ def test_one_score_column_per_model_by_model_scores_equals_the_stacked_table(spa
     from ctcalc_spark.config import config_to_dict
 
     days = [DS, "2026-11-22"]
-    long = pd.concat([_binary_rows(n=2000, ds=d, seed=i, weights=True, slices=True) for i, d in enumerate(days)])
+    long = pd.concat([binary_eval_rows(n=2000, ds=d, seed=i, weights=True, slices=True) for i, d in enumerate(days)])
     long["weight"] = long.groupby(["ds", "example_id"])["weight"].transform("first")  # one weight per row
     keys = ["ds", "example_id", "label", "weight", "country"]
     wide = long.pivot_table(index=keys, columns=["model", "run"], values="logit").reset_index()
     wide.columns = [f"{m}{r}" if r != "" else m for m, r in wide.columns]
-    _write(wide.astype({"b1": np.float32}), tmp_path / "wide")
+    write_eval(wide.astype({"b1": np.float32}), tmp_path / "wide")
     long = long.assign(logit=np.where((long["model"] == "b") & (long["run"] == 1),
                                       long["logit"].astype(np.float32), long["logit"]))
-    _write(long, tmp_path / "eval")
+    write_eval(long, tmp_path / "eval")
     both = {"columns": {"weight": "weight", "slices": ["country"]}}
     want = evaluate(spark, demo_config(**both), f"{days[0]}..{days[1]}", write=False).metrics
     cfg = demo_config(input__path=str(tmp_path / "wide"),
@@ -1299,7 +1262,7 @@ def test_one_score_column_per_model_by_model_scores_equals_the_stacked_table(spa
                                   want.sort_values(order).reset_index(drop=True))
     assert len(got) == 2 * 2 * 2 * 3 and (got["status"] == "ok").all()
     # one column per model: its run is the run column's (here every row run 1), or '0' with columns.run: null
-    _write(wide.assign(run=1), tmp_path / "wide_run")
+    write_eval(wide.assign(run=1), tmp_path / "wide_run")
     once = {"a": "a1", "b": "b1"}
     got = evaluate(spark, demo_config(input__path=str(tmp_path / "wide_run"), columns={**both["columns"],
                                       "model_scores": once}), DS, write=False).metrics
@@ -1324,9 +1287,9 @@ def test_model_scores_of_multiclass_array_columns_equal_the_stacked_table(spark,
         frames.append(pd.DataFrame({"model": m, "run": 0, "ds": DS, "example_id": np.arange(n), "label": y,
                                     "logit": list(z)}))
     long = pd.concat(frames, ignore_index=True)
-    _write(long, tmp_path / "eval")
+    write_eval(long, tmp_path / "eval")
     wide = frames[0].drop(columns=["model", "logit"]).assign(za=frames[0]["logit"], zb=frames[1]["logit"])
-    _write(wide, tmp_path / "wide")
+    write_eval(wide, tmp_path / "wide")
     split = {"bias_fraction": 0.2, "salt": "t"}
     want = evaluate(spark, demo_config(task="multiclass", split=split), DS, write=False).metrics
     got = evaluate(spark, demo_config(task="multiclass", split=split, input__path=str(tmp_path / "wide"),
@@ -1337,22 +1300,22 @@ def test_model_scores_of_multiclass_array_columns_equal_the_stacked_table(spark,
 
 
 def test_model_scores_mistakes_are_named(spark, demo_config, tmp_path):
-    rows = _binary_rows(models=("a",), runs=(0,))
+    rows = binary_eval_rows(models=("a",), runs=(0,))
     wide = rows.drop(columns=["model", "logit"]).assign(pa=rows["logit"], pb=rows["logit"] + 0.1)
-    _write(wide, tmp_path / "eval")
+    write_eval(wide, tmp_path / "eval")
 
     def run(frame=None, **columns):
         """Evaluate ``frame`` (written to a folder of its own; None: the good wide table) with the mapping."""
         path = tmp_path / "eval"
         if frame is not None:
             path = tmp_path / f"t{len(list(tmp_path.iterdir()))}"
-            _write(frame, path)
+            write_eval(frame, path)
         cfg = demo_config(input__path=str(path), columns={"model_scores": {"a": "pa", "b": "pb"}, **columns})
         return evaluate(spark, cfg, DS, write=False)
 
     assert len(run().metrics) == 2
     # without it, a table whose columns look like a score per model gets the mapping to set
-    _write(wide.drop(columns=["pa", "pb"]).assign(score_baseline=1.0, score_candidate=2.0), tmp_path / "named")
+    write_eval(wide.drop(columns=["pa", "pb"]).assign(score_baseline=1.0, score_candidate=2.0), tmp_path / "named")
     with pytest.raises(InputError, match=re.escape(
             "['score_baseline', 'score_candidate'] look like one score column per model on the same rows: set "
             "columns.model_scores: {baseline: score_baseline, candidate: score_candidate} (each column is read")):
@@ -1390,9 +1353,9 @@ def test_models_trained_once_without_a_run_column_by_run_null(spark, demo_config
     must be a string, got None')."""
     from ctcalc_spark.config import config_to_dict
 
-    df = _binary_rows(runs=(0,), weights=True)
-    _write(df.drop(columns="run"), tmp_path / "eval")
-    _write(df, tmp_path / "with_run")
+    df = binary_eval_rows(runs=(0,), weights=True)
+    write_eval(df.drop(columns="run"), tmp_path / "eval")
+    write_eval(df, tmp_path / "with_run")
     with pytest.raises(InputError, match=r"lacks column\(s\) \['run'\].* A table of models trained once each, without "
                                          r"a run column: set columns\.run: null \(every row run '0'\)\.$"):
         evaluate(spark, demo_config(columns={"weight": "weight"}), DS, write=False)
@@ -1416,7 +1379,7 @@ def test_an_empty_folder_an_empty_days_folder_and_a_table_without_rows_are_named
     with pytest.raises(InputError, match=r"^Cannot read the evaluation table '.*empty': .* The folder is empty: there "
                                          r"are no files to read the table's columns and rows from\.$"):
         evaluate(spark, demo_config(input__path=str(tmp_path / "empty")), DS, write=False)
-    _write(_binary_rows(models=("a",), runs=(0,), n=200), tmp_path / "eval")
+    write_eval(binary_eval_rows(models=("a",), runs=(0,), n=200), tmp_path / "eval")
     (tmp_path / "eval" / "ds=2026-11-22").mkdir()
     (tmp_path / "eval" / "ds=2026-11-22" / "_SUCCESS").touch()
     with pytest.raises(InputError, match=r"^No evaluation rows for ds=2026-11-22 in .* The input's ds=2026-11-22 "
@@ -1425,7 +1388,7 @@ def test_an_empty_folder_an_empty_days_folder_and_a_table_without_rows_are_named
         evaluate(spark, demo_config(), "2026-11-22", write=False)
     done = evaluate(spark, demo_config(), f"{DS}..2026-11-22", write=False, allow_missing_days=True)
     assert done.days == [DS]
-    _binary_rows(n=10).iloc[:0].to_parquet(tmp_path / "none.parquet")
+    binary_eval_rows(n=10).iloc[:0].to_parquet(tmp_path / "none.parquet")
     with pytest.raises(InputError, match=r"^No evaluation rows for ds=2026-11-21 .*'columns\.ds' name\. The table has "
                                          r"no rows at all\.$"):
         evaluate(spark, demo_config(input__path=str(tmp_path / "none.parquet")), DS, write=False)
@@ -1435,7 +1398,7 @@ def test_files_in_plain_folders_get_recursive_file_lookup(spark, demo_config, tm
     """Exports in year/month/day folders (2026/11/21/part.parquet): Spark reads a table's own files and those of
     key=value folders only, and said 'Unable to infer schema for Parquet' of a folder full of data, or, beside a
     file of its own, 'No evaluation rows' for the days in the folders."""
-    rows = _binary_rows(models=("a",), runs=(0, 1), n=300)
+    rows = binary_eval_rows(models=("a",), runs=(0, 1), n=300)
     nested = tmp_path / "nested" / "2026" / "11" / "21"
     nested.mkdir(parents=True)
     rows.to_parquet(nested / "part-0.parquet", index=False)
@@ -1459,11 +1422,11 @@ def test_an_input_path_with_glob_characters_in_its_name_is_read_as_named(spark, 
     exists was 'PATH_NOT_FOUND'. A local path that exists under its very name is read as named; a glob stays one."""
     from ctcalc_spark.storage import literal_path
 
-    rows = _binary_rows(models=("a",), runs=(0, 1), n=300)
-    _write(rows, tmp_path / "plain")
+    rows = binary_eval_rows(models=("a",), runs=(0, 1), n=300)
+    write_eval(rows, tmp_path / "plain")
     want = evaluate(spark, demo_config(input__path=str(tmp_path / "plain")), DS, write=False).metrics
     days = tmp_path / "exports [v2]"  # a ds=<day> layout: the day's folder, basePath the folder as named
-    _write(rows, days)
+    write_eval(rows, days)
     got = evaluate(spark, demo_config(input__path=str(days), output__path=str(tmp_path / "out {x}")), DS)
     pd.testing.assert_frame_equal(got.metrics, want)
     assert OutputStore(demo_config(output__path=str(tmp_path / "out {x}"))).days("metrics") == [DS]
@@ -1480,7 +1443,7 @@ def test_an_output_path_deltalake_cannot_open_is_refused_before_the_scan(spark, 
     """deltalake 1.6 cannot open a local table whose path holds '[' or ']' ('Invalid object store url', a Rust
     panic): an output.path like 'out [v2]' must be refused before the scan in one line, not end the run with an
     internal error after it (a stream's batch handler, which catches Exception, hung on it)."""
-    _write(_binary_rows(), tmp_path / "eval")
+    write_eval(binary_eval_rows(), tmp_path / "eval")
     with pytest.raises(ConfigError, match=r"output\.path '.*out \[v2\]'.*\["):
         evaluate(spark, demo_config(output__path=str(tmp_path / "out [v2]")), DS,
                  progress=lambda line: pytest.fail(f"went on to {line!r}"))
@@ -1493,7 +1456,7 @@ def test_a_lakehouse_table_read_as_plain_files_is_refused(spark, demo_config, tm
     replaced: read as Parquet, every version's rows were counted, without a word (an Iceberg table's data/ folder
     gave 'Unable to infer schema', and the nested-folder hint would have read every version). A Delta table's
     folder read as Parquet is read through its log instead (tests/test_delta_input.py)."""
-    rows = _binary_rows(models=("a",), runs=(0,), n=200)
+    rows = binary_eval_rows(models=("a",), runs=(0,), n=200)
     table = tmp_path / "table"
     (table / mark).mkdir(parents=True)
     (table / mark / ("v1.metadata.json" if fmt == "iceberg" else "00000000000000000000.json")).write_text("{}")
@@ -1513,9 +1476,9 @@ def test_a_lakehouse_table_read_as_plain_files_is_refused(spark, demo_config, tm
 def test_a_binary_predict_proba_pair_is_read_by_its_positive_column(spark, demo_config, tmp_path):
     """A binary model's predict_proba written as two columns p0/p1: the missing-logit error and the multiclass-keys
     error both said what the task needs but not which column to read."""
-    df = _binary_rows(models=("a",), n=3000)
+    df = binary_eval_rows(models=("a",), n=3000)
     p = expit(df["logit"].to_numpy())
-    _write(df.drop(columns="logit").assign(p0=1 - p, p1=p), tmp_path / "eval")
+    write_eval(df.drop(columns="logit").assign(p0=1 - p, p1=p), tmp_path / "eval")
     fix = "set columns.logit: null and columns.prediction: p1 (as options: --set columns.logit=null --set " \
           "columns.prediction=p1)."
     with pytest.raises(InputError, match=r"lacks column\(s\) \['logit'\].* If p0/p1 are a binary model's two "
@@ -1544,9 +1507,9 @@ def test_a_run_that_would_remove_another_runs_models_from_a_day_stops_before_wri
                                                                                       caplog):
     """One pipeline evaluated as its scores land, then the other: the second run replaced the day's partitions
     whole and the first pipeline's metrics vanished without a word."""
-    df = _binary_rows(n=1000)
+    df = binary_eval_rows(n=1000)
     for m, g in df.groupby("model"):
-        _write(g.drop(columns="model"), tmp_path / m)
+        write_eval(g.drop(columns="model"), tmp_path / m)
 
     def only(*models):
         return demo_config(input__path=None, input__model_paths={m: str(tmp_path / m) for m in models})
@@ -1569,10 +1532,10 @@ def test_a_run_that_would_remove_another_runs_models_from_a_day_stops_before_wri
     rng = np.random.default_rng(1)
     mc = pd.DataFrame({"model": np.repeat(["a", "b"], 300), "run": 0, "ds": DS, "example_id": np.tile(range(300), 2),
                        "label": rng.integers(0, 3, 600), "logit": list(rng.normal(size=(600, 3)))})
-    _write(mc, tmp_path / "mc")
+    write_eval(mc, tmp_path / "mc")
     cfg = demo_config(task="multiclass", input__path=str(tmp_path / "mc"), output__path=str(tmp_path / "mc_out"))
     evaluate(spark, cfg, DS)
-    _write(mc[mc["model"] == "b"], tmp_path / "mc_b")
+    write_eval(mc[mc["model"] == "b"], tmp_path / "mc_b")
     with pytest.raises(InputError, match=r"already holds model runs this run has not got: ds=2026-11-21 'a' \(run 0\)"):
         evaluate(spark, demo_config(task="multiclass", input__path=str(tmp_path / "mc_b"),
                                     output__path=str(tmp_path / "mc_out")), DS)

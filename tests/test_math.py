@@ -30,18 +30,16 @@ from ctcalc_spark import (
 )
 from ctcalc_spark.core.metrics import CLIP_EPS, clip_probabilities
 
+from tests._rows import binary_logits
 
-def _binary(n=20_000, seed=0, mu=-1.5, scale=1.2, shift=0.3):
-    rng = np.random.default_rng(seed)
-    z = rng.normal(mu, scale, n)
-    y = (rng.random(n) < expit(z + shift)).astype(float)
-    w = rng.uniform(0.2, 3.0, n)
-    return y, z, w
+
+BINARY = dict(mu=-1.5, scale=1.2, shift=0.3, weights=(0.2, 3.0))
+"""The rows of the binary tests here: binary_logits(20_000, seed, **BINARY)."""
 
 
 @pytest.mark.parametrize("weighted", [False, True])
 def test_log_loss_matches_sklearn(weighted):
-    y, z, w = _binary()
+    y, z, w = binary_logits(20_000, 0, **BINARY)
     w = w if weighted else None
     ref = skm.log_loss(y, expit(z), sample_weight=w)
     assert log_loss_from_logits(y, z, sample_weight=w) == pytest.approx(ref, rel=1e-12)
@@ -49,7 +47,7 @@ def test_log_loss_matches_sklearn(weighted):
 
 
 def test_auc_mse_ne_calibration_match_references():
-    y, z, w = _binary(seed=1)
+    y, z, w = binary_logits(20_000, 1, **BINARY)
     z_tied = np.round(z, 1)  # ties must count one half, as in sklearn
     assert auc_score(y, z_tied, sample_weight=w) == pytest.approx(skm.roc_auc_score(y, z_tied, sample_weight=w), rel=1e-12)
     p = expit(z)
@@ -123,7 +121,7 @@ def test_temperature_matches_scipy():
 
 
 def test_calibrated_log_loss_is_algorithm_1():
-    y, z, w = _binary(seed=5)
+    y, z, w = binary_logits(20_000, 5, **BINARY)
     c = _scipy_shift(y[:2000], z[:2000], w[:2000])
     ref = skm.log_loss(y[2000:], expit(z[2000:] - c), sample_weight=w[2000:])
     got = calibrated_log_loss(y[:2000], z[:2000], y[2000:], z[2000:], sample_weight_bias=w[:2000], sample_weight_remain=w[2000:])

@@ -27,7 +27,7 @@ from ctcalc_spark.reports.drift import (
     write_report_files,
 )
 from tests._frames import write_outputs
-from tests.test_rolling import _binary_rows, _binary_stream, _days, _regression_rows, drift_stream
+from tests._rows import binary_stream, binary_summary_rows, day_range, regression_drift_stream, regression_summary_rows
 
 
 def _store(root, rows: pd.DataFrame) -> None:
@@ -52,10 +52,10 @@ def three_year_reports(three_years_of_drift, three_year_report):
 
 
 def test_binary_report_leads_with_summary_then_plots_then_flags(tmp_path):
-    days = _days("2026-11-16", 8)
-    raw = _binary_stream(days, runs=3, n=300, seed=2)
+    days = day_range("2026-11-16", 8)
+    raw = binary_stream(days, runs=3, n=300, seed=2)
     raw.loc[raw["ds"] == "2026-11-20", "logit"] += 0.8  # a bias jump to flag, undone the next day
-    _store(tmp_path / "out", _binary_rows(raw))
+    _store(tmp_path / "out", binary_summary_rows(raw))
     rep = write_report(_cfg(tmp_path, "binary", window="day"), days[1], days[-1])
     page = open(rep.paths["html"], encoding="utf-8").read()
     assert _section_order(page) == ["summary", "overview", "model-m", "flags", "within-noise", "missing", "method"]
@@ -134,8 +134,8 @@ def test_page_caps_the_flag_table_and_the_files_keep_every_flag(three_year_repor
 
 def test_report_of_first_windows_only(tmp_path):
     """Day 1 of a backfill: every window is a first window, every bias_change is None; no crash, no flag."""
-    days = _days("2026-11-16", 1)
-    _store(tmp_path / "out", _binary_rows(_binary_stream(days, runs=2, n=300, seed=3)))
+    days = day_range("2026-11-16", 1)
+    _store(tmp_path / "out", binary_summary_rows(binary_stream(days, runs=2, n=300, seed=3)))
     rep = write_report(_cfg(tmp_path, "binary", window="day"), days[0], days[0])
     assert rep.flags.empty and rep.moves.empty
     assert set(rep.table["status"]) == {"first_window"}
@@ -146,9 +146,9 @@ def test_report_of_first_windows_only(tmp_path):
 def test_days_without_summaries_in_the_period_are_named(tmp_path):
     """A report over 2026-11-16..24 with summaries for 11-16..18 and 11-21 only printed '4 windows' and nothing of
     the 5 days it had no rows for; now a warning (stderr, the page, the JSON) names them as stretches."""
-    days = _days("2026-11-16", 9)
+    days = day_range("2026-11-16", 9)
     kept = [days[0], days[1], days[2], days[5]]
-    _store(tmp_path / "out", _binary_rows(_binary_stream(kept, runs=2, n=300, seed=4)))
+    _store(tmp_path / "out", binary_summary_rows(binary_stream(kept, runs=2, n=300, seed=4)))
     rep = write_report(_cfg(tmp_path, "binary", window="day"), days[0], days[-1])
     want = ("WARNING: no daily summaries for 5 of the 9 days 2026-11-16..2026-11-24 (2026-11-19..2026-11-20, "
             "2026-11-22..2026-11-24) under ")
@@ -161,8 +161,8 @@ def test_days_without_summaries_in_the_period_are_named(tmp_path):
 
 def test_reports_of_one_period_with_other_windows_sit_side_by_side(tmp_path):
     """The files were named drift_<start>_<end>.*: a week report of a period replaced its day report."""
-    days = _days("2026-11-16", 8)
-    _store(tmp_path / "out", _binary_rows(_binary_stream(days, runs=2, n=300, seed=5)))
+    days = day_range("2026-11-16", 8)
+    _store(tmp_path / "out", binary_summary_rows(binary_stream(days, runs=2, n=300, seed=5)))
     day = write_report(_cfg(tmp_path, "binary", window="day"), days[1], days[-1])
     week = write_report(_cfg(tmp_path, "binary", window="week"), days[1], days[-1])
     rolling = write_report(_cfg(tmp_path, "binary", window="rolling", days=3), days[1], days[-1])
@@ -173,7 +173,7 @@ def test_reports_of_one_period_with_other_windows_sit_side_by_side(tmp_path):
 
 
 def test_regression_report_with_rolling_windows_and_an_absolute_threshold(tmp_path):
-    rows = pd.concat([_regression_rows(drift_stream(s, months=3, per_day=10)) for s in range(3)])
+    rows = pd.concat([regression_summary_rows(regression_drift_stream(s, months=3, per_day=10)) for s in range(3)])
     _store(tmp_path / "out", rows)
     cfg = _cfg(tmp_path, "regression", window="rolling", days=14)
     rep = write_report(cfg, "2026-02-01", "2026-03-31", out_dir=str(tmp_path / "rep"), threshold=0.05)
@@ -189,21 +189,21 @@ def test_regression_report_with_rolling_windows_and_an_absolute_threshold(tmp_pa
 
 
 def test_single_run_model_falls_back_to_the_config_threshold(tmp_path):
-    days = _days("2026-11-16", 6)
-    raw = _binary_stream(days, runs=1, n=300, seed=4)
+    days = day_range("2026-11-16", 6)
+    raw = binary_stream(days, runs=1, n=300, seed=4)
     raw.loc[raw["ds"] >= "2026-11-19", "logit"] += 0.8
-    _store(tmp_path / "out", _binary_rows(raw))
+    _store(tmp_path / "out", binary_summary_rows(raw))
     rep = write_report(_cfg(tmp_path, "binary", window="day", bias_threshold=0.3), days[1], days[-1])
     assert rep.moves["seed_spread"].isna().all() and (rep.moves["basis"] == "absolute").all()
     assert list(rep.flags["window"]) == ["2026-11-19"]
 
 
 def test_hostile_model_names_draw_as_text_and_are_escaped(tmp_path):
-    days = _days("2026-11-16", 4)
-    raw = _binary_stream(days, runs=2, n=300, seed=5)
+    days = day_range("2026-11-16", 4)
+    raw = binary_stream(days, runs=2, n=300, seed=5)
     hostile = ["$\\frac{a}{$", "<script>alert(1)</script>'\""]
     raw = pd.concat([raw.assign(model=hostile[0]), raw.assign(model=hostile[1])], ignore_index=True)
-    _store(tmp_path / "out", _binary_rows(raw))
+    _store(tmp_path / "out", binary_summary_rows(raw))
     rep = write_report(_cfg(tmp_path, "binary", window="day"), days[1], days[-1], threshold=0.0)
     page = open(rep.paths["html"], encoding="utf-8").read()
     assert "<script>" not in page and "&lt;script&gt;" in page
@@ -213,8 +213,8 @@ def test_hostile_model_names_draw_as_text_and_are_escaped(tmp_path):
 
 
 def test_echoed_config_is_redacted(tmp_path):
-    days = _days("2026-11-16", 3)
-    _store(tmp_path / "out", _binary_rows(_binary_stream(days, runs=2, n=300, seed=6)))
+    days = day_range("2026-11-16", 3)
+    _store(tmp_path / "out", binary_summary_rows(binary_stream(days, runs=2, n=300, seed=6)))
     jaas = "org.apache.kafka.common.security.plain.PlainLoginModule required username='u' password='hunter2';"
     cfg = _cfg(tmp_path, "binary", window="day", extra={"spark": {
         "remote": "sc://connect:15002/;token=tok3n", "conf": {"spark.hadoop.fs.s3a.secret.key": "aws5ecret"}},
@@ -248,8 +248,8 @@ def test_rule_options_are_validated():
 
 
 def test_cli_report_with_threshold_and_top(tmp_path, capsys):
-    days = _days("2026-11-16", 5)
-    _store(tmp_path / "out", _binary_rows(_binary_stream(days, runs=2, n=300, seed=7)))
+    days = day_range("2026-11-16", 5)
+    _store(tmp_path / "out", binary_summary_rows(binary_stream(days, runs=2, n=300, seed=7)))
     conf = tmp_path / "job.yaml"
     conf.write_text(yaml.safe_dump({"task": "binary", "input": {"path": str(tmp_path / "eval")},
                                     "output": {"path": str(tmp_path / "out")}, "rolling": {"window": "day"}}))
@@ -328,7 +328,7 @@ def _no_drift_report(tmp_path, task: str, *, seed: int, n: int, runs: int):
     calibrated model's; regression: the prediction plus noise of std 1.5); the runs' scores differ a little, so
     the seed spread is small. Returns the report and its moves, checked to match their label noise."""
     rng = np.random.default_rng(seed)
-    days = _days("2026-01-01", 81)
+    days = day_range("2026-01-01", 81)
     score = rng.normal(-1.0, 1.0, n) if task == "binary" else rng.normal(10.0, 2.0, n)
     name = "logit" if task == "binary" else "prediction"
     frames = []
@@ -339,7 +339,7 @@ def _no_drift_report(tmp_path, task: str, *, seed: int, n: int, runs: int):
             frames.append(pd.DataFrame({"ds": ds, "model": "m", "run": str(r), "label": y,
                                         name: score + 0.02 * rng.normal(size=n), "split": "remain"}))
     rows = pd.concat(frames, ignore_index=True)
-    _store(tmp_path / "out", _binary_rows(rows) if task == "binary" else _regression_rows(rows))
+    _store(tmp_path / "out", binary_summary_rows(rows) if task == "binary" else regression_summary_rows(rows))
     rep = write_report(_cfg(tmp_path, task, window="day"), days[1], days[-1])
     moves = rep.moves
     assert len(moves) == 80 and moves["label_noise"].notna().all()
@@ -386,9 +386,9 @@ def test_a_multiclass_config_is_told_the_report_needs_summaries(tmp_path):
 
 
 def _generated_report(*, jumps=None, walk_std=0.0, seed=0):
-    """A day-window drift report over 240 days of generated summaries (tests/_drift_data.py): 3 models x 4 runs,
+    """A day-window drift report over 240 days of generated summaries (tests/_rows.py): 3 models x 4 runs,
     300 rows a day with labels drawn (their sampling noise), runs with their own bias offsets (std 0.1)."""
-    from tests._drift_data import binary_drift_summaries, day_range
+    from tests._rows import binary_drift_summaries
 
     days = day_range("2025-01-06", 240)
     rows = binary_drift_summaries(days, models=("m1", "m2", "m3"), runs=4, n=300, seed_std=0.1, walk_std=walk_std,
@@ -434,9 +434,9 @@ def test_windows_with_a_calibrated_value_are_not_listed_as_without_one(tmp_path)
     both still have a calibrated value: the table 'Windows without a calibrated value' listed them."""
     from ctcalc_spark.reports.drift import missing_table
 
-    days = _days("2026-11-02", 28)  # four ISO weeks, Monday to Sunday
+    days = day_range("2026-11-02", 28)  # four ISO weeks, Monday to Sunday
     kept = [d for d in days if d != "2026-11-11"]
-    _store(tmp_path / "out", _binary_rows(_binary_stream(kept, runs=2, n=200, seed=8)))
+    _store(tmp_path / "out", binary_summary_rows(binary_stream(kept, runs=2, n=200, seed=8)))
     rep = write_report(_cfg(tmp_path, "binary", window="week"), days[0], days[-1])
     whole = rep.table[rep.table["slice_name"] == ALL]
     qualified = whole[whole["status"].str.startswith("incomplete") & whole["calibrated"].notna()]

@@ -219,10 +219,10 @@ def test_the_regression_drift_report_lays_out_like_the_binary_one(tmp_path):
     import pandas as pd
 
     from ctcalc_spark.reports.drift import write_report
+    from tests._rows import regression_drift_stream, regression_summary_rows
     from tests.test_report import _cfg, _store
-    from tests.test_rolling import _regression_rows, drift_stream
 
-    rows = pd.concat([_regression_rows(drift_stream(s, months=3, per_day=10)) for s in range(3)])
+    rows = pd.concat([regression_summary_rows(regression_drift_stream(s, months=3, per_day=10)) for s in range(3)])
     _store(tmp_path / "out", rows)
     rep = write_report(_cfg(tmp_path, "regression", window="week"), "2026-02-01", "2026-03-31",
                        out_dir=str(tmp_path / "rep"))

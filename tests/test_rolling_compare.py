@@ -259,13 +259,13 @@ def test_regression_rolling_comparison_is_exact():
 
 def test_rolling_comparison_of_pipelines_that_differ_only_by_a_bias_says_so(tmp_path, capsys):
     """Two pipelines whose logits differ by a constant 0.4 (run r of one is run r of the other, shifted), under a
-    drifting base rate (tests/_drift_data.py), week windows: the vanilla log loss ranks the unshifted one ahead in
+    drifting base rate (tests/_rows.py), week windows: the vanilla log loss ranks the unshifted one ahead in
     every run pair, the previous week's bias removes the shift and the two tie. The CLI's first line after the
     title and the report's first block say that the difference is the bias and that the calibrated metric decides."""
     import yaml
 
     from ctcalc_spark.cli.main import main
-    from tests._drift_data import binary_drift_summaries, day_range
+    from tests._rows import binary_drift_summaries, day_range
     from tests.test_report import _store
 
     days = day_range("2026-01-05", 84)  # 12 ISO weeks, Monday to Sunday

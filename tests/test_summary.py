@@ -16,31 +16,25 @@ from ctcalc_spark import BinarySummary, RegressionSummary, calibrated_log_loss, 
 from ctcalc_spark.core.calibrated import calibrated_quadratic_loss
 from ctcalc_spark.core.summary import bias_error_bound, finalize_binary, finalize_regression
 
+from tests._rows import binary_logits
+
 H = 0.05
 C_BOUND = bias_error_bound(H)
 LOSS_BOUND = 1e-6
 
 
-def _rows(n, seed, mu, scale, base_shift=0.0, clip=40.0):
-    rng = np.random.default_rng(seed)
-    z = np.clip(rng.normal(mu, scale, n), -clip, clip)
-    y = (rng.random(n) < expit(z + base_shift)).astype(float)
-    w = rng.uniform(0.1, 5.0, n)
-    return y, z, w
-
-
 CASES = {
-    "ctr_realistic": dict(mu=-2.0, scale=1.0, base_shift=0.2),
-    "base_rate_0.1pct": dict(mu=-7.0, scale=1.5, base_shift=0.3),
-    "balanced_wide": dict(mu=0.0, scale=4.0, base_shift=-0.5),
-    "extreme_logits_40": dict(mu=0.0, scale=25.0, base_shift=1.0),
-    "overconfident": dict(mu=-3.0, scale=8.0, base_shift=-2.0),
+    "ctr_realistic": dict(mu=-2.0, scale=1.0, shift=0.2),
+    "base_rate_0.1pct": dict(mu=-7.0, scale=1.5, shift=0.3),
+    "balanced_wide": dict(mu=0.0, scale=4.0, shift=-0.5),
+    "extreme_logits_40": dict(mu=0.0, scale=25.0, shift=1.0),
+    "overconfident": dict(mu=-3.0, scale=8.0, shift=-2.0),
 }
 
 
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_histogram_path_within_stated_bound(case):
-    y, z, w = _rows(100_000, seed=len(case), **CASES[case])
+    y, z, w = binary_logits(100_000, len(case), **CASES[case])
     nb = 10_000
     bias = BinarySummary.from_logits(y[:nb], z[:nb], sample_weight=w[:nb], bin_width=H)
     remain = BinarySummary.from_logits(y[nb:], z[nb:], sample_weight=w[nb:], bin_width=H)
@@ -59,7 +53,7 @@ def test_histogram_path_within_stated_bound(case):
 
 
 def test_loss_at_any_shift_matches_rows():
-    y, z, w = _rows(50_000, 11, -1.0, 2.0)
+    y, z, w = binary_logits(50_000, 11, -1.0, 2.0)
     s = BinarySummary.from_logits(y, z, sample_weight=w, bin_width=H)
     for c in (-3.0, -0.4, 0.0, 0.05, 1.3, 6.0):
         assert abs(s.log_loss(c) - log_loss_from_logits(y, z - c, sample_weight=w)) <= LOSS_BOUND
@@ -75,7 +69,7 @@ def test_from_probs_counts_clipped_rows():
 
 
 def test_degenerate_groups_get_status_not_nan():
-    y, z, _ = _rows(1000, 3, -1.0, 1.0)
+    y, z, _ = binary_logits(1000, 3, -1.0, 1.0)
     remain = BinarySummary.from_logits(y, z)
     cases = {
         "bias_single_class_negative": BinarySummary.from_logits(np.zeros(50), z[:50]),
@@ -92,7 +86,7 @@ def test_degenerate_groups_get_status_not_nan():
 
 
 summaries = st.builds(
-    lambda seed, n, mu: BinarySummary.from_logits(*_rows(n, seed, mu, 2.0)[:2], bin_width=H),
+    lambda seed, n, mu: BinarySummary.from_logits(*binary_logits(n, seed, mu, 2.0)[:2], bin_width=H),
     st.integers(0, 10_000), st.integers(1, 300), st.floats(-5, 5),
 )
 
@@ -116,7 +110,7 @@ def test_merge_is_associative_and_commutative(a, b, c):
 @settings(max_examples=40, deadline=None)
 @given(st.integers(0, 10_000), st.floats(-6, 3), st.floats(0.3, 6), st.floats(0.1, 1.0))
 def test_solved_bias_balances_predictions_and_labels(seed, mu, scale, frac):
-    y, z, w = _rows(2000, seed, mu, scale)
+    y, z, w = binary_logits(2000, seed, mu, scale)
     k = max(2, int(2000 * frac))
     y, z, w = y[:k], z[:k], w[:k]
     if y.sum() == 0 or y.sum() == k:
@@ -130,7 +124,7 @@ def test_solved_bias_balances_predictions_and_labels(seed, mu, scale, frac):
 @settings(max_examples=30, deadline=None)
 @given(st.integers(0, 10_000), st.integers(2, 12))
 def test_summary_of_parts_equals_summary_of_whole(seed, parts):
-    y, z, w = _rows(3000, seed, -1.0, 3.0)
+    y, z, w = binary_logits(3000, seed, -1.0, 3.0)
     whole = BinarySummary.from_logits(y, z, sample_weight=w, bin_width=H)
     merged = BinarySummary.empty(H)
     for idx in np.array_split(np.arange(3000), parts):
@@ -156,7 +150,7 @@ def test_stated_loss_bound_formula_covers_the_error():
     from ctcalc_spark.core.summary import calibrated_log_loss_bound
 
     for case, kw in CASES.items():
-        y, z, w = _rows(40_000, seed=7 + len(case), **kw)
+        y, z, w = binary_logits(40_000, 7 + len(case), **kw)
         bias = BinarySummary.from_logits(y[:4000], z[:4000], sample_weight=w[:4000])
         remain = BinarySummary.from_logits(y[4000:], z[4000:], sample_weight=w[4000:])
         c = bias.solve_bias()

@@ -318,7 +318,7 @@ def test_readers_refuse_days_whose_tables_come_from_different_runs(tmp_path, cap
     import sys
 
     sys.path.insert(0, str(Path(__file__).parent))
-    from _drift_data import binary_drift_summaries, day_range
+    from _rows import binary_drift_summaries, day_range
     from _frames import write_outputs
 
     from ctcalc_spark.cli.main import main

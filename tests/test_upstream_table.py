@@ -199,8 +199,9 @@ def test_csv_files_with_their_columns_in_another_order_are_read_alike_or_refused
     local = read_table(TableSource(path=str(folder), format="csv"))
     assert sorted(zip(local.column("id").to_pylist(), local.column("y").to_pylist())) == [
         ("1", "0"), ("2", "1"), ("3", "1")]
-    with pytest.raises(Exception, match="CSV header does not conform to the schema"):
+    with pytest.raises(Exception) as refused:  # Spark's own error: its words are not asserted, the file it names is
         read_spark_table(spark, TableSource(path=str(folder), format="csv")).collect()
+    assert "b.csv" in str(refused.value)
     (folder / "b.csv").write_text("id,y\n3,1\n")
     assert sorted(map(tuple, read_spark_table(spark, TableSource(path=str(folder), format="csv")).collect())) == [
         ("1", "0"), ("2", "1"), ("3", "1")]
@@ -305,8 +306,9 @@ def test_a_csv_in_another_encoding_is_read_with_csv_encoding(tmp_path: Path) -> 
 
     path = tmp_path / "t.csv"
     path.write_bytes("city,age,clicked\nKöln,30,1\nZürich,41,0\n".encode("cp1252"))
-    with pytest.raises(InputError, match=r"invalid UTF8 data\. The file is not UTF-8: give its encoding, --encoding "
-                                         r"cp1252 for a CSV from Excel on Windows \(csv_encoding in the config\)"):
+    # pyarrow's words before ours ('invalid UTF8 data') are not asserted
+    with pytest.raises(InputError, match=r"The file is not UTF-8: give its encoding, --encoding cp1252 for a CSV from "
+                                         r"Excel on Windows \(csv_encoding in the config\)"):
         read_table(TableSource(path=str(path), format="csv"))
     table = read_table(TableSource(path=str(path), format="csv", csv_encoding="cp1252"))
     assert table.column("city").to_pylist() == ["Köln", "Zürich"]
@@ -350,7 +352,8 @@ def test_a_missing_column_names_the_delimiter_or_the_letter_case(census: dict[st
                                          r"--delimiter ';' \(csv_delimiter in the config\)\."):
         train_table_models({"lr": ModelSpec(arch="lr")}, read_table(TableSource(path=str(excel), format="csv")), cols,
                            seeds=[0])
-    with pytest.raises(InputError, match=r"Cannot read .* as csv: .*excel.csv.*Expected 2 columns.*" + fix + r"\.$"):
+    # pyarrow's words for the parse failure, between ours, are not asserted
+    with pytest.raises(InputError, match=r"Cannot read .* as csv: .*excel.csv.*" + fix + r"\.$"):
         read_table(TableSource(path=str(tmp_path), format="csv", csv_delimiter=";"), columns=["Sex"])
     table = read_table(TableSource(path=str(census["train"]), format="csv"))
     with pytest.raises(InputError, match=r"\['Sex'\]; present columns: .* letter case and spaces included, and 'Sex' "
