@@ -134,7 +134,7 @@ FINALIZE_CHUNK = 4096
 
 def groups(frame: pd.DataFrame, by: Sequence[str]) -> list[tuple[tuple[Any, ...], np.ndarray]]:
     """(key values, row positions) per group of ``frame`` by ``by``, in pandas' sorted group order (nulls kept)."""
-    codes = frame.groupby(list(by), sort=True, dropna=False).ngroup().to_numpy()
+    codes = frame.groupby(list(by), sort=True, dropna=False, observed=True).ngroup().to_numpy()
     order = np.argsort(codes, kind="stable")
     cuts = np.flatnonzero(np.diff(codes[order])) + 1
     keys = frame[list(by)].to_numpy(dtype=object)

@@ -345,6 +345,34 @@ def _group_codes(frame: pd.DataFrame, columns: Sequence[str]) -> np.ndarray:
     return np.unique(key, return_inverse=True)[1].astype(np.int64)
 
 
+def _running_sums(daily: Mapping[str, np.ndarray], lo: np.ndarray, hi: np.ndarray) -> dict[str, np.ndarray]:
+    """Each column of ``daily`` summed over rows ``lo[i]:hi[i]`` (non-empty) for every i: the first row plus the
+    running sum of the others, ``r[lo] + ((r[lo+1] + r[lo+2]) + ...)``, whatever the other slices are. That is the
+    order in which ``np.add.reduceat`` adds a run of up to 8 rows, so such slices sum to its bits.
+
+    Slices that start at the same row are prefixes of the longest of them, so each start's running sum is computed
+    once, over its longest slice, and every slice takes its value where it ends.
+    """
+    first, slot = np.unique(lo, return_inverse=True)
+    last = np.zeros(first.size, np.int64)
+    np.maximum.at(last, slot, hi)
+    length = last - first
+    begin = np.cumsum(length) - length  # where each start's running sum begins in ``src`` and the sums
+    src = np.arange(int(length.sum())) - np.repeat(begin - first, length)
+    steps = [begin[length > k] + k for k in range(2, int(length.max(initial=1)))]  # the k-th row of each longer sum
+    end = begin[slot] + (hi - lo) - 1
+    more = hi - lo > 1
+    out = {}
+    for name, column in daily.items():
+        rest = column[src]
+        for k in steps:
+            rest[k] += rest[k - 1]
+        summed = column[lo]
+        summed[more] += rest[end[more]]
+        out[name] = summed
+    return out
+
+
 def merge_windows(summaries: pd.DataFrame, task: str, windows: Iterable[Window]) -> pd.DataFrame:
     """Summary rows summed per (window label, group cells[, bin, label]) over days and splits.
 
@@ -354,9 +382,11 @@ def merge_windows(summaries: pd.DataFrame, task: str, windows: Iterable[Window])
     (window, cells[, bin, label]).
 
     Vectorised with index arrays, no frame per window: a window is a run of consecutive days, so once the
-    rows are summed per (group, day) and sorted that way, each (window, group) sum is a contiguous slice,
-    summed in ascending ``ds`` order. A window's sums therefore do not depend on which other windows are
-    merged in the same call: a range job and a per-day job give the same bits.
+    rows are summed per (group, day) and sorted that way, each (window, group) sum is a contiguous slice of
+    them, added up one day after another in ascending ``ds`` order (:func:`_running_sums`: windows that start
+    on the same day, such as a week as of each of its days, share one running sum). A window's sums therefore
+    do not depend on which other windows are merged in the same call: a range job and a per-day job give the
+    same bits.
     """
     wins = list(windows)
     if summaries.empty or not wins:
@@ -400,12 +430,9 @@ def merge_windows(summaries: pd.DataFrame, task: str, windows: Iterable[Window])
     hi = np.searchsorted(daily_key, grp * span + last_day[win], side="right")
     some = hi > lo
     win, grp, lo, hi = win[some], grp[some], lo[some], hi[some]
-    length = hi - lo
-    starts = np.cumsum(length) - length
-    src = np.arange(int(length.sum())) - np.repeat(starts - lo, length)
     out = group_values.iloc[grp].reset_index(drop=True)
     out.insert(0, "window", np.asarray(labels, dtype=object)[win])
-    for f, summed in state.reduceat({f: daily[f][src] for f in fields}, starts).items():
+    for f, summed in _running_sums(daily, lo, hi).items():
         out[f] = summed
     # 3. distinct days with rows per (window, cells)
     cell = (group_values.groupby(cells, dropna=False, sort=False).ngroup().to_numpy(np.int64) if cells

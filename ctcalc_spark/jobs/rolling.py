@@ -18,6 +18,7 @@ import pandas as pd
 
 from ctcalc_spark.config import JobConfig
 from ctcalc_spark.core.state import arrow_schema
+from ctcalc_spark.core.finalize import SUMMARY_TYPES
 from ctcalc_spark.core.windows import (
     ROLLING_TYPES,
     Window,
@@ -147,9 +148,11 @@ def compute_rolling(cfg: JobConfig, ds: str | Sequence[str], spark: SparkSession
     # into up to seven of them), so merging every window at once would hold several times the summaries
     chunks = parts_within(pairs, lambda pair: pair[0].end)  # the as-of day of each pair
     part_days = [sorted({x for pair in chunk for w in pair for x in w.days()} & have) for chunk in chunks]
+    # the summaries' columns but the split, which merge_windows merges
+    columns = ["ds", c.model, c.run, *c.slices, *(n for n in SUMMARY_TYPES[cfg.task] if n != "split")]
     parts = []
     for chunk, rows in zip(chunks, read_in_parts(
-            lambda d: store.read("summaries", days=d, task=cfg.task, categories=True), part_days)):
+            lambda d: store.read("summaries", days=d, task=cfg.task, columns=columns, categories=True), part_days)):
         merged = merge_windows(rows, cfg.task, sorted({x for pair in chunk for x in pair}))
         parts.append(finalize_windows(merged, cfg.task, chunk, spec, model=c.model, run=c.run, slices=c.slices,
                                       bin_width=cfg.histogram.bin_width, first=first, days=n_days))

@@ -179,8 +179,8 @@ class DriftReport:
 
 def read_report_input(cfg: JobConfig, start: str, end: str, spec: WindowSpec,
                       spark: SparkSession | None = None, *, as_of: int | dt.datetime | None = None) -> ReportInput:
-    """Daily summaries (and calibrated_exact rows) of the windows touching [start, end] and their previous windows,
-    as the tables are now or ``as_of`` a version of the metrics table or a time."""
+    """Daily summaries (text columns as categoricals) and calibrated_exact rows of the windows touching [start, end]
+    and their previous windows, as the tables are now or ``as_of`` a version of the metrics table or a time."""
     from ctcalc_spark.tables import OutputStore
 
     if cfg.task not in ("binary", "regression"):  # it said "No summaries … run the evaluate job for those days"
@@ -200,7 +200,7 @@ def read_report_input(cfg: JobConfig, start: str, end: str, spec: WindowSpec,
     def read(part: Sequence[str], keys: Sequence[str] | None = None) -> pd.DataFrame:
         if keys is not None:
             return store.read("summaries", days=part, columns=keys, distinct=True)
-        return store.read("summaries", days=part, task=cfg.task)
+        return store.read("summaries", days=part, task=cfg.task, categories=True)
     exact = store.read("calibrated_exact", days=days, where={"window_spec": [spec.label]})
     return ReportInput(read, exact, available[0] if available else None, available[-1] if available else None,
                        store.location("summaries"), have)
@@ -272,7 +272,7 @@ class ModelInformation:
         if rows.empty:
             return
         if self.task == "regression":
-            self.sums.append(rows.groupby(self.by, sort=True)[["weight", "wr", "wr2"]].sum())
+            self.sums.append(rows.groupby(self.by, sort=True, observed=True)[["weight", "wr", "wr2"]].sum())
         elif self.wanted:
             summary_of = binary_summary_rows(rows, self.bin_width)
             for key, idx in groups(rows, self.by):
@@ -287,7 +287,7 @@ class ModelInformation:
             sums = pd.concat(self.sums)
             sums = sums[sums["weight"] > 0]
             var = sums["wr2"] / sums["weight"] - (sums["wr"] / sums["weight"]) ** 2
-            for model, v in var[var > 0].groupby(level=0, sort=True):
+            for model, v in var[var > 0].groupby(level=0, sort=True, observed=True):
                 out[str(model)] = 1.0 / float(v.median())
         for model, picked in self.picks.items():
             info = information_of([self.summaries[k] for k in picked if k in self.summaries])
@@ -468,7 +468,7 @@ def _extreme_warnings(counts: list[pd.DataFrame], cfg: JobConfig) -> list[str]:
     if cfg.task != "binary" or not counts:
         return []
     c, h = cfg.columns, cfg.histogram.bin_width
-    total = pd.concat(counts).groupby([c.model, c.run], sort=True, dropna=False).sum().reset_index()
+    total = pd.concat(counts).groupby([c.model, c.run], sort=True, dropna=False, observed=True).sum().reset_index()
     return extreme_lines(total, [c.model, c.run], limit=effective_limit(cfg.sanity.max_abs_logit, h))
 
 

@@ -62,7 +62,9 @@ def figure_png(fig: Any, *, dpi: int, tight: bool = False) -> str:
 
     buf = io.BytesIO()
     try:
-        fig.savefig(buf, format="png", dpi=dpi, **({"bbox_inches": "tight"} if tight else {}))
+        # uncompressed: it is decoded right away, and only the quantized copy below is kept
+        fig.savefig(buf, format="png", dpi=dpi, pil_kwargs={"compress_level": 0},
+                    **({"bbox_inches": "tight"} if tight else {}))
         facts = layout_facts(fig, dpi, drawn=True)  # saving drew it: a second draw would double the time
     finally:
         pyplot().close(fig)
