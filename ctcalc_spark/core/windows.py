@@ -44,7 +44,7 @@ from ctcalc_spark.errors import ConfigError, DegenerateBiasError
 from ctcalc_spark.core.days import parse_day
 from ctcalc_spark.core.finalize import ALL
 from ctcalc_spark.core.solvers import STATUS_OK, STATUS_ZERO_WEIGHT
-from ctcalc_spark.core.state import BINARY, STATES
+from ctcalc_spark.core.state import BINARY, MERGES, STATES
 from ctcalc_spark.core.summary import (
     BinarySummary,
     RegressionSummary,
@@ -345,10 +345,12 @@ def _group_codes(frame: pd.DataFrame, columns: Sequence[str]) -> np.ndarray:
     return np.unique(key, return_inverse=True)[1].astype(np.int64)
 
 
-def _running_sums(daily: Mapping[str, np.ndarray], lo: np.ndarray, hi: np.ndarray) -> dict[str, np.ndarray]:
-    """Each column of ``daily`` summed over rows ``lo[i]:hi[i]`` (non-empty) for every i: the first row plus the
-    running sum of the others, ``r[lo] + ((r[lo+1] + r[lo+2]) + ...)``, whatever the other slices are. That is the
-    order in which ``np.add.reduceat`` adds a run of up to 8 rows, so such slices sum to its bits.
+def _running_sums(daily: Mapping[str, np.ndarray], lo: np.ndarray, hi: np.ndarray,
+                  merges: Mapping[str, np.ufunc]) -> dict[str, np.ndarray]:
+    """Each column of ``daily`` merged (``merges[name]``, e.g. ``np.add``) over rows ``lo[i]:hi[i]`` (non-empty)
+    for every i: the first row merged with the running merge of the others, ``r[lo] + ((r[lo+1] + r[lo+2]) +
+    ...)``, whatever the other slices are. That is the order in which ``np.add.reduceat`` adds a run of up to 8
+    rows, so such slices sum to its bits.
 
     Slices that start at the same row are prefixes of the longest of them, so each start's running sum is computed
     once, over its longest slice, and every slice takes its value where it ends.
@@ -364,11 +366,12 @@ def _running_sums(daily: Mapping[str, np.ndarray], lo: np.ndarray, hi: np.ndarra
     more = hi - lo > 1
     out = {}
     for name, column in daily.items():
+        merge = merges[name]
         rest = column[src]
         for k in steps:
-            rest[k] += rest[k - 1]
+            rest[k] = merge(rest[k], rest[k - 1])
         summed = column[lo]
-        summed[more] += rest[end[more]]
+        summed[more] = merge(summed[more], rest[end[more]])
         out[name] = summed
     return out
 
@@ -432,7 +435,8 @@ def merge_windows(summaries: pd.DataFrame, task: str, windows: Iterable[Window])
     win, grp, lo, hi = win[some], grp[some], lo[some], hi[some]
     out = group_values.iloc[grp].reset_index(drop=True)
     out.insert(0, "window", np.asarray(labels, dtype=object)[win])
-    for f, summed in _running_sums(daily, lo, hi).items():
+    merges = {s.name: MERGES[s.merge] for s in state.stats}
+    for f, summed in _running_sums(daily, lo, hi, merges).items():
         out[f] = summed
     # 3. distinct days with rows per (window, cells)
     cell = (group_values.groupby(cells, dropna=False, sort=False).ngroup().to_numpy(np.int64) if cells
