@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
+import difflib
 import math
 import os
 import re
@@ -854,11 +855,12 @@ def build_config(cls: type, data: Mapping[str, Any], where: str) -> Any:
         raise ConfigError(f"'{where.rstrip('.') or 'config'}' must be a mapping, got {data!r} ({type(data).__name__}).")
     hints = get_type_hints(cls)
     known = {f.name for f in dataclasses.fields(cls) if not f.metadata.get("internal")}
-    unknown = sorted(set(data) - known)
+    unknown = sorted(set(data) - known, key=str)
     if unknown:
-        raise ConfigError(
-            f"Unknown config key(s) {[f'{where}{k}' for k in unknown]}; known keys here: {sorted(known)}."
-        )
+        close = {k: m[0] for k in unknown if (m := difflib.get_close_matches(str(k), sorted(known), n=1, cutoff=0.6))}
+        meant = [f"'{where}{m}'" + (f" for '{where}{k}'" if len(unknown) > 1 else "") for k, m in close.items()]
+        raise ConfigError(f"Unknown config key(s) {[f'{where}{k}' for k in unknown]}; known keys here: {sorted(known)}."
+                          + (f" Did you mean {', '.join(meant)}?" if meant else ""))
     kwargs: dict[str, Any] = {}
     for name, value in data.items():
         hint = hints[name]
@@ -890,8 +892,7 @@ ONE_RUN = "0"
 """The run of every row when the input has no run column (``columns.run: null``)."""
 
 PATH_KEYS = frozenset({"path", "checkpoint", "models_dir"})
-"""Config keys holding a local path or URI: a leading ``~`` is the home folder, as in a shell (it was read as a
-folder named '~' in the working folder)."""
+"""Config keys holding a local path or URI: a leading ``~`` is the home folder, as in a shell."""
 
 
 def config_from_dict(data: Mapping[str, Any]) -> JobConfig:

@@ -436,8 +436,12 @@ def test_a_day_written_another_way_names_the_form_to_use_and_a_range_may_have_sp
                                                                  "2026-11-25"]
 
 def test_unknown_config_key_is_rejected(tmp_path):
-    with pytest.raises(ConfigError, match=r"Unknown config key\(s\) \['split.bias_fractoin'\]"):
+    with pytest.raises(ConfigError, match=r"Unknown config key\(s\) \['split.bias_fractoin'\]; known keys here: "
+                                          r"\[.*\]\. Did you mean 'split\.bias_fraction'\?$"):
         config_from_dict({"input": {"path": "x"}, "split": {"bias_fractoin": 0.2}})
+    with pytest.raises(ConfigError, match=r"\['input\.frmat', 'input\.pth', 'input\.zzz'\]; .* Did you mean "
+                                          r"'input\.format' for 'input\.frmat', 'input\.path' for 'input\.pth'\?$"):
+        config_from_dict({"input": {"pth": "x", "frmat": "csv", "zzz": 1}})
     with pytest.raises(ConfigError, match=r"not 'input\.path' and 'input\.table'\.$"):
         config_from_dict({"input": {"path": "x", "table": "db.t"}})
 
