@@ -387,7 +387,7 @@ def test_rolling_scan_over_a_range_equals_the_day_by_day_scans(spark, demo_confi
     write_eval(_eval_stream(days), tmp_path / "eval", replace=True)
     want_cfg = demo_config(rolling={"window": "day"}, output__path=str(tmp_path / "one_by_one"))
     for ds in days:
-        evaluate(spark, want_cfg, ds, known_bias=previous_window_bias(want_cfg, ds, spark))
+        evaluate(spark, want_cfg, ds, known_bias=previous_window_bias(want_cfg, ds))
     conf = tmp_path / "job.yaml"
     conf.write_text(yaml.safe_dump({"task": "binary", "input": {"path": str(tmp_path / "eval")},
                                     "output": {"path": str(tmp_path / "range")}, "rolling": {"window": "day"},

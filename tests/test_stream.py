@@ -101,7 +101,7 @@ def _batch_reference(spark, demo_config, src: Path, out: Path, days: list[str]) 
     """The batch evaluate and rolling (day windows) jobs over the same rows: (metrics, rolling) frames."""
     cfg = demo_config(input__path=str(src), output__path=str(out))
     metrics = evaluate(spark, cfg, days).metrics
-    return metrics.assign(run=metrics["run"].astype(str)), compute_rolling(cfg, days, spark).table
+    return metrics.assign(run=metrics["run"].astype(str)), compute_rolling(cfg, days).table
 
 
 def _close(a: pd.DataFrame, b: pd.DataFrame, cols: list[str], what: str) -> None:

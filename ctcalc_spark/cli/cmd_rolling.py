@@ -52,21 +52,22 @@ def run(args: argparse.Namespace) -> int:
     check_relative_paths(cfg, args.config, ["input" if args.scan else "output"])
     # Spark only to scan the evaluation rows or to reach catalog tables: path outputs are Delta tables read here
     spark = session_for(args, cfg, "ctcalc-rolling") if args.scan or cfg.output.catalog else None
+    store = OutputStore(cfg, spark)
     if args.scan:
         # Day by day, in order: a day's bias is known only once its previous window is written, and each day's
         # evaluate writes the summaries a later day's previous window reads (one session, one scan per day: a
         # backfill of a range is one CLI call and one Spark start).
         days = sorted(days)
         for day in days:
-            known = previous_window_bias(cfg, day, spark)
+            known = previous_window_bias(cfg, day, store=store)
             res = evaluate(spark, cfg, day, known_bias=known, progress=Progress("ctcalc rolling"),
-                           replace_runs=args.replace_runs)
+                           replace_runs=args.replace_runs, store=store)
             print(f"evaluate ds={day} with {len(known)} known biases: {len(res.exact)} exact calibrated sums "
                   f"-> {res.paths.get('calibrated_exact', '-')}")
     if args.affected:
         spec = WindowSpec.from_config(cfg.rolling)
-        days = affected_days(days[0], spec, OutputStore(cfg, spark).days("summaries"))
-    result = run_rolling(spark, cfg, days, allow_missing_days=args.allow_missing_days)
+        days = affected_days(days[0], spec, store.days("summaries"))
+    result = run_rolling(spark, cfg, days, allow_missing_days=args.allow_missing_days, store=store)
     t = result.table
     print(f"{day_span(result.days)}: {result.spec} windows, last {result.window.label} "
           f"(previous {result.previous.label}), "

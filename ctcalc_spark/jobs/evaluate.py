@@ -553,6 +553,7 @@ def evaluate(
     allow_missing_days: bool = False,
     progress: Callable[[str], None] | None = None,
     replace_runs: bool = False,
+    store: OutputStore | None = None,
 ) -> EvaluateResult:
     """Scan the evaluation rows of one day or several (``ds``: a day, 'START..END', or a list) once and
     write each day's summaries and metrics partitions.
@@ -569,13 +570,15 @@ def evaluate(
     (``window_spec`` from ``rolling``); the summaries and metrics are the same as without it.
 
     ``progress`` (optional) is called with a line as the scan starts and one as the writes start.
+
+    ``store`` (optional): the command's output store, when it has one (else ``OutputStore(cfg, spark)``).
     """
     step = progress or (lambda _: None)
     days = parse_days(ds)
     if known_bias is not None and len(days) != 1:
         raise ConfigError("A known bias (in-scan exact sums) is for one day at a time: `ctcalc rolling --scan --ds "
                           "START..END` scans a range day by day, each day with its previous window's bias.")
-    store = OutputStore(cfg, spark)
+    store = store or OutputStore(cfg, spark)
     tx = None
     if write:
         store.check_before_work("evaluate", days, task=cfg.task)

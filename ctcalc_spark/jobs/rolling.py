@@ -73,8 +73,9 @@ def affected_days(changed: str, spec: WindowSpec, days: Iterable[str]) -> list[s
     return out
 
 
-def previous_window_bias(cfg: JobConfig, ds: str, spark: SparkSession | None = None) -> pd.DataFrame:
-    """(model, run, c): c* fitted on all of the window before the one containing ``ds``.
+def previous_window_bias(cfg: JobConfig, ds: str, *, store: OutputStore | None = None) -> pd.DataFrame:
+    """(model, run, c): c* fitted on all of the window before the one containing ``ds``, from the summaries of
+    ``store`` (``OutputStore(cfg)`` when not given; catalog outputs pass theirs, which holds the Spark session).
 
     Known before ``ds`` is scanned for day/week/month windows, so the evaluate scan can accumulate the
     exact calibrated sum in the same pass (``evaluate(known_bias=...)``). Groups whose previous window is
@@ -85,7 +86,7 @@ def previous_window_bias(cfg: JobConfig, ds: str, spark: SparkSession | None = N
         raise ConfigError("In-scan exact sums need day/week/month windows: a rolling window's previous window "
                           "moves every day, so its days are not scanned with one known bias.")
     prev = previous_window(window_of(ds, spec), spec)
-    rows = OutputStore(cfg, spark).read("summaries", days=prev.days(), task=cfg.task)
+    rows = (store or OutputStore(cfg)).read("summaries", days=prev.days(), task=cfg.task)
     if rows.empty:
         return pd.DataFrame(columns=["model", "run", "c"])
     groups = window_summaries(rows, cfg.task, prev, by=[cfg.columns.model, cfg.columns.run],
@@ -110,14 +111,15 @@ def check_rolling_task(cfg: JobConfig) -> None:
             "pipelines on them a day at a time.")
 
 
-def compute_rolling(cfg: JobConfig, ds: str | Sequence[str], spark: SparkSession | None = None, *,
+def compute_rolling(cfg: JobConfig, ds: str | Sequence[str], *, store: OutputStore | None = None,
                     allow_missing_days: bool = False) -> RollingResult:
-    """The rolling rows of the window containing each day of ``ds`` (days up to that day), without writing."""
+    """The rolling rows of the window containing each day of ``ds`` (days up to that day), from the summaries of
+    ``store`` (``OutputStore(cfg)`` when not given), without writing."""
     t0 = time.perf_counter()
     days = parse_days(ds)
     check_rolling_task(cfg)
     spec = WindowSpec.from_config(cfg.rolling)
-    store = OutputStore(cfg, spark)
+    store = store or OutputStore(cfg)
     available = store.days("summaries")
     missing = [d for d in days if d not in available]
     if missing and (not allow_missing_days or len(missing) == len(days)):
@@ -173,18 +175,19 @@ def compute_rolling(cfg: JobConfig, ds: str | Sequence[str], spark: SparkSession
 
 
 def run_rolling(spark: SparkSession | None, cfg: JobConfig, ds: str | Sequence[str], *, write: bool = True,
-                allow_missing_days: bool = False) -> RollingResult:
+                allow_missing_days: bool = False, store: OutputStore | None = None) -> RollingResult:
     """Compute the rolling rows for each day of ``ds`` and replace their ``(window_spec, ds)`` partitions.
 
-    ``spark``: needed for catalog tables only (path outputs are Delta tables read and written here)."""
-    store = OutputStore(cfg, spark)
+    ``spark``: needed for catalog tables only (path outputs are Delta tables read and written here). ``store``:
+    the command's output store, when it has one (else ``OutputStore(cfg, spark)``)."""
+    store = store or OutputStore(cfg, spark)
     tx = None
     if write:
         spec = WindowSpec.from_config(cfg.rolling).label
         store.check_before_work("rolling", parse_days(ds), scope=f"window_spec={spec}", task=cfg.task)
         tx = store.transaction("rolling", scope=f"window_spec={spec}")
         tx.pin("rolling")
-    result = compute_rolling(cfg, ds, spark, allow_missing_days=allow_missing_days)
+    result = compute_rolling(cfg, ds, store=store, allow_missing_days=allow_missing_days)
     if tx is not None:
         rows = result.table.assign(window_spec=result.spec)
         result.path = tx.write("rolling", rows, arrow_schema(ROLLING_TABLE_TYPES))
