@@ -94,8 +94,8 @@ def extreme_counts(summaries: pd.DataFrame, by: Sequence[str], *, max_abs_logit:
     count = summaries["count"].to_numpy(np.int64)
     frame = summaries[list(by)].assign(n_rows=count, n_extreme=np.where((b >= k) | (b < -k), count, 0),
                                        n_clipped=summaries["clipped"].to_numpy(np.int64))
-    return frame.groupby(list(by), sort=True, dropna=False, observed=True)[["n_rows", "n_extreme", "n_clipped"]].sum(
-    ).reset_index()
+    sums = frame.groupby(list(by), sort=True, dropna=False, observed=True)[["n_rows", "n_extreme", "n_clipped"]].sum()
+    return sums.reset_index()
 
 
 def unequal_rows_line(per_run: pd.DataFrame, models: Sequence[str], where: str, split_column: str | None = None
