@@ -244,15 +244,24 @@ class OutputStore:
         conds = {k: [str(v) for v in values] for k, values in (where or {}).items()}
         if days is not None:
             conds["ds"] = [str(d) for d in days]
-        frame = self._read_rows(table, conds, with_run_id=with_run_id, columns=columns, categories=categories,
-                                distinct=distinct)
+        also: list[str] = []
+        if task is not None and table == "summaries" and columns is not None:
+            from ctcalc_spark.core.finalize import SUMMARY_TYPES
+
+            # the other tasks' own columns where the table has them, so that the check below can name the task
+            own = SUMMARY_TYPES.get(task, {})
+            also = [n for t, kinds in SUMMARY_TYPES.items() if t != task for n in kinds if n not in own]
+        frame = self._read_rows(table, conds, with_run_id=with_run_id, columns=columns, also=also,
+                                categories=categories, distinct=distinct)
         if task is not None and table == "summaries" and not frame.empty:
             self._check_summary_rows(frame, task)
         return frame
 
     def _read_rows(self, table: str, conds: Mapping[str, Sequence[str]], *, with_run_id: bool,
-                   columns: Sequence[str] | None, categories: bool, distinct: bool) -> pd.DataFrame:
-        """The rows of :meth:`read`, before its check of the summaries' task."""
+                   columns: Sequence[str] | None, categories: bool, distinct: bool,
+                   also: Sequence[str] = ()) -> pd.DataFrame:
+        """The rows of :meth:`read`, before its check of the summaries' task; ``also``: columns read besides
+        ``columns`` where the table has them."""
         import pandas as pd
 
         t = self.delta(table)
@@ -261,6 +270,8 @@ class OutputStore:
         have = [f.name for f in t.schema().fields]
         if columns is None:
             columns = [n for n in have if with_run_id or n != RUN_ID]
+        else:
+            columns = [*columns, *(n for n in also if n in have and n not in columns)]
         with named_errors(table, self.location(table), t.version()):
             return _read_delta(t, columns, conds, categories=categories, distinct=distinct)
 
@@ -285,8 +296,8 @@ class OutputStore:
             foreign = frame[unset]
         days = sorted(foreign["ds"].astype(str).unique()) if "ds" in foreign else []
         shown = listed(days)
-        other = [t for t, kinds in SUMMARY_TYPES.items() if t != task and all(
-            n in foreign.columns and foreign[n].notna().all() for n in kinds)]
+        other = [t for t, kinds in SUMMARY_TYPES.items() if t != task and all(  # by the columns this task lacks
+            n in foreign.columns and foreign[n].notna().all() for n in kinds if n not in SUMMARY_TYPES[task])]
         by = f"a {other[0]} job" if other else "a job of another task"
         if other and len(foreign) == len(frame):  # nothing of this task at all: most likely the config's task
             raise InputError(
@@ -576,12 +587,13 @@ class CatalogStore(OutputStore):
         return [r.asDict() for r in spark.table(name).select(*PARTITIONS[table]).distinct().collect()]
 
     def _read_rows(self, table: str, conds: Mapping[str, Sequence[str]], *, with_run_id: bool,
-                   columns: Sequence[str] | None, categories: bool, distinct: bool) -> pd.DataFrame:
+                   columns: Sequence[str] | None, categories: bool, distinct: bool,
+                   also: Sequence[str] = ()) -> pd.DataFrame:
         import pandas as pd
         from pyspark.sql import functions as F
 
         if self._is_delta(table):
-            return super()._read_rows(table, conds, with_run_id=with_run_id, columns=columns,
+            return super()._read_rows(table, conds, with_run_id=with_run_id, columns=columns, also=also,
                                       categories=categories, distinct=distinct)
         spark = self._session(f"Reading {table}")
         name = self.location(table)
