@@ -69,6 +69,9 @@ def test_multiclass_log_loss_matches_sklearn_and_scipy():
     t = 1.7
     ref = -np.average(log_softmax(z / t, axis=1)[np.arange(3000), y], weights=w)
     assert multiclass_log_loss(y, z, sample_weight=w, temperature=t) == pytest.approx(ref, rel=1e-12)
+    for bad in (0.0, -1.0, float("nan"), float("inf")):  # no NaN for a temperature that divides nothing sensibly
+        with pytest.raises(InputError, match=r"temperature must be a finite number > 0 .*, got"):
+            multiclass_log_loss(y, z, temperature=bad)
 
 
 def _scipy_shift(y, z, w):

@@ -9,6 +9,8 @@ Conventions, decided once:
 """
 from __future__ import annotations
 
+import math
+
 import numpy as np
 from numpy.typing import ArrayLike
 
@@ -215,7 +217,7 @@ def multiclass_log_loss(
     sample_weight : array_like of float, shape (n,), optional
         Finite row weights >= 0 with a positive total; every row weighs 1 when omitted.
     temperature : float, default 1.0
-        ``T``, the divisor of every logit; not checked: it must be > 0 for a meaningful result (0 gives NaN).
+        ``T``, the divisor of every logit: finite and > 0.
 
     Returns
     -------
@@ -226,10 +228,13 @@ def multiclass_log_loss(
     ------
     InputError
         ``z`` not of shape (n, k >= 2) or with NaN/inf entries; ``y`` not of shape (n,) or not integers in
-        ``[0, k - 1]``; a NaN/inf or negative weight; a total weight that is not positive (no rows included).
+        ``[0, k - 1]``; a NaN/inf or negative weight; a total weight that is not positive (no rows included);
+        a ``temperature`` that is not a finite number > 0.
     """
     yi, zv = validate_multiclass(y, z)
     w = validate_weight(sample_weight, yi.size)
+    if not (math.isfinite(temperature) and temperature > 0):
+        raise InputError(f"temperature must be a finite number > 0 (the divisor of every logit), got {temperature!r}.")
     zt = zv / temperature
     per_row = logsumexp_rows(zt) - zt[np.arange(yi.size), yi]
     return float(np.sum(w * per_row) / _total_weight(w, "multiclass log loss"))
