@@ -453,3 +453,15 @@ def test_a_one_class_group_with_fractional_weights_is_one_class_whatever_the_rou
         assert row["status"] == ("bias_single_class_positive" if label else "bias_single_class_negative")
         assert row["base_rate"] == label and row["auc"] is None and row["normalized_entropy"] is None
         assert row["calibrated_log_loss"] is None and row["bias"] is None
+
+
+def test_a_mean_over_zero_weight_is_an_input_error_that_says_so():
+    from ctcalc_spark.errors import InputError
+
+    empty = BinarySummary.from_logits(np.array([1.0, 0.0]), np.array([0.3, -1.0]), sample_weight=np.zeros(2))
+    with pytest.raises(InputError, match=r"BinarySummary\.log_loss: total weight is 0"):
+        empty.log_loss()
+    assert empty.loss_sum() == 0.0  # the sum itself is defined
+    none = RegressionSummary.from_rows(np.array([1.0]), np.array([0.5]), sample_weight=np.zeros(1))
+    with pytest.raises(InputError, match=r"RegressionSummary\.mse: total weight is 0"):
+        none.mse(0.1)

@@ -61,7 +61,11 @@ def validate_binary_labels(y: ArrayLike) -> F64:
 
 
 def _total_weight(w: F64, what: str) -> float:
-    total = float(w.sum())
+    return require_positive_weight(float(w.sum()), what)
+
+
+def require_positive_weight(total: float, what: str) -> float:
+    """``total`` when it is > 0; else an :class:`InputError` that names ``what`` (nothing to average over)."""
     if not total > 0:
         raise InputError(f"{what}: total weight is {total:g}; need at least one row with positive weight.")
     return total

@@ -65,6 +65,7 @@ from ctcalc_spark.core.metrics import (
     validate_vector,
     validate_weight,
     probs_to_logits,
+    require_positive_weight,
 )
 from ctcalc_spark.core.solvers import (
     STATUS_NO_BIAS_ROWS,
@@ -432,9 +433,14 @@ class BinarySummary:
         Returns
         -------
         float
-            :meth:`loss_sum` over :attr:`total_weight`, in nats; ``ZeroDivisionError`` when the total weight is 0.
+            :meth:`loss_sum` over :attr:`total_weight`, in nats.
+
+        Raises
+        ------
+        InputError
+            The total weight is not positive (no rows, or only zero weights): there is no mean.
         """
-        return self.loss_sum(c) / self.total_weight
+        return self.loss_sum(c) / require_positive_weight(self.total_weight, "BinarySummary.log_loss")
 
     def predicted_positives(self, c: float = 0.0) -> float:
         """Σ w·σ(z - c); exact at c = 0, histogram-expanded elsewhere.
@@ -705,9 +711,15 @@ class RegressionSummary:
         Returns
         -------
         float
-            The weighted MSE at predictions ``p + c``; ``ZeroDivisionError`` when the total weight is 0.
+            The weighted MSE at predictions ``p + c``.
+
+        Raises
+        ------
+        InputError
+            The total weight is not positive (no rows, or only zero weights): there is no mean.
         """
-        return (self.wr2 - 2.0 * c * self.wr + c * c * self.weight) / self.weight
+        weight = require_positive_weight(self.weight, "RegressionSummary.mse")
+        return (self.wr2 - 2.0 * c * self.wr + c * c * self.weight) / weight
 
 
 def finalize_regression(bias: RegressionSummary, remain: RegressionSummary) -> dict[str, Any]:
