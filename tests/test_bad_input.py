@@ -19,8 +19,9 @@ import yaml
 
 from ctcalc_spark import InputError
 from ctcalc_spark.config import ConfigError, OutputConfig, config_from_dict, read_yaml
+from ctcalc_spark.core.findings import INVALID_REASONS
 from ctcalc_spark.jobs.evaluate import NO_DATE, evaluate
-from ctcalc_spark.spark.scan import INVALID_REASONS, NULL_SLICE
+from ctcalc_spark.spark.scan import NULL_SLICE
 from ctcalc_spark.tables import OutputStore
 from tests._rows import DS, binary_eval_rows, multiclass_logits, write_eval
 
@@ -1354,15 +1355,6 @@ def test_an_empty_range_with_allow_missing_days_does_not_advise_allow_missing_da
     assert "or pass --allow-missing-days" not in str(err.value)
     assert "(--allow-missing-days skips days without rows, and needs one day with rows)" in str(err.value)
     assert _written(tmp_path / "out") == []
-
-
-def test_an_example_row_with_a_null_model_shows_null(spark, demo_config, tmp_path):
-    """The error's example row showed a null model as model=np.float64(nan)."""
-    df = _rows()
-    df["model"] = np.where(df.index < 3, None, df["model"])
-    write_eval(df, tmp_path / "eval")
-    with pytest.raises(InputError, match=rf"\(e\.g\. ds={DS}, model=null, run='0'\)"):
-        evaluate(spark, demo_config(), DS, write=False)
 
 
 @pytest.mark.parametrize(("spec", "message"), [

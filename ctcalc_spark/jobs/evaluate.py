@@ -16,6 +16,7 @@ import numpy as np
 import pandas as pd
 
 from ctcalc_spark.config import JobConfig, fits_ds_format, guess_ds_formats, parse_days
+from ctcalc_spark.core import findings
 from ctcalc_spark.core.days import parse_day
 from ctcalc_spark.core.finalize import (
     ALL,
@@ -34,7 +35,6 @@ from ctcalc_spark.spark.names import col, quoted
 from ctcalc_spark.tables import OutputStore, Transaction
 from ctcalc_spark.spark.scan import (
     EXACT_COLUMNS,
-    INVALID_REASONS,
     KNOWN_BIAS_COLUMN,
     LABEL_NOT_ALLOWED,
     MALFORMED_RECORD,
@@ -52,7 +52,6 @@ from ctcalc_spark.spark.scan import (
     not_finite,
     null_checks,
     number_column,
-    reason_counts,
     split_expr,
     sql_double,
     state_sums,
@@ -136,32 +135,6 @@ def check_finite(frame: pd.DataFrame) -> None:
         raise AssertionError("An output metric is infinite; a bug, please report it with the input. Nothing was written.")
 
 
-def _raise_invalid(invalid: pd.DataFrame, cfg: JobConfig) -> None:
-    c = cfg.columns
-    dated = invalid[invalid["ds"].notna()]
-    first = (dated if not dated.empty else invalid).iloc[0]
-    days = sorted(dated["ds"].astype(str).unique())
-    where = "unknown (rows without a date)" if not days else days[0] if len(days) == 1 else \
-        f"{len(days)} days ({days[0]}..{days[-1]})"
-    raise InputError(
-        f"Invalid evaluation rows for ds={where}: {reason_counts(invalid)} (e.g. ds={_shown(first['ds'], False)}, "
-        f"model={_shown(first[c.model])}, run={_shown(first[c.run])}). {LABEL_RULES[cfg.task].format(c.label)}, scores "
-        f"finite numbers, probabilities in [0, 1], weights >= 0, model and run set, records well formed. Fix the "
-        "upstream table, or set on_invalid: drop to exclude and count them."
-    )
-
-
-def _shown(value: object, quote: bool = True) -> str:
-    """A key of an example row as an error shows it: 'null' for a null or NaN (not ``np.float64(nan)``)."""
-    if value is None or (not isinstance(value, (str, bytes)) and bool(pd.isna(value))):
-        return "null"
-    return repr(str(value)) if quote else str(value)
-
-
-LABEL_RULES = {"binary": "Binary labels must be 0/1 in '{}'", "regression": "Labels must be finite numbers in '{}'",
-               "multiclass": "Multiclass labels must be class indices 0..K-1 in '{}' (K the classes)"}
-
-
 def _invalid_counts(tally: pd.DataFrame, cfg: JobConfig) -> tuple[pd.DataFrame, pd.DataFrame]:
     """(n_invalid per metrics group, rows no metrics row owns) of the invalid-row tally; raises in error mode.
 
@@ -172,11 +145,13 @@ def _invalid_counts(tally: pd.DataFrame, cfg: JobConfig) -> tuple[pd.DataFrame, 
     no_date = tally["ds"].isna()
     stops = tally[~no_date | (tally["invalid"] == 8)]
     if not stops.empty and cfg.on_invalid == "error":
-        _raise_invalid(stops, cfg)
+        c = cfg.columns
+        raise InputError(findings.render(findings.invalid_rows(stops, model=c.model, run=c.run, task=cfg.task,
+                                                               label=c.label)))
     stray = no_date | tally["invalid"].isin(UNATTRIBUTED_CODES)
     owned = tally[~stray].groupby(keys, dropna=False)["count"].sum().rename("n_invalid").reset_index()
     dateless = NO_DATE if cfg.columns.ds_format is None else NO_DATE_IN_FORMAT.format(cfg.columns.ds_format)
-    other = tally[stray].assign(reason=[dateless if pd.isna(d) and code != 8 else INVALID_REASONS[int(code)]
+    other = tally[stray].assign(reason=[dateless if pd.isna(d) and code != 8 else findings.INVALID_REASONS[int(code)]
                                         for d, code in zip(tally.loc[stray, "ds"], tally.loc[stray, "invalid"])])
     uncounted = other.groupby(["ds", "reason"], dropna=False)["count"].sum().rename("n_rows").reset_index()
     uncounted["ds"] = uncounted["ds"].astype(object).where(uncounted["ds"].notna(), None)
@@ -209,15 +184,9 @@ def _duplicate_ids(df: DataFrame, cfg: JobConfig) -> pd.DataFrame:
     for r in found.itertuples(index=False):
         log.warning("ds=%s model=%s run=%s: %d rows repeat an example id (%d ids, %d of them with different labels)",
                     r.ds, r.model, r.run, r.n_duplicate_rows, r.n_repeated_ids, r.n_conflicting_ids)
-    if not found.empty and cfg.input.duplicate_ids == "error":
-        r = found.iloc[0]
-        raise InputError(
-            f"{int(found['n_duplicate_rows'].sum())} evaluation rows repeat an example id of their day, model and "
-            f"run (e.g. ds={r['ds']}, model={r['model']!r}, run={r['run']!r}: {int(r['n_duplicate_rows'])} extra rows "
-            f"over {int(r['n_repeated_ids'])} ids, {int(r['n_conflicting_ids'])} with different labels); they would "
-            f"count twice in every metric. Deduplicate on '{c.example_id}' upstream, or set "
-            "input.duplicate_ids: count to report them and go on."
-        )
+    repeated = findings.duplicate_ids(found, str(c.example_id))
+    if repeated is not None and cfg.input.duplicate_ids == "error":
+        raise InputError(findings.render(repeated))
     return found[DUPLICATE_COLUMNS]
 
 
@@ -612,10 +581,8 @@ def evaluate(
         raise InputError(" ".join([str(e), *_row_hints(df, cfg, tally, no_date["invalid"])])) from None
     empty = sorted(set(present) - set(summaries["ds"]))
     if empty:
-        why = reason_counts(tally)
-        raise InputError(" ".join([
-            f"Every evaluation row for ds={', '.join(empty)} is invalid ({int(tally['count'].sum())} rows in all"
-            + (f": {why}" if why else "") + ").", *_row_hints(df, cfg, tally)]))
+        raise InputError(" ".join([findings.render(findings.all_rows_invalid(empty, tally)),
+                                   *_row_hints(df, cfg, tally)]))
     done = [d for d in days if d not in missing]
     metrics = metrics_from_summaries(
         summaries,
@@ -825,12 +792,9 @@ def _evaluate_multiclass(spark: SparkSession, cfg: JobConfig, days: list[str], d
     raw = _multiclass_rows(df, cfg)
     with input_read_errors(cfg):
         classes = _class_counts(raw, base)
-    wrong_k = classes[classes["_k"] != len(c.class_names)] if c.class_names else classes.iloc[:0]
-    if not wrong_k.empty:  # an array column: its length is the number of classes
-        r = wrong_k.iloc[0]
-        raise InputError(f"'columns.class_names' lists {len(c.class_names)} classes, and the logit arrays of "
-                         f"ds={r[DS]}, model={r[c.model]!r}, run={r[c.run]!r} hold {int(r['_k'])}: name one class per "
-                         "array element, in the same order.")
+    wrong_k = findings.class_count_mismatch(classes, c.class_names, base)  # an array's length: its classes
+    if wrong_k is not None:
+        raise InputError(findings.render(wrong_k))
     from pyspark.sql import types as T
 
     k_schema = T.StructType([T.StructField(k, T.StringType()) for k in base] + [T.StructField("_k", T.LongType())])
@@ -841,12 +805,10 @@ def _evaluate_multiclass(spark: SparkSession, cfg: JobConfig, days: list[str], d
     rows = raw.join(F.broadcast(k_df), on=base, how="left").withColumn(
         "invalid", F.when(ragged, F.lit(10)).otherwise(F.col("invalid"))).drop("_k")
     bias_rows = rows.where((F.col("invalid") == 0) & F.col("is_bias") & F.col(DS).isNotNull())
-    n_bias_total = int(classes["bias_rows"].sum()) if not classes.empty else 0
-    if n_bias_total > cfg.max_bias_rows_multiclass:
-        raise InputError(
-            f"{n_bias_total} val-bias rows for ds={days[0]}..{days[-1]} exceed max_bias_rows_multiclass="
-            f"{cfg.max_bias_rows_multiclass}; lower split.bias_fraction."
-        )
+    too_many = findings.too_many_bias_rows(int(classes["bias_rows"].sum()) if not classes.empty else 0,
+                                           cfg.max_bias_rows_multiclass, days)
+    if too_many is not None:
+        raise InputError(findings.render(too_many))
     with input_read_errors(cfg):
         bias_pdf = bias_rows.select(*[col(k) for k in keys], "_y", "_z", "_w").toPandas()
     # A temperature per view: the whole (slice '__all__') and each value of each slice column, each fitted on

@@ -1,0 +1,185 @@
+"""What is wrong with the evaluation rows, as data: a :class:`Finding` (a code, a severity, counts, context),
+built by a pure function from a small aggregate the scan already collected (its tally of invalid rows per group
+and code, the groups of repeated ids, the classes per group), and the one :data:`CATALOGUE` of the messages that
+:func:`render` turns findings into.
+
+A message's words live in the catalogue only; tests/golden/messages.txt holds every one rendered from a fixed
+finding (``CTCALC_GOLDEN=write`` rewrites it).
+"""
+from __future__ import annotations
+
+import string
+from dataclasses import dataclass, field
+from typing import Any, Mapping, Sequence
+
+import pandas as pd
+
+ERROR = "error"
+WARNING = "warning"
+
+ROW_REASONS = {
+    1: ("null_split_or_id", "null split value or example id"),
+    2: ("score_not_finite", "NaN or infinite logit/prediction"),
+    3: ("probability_outside", "probability outside [0, 1]"),
+    4: ("label_not_allowed", "label not allowed for the task"),
+    5: ("bad_weight", "negative or non-finite weight"),
+    6: ("split_value", "split value not 'bias'/'remain'"),
+    7: ("text_not_number", "text that is not a number in the label, score or weight column"),
+    8: ("malformed_record", "malformed record (the reader could not parse it)"),
+    9: ("null_model_or_run", "null (or NaN) in the model or run column"),
+    10: ("ragged_logits", "logit array length differs from the other rows of its model and run"),
+    11: ("null_label", "null label"),
+    12: ("null_score", "null score (logit or prediction)"),
+    13: ("null_weight", "null weight"),
+}
+"""Codes of the scan's per-row ``invalid`` column (0 = valid) -> (the name a finding counts them under, the
+reason a message gives). The scan packs the code into 4 bits of its group key."""
+INVALID_REASONS = {code: text for code, (_, text) in ROW_REASONS.items()}
+"""Code -> the reason a message and the ``uncounted`` rows give."""
+_REASON_TEXT = dict(ROW_REASONS.values())
+
+LABEL_RULES = {"binary": "Binary labels must be 0/1 in '{}'", "regression": "Labels must be finite numbers in '{}'",
+               "multiclass": "Multiclass labels must be class indices 0..K-1 in '{}' (K the classes)"}
+"""Per task, what a label must be (``{}``: the label column)."""
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One thing wrong with the evaluation rows: ``code`` (a key of :data:`CATALOGUE`), ``severity``
+    (:data:`ERROR` stops the run, :data:`WARNING` is told), ``counts`` (rows per reason, or other counts the
+    message gives) and ``context`` (the days, an example group's keys, the column names it names)."""
+
+    code: str
+    severity: str
+    counts: Mapping[str, int] = field(default_factory=dict)
+    context: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Message:
+    """A catalogue entry: what was found (``template``) and what to do about it (``fix``), as
+    :meth:`str.format` templates over a finding's counts and context, with :class:`_Formatter`'s extras."""
+
+    template: str
+    fix: str = ""
+
+
+CATALOGUE = {
+    "invalid_rows": Message(
+        "Invalid evaluation rows for ds={days:where}: {counts:reasons} (e.g. ds={ds!n}, model={model!q}, "
+        "run={run!q}).",
+        "{label_rule}, scores finite numbers, probabilities in [0, 1], weights >= 0, model and run set, records well "
+        "formed. Fix the upstream table, or set on_invalid: drop to exclude and count them."),
+    "all_rows_invalid": Message(
+        "Every evaluation row for ds={days:list} is invalid ({total} rows in all: {counts:reasons})."),
+    "duplicate_ids": Message(
+        "{duplicate_rows} evaluation rows repeat an example id of their day, model and run (e.g. ds={ds!n}, "
+        "model={model!q}, run={run!q}: {example_duplicate_rows} extra rows over {example_repeated_ids} ids, "
+        "{example_conflicting_ids} with different labels); they would count twice in every metric.",
+        "Deduplicate on '{example_id}' upstream, or set input.duplicate_ids: count to report them and go on."),
+    "class_count_mismatch": Message(
+        "'columns.class_names' lists {class_names} classes, and the logit arrays of ds={ds!n}, model={model!q}, "
+        "run={run!q} hold {classes}:",
+        "name one class per array element, in the same order."),
+    "too_many_bias_rows": Message(
+        "{bias_rows} val-bias rows for ds={first_day}..{last_day} exceed max_bias_rows_multiclass={limit};",
+        "lower split.bias_fraction."),
+}
+"""Finding code -> its message."""
+
+
+class _Formatter(string.Formatter):
+    """:meth:`str.format` with ``!q`` (a value quoted, or null), ``!n`` (a value as it is, or null), and the
+    specs ``:reasons`` (counts per row reason as '<n> rows: <reason>; ...'), ``:where`` (days as one day, a
+    range and its count, or 'unknown (rows without a date)') and ``:list`` (days joined by ', ')."""
+
+    def convert_field(self, value: Any, conversion: str | None) -> Any:
+        if conversion in ("q", "n"):
+            return "null" if value is None else repr(str(value)) if conversion == "q" else str(value)
+        return super().convert_field(value, conversion)
+
+    def format_field(self, value: Any, format_spec: str) -> str:
+        if format_spec == "reasons":
+            return "; ".join(f"{n} rows: {_REASON_TEXT[name]}" for name, n in value.items())
+        if format_spec == "where":
+            return "unknown (rows without a date)" if not value else value[0] if len(value) == 1 else \
+                f"{len(value)} days ({value[0]}..{value[-1]})"
+        if format_spec == "list":
+            return ", ".join(value)
+        return super().format_field(value, format_spec)
+
+
+def render(finding: Finding) -> str:
+    """The message of ``finding``: its catalogue template and fix, filled in from its counts and context (the
+    fields ``counts``, ``total`` (their sum) and ``label_rule`` (from context ``task`` and ``label``) besides)."""
+    message = CATALOGUE[finding.code]
+    fields = {**finding.context, **finding.counts, "counts": finding.counts, "total": sum(finding.counts.values())}
+    if "task" in finding.context:
+        fields["label_rule"] = LABEL_RULES[finding.context["task"]].format(finding.context.get("label"))
+    text = " ".join(filter(None, [message.template, message.fix]))
+    return _Formatter().format(text, **fields)
+
+
+def _value(v: object) -> str | None:
+    """A key of an example row as a finding holds it: None for a null or NaN, else its text."""
+    return None if v is None or (not isinstance(v, (str, bytes)) and bool(pd.isna(v))) else str(v)
+
+
+def reason_totals(tally: pd.DataFrame) -> dict[str, int]:
+    """Rows per reason name (:data:`ROW_REASONS`, in code order) of a tally with columns ``invalid`` and
+    ``count`` (code 0, valid rows, left out)."""
+    by_code = tally[tally["invalid"] != 0].groupby("invalid")["count"].sum().sort_index()
+    return {ROW_REASONS[int(code)][0]: int(n) for code, n in by_code.items()}
+
+
+def reason_counts(tally: pd.DataFrame) -> str:
+    """'<n> rows: <reason>; ...' per invalid code of a tally with columns ``invalid`` and ``count``."""
+    return _Formatter().format_field(reason_totals(tally), "reasons")
+
+
+def invalid_rows(tally: pd.DataFrame, *, model: str, run: str, task: str, label: str) -> Finding:
+    """The error for invalid rows that stop the run: ``tally`` rows per (ds, ``model``, ``run``, ..., invalid code)
+    with column ``count`` (ds null for rows without a date); the example group is the first dated one."""
+    dated = tally[tally["ds"].notna()]
+    first = (dated if not dated.empty else tally).iloc[0]
+    return Finding("invalid_rows", ERROR, reason_totals(tally), {
+        "days": sorted(dated["ds"].astype(str).unique()), "ds": _value(first["ds"]), "model": _value(first[model]),
+        "run": _value(first[run]), "task": task, "label": label})
+
+
+def all_rows_invalid(days: Sequence[str], tally: pd.DataFrame) -> Finding:
+    """The error for ``days`` that have rows, none of them valid; ``tally`` as for :func:`invalid_rows`."""
+    return Finding("all_rows_invalid", ERROR, reason_totals(tally), {"days": list(days)})
+
+
+def duplicate_ids(found: pd.DataFrame, example_id: str) -> Finding | None:
+    """The error for repeated example ids (``found``: per (ds, model, run) with some, n_duplicate_rows,
+    n_repeated_ids, n_conflicting_ids; its first row is the example), or None when there are none."""
+    if found.empty:
+        return None
+    r = found.iloc[0]
+    return Finding("duplicate_ids", ERROR, {
+        "duplicate_rows": int(found["n_duplicate_rows"].sum()), "example_duplicate_rows": int(r["n_duplicate_rows"]),
+        "example_repeated_ids": int(r["n_repeated_ids"]), "example_conflicting_ids": int(r["n_conflicting_ids"])},
+        {"ds": _value(r["ds"]), "model": _value(r["model"]), "run": _value(r["run"]), "example_id": example_id})
+
+
+def class_count_mismatch(classes: pd.DataFrame, class_names: Sequence[str], keys: Sequence[str]) -> Finding | None:
+    """The error for a multiclass job whose logit arrays hold another number of classes than
+    ``columns.class_names`` lists (``classes``: per (ds, model, run) as ``keys`` name them, the number ``_k``),
+    or None when they agree or no names are given."""
+    wrong = classes[classes["_k"] != len(class_names)] if class_names else classes.iloc[:0]
+    if wrong.empty:
+        return None
+    r = wrong.iloc[0]
+    ds, model, run = (_value(r[k]) for k in keys)
+    return Finding("class_count_mismatch", ERROR, {"class_names": len(class_names), "classes": int(r["_k"])},
+                   {"ds": ds, "model": model, "run": run})
+
+
+def too_many_bias_rows(bias_rows: int, limit: int, days: Sequence[str]) -> Finding | None:
+    """The error for more val-bias rows than a multiclass job holds in memory (``limit``), or None."""
+    if bias_rows <= limit:
+        return None
+    return Finding("too_many_bias_rows", ERROR, {"bias_rows": bias_rows, "limit": limit},
+                   {"first_day": days[0], "last_day": days[-1]})

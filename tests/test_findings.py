@@ -1,0 +1,120 @@
+"""Findings about the evaluation rows, from small aggregates like those the scan collects, without Spark: their
+codes and counts, and every catalogue message rendered once into tests/golden/messages.txt (a wording change is
+a diff of that file; ``CTCALC_GOLDEN=write`` rewrites it)."""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from ctcalc_spark.core import findings
+from ctcalc_spark.core.findings import ERROR, Finding, render
+
+GOLDEN = Path(__file__).parent / "golden" / "messages.txt"
+
+EXAMPLES = [  # (what the example is, its finding): every catalogue code at least once
+    ("one day", Finding("invalid_rows", ERROR, {"null_label": 3, "text_not_number": 1},
+                        {"days": ["2026-11-21"], "ds": "2026-11-21", "model": "lr", "run": "0", "task": "binary",
+                         "label": "clicked"})),
+    ("several days, a null model", Finding("invalid_rows", ERROR, {"null_model_or_run": 2},
+                                           {"days": ["2026-11-20", "2026-11-21", "2026-11-23"], "ds": "2026-11-20",
+                                            "model": None, "run": "7", "task": "regression", "label": "y"})),
+    ("rows without a date", Finding("invalid_rows", ERROR, {"malformed_record": 1},
+                                    {"days": [], "ds": None, "model": None, "run": None, "task": "multiclass",
+                                     "label": "y"})),
+    ("two days", Finding("all_rows_invalid", ERROR, {"score_not_finite": 800},
+                         {"days": ["2024-03-01", "2024-03-02"]})),
+    ("one group", Finding("duplicate_ids", ERROR, {"duplicate_rows": 6, "example_duplicate_rows": 6,
+                                                   "example_repeated_ids": 5, "example_conflicting_ids": 1},
+                          {"ds": "2026-11-21", "model": "a", "run": "0", "example_id": "example_id"})),
+    ("arrays of 3", Finding("class_count_mismatch", ERROR, {"class_names": 2, "classes": 3},
+                            {"ds": "2026-11-21", "model": "a", "run": "0"})),
+    ("a range", Finding("too_many_bias_rows", ERROR, {"bias_rows": 2_000_001, "limit": 2_000_000},
+                        {"first_day": "2026-11-01", "last_day": "2026-11-30"})),
+]
+
+
+def golden_text() -> str:
+    return "".join(f"## {f.code}: {what}\n{render(f)}\n\n" for what, f in EXAMPLES)
+
+
+def test_every_catalogue_message_is_in_the_golden_file():
+    assert {f.code for _, f in EXAMPLES} == set(findings.CATALOGUE)
+    if os.environ.get("CTCALC_GOLDEN") == "write":
+        GOLDEN.parent.mkdir(exist_ok=True)
+        GOLDEN.write_text(golden_text())
+    assert GOLDEN.read_text() == golden_text(), "a message changed: CTCALC_GOLDEN=write rewrites tests/golden/"
+
+
+def _tally(rows) -> pd.DataFrame:
+    """A tally as the scan collects it: per (ds, model, run, invalid code), count."""
+    return pd.DataFrame(rows, columns=["ds", "m", "r", "invalid", "count"])
+
+
+def test_invalid_rows_count_per_reason_in_code_order_and_take_a_dated_example():
+    tally = _tally([(None, None, None, 8, 4), ("2026-11-22", "b", "1", 11, 2), ("2026-11-21", "a", "0", 7, 1),
+                    ("2026-11-21", "a", "0", 11, 3)])
+    f = findings.invalid_rows(tally, model="m", run="r", task="binary", label="y")
+    assert (f.code, f.severity) == ("invalid_rows", ERROR)
+    assert list(f.counts.items()) == [("text_not_number", 1), ("malformed_record", 4), ("null_label", 5)]
+    assert f.context == {"days": ["2026-11-21", "2026-11-22"], "ds": "2026-11-22", "model": "b", "run": "1",
+                         "task": "binary", "label": "y"}
+    assert render(f).startswith("Invalid evaluation rows for ds=2 days (2026-11-21..2026-11-22): 1 rows: text that")
+
+
+def test_an_example_row_with_a_null_or_nan_key_shows_null():
+    """The example row showed a null model as model=np.float64(nan)."""
+    for null in (None, np.nan):
+        f = findings.invalid_rows(_tally([("2026-11-21", null, "0", 9, 3)]), model="m", run="r", task="binary",
+                                  label="y")
+        assert f.counts == {"null_model_or_run": 3} and f.context["model"] is None
+        assert "(e.g. ds=2026-11-21, model=null, run='0')" in render(f)
+
+
+def test_rows_without_a_date_only_name_no_day():
+    f = findings.invalid_rows(_tally([(None, "a", "0", 8, 2)]), model="m", run="r", task="regression", label="y")
+    assert f.context["days"] == [] and f.counts == {"malformed_record": 2}
+    assert render(f).startswith("Invalid evaluation rows for ds=unknown (rows without a date): 2 rows: malformed")
+
+
+def test_all_rows_invalid_counts_every_reason_of_the_tally():
+    tally = _tally([("2024-03-01", "a", "0", 2, 400), ("2024-03-02", "a", "0", 2, 399),
+                    ("2024-03-02", "a", "0", 5, 1)])
+    f = findings.all_rows_invalid(["2024-03-01", "2024-03-02"], tally)
+    assert f.counts == {"score_not_finite": 799, "bad_weight": 1} and f.context == {"days": ["2024-03-01",
+                                                                                             "2024-03-02"]}
+    assert "(800 rows in all: 799 rows: NaN or infinite logit/prediction; 1 rows: negative" in render(f)
+
+
+def test_duplicate_ids_total_every_group_and_show_the_first():
+    columns = ["ds", "model", "run", "n_duplicate_rows", "n_repeated_ids", "n_conflicting_ids"]
+    assert findings.duplicate_ids(pd.DataFrame(columns=columns), "id") is None
+    found = pd.DataFrame([("2026-11-21", "a", "0", 6, 5, 1), ("2026-11-21", "b", "0", 2, 2, 0)], columns=columns)
+    f = findings.duplicate_ids(found, "id")
+    assert f.counts == {"duplicate_rows": 8, "example_duplicate_rows": 6, "example_repeated_ids": 5,
+                        "example_conflicting_ids": 1}
+    assert f.context == {"ds": "2026-11-21", "model": "a", "run": "0", "example_id": "id"}
+
+
+def test_class_count_mismatch_names_the_first_group_whose_arrays_differ():
+    keys = ["_ds", "m", "r"]
+    classes = pd.DataFrame([("d", "a", "0", 3, 10), ("d", "b", "0", 2, 10)], columns=[*keys, "_k", "bias_rows"])
+    assert findings.class_count_mismatch(classes, [], keys) is None
+    assert findings.class_count_mismatch(classes.iloc[:1], ["x", "y", "z"], keys) is None
+    f = findings.class_count_mismatch(classes, ["x", "y", "z"], keys)
+    assert (f.counts, f.context) == ({"class_names": 3, "classes": 2}, {"ds": "d", "model": "b", "run": "0"})
+
+
+def test_too_many_bias_rows_only_above_the_limit():
+    assert findings.too_many_bias_rows(10, 10, ["d"]) is None
+    f = findings.too_many_bias_rows(11, 10, ["d1", "d2"])
+    assert f.counts == {"bias_rows": 11, "limit": 10} and f.context == {"first_day": "d1", "last_day": "d2"}
+
+
+@pytest.mark.parametrize("code", sorted(findings.ROW_REASONS))
+def test_every_row_reason_has_a_name_of_its_own(code):
+    names = [name for name, _ in findings.ROW_REASONS.values()]
+    assert names.count(findings.ROW_REASONS[code][0]) == 1
