@@ -450,18 +450,12 @@ def test_binary_labels_written_as_boolean_text_are_labels(spark, demo_config, tm
     (lambda y: 2 * y - 1, r"The label column 'label' holds only -1 and 1: two classes coded so, not 0/1\. Set "
                           r"columns\.class_names: \[\"-1\", \"1\"\], the negative class first, or map the labels to "
                           r"0/1 upstream\.$"),
-    (lambda y: y + 1, r"The label column 'label' holds only 1 and 2: two classes coded so, not 0/1\. Set "
-                      r"columns\.class_names: \[\"1\", \"2\"\], the negative class first"),
-    (lambda y: y + (np.arange(len(y)) % 3 == 0), r"The label column 'label' holds whole numbers up to 2: classes "
-                                                 r"need task: multiclass \(scores in columns.logit, or "
-                                                 r"one column per class in columns.class_logits"),
-    (lambda y: np.where(np.arange(len(y)) % 5 == 0, 7.5, y), r"The label column 'label' holds values from 7\.5 to "
-                                                             r"7\.5 besides 0 and 1\.$"),
 ])
 def test_labels_other_than_0_and_1_are_named_with_what_to_do(spark, demo_config, tmp_path, labels, hint):
-    """Binary labels of 0.1/0.9 (soft labels, rates), -1/1, 1/2 or 0/1/2 stopped the run with 'label not allowed
-    for the task' and the 0/1 rule only: the message now says what the labels are and the way on, in both modes
-    (-1/1 and 1/2: columns.class_names, which gives the metrics of 0/1 labels exactly)."""
+    """Binary labels of 0.1/0.9 (soft labels, rates) or -1/1 stopped the run with 'label not allowed for the task'
+    and the 0/1 rule only: the message now says what the labels are and the way on, in both modes (-1/1:
+    columns.class_names, which gives the metrics of 0/1 labels exactly). tests/test_findings.py tells the other
+    codings apart from the labels' aggregate."""
     df = _rows()
     df["label"] = labels(df["label"].to_numpy()).astype(np.float64)
     write_eval(df, tmp_path / "eval")
@@ -483,8 +477,6 @@ def test_labels_other_than_0_and_1_are_named_with_what_to_do(spark, demo_config,
     (lambda z: z, r"The prediction column 'score' holds values from -\S+ to \S+ outside \[0, 1\], negative ones "
                   r"among them: logits \(log-odds\) look like that\. If they are, set columns\.logit: score and "
                   r"columns\.prediction: null\.$"),
-    (lambda z: np.round(100 / (1 + np.exp(-z)), 1), r"The prediction column 'score' holds values up to \S+: if they "
-                                                    r"are percentages, divide them by 100 upstream\.$"),
 ])
 def test_probabilities_outside_0_1_say_what_the_column_holds(spark, demo_config, tmp_path, scores, hint):
     """Logits (or percentages) given as columns.prediction stopped the run with 'probability outside [0, 1]' and

@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 
 from ctcalc_spark.core import findings
-from ctcalc_spark.core.findings import ERROR, Finding, render
+from ctcalc_spark.core.findings import ERROR, HINT, Finding, render
 
 GOLDEN = Path(__file__).parent / "golden" / "messages.txt"
 
@@ -34,6 +34,19 @@ EXAMPLES = [  # (what the example is, its finding): every catalogue code at leas
                             {"ds": "2026-11-21", "model": "a", "run": "0"})),
     ("a range", Finding("too_many_bias_rows", ERROR, {"bias_rows": 2_000_001, "limit": 2_000_000},
                         {"first_day": "2026-11-01", "last_day": "2026-11-30"})),
+    ("-1/1", Finding("labels_two_codes", HINT, {"zeros": 0, "ones": 200},
+                     {"label": "label", "low": -1.0, "high": 1.0, "class_names": ["-1", "1"]})),
+    ("0.1 to 0.9", Finding("labels_fractions", HINT, {"zeros": 0, "ones": 0},
+                           {"label": "label", "low": 0.1, "high": 0.9})),
+    ("0, 1, 2", Finding("labels_whole_numbers", HINT, {"zeros": 130, "ones": 140},
+                        {"label": "label", "low": 2.0, "high": 2.0})),
+    ("7.5", Finding("labels_other", HINT, {"zeros": 160, "ones": 160}, {"label": "label", "low": 7.5, "high": 7.5})),
+    ("binary logits", Finding("probabilities_negative", HINT, {}, {"columns": ["score"], "low": -4.25, "high": 3.5})),
+    ("multiclass logits", Finding("probabilities_negative", HINT, {},
+                                  {"columns": ["p0", "p1", "p2"], "low": -6.5, "high": 5.0})),
+    ("percentages", Finding("probabilities_percent", HINT, {}, {"columns": ["score"], "low": 1.5, "high": 99.2})),
+    ("other values", Finding("probabilities_outside", HINT, {},
+                             {"columns": ["p0", "p1"], "low": 0.5, "high": 1000.0})),
 ]
 
 
@@ -118,3 +131,39 @@ def test_too_many_bias_rows_only_above_the_limit():
 def test_every_row_reason_has_a_name_of_its_own(code):
     names = [name for name, _ in findings.ROW_REASONS.values()]
     assert names.count(findings.ROW_REASONS[code][0]) == 1
+
+
+@pytest.mark.parametrize(("labels", "code", "shown"), [
+    ([0.1, 0.9, 0.5], "labels_fractions", {"low": 0.1, "high": 0.9}),
+    ([-1, 1, 1], "labels_two_codes", {"low": -1.0, "high": 1.0, "class_names": ["-1", "1"]}),
+    ([1, 2, 2], "labels_two_codes", {"low": 1.0, "high": 2.0, "class_names": ["1", "2"]}),
+    ([0, 1, 2, 2], "labels_whole_numbers", {"low": 2.0, "high": 2.0}),
+    ([0, 1, 7.5], "labels_other", {"low": 7.5, "high": 7.5}),
+    ([0, 1, -1], "labels_other", {"low": -1.0, "high": -1.0}),  # -1 with 0 labels: not a -1/1 coding
+])
+def test_binary_labels_other_than_0_and_1_are_told_apart(labels, code, shown):
+    """From the aggregate the job collects of the labels (the lowest and highest other than 0 and 1, whether they
+    are whole, the rows labelled 0 and 1), here of a handful of labels."""
+    y = np.array(labels, dtype=float)
+    other = y[~np.isin(y, [0.0, 1.0])]
+    f = findings.binary_labels("label", low=other.min(), high=other.max(), whole=bool((other == np.floor(other)).all()),
+                               zeros=int((y == 0).sum()), ones=int((y == 1).sum()))
+    assert (f.code, f.severity, f.counts) == (code, HINT, {"zeros": int((y == 0).sum()), "ones": int((y == 1).sum())})
+    assert f.context == {"label": "label", **shown}
+
+
+def test_labels_that_are_not_finite_get_no_hint():
+    assert findings.binary_labels("y", low=None, high=None, whole=False, zeros=1, ones=1) is None
+    assert findings.binary_labels("y", low=2.0, high=float("inf"), whole=True, zeros=1, ones=1) is None
+
+
+@pytest.mark.parametrize(("low", "high", "code"), [(-3.0, 2.0, "probabilities_negative"),
+                                                   (0.5, 99.5, "probabilities_percent"),
+                                                   (0.5, 100.0, "probabilities_percent"),
+                                                   (1.5, 100.5, "probabilities_outside"),
+                                                   (None, None, None), (-float("inf"), 0.5, None)])
+def test_probabilities_outside_0_1_are_told_apart(low, high, code):
+    f = findings.probabilities_outside(["p"], low=low, high=high)
+    assert (f and f.code) == code
+    if f is not None:
+        assert f.context == {"columns": ["p"], "low": low, "high": high}

@@ -8,14 +8,19 @@ finding (``CTCALC_GOLDEN=write`` rewrites it).
 """
 from __future__ import annotations
 
+import math
 import string
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
 import pandas as pd
 
+from ctcalc_spark.errors import yaml_list
+
 ERROR = "error"
 WARNING = "warning"
+HINT = "hint"
+"""The severity of a finding that says more about an error's rows (what a column holds), after its message."""
 
 ROW_REASONS = {
     1: ("null_split_or_id", "null split value or example id"),
@@ -84,6 +89,26 @@ CATALOGUE = {
     "too_many_bias_rows": Message(
         "{bias_rows} val-bias rows for ds={first_day}..{last_day} exceed max_bias_rows_multiclass={limit};",
         "lower split.bias_fraction."),
+    "labels_two_codes": Message(
+        "The label column {label!r} holds only {low:g} and {high:g}: two classes coded so, not 0/1.",
+        "Set columns.class_names: {class_names:yaml}, the negative class first, or map the labels to 0/1 upstream."),
+    "labels_fractions": Message(
+        "The label column {label!r} holds fractions ({low:g} to {high:g}): soft labels or rates, which the binary "
+        "metrics do not take.",
+        "A row that stands for several events (clicks out of impressions) is two rows, label 1 weighted by the "
+        "clicks and label 0 by the rest (columns.weight), which gives the same log loss."),
+    "labels_whole_numbers": Message(
+        "The label column {label!r} holds whole numbers up to {high:g}:",
+        "classes need task: multiclass (scores in columns.logit, or one column per class in columns.class_logits or "
+        "columns.class_probabilities), counts task: regression."),
+    "labels_other": Message("The label column {label!r} holds values from {low:g} to {high:g} besides 0 and 1."),
+    "probabilities_negative": Message(
+        "{columns:holds} values from {low:g} to {high:g} outside [0, 1], negative ones among them: logits (log-odds) "
+        "look like that.",
+        "If they are, set {columns:as_logits}."),
+    "probabilities_percent": Message("{columns:holds} values up to {high:g}:",
+                                     "if they are percentages, divide them by 100 upstream."),
+    "probabilities_outside": Message("{columns:holds} values up to {high:g}, outside [0, 1]."),
 }
 """Finding code -> its message."""
 
@@ -91,7 +116,9 @@ CATALOGUE = {
 class _Formatter(string.Formatter):
     """:meth:`str.format` with ``!q`` (a value quoted, or null), ``!n`` (a value as it is, or null), and the
     specs ``:reasons`` (counts per row reason as '<n> rows: <reason>; ...'), ``:where`` (days as one day, a
-    range and its count, or 'unknown (rows without a date)') and ``:list`` (days joined by ', ')."""
+    range and its count, or 'unknown (rows without a date)'), ``:list`` (days joined by ', '), ``:yaml`` (a
+    YAML flow list), and for the score columns of a job ``:holds`` ('The prediction column 'p' holds', 'The
+    class probability columns [...] hold') and ``:as_logits`` (the columns settings that read them as logits)."""
 
     def convert_field(self, value: Any, conversion: str | None) -> Any:
         if conversion in ("q", "n"):
@@ -106,6 +133,14 @@ class _Formatter(string.Formatter):
                 f"{len(value)} days ({value[0]}..{value[-1]})"
         if format_spec == "list":
             return ", ".join(value)
+        if format_spec == "yaml":
+            return yaml_list(value)
+        if format_spec == "holds":
+            return f"The prediction column {value[0]!r} holds" if len(value) == 1 else \
+                f"The class probability columns {list(value)} hold"
+        if format_spec == "as_logits":
+            return f"columns.logit: {value[0]} and columns.prediction: null" if len(value) == 1 else \
+                f"columns.class_logits: [{', '.join(value)}] and columns.class_probabilities: null"
         return super().format_field(value, format_spec)
 
 
@@ -183,3 +218,32 @@ def too_many_bias_rows(bias_rows: int, limit: int, days: Sequence[str]) -> Findi
         return None
     return Finding("too_many_bias_rows", ERROR, {"bias_rows": bias_rows, "limit": limit},
                    {"first_day": days[0], "last_day": days[-1]})
+
+
+def binary_labels(label: str, *, low: float, high: float, whole: bool, zeros: int, ones: int) -> Finding | None:
+    """What the labels other than 0 and 1 of a binary job are, from one aggregate of them: their lowest and
+    highest value, whether all are whole numbers, and the rows labelled 0 and 1; None when there are none (or
+    they are not finite): two classes coded -1/1 or 1/2 (``columns.class_names`` reads them), fractions, whole
+    numbers (classes or counts), or other values."""
+    if low is None or not all(map(math.isfinite, (low, high))):
+        return None
+    counts, context = {"zeros": zeros, "ones": ones}, {"label": label, "low": low, "high": high}
+    pair = {-1.0: (-1.0, 1.0), 2.0: (1.0, 2.0)}.get(low) if low == high and zeros == 0 and ones else None
+    if pair is not None:
+        context.update(low=pair[0], high=pair[1], class_names=[f"{v:g}" for v in pair])
+        code = "labels_two_codes"
+    else:
+        code = "labels_fractions" if 0.0 < low and high < 1.0 else \
+            "labels_whole_numbers" if whole and low >= 0.0 else "labels_other"
+    return Finding(code, HINT, counts, context)
+
+
+def probabilities_outside(columns: Sequence[str], *, low: float, high: float) -> Finding | None:
+    """What probability ``columns`` (binary: the prediction; multiclass: one per class) hold outside [0, 1], from
+    the lowest and highest such value: logits (negative values), percentages (up to 100), or other values;
+    None when there are none (or they are not finite)."""
+    if low is None or not (math.isfinite(low) and math.isfinite(high)):
+        return None
+    code = "probabilities_negative" if low < 0.0 else "probabilities_percent" if high <= 100.0 else \
+        "probabilities_outside"
+    return Finding(code, HINT, {}, {"columns": list(columns), "low": low, "high": high})

@@ -315,11 +315,9 @@ def _probability_hint(df: DataFrame, cfg: JobConfig) -> str | None:
 
     c = cfg.columns
     if cfg.task == "binary" and c.logit is None and c.prediction is not None:
-        names, what = [c.prediction], f"The prediction column {c.prediction!r} holds"
-        logits = f"columns.logit: {c.prediction} and columns.prediction: null"
+        names = [c.prediction]
     elif cfg.task == "multiclass" and c.class_probabilities:
-        names, what = list(c.class_probabilities), f"The class probability columns {list(c.class_probabilities)} hold"
-        logits = f"columns.class_logits: [{', '.join(c.class_probabilities)}] and columns.class_probabilities: null"
+        names = list(c.class_probabilities)
     else:
         return None
     values = [F.expr(number_column(df, n)[0]) for n in names]
@@ -330,14 +328,8 @@ def _probability_hint(df: DataFrame, cfg: JobConfig) -> str | None:
         low, high = df.where(reduce(lambda a, b: a | b, outside)).agg(F.min(low_of), F.max(high_of)).first()
     except Exception:  # noqa: BLE001 - a hint only: the error it adds to stands without it
         return None
-    if low is None or not (math.isfinite(low) and math.isfinite(high)):
-        return None
-    if low < 0.0:
-        return (f"{what} values from {low:g} to {high:g} outside [0, 1], negative ones among them: logits (log-odds) "
-                f"look like that. If they are, set {logits}.")
-    if high <= 100.0:
-        return f"{what} values up to {high:g}: if they are percentages, divide them by 100 upstream."
-    return f"{what} values up to {high:g}, outside [0, 1]."
+    found = findings.probabilities_outside(names, low=low, high=high)
+    return None if found is None else findings.render(found)
 
 
 CLASS_NAMES_SHOWN = 20
@@ -398,24 +390,8 @@ def _label_hint(df: DataFrame, cfg: JobConfig) -> str | None:
             F.count(F.when(y == 0.0, 1)), F.count(F.when(y == 1.0, 1))).first()
     except Exception:  # noqa: BLE001 - a hint only: the error it adds to stands without it
         return None
-    if low is None or math.isnan(high) or math.isinf(low) or math.isinf(high):
-        return None
-    name = cfg.columns.label
-    pair = {-1.0: (-1.0, 1.0), 2.0: (1.0, 2.0)}.get(low) if low == high and zeros == 0 and ones else None
-    if pair is not None:  # two classes coded -1/1 or 1/2: class_names reads them as they are
-        names = yaml_list([f"{v:g}" for v in pair])
-        return (f"The label column {name!r} holds only {pair[0]:g} and {pair[1]:g}: two classes coded so, not 0/1. "
-                f"Set columns.class_names: {names}, the negative class first, or map the labels to 0/1 upstream.")
-    if 0.0 < low and high < 1.0:
-        return (f"The label column {name!r} holds fractions ({low:g} to {high:g}): soft labels or rates, which the "
-                "binary metrics do not take. A row that stands for several events (clicks out of impressions) "
-                "is two rows, label 1 weighted by the clicks and label 0 by the rest (columns.weight), which gives "
-                "the same log loss.")
-    if whole and low >= 0.0:
-        return (f"The label column {name!r} holds whole numbers up to {high:g}: classes need task: multiclass "
-                "(scores in columns.logit, or one column per class in columns.class_logits or "
-                "columns.class_probabilities), counts task: regression.")
-    return f"The label column {name!r} holds values from {low:g} to {high:g} besides 0 and 1."
+    found = findings.binary_labels(cfg.columns.label, low=low, high=high, whole=bool(whole), zeros=zeros, ones=ones)
+    return None if found is None else findings.render(found)
 
 
 def _absent_days_hints(spark: SparkSession, cfg: JobConfig, days: Sequence[str], present: pd.Series) -> list[str]:
