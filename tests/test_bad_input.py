@@ -493,7 +493,7 @@ def test_probabilities_given_as_logits_get_a_warning(spark, demo_config, tmp_pat
     probability of 0.5 to 0.73): the job wrote meaningless metrics without a word. It now warns, from the
     histogram bins it already has; logits of a real model get no warning."""
     from ctcalc_spark.cli.cmd_evaluate import data_notes
-    from ctcalc_spark.core.sanity import probability_like_logits_line
+    from ctcalc_spark.core.sanity import probability_like_logits
 
     df = _rows()
     write_eval(df.assign(logit=1 / (1 + np.exp(-df["logit"]))), tmp_path / "probs")
@@ -509,7 +509,7 @@ def test_probabilities_given_as_logits_get_a_warning(spark, demo_config, tmp_pat
     assert not any(n.startswith("WARNING: all") for n in data_notes(real, demo_config()))
     assert not any("ranks the rows backwards" in n for n in data_notes(real, demo_config()))
     few = real.summaries.assign(bin=1, count=1).head(50)  # a handful of rows says nothing
-    assert probability_like_logits_line(few, column="logit", bin_width=0.05) is None
+    assert probability_like_logits(few, column="logit", bin_width=0.05) is None
 
 
 def test_a_day_of_one_label_says_so_instead_of_a_hint_about_rows(spark, demo_config, tmp_path):
@@ -553,7 +553,7 @@ def test_multiclass_probabilities_given_as_logits_get_a_warning(spark, demo_conf
     from scipy.special import softmax
 
     from ctcalc_spark.cli.cmd_evaluate import data_notes
-    from ctcalc_spark.core.sanity import probability_like_class_logits_line
+    from ctcalc_spark.core.sanity import probability_like_class_logits
 
     n, k = 600, 3
     y, z = multiclass_logits(n, k, seed=5, scale=1.5)
@@ -578,8 +578,8 @@ def test_multiclass_probabilities_given_as_logits_get_a_warning(spark, demo_conf
     assert notes("wide", class_logits=["z0", "z1", "z2"]) == []
     assert notes("wide", class_probabilities=["p0", "p1", "p2"]) == []
     # one row that is not probability-like, or too few rows, says nothing
-    assert probability_like_class_logits_line(n, n - 1, columns=["p0"]) is None
-    assert probability_like_class_logits_line(50, 50, columns=["p0"]) is None
+    assert probability_like_class_logits(n, n - 1, columns=["p0"]) is None
+    assert probability_like_class_logits(50, 50, columns=["p0"]) is None
 
 
 def test_multiclass_labels_given_as_class_names_and_scores_in_another_order(spark, demo_config, tmp_path):

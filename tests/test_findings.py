@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 
 from ctcalc_spark.core import findings
-from ctcalc_spark.core.findings import ERROR, HINT, Finding, render
+from ctcalc_spark.core.findings import ERROR, HINT, WARNING, Finding, render
 
 GOLDEN = Path(__file__).parent / "golden" / "messages.txt"
 
@@ -47,6 +47,17 @@ EXAMPLES = [  # (what the example is, its finding): every catalogue code at leas
     ("percentages", Finding("probabilities_percent", HINT, {}, {"columns": ["score"], "low": 1.5, "high": 99.2})),
     ("other values", Finding("probabilities_outside", HINT, {},
                              {"columns": ["p0", "p1"], "low": 0.5, "high": 1000.0})),
+    ("labels 0/1", Finding("ranked_backwards", WARNING, {"groups": 4}, {"low": 0.21, "high": 0.3, "score": "logit"})),
+    ("class names", Finding("ranked_backwards_named", WARNING, {"groups": 1},
+                            {"low": 0.2, "high": 0.2, "score": "p", "reversed": [">50K", "<=50K"],
+                             "positive": "<=50K"})),
+    ("binary", Finding("logits_look_like_probabilities", WARNING, {"rows": 12_000},
+                       {"column": "logit", "bin_width": 0.05})),
+    ("columns", Finding("class_logits_look_like_probabilities", WARNING, {"rows": 600},
+                        {"columns": ["p0", "p1", "p2"]})),
+    ("an array", Finding("array_logits_look_like_probabilities", WARNING, {"rows": 600}, {"columns": ["logit"]})),
+    ("rounded to 0", Finding("label_class_clipped", WARNING, {"rows": 300, "clipped": 12},
+                             {"clip_eps": 1e-15, "cost": 34.538776394910684, "loss_share": 0.62})),
 ]
 
 
@@ -167,3 +178,24 @@ def test_probabilities_outside_0_1_are_told_apart(low, high, code):
     assert (f and f.code) == code
     if f is not None:
         assert f.context == {"columns": ["p"], "low": low, "high": high}
+
+
+def test_warnings_from_the_metrics_and_counts_the_job_has():
+    """The warnings data_notes prints, from the metrics rows, the summaries' bins and the scan's counts."""
+    from ctcalc_spark.core.sanity import backwards_auc, clipped_label_class, probability_like_class_logits, \
+        probability_like_logits
+
+    metrics = pd.DataFrame({"auc": [0.3, 0.2, 0.9], "n_rows": [500, 400, 50]})  # the third: too few rows to count
+    f = backwards_auc(metrics, "z", ["no", "yes"])
+    assert (f.code, f.severity, f.counts) == ("ranked_backwards_named", WARNING, {"groups": 2})
+    assert f.context == {"low": 0.2, "high": 0.3, "score": "z", "reversed": ["yes", "no"], "positive": "no"}
+    assert backwards_auc(metrics.assign(auc=[0.3, 0.6, 0.1]), "z") is None
+    bins = pd.DataFrame({"bin": [0, 5, 20], "count": [50, 40, 30]})  # logits in [0, 1.05) at a bin width of 0.05
+    assert probability_like_logits(bins, column="z", bin_width=0.05).counts == {"rows": 120}
+    assert probability_like_logits(bins.assign(bin=[-1, 5, 20]), column="z", bin_width=0.05) is None
+    assert probability_like_class_logits(600, 600, columns=["z"], array_column=True).code == \
+        "array_logits_look_like_probabilities"
+    assert probability_like_class_logits(600, 599, columns=["p0"]) is None
+    f = clipped_label_class(300, 12, 0.5, clip_eps=1e-15)
+    assert f.counts == {"rows": 300, "clipped": 12} and f.context["cost"] == pytest.approx(34.5388, abs=1e-4)
+    assert clipped_label_class(300, 0, 0.0, clip_eps=1e-15) is None

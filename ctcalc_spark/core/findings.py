@@ -69,6 +69,14 @@ class Message:
     fix: str = ""
 
 
+_BACKWARDS = ("every one of the {{groups}} groups (day x model x run) ranks the rows backwards: AUC {{low:.3f}} to "
+              "{{high:.3f}}, below 0.5. A score of the other class ({{score!r}} as 1 − p or −logit) or {labels} do "
+              "that; the calibrated metric does not repair it (a shift does not reorder rows).")
+_CLASS_SCORES_AS_PROBABILITIES = (
+    "all {rows:,} rows have class scores ({columns:list}) between 0 and 1 that sum to 1: they look like "
+    "probabilities, and were read as logits, so softmax flattened them and the log loss just written is of other "
+    "scores.")
+
 CATALOGUE = {
     "invalid_rows": Message(
         "Invalid evaluation rows for ds={days:where}: {counts:reasons} (e.g. ds={ds!n}, model={model!q}, "
@@ -109,6 +117,29 @@ CATALOGUE = {
     "probabilities_percent": Message("{columns:holds} values up to {high:g}:",
                                      "if they are percentages, divide them by 100 upstream."),
     "probabilities_outside": Message("{columns:holds} values up to {high:g}, outside [0, 1]."),
+    "ranked_backwards": Message(
+        _BACKWARDS.format(labels="labels with 1 for the negative class")),
+    "ranked_backwards_named": Message(
+        _BACKWARDS.format(labels="columns.class_names with the positive class first (it takes the negative one "
+                                 "first: {reversed:yaml} if the score is for {positive!r})")),
+    "logits_look_like_probabilities": Message(
+        "all {rows:,} values of the logit column {column!r} are between 0 and 1 (to the histogram's bin width, "
+        "{bin_width:g}), so every row was read as a probability between 0.5 and about 0.73.",
+        "If they are probabilities, set columns.prediction: {column} and columns.logit: null, and run again: the "
+        "metrics just written are of the wrong scores."),
+    "class_logits_look_like_probabilities": Message(
+        _CLASS_SCORES_AS_PROBABILITIES, "If they are probabilities, set columns.class_probabilities: "
+        "[{columns:list}] and columns.class_logits: null, and run again."),
+    "array_logits_look_like_probabilities": Message(
+        _CLASS_SCORES_AS_PROBABILITIES, "If they are probabilities, write ln p as the array instead (np.log of the "
+        "probabilities), or one column per class with columns.class_probabilities: [p0, p1, ...] and columns.logit: "
+        "null, and run again."),
+    "label_class_clipped": Message(
+        "{clipped:,} of {rows:,} rows give their label's class a probability below clip_eps ({clip_eps:g}), most "
+        "likely 0 after rounding in the file; each such row costs ln(1/clip_eps) = {cost:.1f} in the log loss, and "
+        "together they make {loss_share:.0%} of it.",
+        "If the file rounds the probabilities, write them with more digits (or as logits: columns.class_logits); if "
+        "the model itself gives 0, the log loss is right."),
 }
 """Finding code -> its message."""
 
@@ -116,7 +147,7 @@ CATALOGUE = {
 class _Formatter(string.Formatter):
     """:meth:`str.format` with ``!q`` (a value quoted, or null), ``!n`` (a value as it is, or null), and the
     specs ``:reasons`` (counts per row reason as '<n> rows: <reason>; ...'), ``:where`` (days as one day, a
-    range and its count, or 'unknown (rows without a date)'), ``:list`` (days joined by ', '), ``:yaml`` (a
+    range and its count, or 'unknown (rows without a date)'), ``:list`` (joined by ', '), ``:yaml`` (a
     YAML flow list), and for the score columns of a job ``:holds`` ('The prediction column 'p' holds', 'The
     class probability columns [...] hold') and ``:as_logits`` (the columns settings that read them as logits)."""
 
@@ -146,13 +177,14 @@ class _Formatter(string.Formatter):
 
 def render(finding: Finding) -> str:
     """The message of ``finding``: its catalogue template and fix, filled in from its counts and context (the
-    fields ``counts``, ``total`` (their sum) and ``label_rule`` (from context ``task`` and ``label``) besides)."""
+    fields ``counts``, ``total`` (their sum) and ``label_rule`` (from context ``task`` and ``label``) besides);
+    'WARNING: ' in front of a warning."""
     message = CATALOGUE[finding.code]
     fields = {**finding.context, **finding.counts, "counts": finding.counts, "total": sum(finding.counts.values())}
     if "task" in finding.context:
         fields["label_rule"] = LABEL_RULES[finding.context["task"]].format(finding.context.get("label"))
     text = " ".join(filter(None, [message.template, message.fix]))
-    return _Formatter().format(text, **fields)
+    return ("WARNING: " if finding.severity == WARNING else "") + _Formatter().format(text, **fields)
 
 
 def _value(v: object) -> str | None:
@@ -165,11 +197,6 @@ def reason_totals(tally: pd.DataFrame) -> dict[str, int]:
     ``count`` (code 0, valid rows, left out)."""
     by_code = tally[tally["invalid"] != 0].groupby("invalid")["count"].sum().sort_index()
     return {ROW_REASONS[int(code)][0]: int(n) for code, n in by_code.items()}
-
-
-def reason_counts(tally: pd.DataFrame) -> str:
-    """'<n> rows: <reason>; ...' per invalid code of a tally with columns ``invalid`` and ``count``."""
-    return _Formatter().format_field(reason_totals(tally), "reasons")
 
 
 def invalid_rows(tally: pd.DataFrame, *, model: str, run: str, task: str, label: str) -> Finding:

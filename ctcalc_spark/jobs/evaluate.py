@@ -98,11 +98,11 @@ class EvaluateResult:
     """With ``input.skip_unreadable_files``: the input files that yielded no row."""
     probability_like: tuple[int, int] | None = None
     """Multiclass with logits given (an array or ``class_logits``): (valid rows, rows whose scores are all in
-    [0, 1] and sum to 1), for :func:`ctcalc_spark.core.sanity.probability_like_class_logits_line`."""
+    [0, 1] and sum to 1), for :func:`ctcalc_spark.core.sanity.probability_like_class_logits`."""
     label_class_clipped: tuple[int, int, float] | None = None
     """Multiclass with ``class_probabilities``: (valid rows, rows giving their label's class a probability below
     ``clip_eps``, those rows' share of the weighted log loss), for
-    :func:`ctcalc_spark.core.sanity.clipped_label_class_line`."""
+    :func:`ctcalc_spark.core.sanity.clipped_label_class`."""
     class_confusion: dict[str, np.ndarray] = field(default_factory=dict)
     """Multiclass, per model: val-bias rows by label class (row) and highest-scoring class (column), for
     :func:`ctcalc_spark.core.sanity.class_order_line`."""
