@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 
 from ctcalc_spark.core import findings
-from ctcalc_spark.core.findings import ERROR, HINT, WARNING, Finding, render
+from ctcalc_spark.core.findings import ERROR, HINT, NOTE, WARNING, Finding, render
 
 GOLDEN = Path(__file__).parent / "golden" / "messages.txt"
 
@@ -56,6 +56,13 @@ EXAMPLES = [  # (what the example is, its finding): every catalogue code at leas
     ("columns", Finding("class_logits_look_like_probabilities", WARNING, {"rows": 600},
                         {"columns": ["p0", "p1", "p2"]})),
     ("an array", Finding("array_logits_look_like_probabilities", WARNING, {"rows": 600}, {"columns": ["logit"]})),
+    ("no date", Finding("rows_uncounted", NOTE, {"rows": 6}, {"ds": None, "reason": "null date, or a date not "
+                                                                   "written YYYY-MM-DD: the row belongs to no day "
+                                                                   "and is never evaluated"})),
+    ("a day", Finding("rows_uncounted", NOTE, {"rows": 2}, {"ds": "2026-11-21",
+                                                          "reason": "null (or NaN) in the model or run column"})),
+    ("one group", Finding("repeated_ids", NOTE, {"duplicate_rows": 6, "repeated_ids": 5, "conflicting_ids": 1},
+                          {"ds": "2026-11-21", "model": "a", "run": "0"})),
     ("rounded to 0", Finding("label_class_clipped", WARNING, {"rows": 300, "clipped": 12},
                              {"clip_eps": 1e-15, "cost": 34.538776394910684, "loss_share": 0.62})),
 ]
@@ -199,3 +206,15 @@ def test_warnings_from_the_metrics_and_counts_the_job_has():
     f = clipped_label_class(300, 12, 0.5, clip_eps=1e-15)
     assert f.counts == {"rows": 300, "clipped": 12} and f.context["cost"] == pytest.approx(34.5388, abs=1e-4)
     assert clipped_label_class(300, 0, 0.0, clip_eps=1e-15) is None
+
+
+def test_notes_of_uncounted_rows_and_repeated_ids_one_per_row_of_their_frames():
+    uncounted = pd.DataFrame({"ds": [None, "2026-11-21"], "reason": ["x", "y"], "n_rows": [6, 2]})
+    assert [(f.code, f.severity, f.counts, f.context) for f in findings.uncounted_rows(uncounted)] == [
+        ("rows_uncounted", NOTE, {"rows": 6}, {"ds": None, "reason": "x"}),
+        ("rows_uncounted", NOTE, {"rows": 2}, {"ds": "2026-11-21", "reason": "y"})]
+    found = pd.DataFrame([("2026-11-21", "a", "0", 6, 5, 1)], columns=["ds", "model", "run", "n_duplicate_rows",
+                                                                       "n_repeated_ids", "n_conflicting_ids"])
+    [f] = findings.repeated_ids(found)
+    assert f.counts == {"duplicate_rows": 6, "repeated_ids": 5, "conflicting_ids": 1}
+    assert findings.uncounted_rows(uncounted.iloc[:0]) == [] and findings.repeated_ids(found.iloc[:0]) == []

@@ -105,6 +105,7 @@ def data_notes(result: EvaluateResult, cfg: JobConfig) -> list[str]:
 
 
 def run(args: argparse.Namespace) -> int:
+    from ctcalc_spark.core import findings
     from ctcalc_spark.jobs.evaluate import day_span, evaluate, parse_days
 
     from ctcalc_spark.config import require_input, undated_day
@@ -129,12 +130,8 @@ def run(args: argparse.Namespace) -> int:
               f"status={r['status']}")
     if len(not_ok) > LISTED:
         print(f"  ... and {len(not_ok) - LISTED:,} more (column 'status' of the metrics table)")
-    for r in result.uncounted.itertuples(index=False):
-        where = "no date" if r.ds is None else f"ds={r.ds}"
-        print(f"  {r.n_rows} rows in no metrics row ({where}): {r.reason}")
-    for r in result.duplicates.itertuples(index=False):
-        print(f"  ds={r.ds} model={printable(r.model)} run={printable(r.run)}: {r.n_duplicate_rows} rows repeat an "
-              f"example id ({r.n_repeated_ids} ids, {r.n_conflicting_ids} with different labels)")
+    for note in findings.uncounted_rows(result.uncounted) + findings.repeated_ids(result.duplicates):
+        print(f"  {printable(findings.render(note))}")
     if result.skipped_files:
         print(f"  {len(result.skipped_files)} unreadable input files skipped: " + ", ".join(result.skipped_files))
     for line in data_notes(result, cfg):  # warnings on stderr with the other warnings, the rest with the results

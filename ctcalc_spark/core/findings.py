@@ -21,6 +21,8 @@ ERROR = "error"
 WARNING = "warning"
 HINT = "hint"
 """The severity of a finding that says more about an error's rows (what a column holds), after its message."""
+NOTE = "note"
+"""The severity of a finding told with a run's results and in its log (rows that no metrics row counts)."""
 
 ROW_REASONS = {
     1: ("null_split_or_id", "null split value or example id"),
@@ -97,6 +99,9 @@ CATALOGUE = {
     "too_many_bias_rows": Message(
         "{bias_rows} val-bias rows for ds={first_day}..{last_day} exceed max_bias_rows_multiclass={limit};",
         "lower split.bias_fraction."),
+    "rows_uncounted": Message("{rows} rows in no metrics row ({ds:day}): {reason}"),
+    "repeated_ids": Message("ds={ds} model={model} run={run}: {duplicate_rows} rows repeat an example id "
+                            "({repeated_ids} ids, {conflicting_ids} with different labels)"),
     "labels_two_codes": Message(
         "The label column {label!r} holds only {low:g} and {high:g}: two classes coded so, not 0/1.",
         "Set columns.class_names: {class_names:yaml}, the negative class first, or map the labels to 0/1 upstream."),
@@ -147,7 +152,8 @@ CATALOGUE = {
 class _Formatter(string.Formatter):
     """:meth:`str.format` with ``!q`` (a value quoted, or null), ``!n`` (a value as it is, or null), and the
     specs ``:reasons`` (counts per row reason as '<n> rows: <reason>; ...'), ``:where`` (days as one day, a
-    range and its count, or 'unknown (rows without a date)'), ``:list`` (joined by ', '), ``:yaml`` (a
+    range and its count, or 'unknown (rows without a date)'), ``:day`` ('ds=<day>', or 'no date' for None),
+    ``:list`` (joined by ', '), ``:yaml`` (a
     YAML flow list), and for the score columns of a job ``:holds`` ('The prediction column 'p' holds', 'The
     class probability columns [...] hold') and ``:as_logits`` (the columns settings that read them as logits)."""
 
@@ -162,6 +168,8 @@ class _Formatter(string.Formatter):
         if format_spec == "where":
             return "unknown (rows without a date)" if not value else value[0] if len(value) == 1 else \
                 f"{len(value)} days ({value[0]}..{value[-1]})"
+        if format_spec == "day":
+            return "no date" if value is None else f"ds={value}"
         if format_spec == "list":
             return ", ".join(value)
         if format_spec == "yaml":
@@ -224,6 +232,22 @@ def duplicate_ids(found: pd.DataFrame, example_id: str) -> Finding | None:
         "duplicate_rows": int(found["n_duplicate_rows"].sum()), "example_duplicate_rows": int(r["n_duplicate_rows"]),
         "example_repeated_ids": int(r["n_repeated_ids"]), "example_conflicting_ids": int(r["n_conflicting_ids"])},
         {"ds": _value(r["ds"]), "model": _value(r["model"]), "run": _value(r["run"]), "example_id": example_id})
+
+
+def uncounted_rows(uncounted: pd.DataFrame) -> list[Finding]:
+    """A note per (ds, reason) of the rows that no metrics row counts (``uncounted``: columns ds, None for rows
+    without a date, reason and n_rows)."""
+    return [Finding("rows_uncounted", NOTE, {"rows": int(r.n_rows)}, {"ds": _value(r.ds), "reason": r.reason})
+            for r in uncounted.itertuples(index=False)]
+
+
+def repeated_ids(found: pd.DataFrame) -> list[Finding]:
+    """A note per (ds, model, run) whose rows repeat example ids (``found`` as for :func:`duplicate_ids`)."""
+    return [Finding("repeated_ids", NOTE, {"duplicate_rows": int(r.n_duplicate_rows),
+                                           "repeated_ids": int(r.n_repeated_ids),
+                                           "conflicting_ids": int(r.n_conflicting_ids)},
+                    {"ds": _value(r.ds), "model": _value(r.model), "run": _value(r.run)})
+            for r in found.itertuples(index=False)]
 
 
 def class_count_mismatch(classes: pd.DataFrame, class_names: Sequence[str], keys: Sequence[str]) -> Finding | None:

@@ -155,9 +155,8 @@ def _invalid_counts(tally: pd.DataFrame, cfg: JobConfig) -> tuple[pd.DataFrame, 
                                         for d, code in zip(tally.loc[stray, "ds"], tally.loc[stray, "invalid"])])
     uncounted = other.groupby(["ds", "reason"], dropna=False)["count"].sum().rename("n_rows").reset_index()
     uncounted["ds"] = uncounted["ds"].astype(object).where(uncounted["ds"].notna(), None)
-    for r in uncounted.itertuples(index=False):
-        log.warning("%d evaluation rows (ds=%s) are in no metrics row: %s", r.n_rows,
-                    "none" if pd.isna(r.ds) else r.ds, r.reason)
+    for note in findings.uncounted_rows(uncounted):
+        log.warning(findings.render(note))
     return owned, uncounted[UNCOUNTED_COLUMNS]
 
 
@@ -181,9 +180,8 @@ def _duplicate_ids(df: DataFrame, cfg: JobConfig) -> pd.DataFrame:
         found = out.select(F.col("ds").cast("string"), F.col("model").cast("string"), F.col("run").cast("string"),
                            *DUPLICATE_COLUMNS[3:]).toPandas()
     found = found.sort_values(["ds", "model", "run"]).reset_index(drop=True)
-    for r in found.itertuples(index=False):
-        log.warning("ds=%s model=%s run=%s: %d rows repeat an example id (%d ids, %d of them with different labels)",
-                    r.ds, r.model, r.run, r.n_duplicate_rows, r.n_repeated_ids, r.n_conflicting_ids)
+    for note in findings.repeated_ids(found):
+        log.warning(findings.render(note))
     repeated = findings.duplicate_ids(found, str(c.example_id))
     if repeated is not None and cfg.input.duplicate_ids == "error":
         raise InputError(findings.render(repeated))
