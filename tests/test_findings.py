@@ -56,6 +56,8 @@ EXAMPLES = [  # (what the example is, its finding): every catalogue code at leas
     ("columns", Finding("class_logits_look_like_probabilities", WARNING, {"rows": 600},
                         {"columns": ["p0", "p1", "p2"]})),
     ("an array", Finding("array_logits_look_like_probabilities", WARNING, {"rows": 600}, {"columns": ["logit"]})),
+    ("a weight", Finding("text_not_number", HINT, {}, {"key": "weight", "column": "w", "value": "heavy"})),
+    ("a score", Finding("decimal_comma", HINT, {}, {"key": "score", "column": "logit", "value": "-0,673585"})),
     ("no date", Finding("rows_uncounted", NOTE, {"rows": 6}, {"ds": None, "reason": "null date, or a date not "
                                                                    "written YYYY-MM-DD: the row belongs to no day "
                                                                    "and is never evaluated"})),
@@ -218,3 +220,11 @@ def test_notes_of_uncounted_rows_and_repeated_ids_one_per_row_of_their_frames():
     [f] = findings.repeated_ids(found)
     assert f.counts == {"duplicate_rows": 6, "repeated_ids": 5, "conflicting_ids": 1}
     assert findings.uncounted_rows(uncounted.iloc[:0]) == [] and findings.repeated_ids(found.iloc[:0]) == []
+
+
+@pytest.mark.parametrize(("value", "code"), [("0,5", "decimal_comma"), (" -1,25e3 ", "decimal_comma"),
+                                             ("1.000,5", "text_not_number"), ("n/a", "text_not_number")])
+def test_text_in_a_number_column_tells_a_decimal_comma_from_other_text(value, code):
+    f = findings.text_not_number("score", "logit", value)
+    assert (f.code, f.context) == (code, {"key": "score", "column": "logit", "value": value})
+    assert findings.text_not_number("label", "y", "x" * 50).context["value"] == "x" * 40

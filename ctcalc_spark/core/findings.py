@@ -9,6 +9,7 @@ finding (``CTCALC_GOLDEN=write`` rewrites it).
 from __future__ import annotations
 
 import math
+import re
 import string
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
@@ -99,6 +100,10 @@ CATALOGUE = {
     "too_many_bias_rows": Message(
         "{bias_rows} val-bias rows for ds={first_day}..{last_day} exceed max_bias_rows_multiclass={limit};",
         "lower split.bias_fraction."),
+    "text_not_number": Message("The {key} column {column!r} holds text such as {value!r}."),
+    "decimal_comma": Message(
+        "The {key} column {column!r} holds text such as {value!r}: a number written with a decimal comma, which Spark "
+        "does not read as a number.", "Write the numbers with a decimal point (pandas: to_csv(..., decimal='.'))."),
     "rows_uncounted": Message("{rows} rows in no metrics row ({ds:day}): {reason}"),
     "repeated_ids": Message("ds={ds} model={model} run={run}: {duplicate_rows} rows repeat an example id "
                             "({repeated_ids} ids, {conflicting_ids} with different labels)"),
@@ -248,6 +253,16 @@ def repeated_ids(found: pd.DataFrame) -> list[Finding]:
                                            "conflicting_ids": int(r.n_conflicting_ids)},
                     {"ds": _value(r.ds), "model": _value(r.model), "run": _value(r.run)})
             for r in found.itertuples(index=False)]
+
+
+_DECIMAL_COMMA = re.compile(r"\s*[-+]?\d*,\d+(?:[eE][-+]?\d+)?\s*")
+
+
+def text_not_number(key: str, column: str, value: str) -> Finding:
+    """What a ``key`` column (label, score, weight) that stopped the run on text holds, from one such ``value``
+    (its first 40 characters shown): a number written with a decimal comma, or other text."""
+    return Finding("decimal_comma" if _DECIMAL_COMMA.fullmatch(value) else "text_not_number", HINT, {},
+                   {"key": key, "column": column, "value": value[:40]})
 
 
 def class_count_mismatch(classes: pd.DataFrame, class_names: Sequence[str], keys: Sequence[str]) -> Finding | None:

@@ -239,9 +239,6 @@ def _check_days(days: Sequence[str], present: Sequence[str], cfg: JobConfig, all
 ISO_DAY = re.compile(r"^\d{4}-\d{2}-\d{2}")
 
 
-_DECIMAL_COMMA = re.compile(r"\s*[-+]?\d*,\d+(?:[eE][-+]?\d+)?\s*")
-
-
 def _text_number_hint(df: DataFrame, cfg: JobConfig, *, skip_label: bool = False) -> str | None:
     """When a run stopped on text that is not a number: one such value and its column, and the fix for numbers
     written with a decimal comma (a query for one row per column, on this error path only)."""
@@ -258,12 +255,7 @@ def _text_number_hint(df: DataFrame, cfg: JobConfig, *, skip_label: bool = False
             return None
         if not rows:
             continue
-        value = str(rows[0][0])
-        line = f"The {key} column {name!r} holds text such as {value[:40]!r}"
-        if _DECIMAL_COMMA.fullmatch(value):
-            return (f"{line}: a number written with a decimal comma, which Spark does not read as a number. Write "
-                    "the numbers with a decimal point (pandas: to_csv(..., decimal='.')).")
-        return f"{line}."
+        return findings.render(findings.text_not_number(key, name, str(rows[0][0])))
     return None
 
 
