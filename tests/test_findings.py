@@ -56,6 +56,13 @@ EXAMPLES = [  # (what the example is, its finding): every catalogue code at leas
     ("columns", Finding("class_logits_look_like_probabilities", WARNING, {"rows": 600},
                         {"columns": ["p0", "p1", "p2"]})),
     ("an array", Finding("array_logits_look_like_probabilities", WARNING, {"rows": 600}, {"columns": ["logit"]})),
+    ("names not listed", Finding("labels_not_in_class_names", HINT, {},
+                                 {"label": "y", "labels": ["bird"], "class_names": ["cat", "dog"]})),
+    ("three", Finding("text_labels_not_binary", HINT, {}, {"label": "y", "labels": ["no", "unknown", "yes"]})),
+    ("two", Finding("text_labels_binary", HINT, {}, {"label": "income", "labels": ["<=50K", ">50K"],
+                                                     "reversed": [">50K", "<=50K"], "positive": "<=50K"})),
+    ("21 names", Finding("class_name_labels", HINT, {}, {"label": "y", "labels": [f"c{i:02}" for i in range(21)],
+                                                         "names": [f"c{i:02}" for i in range(20)]})),
     ("a weight", Finding("text_not_number", HINT, {}, {"key": "weight", "column": "w", "value": "heavy"})),
     ("a score", Finding("decimal_comma", HINT, {}, {"key": "score", "column": "logit", "value": "-0,673585"})),
     ("no date", Finding("rows_uncounted", NOTE, {"rows": 6}, {"ds": None, "reason": "null date, or a date not "
@@ -228,3 +235,18 @@ def test_text_in_a_number_column_tells_a_decimal_comma_from_other_text(value, co
     f = findings.text_not_number("score", "logit", value)
     assert (f.code, f.context) == (code, {"key": "score", "column": "logit", "value": value})
     assert findings.text_not_number("label", "y", "x" * 50).context["value"] == "x" * 40
+
+
+def test_text_labels_are_told_apart_by_the_task_and_the_class_names():
+    def code(labels, task="binary", class_names=()):
+        f = findings.text_labels("y", labels, task=task, class_names=class_names)
+        return f and f.code
+
+    assert code([]) is None
+    assert code(["yes", "no"]) == "text_labels_binary" and code(["a", "b", "c"]) == "text_labels_not_binary"
+    assert code(["bird", "cat"], task="multiclass") == "class_name_labels"
+    assert code(["bird"], task="multiclass", class_names=["cat", "dog"]) == "labels_not_in_class_names"
+    f = findings.text_labels("y", ["yes", "no"], task="binary", class_names=())
+    assert f.context == {"label": "y", "labels": ["no", "yes"], "reversed": ["yes", "no"], "positive": "no"}
+    many = [f"c{i:02}" for i in range(findings.LABELS_SHOWN + 1)]
+    assert findings.text_labels("y", many, task="multiclass", class_names=()).context["names"] == many[:-1]

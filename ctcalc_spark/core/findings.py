@@ -100,6 +100,18 @@ CATALOGUE = {
     "too_many_bias_rows": Message(
         "{bias_rows} val-bias rows for ds={first_day}..{last_day} exceed max_bias_rows_multiclass={limit};",
         "lower split.bias_fraction."),
+    "labels_not_in_class_names": Message(
+        "The label column {label!r} holds {labels:shown}, not in columns.class_names {class_names}:",
+        "add them there in class order, or fix the labels upstream."),
+    "text_labels_not_binary": Message("The label column {label!r} holds text labels {labels:shown}, not 0/1."),
+    "text_labels_binary": Message(
+        "The label column {label!r} holds the text labels {labels}, not 0/1:",
+        "set columns.class_names: {labels:yaml}, the negative class first ({reversed:yaml} if {positive!r} is the "
+        "positive one)."),
+    "class_name_labels": Message(
+        "The label column {label!r} holds class names ({labels:shown}), not class indices:",
+        "set columns.class_names: {names:yaml} with every class in the order of the class scores (scikit-learn's "
+        "predict_proba columns follow the model's classes_, sorted: that order)."),
     "text_not_number": Message("The {key} column {column!r} holds text such as {value!r}."),
     "decimal_comma": Message(
         "The {key} column {column!r} holds text such as {value!r}: a number written with a decimal comma, which Spark "
@@ -158,8 +170,8 @@ class _Formatter(string.Formatter):
     """:meth:`str.format` with ``!q`` (a value quoted, or null), ``!n`` (a value as it is, or null), and the
     specs ``:reasons`` (counts per row reason as '<n> rows: <reason>; ...'), ``:where`` (days as one day, a
     range and its count, or 'unknown (rows without a date)'), ``:day`` ('ds=<day>', or 'no date' for None),
-    ``:list`` (joined by ', '), ``:yaml`` (a
-    YAML flow list), and for the score columns of a job ``:holds`` ('The prediction column 'p' holds', 'The
+    ``:list`` (joined by ', '), ``:yaml`` (a YAML flow list), ``:shown`` (the first :data:`LABELS_SHOWN` of a
+    list, and 'and more'), and for the score columns of a job ``:holds`` ('The prediction column 'p' holds', 'The
     class probability columns [...] hold') and ``:as_logits`` (the columns settings that read them as logits)."""
 
     def convert_field(self, value: Any, conversion: str | None) -> Any:
@@ -177,6 +189,8 @@ class _Formatter(string.Formatter):
             return "no date" if value is None else f"ds={value}"
         if format_spec == "list":
             return ", ".join(value)
+        if format_spec == "shown":
+            return f"{list(value[:LABELS_SHOWN])}{' and more' if len(value) > LABELS_SHOWN else ''}"
         if format_spec == "yaml":
             return yaml_list(value)
         if format_spec == "holds":
@@ -253,6 +267,27 @@ def repeated_ids(found: pd.DataFrame) -> list[Finding]:
                                            "conflicting_ids": int(r.n_conflicting_ids)},
                     {"ds": _value(r.ds), "model": _value(r.model), "run": _value(r.run)})
             for r in found.itertuples(index=False)]
+
+
+LABELS_SHOWN = 20
+"""Distinct labels a message shows at most (the job reads one more, to know there are more)."""
+
+
+def text_labels(label: str, labels: Sequence[str], *, task: str, class_names: Sequence[str]) -> Finding | None:
+    """What the labels that stopped a binary or multiclass run are, from up to ``LABELS_SHOWN + 1`` of them
+    (sorted here): names not in ``class_names`` (when given), two text labels (the class_names that read them),
+    other text labels of a binary job, or class names of a multiclass one; None when there are none."""
+    labels = sorted(labels)
+    if not labels:
+        return None
+    context: dict[str, Any] = {"label": label, "labels": labels}
+    if class_names:
+        return Finding("labels_not_in_class_names", HINT, {}, {**context, "class_names": list(class_names)})
+    if task != "binary":
+        return Finding("class_name_labels", HINT, {}, {**context, "names": labels[:LABELS_SHOWN]})
+    if len(labels) != 2:
+        return Finding("text_labels_not_binary", HINT, {}, context)
+    return Finding("text_labels_binary", HINT, {}, {**context, "reversed": labels[::-1], "positive": labels[0]})
 
 
 _DECIMAL_COMMA = re.compile(r"\s*[-+]?\d*,\d+(?:[eE][-+]?\d+)?\s*")

@@ -29,7 +29,7 @@ from ctcalc_spark.core.finalize import (
 from ctcalc_spark.core.state import MULTICLASS, STATES, arrow_schema
 from ctcalc_spark.core.solvers import solve_temperature
 from ctcalc_spark.core.windows import day_runs
-from ctcalc_spark.errors import ConfigError, DegenerateBiasError, InputError, listed, yaml_list
+from ctcalc_spark.errors import ConfigError, DegenerateBiasError, InputError, listed
 from ctcalc_spark.filekind import own_encoding
 from ctcalc_spark.spark.names import col, quoted
 from ctcalc_spark.tables import OutputStore, Transaction
@@ -322,10 +322,6 @@ def _probability_hint(df: DataFrame, cfg: JobConfig) -> str | None:
     return None if found is None else findings.render(found)
 
 
-CLASS_NAMES_SHOWN = 20
-"""Distinct labels a multiclass hint reads and shows at most."""
-
-
 def _class_label_hint(df: DataFrame, cfg: JobConfig, tally: pd.DataFrame) -> str | None:
     """When a binary or multiclass run stopped on its labels: the labels that are names, not class indices, with
     the columns.class_names that reads them, or those not in columns.class_names (a query of a few distinct
@@ -343,26 +339,11 @@ def _class_label_hint(df: DataFrame, cfg: JobConfig, tally: pd.DataFrame) -> str
     else:
         return None
     try:
-        rows = df.where(bad).select(col(c.label).cast("string")).distinct().limit(CLASS_NAMES_SHOWN + 1).collect()
+        rows = df.where(bad).select(col(c.label).cast("string")).distinct().limit(findings.LABELS_SHOWN + 1).collect()
     except Exception:  # noqa: BLE001 - a hint only: the error it adds to stands without it
         return None
-    labels = sorted(str(r[0]) for r in rows)
-    if not labels:
-        return None
-    more = " and more" if len(labels) > CLASS_NAMES_SHOWN else ""
-    shown = labels[:CLASS_NAMES_SHOWN]
-    if c.class_names:
-        return (f"The label column {c.label!r} holds {shown}{more}, not in columns.class_names {list(c.class_names)}: "
-                "add them there in class order, or fix the labels upstream.")
-    names = yaml_list(shown)
-    if cfg.task == "binary":
-        if len(labels) != 2:
-            return f"The label column {c.label!r} holds text labels {shown}{more}, not 0/1."
-        return (f"The label column {c.label!r} holds the text labels {shown}, not 0/1: set columns.class_names: "
-                f"{names}, the negative class first ({yaml_list(shown[::-1])} if {shown[0]!r} is the positive one).")
-    return (f"The label column {c.label!r} holds class names ({shown}{more}), not class indices: set "
-            f"columns.class_names: {names} with every class in the order of the class scores (scikit-learn's "
-            "predict_proba columns follow the model's classes_, sorted: that order).")
+    found = findings.text_labels(c.label, [str(r[0]) for r in rows], task=cfg.task, class_names=c.class_names)
+    return None if found is None else findings.render(found)
 
 
 def _label_hint(df: DataFrame, cfg: JobConfig) -> str | None:
