@@ -19,8 +19,9 @@ import yaml
 
 from ctcalc_spark import InputError
 from ctcalc_spark.config import ConfigError, OutputConfig, config_from_dict, read_yaml
+from ctcalc_spark.core.findings import INVALID_REASONS
 from ctcalc_spark.jobs.evaluate import NO_DATE, evaluate
-from ctcalc_spark.spark.scan import INVALID_REASONS, NULL_SLICE
+from ctcalc_spark.spark.scan import NULL_SLICE
 from ctcalc_spark.tables import OutputStore
 from tests._rows import DS, binary_eval_rows, multiclass_logits, write_eval
 
@@ -449,18 +450,12 @@ def test_binary_labels_written_as_boolean_text_are_labels(spark, demo_config, tm
     (lambda y: 2 * y - 1, r"The label column 'label' holds only -1 and 1: two classes coded so, not 0/1\. Set "
                           r"columns\.class_names: \[\"-1\", \"1\"\], the negative class first, or map the labels to "
                           r"0/1 upstream\.$"),
-    (lambda y: y + 1, r"The label column 'label' holds only 1 and 2: two classes coded so, not 0/1\. Set "
-                      r"columns\.class_names: \[\"1\", \"2\"\], the negative class first"),
-    (lambda y: y + (np.arange(len(y)) % 3 == 0), r"The label column 'label' holds whole numbers up to 2: classes "
-                                                 r"need task: multiclass \(scores in columns.logit, or "
-                                                 r"one column per class in columns.class_logits"),
-    (lambda y: np.where(np.arange(len(y)) % 5 == 0, 7.5, y), r"The label column 'label' holds values from 7\.5 to "
-                                                             r"7\.5 besides 0 and 1\.$"),
 ])
 def test_labels_other_than_0_and_1_are_named_with_what_to_do(spark, demo_config, tmp_path, labels, hint):
-    """Binary labels of 0.1/0.9 (soft labels, rates), -1/1, 1/2 or 0/1/2 stopped the run with 'label not allowed
-    for the task' and the 0/1 rule only: the message now says what the labels are and the way on, in both modes
-    (-1/1 and 1/2: columns.class_names, which gives the metrics of 0/1 labels exactly)."""
+    """Binary labels of 0.1/0.9 (soft labels, rates) or -1/1 stopped the run with 'label not allowed for the task'
+    and the 0/1 rule only: the message now says what the labels are and the way on, in both modes (-1/1:
+    columns.class_names, which gives the metrics of 0/1 labels exactly). tests/test_findings.py tells the other
+    codings apart from the labels' aggregate."""
     df = _rows()
     df["label"] = labels(df["label"].to_numpy()).astype(np.float64)
     write_eval(df, tmp_path / "eval")
@@ -482,8 +477,6 @@ def test_labels_other_than_0_and_1_are_named_with_what_to_do(spark, demo_config,
     (lambda z: z, r"The prediction column 'score' holds values from -\S+ to \S+ outside \[0, 1\], negative ones "
                   r"among them: logits \(log-odds\) look like that\. If they are, set columns\.logit: score and "
                   r"columns\.prediction: null\.$"),
-    (lambda z: np.round(100 / (1 + np.exp(-z)), 1), r"The prediction column 'score' holds values up to \S+: if they "
-                                                    r"are percentages, divide them by 100 upstream\.$"),
 ])
 def test_probabilities_outside_0_1_say_what_the_column_holds(spark, demo_config, tmp_path, scores, hint):
     """Logits (or percentages) given as columns.prediction stopped the run with 'probability outside [0, 1]' and
@@ -500,7 +493,7 @@ def test_probabilities_given_as_logits_get_a_warning(spark, demo_config, tmp_pat
     probability of 0.5 to 0.73): the job wrote meaningless metrics without a word. It now warns, from the
     histogram bins it already has; logits of a real model get no warning."""
     from ctcalc_spark.cli.cmd_evaluate import data_notes
-    from ctcalc_spark.core.sanity import probability_like_logits_line
+    from ctcalc_spark.core.sanity import probability_like_logits
 
     df = _rows()
     write_eval(df.assign(logit=1 / (1 + np.exp(-df["logit"]))), tmp_path / "probs")
@@ -516,7 +509,7 @@ def test_probabilities_given_as_logits_get_a_warning(spark, demo_config, tmp_pat
     assert not any(n.startswith("WARNING: all") for n in data_notes(real, demo_config()))
     assert not any("ranks the rows backwards" in n for n in data_notes(real, demo_config()))
     few = real.summaries.assign(bin=1, count=1).head(50)  # a handful of rows says nothing
-    assert probability_like_logits_line(few, column="logit", bin_width=0.05) is None
+    assert probability_like_logits(few, column="logit", bin_width=0.05) is None
 
 
 def test_a_day_of_one_label_says_so_instead_of_a_hint_about_rows(spark, demo_config, tmp_path):
@@ -560,7 +553,7 @@ def test_multiclass_probabilities_given_as_logits_get_a_warning(spark, demo_conf
     from scipy.special import softmax
 
     from ctcalc_spark.cli.cmd_evaluate import data_notes
-    from ctcalc_spark.core.sanity import probability_like_class_logits_line
+    from ctcalc_spark.core.sanity import probability_like_class_logits
 
     n, k = 600, 3
     y, z = multiclass_logits(n, k, seed=5, scale=1.5)
@@ -585,8 +578,8 @@ def test_multiclass_probabilities_given_as_logits_get_a_warning(spark, demo_conf
     assert notes("wide", class_logits=["z0", "z1", "z2"]) == []
     assert notes("wide", class_probabilities=["p0", "p1", "p2"]) == []
     # one row that is not probability-like, or too few rows, says nothing
-    assert probability_like_class_logits_line(n, n - 1, columns=["p0"]) is None
-    assert probability_like_class_logits_line(50, 50, columns=["p0"]) is None
+    assert probability_like_class_logits(n, n - 1, columns=["p0"]) is None
+    assert probability_like_class_logits(50, 50, columns=["p0"]) is None
 
 
 def test_multiclass_labels_given_as_class_names_and_scores_in_another_order(spark, demo_config, tmp_path):
@@ -1177,8 +1170,7 @@ def test_dates_that_are_no_yyyy_mm_dd_day_are_rows_of_no_day(spark, demo_config,
         result = evaluate(spark, demo_config(), DS, write=False)
     assert result.metrics.loc[0, "n_rows"] == N - 6
     assert result.uncounted.to_dict("records") == [{"ds": None, "reason": NO_DATE, "n_rows": 6}]
-    assert "6 evaluation rows (ds=none) are in no metrics row: null date, or a date not written YYYY-MM-DD" \
-        in caplog.text
+    assert f"6 rows in no metrics row (no date): {NO_DATE}" in caplog.text
     # a range job (its summaries written from Spark's aggregate, the rows left out observed on the way)
     df.loc[20:, "ds"] = np.where(df.index[20:] % 2 == 0, DS, "2026-11-20")
     df.to_parquet(tmp_path / "eval" / "rows.parquet", index=False)
@@ -1354,15 +1346,6 @@ def test_an_empty_range_with_allow_missing_days_does_not_advise_allow_missing_da
     assert "or pass --allow-missing-days" not in str(err.value)
     assert "(--allow-missing-days skips days without rows, and needs one day with rows)" in str(err.value)
     assert _written(tmp_path / "out") == []
-
-
-def test_an_example_row_with_a_null_model_shows_null(spark, demo_config, tmp_path):
-    """The error's example row showed a null model as model=np.float64(nan)."""
-    df = _rows()
-    df["model"] = np.where(df.index < 3, None, df["model"])
-    write_eval(df, tmp_path / "eval")
-    with pytest.raises(InputError, match=rf"\(e\.g\. ds={DS}, model=null, run='0'\)"):
-        evaluate(spark, demo_config(), DS, write=False)
 
 
 @pytest.mark.parametrize(("spec", "message"), [

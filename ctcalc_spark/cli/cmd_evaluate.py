@@ -35,18 +35,19 @@ def data_notes(result: EvaluateResult, cfg: JobConfig) -> list[str]:
     """Lines about the data behind the metrics: groups without a calibrated value and why, a hint when the
     val-bias parts are too small for a stable c*, and warnings about extreme logits or clipped probabilities."""
     from ctcalc_spark.core.finalize import ALL
+    from ctcalc_spark.core.findings import render
     from ctcalc_spark.core.sanity import (
-        backwards_auc_line,
+        backwards_auc,
         class_order_line,
-        clipped_label_class_line,
+        clipped_label_class,
         effective_limit,
         extreme_lines,
         many_slice_values_lines,
         median_information,
         one_label,
         one_label_line,
-        probability_like_class_logits_line,
-        probability_like_logits_line,
+        probability_like_class_logits,
+        probability_like_logits,
         small_bias_hint,
         status_line,
     )
@@ -73,31 +74,26 @@ def data_notes(result: EvaluateResult, cfg: JobConfig) -> list[str]:
                                rows_per_day=float(two_labels["n_rows"].median()))
         if hint:
             out.append(hint)
+    found = []
     if cfg.task == "binary":
-        line = backwards_auc_line(m, cfg.columns.logit or cfg.columns.prediction or "score", cfg.columns.class_names)
-        if line:
-            out.append(line)
+        found.append(backwards_auc(m, cfg.columns.logit or cfg.columns.prediction or "score", cfg.columns.class_names))
     if cfg.task == "binary" and cfg.columns.logit is not None and "bin" in result.summaries:
-        line = probability_like_logits_line(result.summaries, column=cfg.columns.logit,
-                                            bin_width=cfg.histogram.bin_width)
-        if line:
-            out.append(line)
+        found.append(probability_like_logits(result.summaries, column=cfg.columns.logit,
+                                             bin_width=cfg.histogram.bin_width))
     if result.probability_like is not None:
         per_class = cfg.columns.class_columns()
-        line = probability_like_class_logits_line(*result.probability_like, array_column=not per_class,
-                                                  columns=per_class or [str(cfg.columns.logit)])
-        if line:
-            out.append(line)
+        found.append(probability_like_class_logits(*result.probability_like, array_column=not per_class,
+                                                   columns=per_class or [str(cfg.columns.logit)]))
+    out += [render(f) for f in found if f is not None]
     for model, confusion in result.class_confusion.items():
         per_class = cfg.columns.class_columns()
         line = class_order_line(model, confusion, names=cfg.columns.class_names or None,
                                 scores=per_class or [str(cfg.columns.logit)])
         if line:
             out.append(line)
-    if result.label_class_clipped is not None:
-        line = clipped_label_class_line(*result.label_class_clipped, clip_eps=cfg.clip_eps)
-        if line:
-            out.append(line)
+    if result.label_class_clipped is not None and (clipped := clipped_label_class(*result.label_class_clipped,
+                                                                                   clip_eps=cfg.clip_eps)):
+        out.append(render(clipped))
     if cfg.task == "binary" and not whole.empty:
         per_run = whole.groupby(["model", "run"], sort=True)[["n_rows", "n_extreme", "n_clipped"]].sum().reset_index()
         metric = None
@@ -109,6 +105,7 @@ def data_notes(result: EvaluateResult, cfg: JobConfig) -> list[str]:
 
 
 def run(args: argparse.Namespace) -> int:
+    from ctcalc_spark.core import findings
     from ctcalc_spark.jobs.evaluate import day_span, evaluate, parse_days
 
     from ctcalc_spark.config import require_input, undated_day
@@ -133,12 +130,8 @@ def run(args: argparse.Namespace) -> int:
               f"status={r['status']}")
     if len(not_ok) > LISTED:
         print(f"  ... and {len(not_ok) - LISTED:,} more (column 'status' of the metrics table)")
-    for r in result.uncounted.itertuples(index=False):
-        where = "no date" if r.ds is None else f"ds={r.ds}"
-        print(f"  {r.n_rows} rows in no metrics row ({where}): {r.reason}")
-    for r in result.duplicates.itertuples(index=False):
-        print(f"  ds={r.ds} model={printable(r.model)} run={printable(r.run)}: {r.n_duplicate_rows} rows repeat an "
-              f"example id ({r.n_repeated_ids} ids, {r.n_conflicting_ids} with different labels)")
+    for note in findings.uncounted_rows(result.uncounted) + findings.repeated_ids(result.duplicates):
+        print(f"  {printable(findings.render(note))}")
     if result.skipped_files:
         print(f"  {len(result.skipped_files)} unreadable input files skipped: " + ", ".join(result.skipped_files))
     for line in data_notes(result, cfg):  # warnings on stderr with the other warnings, the rest with the results

@@ -28,6 +28,7 @@ import pandas as pd
 
 from ctcalc_spark.core._math import sigmoid
 from ctcalc_spark.core.finalize import ALL
+from ctcalc_spark.core.findings import WARNING, Finding
 from ctcalc_spark.core.batch import extreme_bin
 from ctcalc_spark.core.summary import BinarySummary, solve_biases
 from ctcalc_spark.core.windows import day_runs
@@ -154,10 +155,10 @@ def _absent_days_text(rows: pd.DataFrame, models: Sequence[str]) -> str:
 
 
 BACKWARDS_AUC_MIN_ROWS = 100
-"""Rows per group below which :func:`backwards_auc_line` does not count a group (its AUC is too noisy)."""
+"""Rows per group below which :func:`backwards_auc` does not count a group (its AUC is too noisy)."""
 
 
-def backwards_auc_line(metrics: pd.DataFrame, score: str, class_names: Sequence[str] = ()) -> str | None:
+def backwards_auc(metrics: pd.DataFrame, score: str, class_names: Sequence[str] = ()) -> Finding | None:
     """A warning when every model and run ranks the rows backwards (AUC below 0.5 in every whole-data group of
     100 rows or more): a score of the other class (1 − p, −z) or labels with 1 for the negative class give that,
     and the calibrated metric cannot repair it (a shift of the logit does not reorder rows)."""
@@ -170,12 +171,9 @@ def backwards_auc_line(metrics: pd.DataFrame, score: str, class_names: Sequence[
     auc = auc[(pd.to_numeric(whole["n_rows"], errors="coerce") >= BACKWARDS_AUC_MIN_ROWS) & auc.notna()]
     if auc.empty or auc.max() >= 0.5:
         return None
-    labels = (f"columns.class_names with the positive class first (it takes the negative one first: "
-              f"{yaml_list(list(class_names)[::-1])} if the score is for {class_names[0]!r})") if class_names else \
-        "labels with 1 for the negative class"
-    return (f"WARNING: every one of the {len(auc)} groups (day x model x run) ranks the rows backwards: AUC "
-            f"{auc.min():.3f} to {auc.max():.3f}, below 0.5. A score of the other class ({score!r} as 1 − p or "
-            f"−logit) or {labels} do that; the calibrated metric does not repair it (a shift does not reorder rows).")
+    named = {"reversed": list(class_names)[::-1], "positive": class_names[0]} if class_names else {}
+    return Finding("ranked_backwards_named" if named else "ranked_backwards", WARNING, {"groups": len(auc)},
+                   {"low": float(auc.min()), "high": float(auc.max()), "score": score, **named})
 
 
 def one_label(whole: pd.DataFrame) -> pd.Series:
@@ -208,10 +206,10 @@ def one_label_line(whole: pd.DataFrame, label: str, class_names: Sequence[str] =
 
 
 PROBABILITY_LIKE_MIN_ROWS = 100
-"""Rows below which :func:`probability_like_logits_line` says nothing (a handful of logits may all be small)."""
+"""Rows below which :func:`probability_like_logits` says nothing (a handful of logits may all be small)."""
 
 
-def probability_like_logits_line(summaries: pd.DataFrame, *, column: str, bin_width: float) -> str | None:
+def probability_like_logits(summaries: pd.DataFrame, *, column: str, bin_width: float) -> Finding | None:
     """A warning when every logit of a binary job lies between 0 and 1, read from the summaries' histogram bins
     (no pass over the rows): probabilities given as ``columns.logit``. A model's logits fall on both sides of 0
     unless it predicts more than 50 % for every row, so such a column is almost surely of probabilities, which
@@ -223,41 +221,31 @@ def probability_like_logits_line(summaries: pd.DataFrame, *, column: str, bin_wi
     # bins 0 .. K hold the logits in [0, (K + 1)·h), K·h being 1 rounded up to the bin width (the scan's arithmetic)
     if rows < PROBABILITY_LIKE_MIN_ROWS or b.min() < 0 or b.max() > extreme_bin(1.0, bin_width):
         return None
-    return (f"WARNING: all {rows:,} values of the logit column {column!r} are between 0 and 1 (to the histogram's "
-            f"bin width, {bin_width:g}), so every row was read as a probability between 0.5 and about 0.73. If they "
-            f"are probabilities, set columns.prediction: {column} and columns.logit: null, and run again: the metrics "
-            "just written are of the wrong scores.")
+    return Finding("logits_look_like_probabilities", WARNING, {"rows": rows},
+                   {"column": column, "bin_width": bin_width})
 
 
-def probability_like_class_logits_line(n_rows: int, n_probability_like: int, *, columns: Sequence[str],
-                                       array_column: bool = False) -> str | None:
+def probability_like_class_logits(n_rows: int, n_probability_like: int, *, columns: Sequence[str],
+                                  array_column: bool = False) -> Finding | None:
     """A warning when every valid row of a multiclass job given logits has scores in [0, 1] that sum to 1:
     probabilities (``predict_proba``'s columns, a softmax output) given as logits. Softmax of probabilities is
     close to uniform, so the log loss written is of other scores, not the model's. Logits sum to 1 with every
     class in [0, 1] only by accident, row after row. ``array_column``: the scores are one array column."""
     if n_rows < PROBABILITY_LIKE_MIN_ROWS or n_probability_like < n_rows:
         return None
-    given = ", ".join(columns)
-    fix = ("write ln p as the array instead (np.log of the probabilities), or one column per class with "
-           "columns.class_probabilities: [p0, p1, ...] and columns.logit: null" if array_column else
-           f"set columns.class_probabilities: [{given}] and columns.class_logits: null")
-    return (f"WARNING: all {n_rows:,} rows have class scores ({given}) between 0 and 1 that sum to 1: they look like "
-            "probabilities, and were read as logits, so softmax flattened them and the log loss just written is of "
-            f"other scores. If they are probabilities, {fix}, and run again.")
+    return Finding(f"{'array' if array_column else 'class'}_logits_look_like_probabilities", WARNING,
+                   {"rows": n_rows}, {"columns": list(columns)})
 
 
-def clipped_label_class_line(n_rows: int, n_clipped: int, loss_share: float, *, clip_eps: float) -> str | None:
+def clipped_label_class(n_rows: int, n_clipped: int, loss_share: float, *, clip_eps: float) -> Finding | None:
     """A warning when rows of a multiclass job given probabilities give their label's class a probability below
     ``clip_eps`` (a CSV rounded to 4 digits writes 0 for p < 5e-5): each such row costs ln(1 / clip_eps), 34.5 at
     1e-15, in the log loss, so a few of them can make much of it. The multiclass metrics table has no
     ``n_clipped`` column (binary's has), so this line is where they are counted."""
     if n_clipped == 0:
         return None
-    return (f"WARNING: {n_clipped:,} of {n_rows:,} rows give their label's class a probability below clip_eps "
-            f"({clip_eps:g}), most likely 0 after rounding in the file; each such row costs ln(1/clip_eps) = "
-            f"{math.log(1 / clip_eps):.1f} in the log loss, and together they make {loss_share:.0%} of it. If the file "
-            "rounds the probabilities, write them with more digits (or as logits: columns.class_logits); if the "
-            "model itself gives 0, the log loss is right.")
+    return Finding("label_class_clipped", WARNING, {"rows": n_rows, "clipped": n_clipped},
+                   {"clip_eps": clip_eps, "cost": math.log(1 / clip_eps), "loss_share": loss_share})
 
 
 CLASS_ORDER_MIN_ROWS = 100

@@ -16,6 +16,7 @@ import numpy as np
 import pandas as pd
 
 from ctcalc_spark.config import JobConfig, fits_ds_format, guess_ds_formats, parse_days
+from ctcalc_spark.core import findings
 from ctcalc_spark.core.days import parse_day
 from ctcalc_spark.core.finalize import (
     ALL,
@@ -28,13 +29,12 @@ from ctcalc_spark.core.finalize import (
 from ctcalc_spark.core.state import MULTICLASS, STATES, arrow_schema
 from ctcalc_spark.core.solvers import solve_temperature
 from ctcalc_spark.core.windows import day_runs
-from ctcalc_spark.errors import ConfigError, DegenerateBiasError, InputError, listed, yaml_list
+from ctcalc_spark.errors import ConfigError, DegenerateBiasError, InputError, listed
 from ctcalc_spark.filekind import own_encoding
 from ctcalc_spark.spark.names import col, quoted
 from ctcalc_spark.tables import OutputStore, Transaction
 from ctcalc_spark.spark.scan import (
     EXACT_COLUMNS,
-    INVALID_REASONS,
     KNOWN_BIAS_COLUMN,
     LABEL_NOT_ALLOWED,
     MALFORMED_RECORD,
@@ -52,7 +52,6 @@ from ctcalc_spark.spark.scan import (
     not_finite,
     null_checks,
     number_column,
-    reason_counts,
     split_expr,
     sql_double,
     state_sums,
@@ -99,11 +98,11 @@ class EvaluateResult:
     """With ``input.skip_unreadable_files``: the input files that yielded no row."""
     probability_like: tuple[int, int] | None = None
     """Multiclass with logits given (an array or ``class_logits``): (valid rows, rows whose scores are all in
-    [0, 1] and sum to 1), for :func:`ctcalc_spark.core.sanity.probability_like_class_logits_line`."""
+    [0, 1] and sum to 1), for :func:`ctcalc_spark.core.sanity.probability_like_class_logits`."""
     label_class_clipped: tuple[int, int, float] | None = None
     """Multiclass with ``class_probabilities``: (valid rows, rows giving their label's class a probability below
     ``clip_eps``, those rows' share of the weighted log loss), for
-    :func:`ctcalc_spark.core.sanity.clipped_label_class_line`."""
+    :func:`ctcalc_spark.core.sanity.clipped_label_class`."""
     class_confusion: dict[str, np.ndarray] = field(default_factory=dict)
     """Multiclass, per model: val-bias rows by label class (row) and highest-scoring class (column), for
     :func:`ctcalc_spark.core.sanity.class_order_line`."""
@@ -136,32 +135,6 @@ def check_finite(frame: pd.DataFrame) -> None:
         raise AssertionError("An output metric is infinite; a bug, please report it with the input. Nothing was written.")
 
 
-def _raise_invalid(invalid: pd.DataFrame, cfg: JobConfig) -> None:
-    c = cfg.columns
-    dated = invalid[invalid["ds"].notna()]
-    first = (dated if not dated.empty else invalid).iloc[0]
-    days = sorted(dated["ds"].astype(str).unique())
-    where = "unknown (rows without a date)" if not days else days[0] if len(days) == 1 else \
-        f"{len(days)} days ({days[0]}..{days[-1]})"
-    raise InputError(
-        f"Invalid evaluation rows for ds={where}: {reason_counts(invalid)} (e.g. ds={_shown(first['ds'], False)}, "
-        f"model={_shown(first[c.model])}, run={_shown(first[c.run])}). {LABEL_RULES[cfg.task].format(c.label)}, scores "
-        f"finite numbers, probabilities in [0, 1], weights >= 0, model and run set, records well formed. Fix the "
-        "upstream table, or set on_invalid: drop to exclude and count them."
-    )
-
-
-def _shown(value: object, quote: bool = True) -> str:
-    """A key of an example row as an error shows it: 'null' for a null or NaN (not ``np.float64(nan)``)."""
-    if value is None or (not isinstance(value, (str, bytes)) and bool(pd.isna(value))):
-        return "null"
-    return repr(str(value)) if quote else str(value)
-
-
-LABEL_RULES = {"binary": "Binary labels must be 0/1 in '{}'", "regression": "Labels must be finite numbers in '{}'",
-               "multiclass": "Multiclass labels must be class indices 0..K-1 in '{}' (K the classes)"}
-
-
 def _invalid_counts(tally: pd.DataFrame, cfg: JobConfig) -> tuple[pd.DataFrame, pd.DataFrame]:
     """(n_invalid per metrics group, rows no metrics row owns) of the invalid-row tally; raises in error mode.
 
@@ -172,17 +145,18 @@ def _invalid_counts(tally: pd.DataFrame, cfg: JobConfig) -> tuple[pd.DataFrame, 
     no_date = tally["ds"].isna()
     stops = tally[~no_date | (tally["invalid"] == 8)]
     if not stops.empty and cfg.on_invalid == "error":
-        _raise_invalid(stops, cfg)
+        c = cfg.columns
+        raise InputError(findings.render(findings.invalid_rows(stops, model=c.model, run=c.run, task=cfg.task,
+                                                               label=c.label)))
     stray = no_date | tally["invalid"].isin(UNATTRIBUTED_CODES)
     owned = tally[~stray].groupby(keys, dropna=False)["count"].sum().rename("n_invalid").reset_index()
     dateless = NO_DATE if cfg.columns.ds_format is None else NO_DATE_IN_FORMAT.format(cfg.columns.ds_format)
-    other = tally[stray].assign(reason=[dateless if pd.isna(d) and code != 8 else INVALID_REASONS[int(code)]
+    other = tally[stray].assign(reason=[dateless if pd.isna(d) and code != 8 else findings.INVALID_REASONS[int(code)]
                                         for d, code in zip(tally.loc[stray, "ds"], tally.loc[stray, "invalid"])])
     uncounted = other.groupby(["ds", "reason"], dropna=False)["count"].sum().rename("n_rows").reset_index()
     uncounted["ds"] = uncounted["ds"].astype(object).where(uncounted["ds"].notna(), None)
-    for r in uncounted.itertuples(index=False):
-        log.warning("%d evaluation rows (ds=%s) are in no metrics row: %s", r.n_rows,
-                    "none" if pd.isna(r.ds) else r.ds, r.reason)
+    for note in findings.uncounted_rows(uncounted):
+        log.warning(findings.render(note))
     return owned, uncounted[UNCOUNTED_COLUMNS]
 
 
@@ -206,18 +180,11 @@ def _duplicate_ids(df: DataFrame, cfg: JobConfig) -> pd.DataFrame:
         found = out.select(F.col("ds").cast("string"), F.col("model").cast("string"), F.col("run").cast("string"),
                            *DUPLICATE_COLUMNS[3:]).toPandas()
     found = found.sort_values(["ds", "model", "run"]).reset_index(drop=True)
-    for r in found.itertuples(index=False):
-        log.warning("ds=%s model=%s run=%s: %d rows repeat an example id (%d ids, %d of them with different labels)",
-                    r.ds, r.model, r.run, r.n_duplicate_rows, r.n_repeated_ids, r.n_conflicting_ids)
-    if not found.empty and cfg.input.duplicate_ids == "error":
-        r = found.iloc[0]
-        raise InputError(
-            f"{int(found['n_duplicate_rows'].sum())} evaluation rows repeat an example id of their day, model and "
-            f"run (e.g. ds={r['ds']}, model={r['model']!r}, run={r['run']!r}: {int(r['n_duplicate_rows'])} extra rows "
-            f"over {int(r['n_repeated_ids'])} ids, {int(r['n_conflicting_ids'])} with different labels); they would "
-            f"count twice in every metric. Deduplicate on '{c.example_id}' upstream, or set "
-            "input.duplicate_ids: count to report them and go on."
-        )
+    for note in findings.repeated_ids(found):
+        log.warning(findings.render(note))
+    repeated = findings.duplicate_ids(found, str(c.example_id))
+    if repeated is not None and cfg.input.duplicate_ids == "error":
+        raise InputError(findings.render(repeated))
     return found[DUPLICATE_COLUMNS]
 
 
@@ -272,9 +239,6 @@ def _check_days(days: Sequence[str], present: Sequence[str], cfg: JobConfig, all
 ISO_DAY = re.compile(r"^\d{4}-\d{2}-\d{2}")
 
 
-_DECIMAL_COMMA = re.compile(r"\s*[-+]?\d*,\d+(?:[eE][-+]?\d+)?\s*")
-
-
 def _text_number_hint(df: DataFrame, cfg: JobConfig, *, skip_label: bool = False) -> str | None:
     """When a run stopped on text that is not a number: one such value and its column, and the fix for numbers
     written with a decimal comma (a query for one row per column, on this error path only)."""
@@ -291,12 +255,7 @@ def _text_number_hint(df: DataFrame, cfg: JobConfig, *, skip_label: bool = False
             return None
         if not rows:
             continue
-        value = str(rows[0][0])
-        line = f"The {key} column {name!r} holds text such as {value[:40]!r}"
-        if _DECIMAL_COMMA.fullmatch(value):
-            return (f"{line}: a number written with a decimal comma, which Spark does not read as a number. Write "
-                    "the numbers with a decimal point (pandas: to_csv(..., decimal='.')).")
-        return f"{line}."
+        return findings.render(findings.text_not_number(key, name, str(rows[0][0])))
     return None
 
 
@@ -346,11 +305,9 @@ def _probability_hint(df: DataFrame, cfg: JobConfig) -> str | None:
 
     c = cfg.columns
     if cfg.task == "binary" and c.logit is None and c.prediction is not None:
-        names, what = [c.prediction], f"The prediction column {c.prediction!r} holds"
-        logits = f"columns.logit: {c.prediction} and columns.prediction: null"
+        names = [c.prediction]
     elif cfg.task == "multiclass" and c.class_probabilities:
-        names, what = list(c.class_probabilities), f"The class probability columns {list(c.class_probabilities)} hold"
-        logits = f"columns.class_logits: [{', '.join(c.class_probabilities)}] and columns.class_probabilities: null"
+        names = list(c.class_probabilities)
     else:
         return None
     values = [F.expr(number_column(df, n)[0]) for n in names]
@@ -361,18 +318,8 @@ def _probability_hint(df: DataFrame, cfg: JobConfig) -> str | None:
         low, high = df.where(reduce(lambda a, b: a | b, outside)).agg(F.min(low_of), F.max(high_of)).first()
     except Exception:  # noqa: BLE001 - a hint only: the error it adds to stands without it
         return None
-    if low is None or not (math.isfinite(low) and math.isfinite(high)):
-        return None
-    if low < 0.0:
-        return (f"{what} values from {low:g} to {high:g} outside [0, 1], negative ones among them: logits (log-odds) "
-                f"look like that. If they are, set {logits}.")
-    if high <= 100.0:
-        return f"{what} values up to {high:g}: if they are percentages, divide them by 100 upstream."
-    return f"{what} values up to {high:g}, outside [0, 1]."
-
-
-CLASS_NAMES_SHOWN = 20
-"""Distinct labels a multiclass hint reads and shows at most."""
+    found = findings.probabilities_outside(names, low=low, high=high)
+    return None if found is None else findings.render(found)
 
 
 def _class_label_hint(df: DataFrame, cfg: JobConfig, tally: pd.DataFrame) -> str | None:
@@ -392,26 +339,11 @@ def _class_label_hint(df: DataFrame, cfg: JobConfig, tally: pd.DataFrame) -> str
     else:
         return None
     try:
-        rows = df.where(bad).select(col(c.label).cast("string")).distinct().limit(CLASS_NAMES_SHOWN + 1).collect()
+        rows = df.where(bad).select(col(c.label).cast("string")).distinct().limit(findings.LABELS_SHOWN + 1).collect()
     except Exception:  # noqa: BLE001 - a hint only: the error it adds to stands without it
         return None
-    labels = sorted(str(r[0]) for r in rows)
-    if not labels:
-        return None
-    more = " and more" if len(labels) > CLASS_NAMES_SHOWN else ""
-    shown = labels[:CLASS_NAMES_SHOWN]
-    if c.class_names:
-        return (f"The label column {c.label!r} holds {shown}{more}, not in columns.class_names {list(c.class_names)}: "
-                "add them there in class order, or fix the labels upstream.")
-    names = yaml_list(shown)
-    if cfg.task == "binary":
-        if len(labels) != 2:
-            return f"The label column {c.label!r} holds text labels {shown}{more}, not 0/1."
-        return (f"The label column {c.label!r} holds the text labels {shown}, not 0/1: set columns.class_names: "
-                f"{names}, the negative class first ({yaml_list(shown[::-1])} if {shown[0]!r} is the positive one).")
-    return (f"The label column {c.label!r} holds class names ({shown}{more}), not class indices: set "
-            f"columns.class_names: {names} with every class in the order of the class scores (scikit-learn's "
-            "predict_proba columns follow the model's classes_, sorted: that order).")
+    found = findings.text_labels(c.label, [str(r[0]) for r in rows], task=cfg.task, class_names=c.class_names)
+    return None if found is None else findings.render(found)
 
 
 def _label_hint(df: DataFrame, cfg: JobConfig) -> str | None:
@@ -429,24 +361,8 @@ def _label_hint(df: DataFrame, cfg: JobConfig) -> str | None:
             F.count(F.when(y == 0.0, 1)), F.count(F.when(y == 1.0, 1))).first()
     except Exception:  # noqa: BLE001 - a hint only: the error it adds to stands without it
         return None
-    if low is None or math.isnan(high) or math.isinf(low) or math.isinf(high):
-        return None
-    name = cfg.columns.label
-    pair = {-1.0: (-1.0, 1.0), 2.0: (1.0, 2.0)}.get(low) if low == high and zeros == 0 and ones else None
-    if pair is not None:  # two classes coded -1/1 or 1/2: class_names reads them as they are
-        names = yaml_list([f"{v:g}" for v in pair])
-        return (f"The label column {name!r} holds only {pair[0]:g} and {pair[1]:g}: two classes coded so, not 0/1. "
-                f"Set columns.class_names: {names}, the negative class first, or map the labels to 0/1 upstream.")
-    if 0.0 < low and high < 1.0:
-        return (f"The label column {name!r} holds fractions ({low:g} to {high:g}): soft labels or rates, which the "
-                "binary metrics do not take. A row that stands for several events (clicks out of impressions) "
-                "is two rows, label 1 weighted by the clicks and label 0 by the rest (columns.weight), which gives "
-                "the same log loss.")
-    if whole and low >= 0.0:
-        return (f"The label column {name!r} holds whole numbers up to {high:g}: classes need task: multiclass "
-                "(scores in columns.logit, or one column per class in columns.class_logits or "
-                "columns.class_probabilities), counts task: regression.")
-    return f"The label column {name!r} holds values from {low:g} to {high:g} besides 0 and 1."
+    found = findings.binary_labels(cfg.columns.label, low=low, high=high, whole=bool(whole), zeros=zeros, ones=ones)
+    return None if found is None else findings.render(found)
 
 
 def _absent_days_hints(spark: SparkSession, cfg: JobConfig, days: Sequence[str], present: pd.Series) -> list[str]:
@@ -612,10 +528,8 @@ def evaluate(
         raise InputError(" ".join([str(e), *_row_hints(df, cfg, tally, no_date["invalid"])])) from None
     empty = sorted(set(present) - set(summaries["ds"]))
     if empty:
-        why = reason_counts(tally)
-        raise InputError(" ".join([
-            f"Every evaluation row for ds={', '.join(empty)} is invalid ({int(tally['count'].sum())} rows in all"
-            + (f": {why}" if why else "") + ").", *_row_hints(df, cfg, tally)]))
+        raise InputError(" ".join([findings.render(findings.all_rows_invalid(empty, tally)),
+                                   *_row_hints(df, cfg, tally)]))
     done = [d for d in days if d not in missing]
     metrics = metrics_from_summaries(
         summaries,
@@ -825,12 +739,9 @@ def _evaluate_multiclass(spark: SparkSession, cfg: JobConfig, days: list[str], d
     raw = _multiclass_rows(df, cfg)
     with input_read_errors(cfg):
         classes = _class_counts(raw, base)
-    wrong_k = classes[classes["_k"] != len(c.class_names)] if c.class_names else classes.iloc[:0]
-    if not wrong_k.empty:  # an array column: its length is the number of classes
-        r = wrong_k.iloc[0]
-        raise InputError(f"'columns.class_names' lists {len(c.class_names)} classes, and the logit arrays of "
-                         f"ds={r[DS]}, model={r[c.model]!r}, run={r[c.run]!r} hold {int(r['_k'])}: name one class per "
-                         "array element, in the same order.")
+    wrong_k = findings.class_count_mismatch(classes, c.class_names, base)  # an array's length: its classes
+    if wrong_k is not None:
+        raise InputError(findings.render(wrong_k))
     from pyspark.sql import types as T
 
     k_schema = T.StructType([T.StructField(k, T.StringType()) for k in base] + [T.StructField("_k", T.LongType())])
@@ -841,12 +752,10 @@ def _evaluate_multiclass(spark: SparkSession, cfg: JobConfig, days: list[str], d
     rows = raw.join(F.broadcast(k_df), on=base, how="left").withColumn(
         "invalid", F.when(ragged, F.lit(10)).otherwise(F.col("invalid"))).drop("_k")
     bias_rows = rows.where((F.col("invalid") == 0) & F.col("is_bias") & F.col(DS).isNotNull())
-    n_bias_total = int(classes["bias_rows"].sum()) if not classes.empty else 0
-    if n_bias_total > cfg.max_bias_rows_multiclass:
-        raise InputError(
-            f"{n_bias_total} val-bias rows for ds={days[0]}..{days[-1]} exceed max_bias_rows_multiclass="
-            f"{cfg.max_bias_rows_multiclass}; lower split.bias_fraction."
-        )
+    too_many = findings.too_many_bias_rows(int(classes["bias_rows"].sum()) if not classes.empty else 0,
+                                           cfg.max_bias_rows_multiclass, days)
+    if too_many is not None:
+        raise InputError(findings.render(too_many))
     with input_read_errors(cfg):
         bias_pdf = bias_rows.select(*[col(k) for k in keys], "_y", "_z", "_w").toPandas()
     # A temperature per view: the whole (slice '__all__') and each value of each slice column, each fitted on

@@ -65,7 +65,8 @@ from ctcalc_spark.filekind import (
 )
 from ctcalc_spark.storage import FileStore, absolute, csv_first_record, is_local, literal_path, local_path
 from ctcalc_spark.spark import names
-from ctcalc_spark.spark.scan import INVALID_REASONS, decode_aggregate, group_columns, summary_aggregation
+from ctcalc_spark.core.findings import INVALID_REASONS
+from ctcalc_spark.spark.scan import decode_aggregate, group_columns, summary_aggregation
 from ctcalc_spark.tables import OutputStore
 from ctcalc_spark.jobs.stream_state import (
     APP_ID,

@@ -1,8 +1,8 @@
 """The one scan: native column expressions and built-in aggregates that yield the summaries.
 
 No Python UDF touches the rows. Every row gets an integer ``invalid`` code
-(0 = valid) so that bad input is counted in the same scan; the code is a group
-key, so invalid rows are summed in groups of their own, which only count them.
+(0 = valid; :data:`ctcalc_spark.core.findings.ROW_REASONS`) so that bad input is counted in the same scan; the
+code is a group key, so invalid rows are summed in groups of their own, which only count them.
 """
 from __future__ import annotations
 
@@ -24,22 +24,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-INVALID_REASONS = {
-    1: "null split value or example id",
-    2: "NaN or infinite logit/prediction",
-    3: "probability outside [0, 1]",
-    4: "label not allowed for the task",
-    5: "negative or non-finite weight",
-    6: "split value not 'bias'/'remain'",
-    7: "text that is not a number in the label, score or weight column",
-    8: "malformed record (the reader could not parse it)",
-    9: "null (or NaN) in the model or run column",
-    10: "logit array length differs from the other rows of its model and run",
-    11: "null label",
-    12: "null score (logit or prediction)",
-    13: "null weight",
-}
-"""Codes of the per-row ``invalid`` column (0 = valid). The scan packs the code into 4 bits of its group key."""
 LABEL_NOT_ALLOWED = 4
 """The code of a label the task does not take (the evaluate job then says what the labels are)."""
 PROBABILITY_OUTSIDE = 3
@@ -55,12 +39,6 @@ NULL_SLICE = "__null__"
 NULL_SLICE_TEXT = re.compile(r"^\\*__null__$")
 """Slice values written with one more backslash in front (:func:`string_key`): the text ``__null__`` itself, and
 the values that escaping makes (``\\__null__``), so that no value merges with the null slice or another value."""
-
-
-def reason_counts(tally: pd.DataFrame) -> str:
-    """'<n> rows: <reason>; ...' per invalid code of a tally with columns ``invalid`` and ``count``."""
-    by_reason = tally[tally["invalid"] != 0].groupby("invalid")["count"].sum().sort_index()
-    return "; ".join(f"{int(n)} rows: {INVALID_REASONS[int(code)]}" for code, n in by_reason.items())
 
 
 INTERNAL_COLUMNS = ("_ds", "_y", "_z", "_w", "_clipped", "_known_c", "_k", "invalid", "is_bias")

@@ -1,0 +1,350 @@
+"""What is wrong with the evaluation rows, as data: a :class:`Finding` (a code, a severity, counts, context),
+built by a pure function from a small aggregate the scan already collected (its tally of invalid rows per group
+and code, the groups of repeated ids, the classes per group), and the one :data:`CATALOGUE` of the messages that
+:func:`render` turns findings into.
+
+A message's words live in the catalogue only; tests/golden/messages.txt holds every one rendered from a fixed
+finding (``CTCALC_GOLDEN=write`` rewrites it).
+"""
+from __future__ import annotations
+
+import math
+import re
+import string
+from dataclasses import dataclass, field
+from typing import Any, Mapping, Sequence
+
+import pandas as pd
+
+from ctcalc_spark.errors import yaml_list
+
+ERROR = "error"
+WARNING = "warning"
+HINT = "hint"
+"""The severity of a finding that says more about an error's rows (what a column holds), after its message."""
+NOTE = "note"
+"""The severity of a finding told with a run's results and in its log (rows that no metrics row counts)."""
+
+ROW_REASONS = {
+    1: ("null_split_or_id", "null split value or example id"),
+    2: ("score_not_finite", "NaN or infinite logit/prediction"),
+    3: ("probability_outside", "probability outside [0, 1]"),
+    4: ("label_not_allowed", "label not allowed for the task"),
+    5: ("bad_weight", "negative or non-finite weight"),
+    6: ("split_value", "split value not 'bias'/'remain'"),
+    7: ("text_not_number", "text that is not a number in the label, score or weight column"),
+    8: ("malformed_record", "malformed record (the reader could not parse it)"),
+    9: ("null_model_or_run", "null (or NaN) in the model or run column"),
+    10: ("ragged_logits", "logit array length differs from the other rows of its model and run"),
+    11: ("null_label", "null label"),
+    12: ("null_score", "null score (logit or prediction)"),
+    13: ("null_weight", "null weight"),
+}
+"""Codes of the scan's per-row ``invalid`` column (0 = valid) -> (the name a finding counts them under, the
+reason a message gives). The scan packs the code into 4 bits of its group key."""
+INVALID_REASONS = {code: text for code, (_, text) in ROW_REASONS.items()}
+"""Code -> the reason a message and the ``uncounted`` rows give."""
+_REASON_TEXT = dict(ROW_REASONS.values())
+
+LABEL_RULES = {"binary": "Binary labels must be 0/1 in '{}'", "regression": "Labels must be finite numbers in '{}'",
+               "multiclass": "Multiclass labels must be class indices 0..K-1 in '{}' (K the classes)"}
+"""Per task, what a label must be (``{}``: the label column)."""
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One thing wrong with the evaluation rows: ``code`` (a key of :data:`CATALOGUE`), ``severity``
+    (:data:`ERROR` stops the run, :data:`WARNING` is told), ``counts`` (rows per reason, or other counts the
+    message gives) and ``context`` (the days, an example group's keys, the column names it names)."""
+
+    code: str
+    severity: str
+    counts: Mapping[str, int] = field(default_factory=dict)
+    context: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Message:
+    """A catalogue entry: what was found (``template``) and what to do about it (``fix``), as
+    :meth:`str.format` templates over a finding's counts and context, with :class:`_Formatter`'s extras."""
+
+    template: str
+    fix: str = ""
+
+
+_BACKWARDS = ("every one of the {{groups}} groups (day x model x run) ranks the rows backwards: AUC {{low:.3f}} to "
+              "{{high:.3f}}, below 0.5. A score of the other class ({{score!r}} as 1 − p or −logit) or {labels} do "
+              "that; the calibrated metric does not repair it (a shift does not reorder rows).")
+_CLASS_SCORES_AS_PROBABILITIES = (
+    "all {rows:,} rows have class scores ({columns:list}) between 0 and 1 that sum to 1: they look like "
+    "probabilities, and were read as logits, so softmax flattened them and the log loss just written is of other "
+    "scores.")
+
+CATALOGUE = {
+    "invalid_rows": Message(
+        "Invalid evaluation rows for ds={days:where}: {counts:reasons} (e.g. ds={ds!n}, model={model!q}, "
+        "run={run!q}).",
+        "{label_rule}, scores finite numbers, probabilities in [0, 1], weights >= 0, model and run set, records well "
+        "formed. Fix the upstream table, or set on_invalid: drop to exclude and count them."),
+    "all_rows_invalid": Message(
+        "Every evaluation row for ds={days:list} is invalid ({total} rows in all: {counts:reasons})."),
+    "duplicate_ids": Message(
+        "{duplicate_rows} evaluation rows repeat an example id of their day, model and run (e.g. ds={ds!n}, "
+        "model={model!q}, run={run!q}: {example_duplicate_rows} extra rows over {example_repeated_ids} ids, "
+        "{example_conflicting_ids} with different labels); they would count twice in every metric.",
+        "Deduplicate on '{example_id}' upstream, or set input.duplicate_ids: count to report them and go on."),
+    "class_count_mismatch": Message(
+        "'columns.class_names' lists {class_names} classes, and the logit arrays of ds={ds!n}, model={model!q}, "
+        "run={run!q} hold {classes}:",
+        "name one class per array element, in the same order."),
+    "too_many_bias_rows": Message(
+        "{bias_rows} val-bias rows for ds={first_day}..{last_day} exceed max_bias_rows_multiclass={limit};",
+        "lower split.bias_fraction."),
+    "labels_not_in_class_names": Message(
+        "The label column {label!r} holds {labels:shown}, not in columns.class_names {class_names}:",
+        "add them there in class order, or fix the labels upstream."),
+    "text_labels_not_binary": Message("The label column {label!r} holds text labels {labels:shown}, not 0/1."),
+    "text_labels_binary": Message(
+        "The label column {label!r} holds the text labels {labels}, not 0/1:",
+        "set columns.class_names: {labels:yaml}, the negative class first ({reversed:yaml} if {positive!r} is the "
+        "positive one)."),
+    "class_name_labels": Message(
+        "The label column {label!r} holds class names ({labels:shown}), not class indices:",
+        "set columns.class_names: {names:yaml} with every class in the order of the class scores (scikit-learn's "
+        "predict_proba columns follow the model's classes_, sorted: that order)."),
+    "text_not_number": Message("The {key} column {column!r} holds text such as {value!r}."),
+    "decimal_comma": Message(
+        "The {key} column {column!r} holds text such as {value!r}: a number written with a decimal comma, which Spark "
+        "does not read as a number.", "Write the numbers with a decimal point (pandas: to_csv(..., decimal='.'))."),
+    "rows_uncounted": Message("{rows} rows in no metrics row ({ds:day}): {reason}"),
+    "repeated_ids": Message("ds={ds} model={model} run={run}: {duplicate_rows} rows repeat an example id "
+                            "({repeated_ids} ids, {conflicting_ids} with different labels)"),
+    "labels_two_codes": Message(
+        "The label column {label!r} holds only {low:g} and {high:g}: two classes coded so, not 0/1.",
+        "Set columns.class_names: {class_names:yaml}, the negative class first, or map the labels to 0/1 upstream."),
+    "labels_fractions": Message(
+        "The label column {label!r} holds fractions ({low:g} to {high:g}): soft labels or rates, which the binary "
+        "metrics do not take.",
+        "A row that stands for several events (clicks out of impressions) is two rows, label 1 weighted by the "
+        "clicks and label 0 by the rest (columns.weight), which gives the same log loss."),
+    "labels_whole_numbers": Message(
+        "The label column {label!r} holds whole numbers up to {high:g}:",
+        "classes need task: multiclass (scores in columns.logit, or one column per class in columns.class_logits or "
+        "columns.class_probabilities), counts task: regression."),
+    "labels_other": Message("The label column {label!r} holds values from {low:g} to {high:g} besides 0 and 1."),
+    "probabilities_negative": Message(
+        "{columns:holds} values from {low:g} to {high:g} outside [0, 1], negative ones among them: logits (log-odds) "
+        "look like that.",
+        "If they are, set {columns:as_logits}."),
+    "probabilities_percent": Message("{columns:holds} values up to {high:g}:",
+                                     "if they are percentages, divide them by 100 upstream."),
+    "probabilities_outside": Message("{columns:holds} values up to {high:g}, outside [0, 1]."),
+    "ranked_backwards": Message(
+        _BACKWARDS.format(labels="labels with 1 for the negative class")),
+    "ranked_backwards_named": Message(
+        _BACKWARDS.format(labels="columns.class_names with the positive class first (it takes the negative one "
+                                 "first: {reversed:yaml} if the score is for {positive!r})")),
+    "logits_look_like_probabilities": Message(
+        "all {rows:,} values of the logit column {column!r} are between 0 and 1 (to the histogram's bin width, "
+        "{bin_width:g}), so every row was read as a probability between 0.5 and about 0.73.",
+        "If they are probabilities, set columns.prediction: {column} and columns.logit: null, and run again: the "
+        "metrics just written are of the wrong scores."),
+    "class_logits_look_like_probabilities": Message(
+        _CLASS_SCORES_AS_PROBABILITIES, "If they are probabilities, set columns.class_probabilities: "
+        "[{columns:list}] and columns.class_logits: null, and run again."),
+    "array_logits_look_like_probabilities": Message(
+        _CLASS_SCORES_AS_PROBABILITIES, "If they are probabilities, write ln p as the array instead (np.log of the "
+        "probabilities), or one column per class with columns.class_probabilities: [p0, p1, ...] and columns.logit: "
+        "null, and run again."),
+    "label_class_clipped": Message(
+        "{clipped:,} of {rows:,} rows give their label's class a probability below clip_eps ({clip_eps:g}), most "
+        "likely 0 after rounding in the file; each such row costs ln(1/clip_eps) = {cost:.1f} in the log loss, and "
+        "together they make {loss_share:.0%} of it.",
+        "If the file rounds the probabilities, write them with more digits (or as logits: columns.class_logits); if "
+        "the model itself gives 0, the log loss is right."),
+}
+"""Finding code -> its message."""
+
+
+class _Formatter(string.Formatter):
+    """:meth:`str.format` with ``!q`` (a value quoted, or null), ``!n`` (a value as it is, or null), and the
+    specs ``:reasons`` (counts per row reason as '<n> rows: <reason>; ...'), ``:where`` (days as one day, a
+    range and its count, or 'unknown (rows without a date)'), ``:day`` ('ds=<day>', or 'no date' for None),
+    ``:list`` (joined by ', '), ``:yaml`` (a YAML flow list), ``:shown`` (the first :data:`LABELS_SHOWN` of a
+    list, and 'and more'), and for the score columns of a job ``:holds`` ('The prediction column 'p' holds', 'The
+    class probability columns [...] hold') and ``:as_logits`` (the columns settings that read them as logits)."""
+
+    def convert_field(self, value: Any, conversion: str | None) -> Any:
+        if conversion in ("q", "n"):
+            return "null" if value is None else repr(str(value)) if conversion == "q" else str(value)
+        return super().convert_field(value, conversion)
+
+    def format_field(self, value: Any, format_spec: str) -> str:
+        if format_spec == "reasons":
+            return "; ".join(f"{n} rows: {_REASON_TEXT[name]}" for name, n in value.items())
+        if format_spec == "where":
+            return "unknown (rows without a date)" if not value else value[0] if len(value) == 1 else \
+                f"{len(value)} days ({value[0]}..{value[-1]})"
+        if format_spec == "day":
+            return "no date" if value is None else f"ds={value}"
+        if format_spec == "list":
+            return ", ".join(value)
+        if format_spec == "shown":
+            return f"{list(value[:LABELS_SHOWN])}{' and more' if len(value) > LABELS_SHOWN else ''}"
+        if format_spec == "yaml":
+            return yaml_list(value)
+        if format_spec == "holds":
+            return f"The prediction column {value[0]!r} holds" if len(value) == 1 else \
+                f"The class probability columns {list(value)} hold"
+        if format_spec == "as_logits":
+            return f"columns.logit: {value[0]} and columns.prediction: null" if len(value) == 1 else \
+                f"columns.class_logits: [{', '.join(value)}] and columns.class_probabilities: null"
+        return super().format_field(value, format_spec)
+
+
+def render(finding: Finding) -> str:
+    """The message of ``finding``: its catalogue template and fix, filled in from its counts and context (the
+    fields ``counts``, ``total`` (their sum) and ``label_rule`` (from context ``task`` and ``label``) besides);
+    'WARNING: ' in front of a warning."""
+    message = CATALOGUE[finding.code]
+    fields = {**finding.context, **finding.counts, "counts": finding.counts, "total": sum(finding.counts.values())}
+    if "task" in finding.context:
+        fields["label_rule"] = LABEL_RULES[finding.context["task"]].format(finding.context.get("label"))
+    text = " ".join(filter(None, [message.template, message.fix]))
+    return ("WARNING: " if finding.severity == WARNING else "") + _Formatter().format(text, **fields)
+
+
+def _value(v: object) -> str | None:
+    """A key of an example row as a finding holds it: None for a null or NaN, else its text."""
+    return None if v is None or (not isinstance(v, (str, bytes)) and bool(pd.isna(v))) else str(v)
+
+
+def reason_totals(tally: pd.DataFrame) -> dict[str, int]:
+    """Rows per reason name (:data:`ROW_REASONS`, in code order) of a tally with columns ``invalid`` and
+    ``count`` (code 0, valid rows, left out)."""
+    by_code = tally[tally["invalid"] != 0].groupby("invalid")["count"].sum().sort_index()
+    return {ROW_REASONS[int(code)][0]: int(n) for code, n in by_code.items()}
+
+
+def invalid_rows(tally: pd.DataFrame, *, model: str, run: str, task: str, label: str) -> Finding:
+    """The error for invalid rows that stop the run: ``tally`` rows per (ds, ``model``, ``run``, ..., invalid code)
+    with column ``count`` (ds null for rows without a date); the example group is the first dated one."""
+    dated = tally[tally["ds"].notna()]
+    first = (dated if not dated.empty else tally).iloc[0]
+    return Finding("invalid_rows", ERROR, reason_totals(tally), {
+        "days": sorted(dated["ds"].astype(str).unique()), "ds": _value(first["ds"]), "model": _value(first[model]),
+        "run": _value(first[run]), "task": task, "label": label})
+
+
+def all_rows_invalid(days: Sequence[str], tally: pd.DataFrame) -> Finding:
+    """The error for ``days`` that have rows, none of them valid; ``tally`` as for :func:`invalid_rows`."""
+    return Finding("all_rows_invalid", ERROR, reason_totals(tally), {"days": list(days)})
+
+
+def duplicate_ids(found: pd.DataFrame, example_id: str) -> Finding | None:
+    """The error for repeated example ids (``found``: per (ds, model, run) with some, n_duplicate_rows,
+    n_repeated_ids, n_conflicting_ids; its first row is the example), or None when there are none."""
+    if found.empty:
+        return None
+    r = found.iloc[0]
+    return Finding("duplicate_ids", ERROR, {
+        "duplicate_rows": int(found["n_duplicate_rows"].sum()), "example_duplicate_rows": int(r["n_duplicate_rows"]),
+        "example_repeated_ids": int(r["n_repeated_ids"]), "example_conflicting_ids": int(r["n_conflicting_ids"])},
+        {"ds": _value(r["ds"]), "model": _value(r["model"]), "run": _value(r["run"]), "example_id": example_id})
+
+
+def uncounted_rows(uncounted: pd.DataFrame) -> list[Finding]:
+    """A note per (ds, reason) of the rows that no metrics row counts (``uncounted``: columns ds, None for rows
+    without a date, reason and n_rows)."""
+    return [Finding("rows_uncounted", NOTE, {"rows": int(r.n_rows)}, {"ds": _value(r.ds), "reason": r.reason})
+            for r in uncounted.itertuples(index=False)]
+
+
+def repeated_ids(found: pd.DataFrame) -> list[Finding]:
+    """A note per (ds, model, run) whose rows repeat example ids (``found`` as for :func:`duplicate_ids`)."""
+    return [Finding("repeated_ids", NOTE, {"duplicate_rows": int(r.n_duplicate_rows),
+                                           "repeated_ids": int(r.n_repeated_ids),
+                                           "conflicting_ids": int(r.n_conflicting_ids)},
+                    {"ds": _value(r.ds), "model": _value(r.model), "run": _value(r.run)})
+            for r in found.itertuples(index=False)]
+
+
+LABELS_SHOWN = 20
+"""Distinct labels a message shows at most (the job reads one more, to know there are more)."""
+
+
+def text_labels(label: str, labels: Sequence[str], *, task: str, class_names: Sequence[str]) -> Finding | None:
+    """What the labels that stopped a binary or multiclass run are, from up to ``LABELS_SHOWN + 1`` of them
+    (sorted here): names not in ``class_names`` (when given), two text labels (the class_names that read them),
+    other text labels of a binary job, or class names of a multiclass one; None when there are none."""
+    labels = sorted(labels)
+    if not labels:
+        return None
+    context: dict[str, Any] = {"label": label, "labels": labels}
+    if class_names:
+        return Finding("labels_not_in_class_names", HINT, {}, {**context, "class_names": list(class_names)})
+    if task != "binary":
+        return Finding("class_name_labels", HINT, {}, {**context, "names": labels[:LABELS_SHOWN]})
+    if len(labels) != 2:
+        return Finding("text_labels_not_binary", HINT, {}, context)
+    return Finding("text_labels_binary", HINT, {}, {**context, "reversed": labels[::-1], "positive": labels[0]})
+
+
+_DECIMAL_COMMA = re.compile(r"\s*[-+]?\d*,\d+(?:[eE][-+]?\d+)?\s*")
+
+
+def text_not_number(key: str, column: str, value: str) -> Finding:
+    """What a ``key`` column (label, score, weight) that stopped the run on text holds, from one such ``value``
+    (its first 40 characters shown): a number written with a decimal comma, or other text."""
+    return Finding("decimal_comma" if _DECIMAL_COMMA.fullmatch(value) else "text_not_number", HINT, {},
+                   {"key": key, "column": column, "value": value[:40]})
+
+
+def class_count_mismatch(classes: pd.DataFrame, class_names: Sequence[str], keys: Sequence[str]) -> Finding | None:
+    """The error for a multiclass job whose logit arrays hold another number of classes than
+    ``columns.class_names`` lists (``classes``: per (ds, model, run) as ``keys`` name them, the number ``_k``),
+    or None when they agree or no names are given."""
+    wrong = classes[classes["_k"] != len(class_names)] if class_names else classes.iloc[:0]
+    if wrong.empty:
+        return None
+    r = wrong.iloc[0]
+    ds, model, run = (_value(r[k]) for k in keys)
+    return Finding("class_count_mismatch", ERROR, {"class_names": len(class_names), "classes": int(r["_k"])},
+                   {"ds": ds, "model": model, "run": run})
+
+
+def too_many_bias_rows(bias_rows: int, limit: int, days: Sequence[str]) -> Finding | None:
+    """The error for more val-bias rows than a multiclass job holds in memory (``limit``), or None."""
+    if bias_rows <= limit:
+        return None
+    return Finding("too_many_bias_rows", ERROR, {"bias_rows": bias_rows, "limit": limit},
+                   {"first_day": days[0], "last_day": days[-1]})
+
+
+def binary_labels(label: str, *, low: float, high: float, whole: bool, zeros: int, ones: int) -> Finding | None:
+    """What the labels other than 0 and 1 of a binary job are, from one aggregate of them: their lowest and
+    highest value, whether all are whole numbers, and the rows labelled 0 and 1; None when there are none (or
+    they are not finite): two classes coded -1/1 or 1/2 (``columns.class_names`` reads them), fractions, whole
+    numbers (classes or counts), or other values."""
+    if low is None or not all(map(math.isfinite, (low, high))):
+        return None
+    counts, context = {"zeros": zeros, "ones": ones}, {"label": label, "low": low, "high": high}
+    pair = {-1.0: (-1.0, 1.0), 2.0: (1.0, 2.0)}.get(low) if low == high and zeros == 0 and ones else None
+    if pair is not None:
+        context.update(low=pair[0], high=pair[1], class_names=[f"{v:g}" for v in pair])
+        code = "labels_two_codes"
+    else:
+        code = "labels_fractions" if 0.0 < low and high < 1.0 else \
+            "labels_whole_numbers" if whole and low >= 0.0 else "labels_other"
+    return Finding(code, HINT, counts, context)
+
+
+def probabilities_outside(columns: Sequence[str], *, low: float, high: float) -> Finding | None:
+    """What probability ``columns`` (binary: the prediction; multiclass: one per class) hold outside [0, 1], from
+    the lowest and highest such value: logits (negative values), percentages (up to 100), or other values;
+    None when there are none (or they are not finite)."""
+    if low is None or not (math.isfinite(low) and math.isfinite(high)):
+        return None
+    code = "probabilities_negative" if low < 0.0 else "probabilities_percent" if high <= 100.0 else \
+        "probabilities_outside"
+    return Finding(code, HINT, {}, {"columns": list(columns), "low": low, "high": high})

@@ -1,0 +1,252 @@
+"""Findings about the evaluation rows, from small aggregates like those the scan collects, without Spark: their
+codes and counts, and every catalogue message rendered once into tests/golden/messages.txt (a wording change is
+a diff of that file; ``CTCALC_GOLDEN=write`` rewrites it)."""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from ctcalc_spark.core import findings
+from ctcalc_spark.core.findings import ERROR, HINT, NOTE, WARNING, Finding, render
+
+GOLDEN = Path(__file__).parent / "golden" / "messages.txt"
+
+EXAMPLES = [  # (what the example is, its finding): every catalogue code at least once
+    ("one day", Finding("invalid_rows", ERROR, {"null_label": 3, "text_not_number": 1},
+                        {"days": ["2026-11-21"], "ds": "2026-11-21", "model": "lr", "run": "0", "task": "binary",
+                         "label": "clicked"})),
+    ("several days, a null model", Finding("invalid_rows", ERROR, {"null_model_or_run": 2},
+                                           {"days": ["2026-11-20", "2026-11-21", "2026-11-23"], "ds": "2026-11-20",
+                                            "model": None, "run": "7", "task": "regression", "label": "y"})),
+    ("rows without a date", Finding("invalid_rows", ERROR, {"malformed_record": 1},
+                                    {"days": [], "ds": None, "model": None, "run": None, "task": "multiclass",
+                                     "label": "y"})),
+    ("two days", Finding("all_rows_invalid", ERROR, {"score_not_finite": 800},
+                         {"days": ["2024-03-01", "2024-03-02"]})),
+    ("one group", Finding("duplicate_ids", ERROR, {"duplicate_rows": 6, "example_duplicate_rows": 6,
+                                                   "example_repeated_ids": 5, "example_conflicting_ids": 1},
+                          {"ds": "2026-11-21", "model": "a", "run": "0", "example_id": "example_id"})),
+    ("arrays of 3", Finding("class_count_mismatch", ERROR, {"class_names": 2, "classes": 3},
+                            {"ds": "2026-11-21", "model": "a", "run": "0"})),
+    ("a range", Finding("too_many_bias_rows", ERROR, {"bias_rows": 2_000_001, "limit": 2_000_000},
+                        {"first_day": "2026-11-01", "last_day": "2026-11-30"})),
+    ("-1/1", Finding("labels_two_codes", HINT, {"zeros": 0, "ones": 200},
+                     {"label": "label", "low": -1.0, "high": 1.0, "class_names": ["-1", "1"]})),
+    ("0.1 to 0.9", Finding("labels_fractions", HINT, {"zeros": 0, "ones": 0},
+                           {"label": "label", "low": 0.1, "high": 0.9})),
+    ("0, 1, 2", Finding("labels_whole_numbers", HINT, {"zeros": 130, "ones": 140},
+                        {"label": "label", "low": 2.0, "high": 2.0})),
+    ("7.5", Finding("labels_other", HINT, {"zeros": 160, "ones": 160}, {"label": "label", "low": 7.5, "high": 7.5})),
+    ("binary logits", Finding("probabilities_negative", HINT, {}, {"columns": ["score"], "low": -4.25, "high": 3.5})),
+    ("multiclass logits", Finding("probabilities_negative", HINT, {},
+                                  {"columns": ["p0", "p1", "p2"], "low": -6.5, "high": 5.0})),
+    ("percentages", Finding("probabilities_percent", HINT, {}, {"columns": ["score"], "low": 1.5, "high": 99.2})),
+    ("other values", Finding("probabilities_outside", HINT, {},
+                             {"columns": ["p0", "p1"], "low": 0.5, "high": 1000.0})),
+    ("labels 0/1", Finding("ranked_backwards", WARNING, {"groups": 4}, {"low": 0.21, "high": 0.3, "score": "logit"})),
+    ("class names", Finding("ranked_backwards_named", WARNING, {"groups": 1},
+                            {"low": 0.2, "high": 0.2, "score": "p", "reversed": [">50K", "<=50K"],
+                             "positive": "<=50K"})),
+    ("binary", Finding("logits_look_like_probabilities", WARNING, {"rows": 12_000},
+                       {"column": "logit", "bin_width": 0.05})),
+    ("columns", Finding("class_logits_look_like_probabilities", WARNING, {"rows": 600},
+                        {"columns": ["p0", "p1", "p2"]})),
+    ("an array", Finding("array_logits_look_like_probabilities", WARNING, {"rows": 600}, {"columns": ["logit"]})),
+    ("names not listed", Finding("labels_not_in_class_names", HINT, {},
+                                 {"label": "y", "labels": ["bird"], "class_names": ["cat", "dog"]})),
+    ("three", Finding("text_labels_not_binary", HINT, {}, {"label": "y", "labels": ["no", "unknown", "yes"]})),
+    ("two", Finding("text_labels_binary", HINT, {}, {"label": "income", "labels": ["<=50K", ">50K"],
+                                                     "reversed": [">50K", "<=50K"], "positive": "<=50K"})),
+    ("21 names", Finding("class_name_labels", HINT, {}, {"label": "y", "labels": [f"c{i:02}" for i in range(21)],
+                                                         "names": [f"c{i:02}" for i in range(20)]})),
+    ("a weight", Finding("text_not_number", HINT, {}, {"key": "weight", "column": "w", "value": "heavy"})),
+    ("a score", Finding("decimal_comma", HINT, {}, {"key": "score", "column": "logit", "value": "-0,673585"})),
+    ("no date", Finding("rows_uncounted", NOTE, {"rows": 6}, {"ds": None, "reason": "null date, or a date not "
+                                                                   "written YYYY-MM-DD: the row belongs to no day "
+                                                                   "and is never evaluated"})),
+    ("a day", Finding("rows_uncounted", NOTE, {"rows": 2}, {"ds": "2026-11-21",
+                                                          "reason": "null (or NaN) in the model or run column"})),
+    ("one group", Finding("repeated_ids", NOTE, {"duplicate_rows": 6, "repeated_ids": 5, "conflicting_ids": 1},
+                          {"ds": "2026-11-21", "model": "a", "run": "0"})),
+    ("rounded to 0", Finding("label_class_clipped", WARNING, {"rows": 300, "clipped": 12},
+                             {"clip_eps": 1e-15, "cost": 34.538776394910684, "loss_share": 0.62})),
+]
+
+
+def golden_text() -> str:
+    return "".join(f"## {f.code}: {what}\n{render(f)}\n\n" for what, f in EXAMPLES)
+
+
+def test_every_catalogue_message_is_in_the_golden_file():
+    assert {f.code for _, f in EXAMPLES} == set(findings.CATALOGUE)
+    if os.environ.get("CTCALC_GOLDEN") == "write":
+        GOLDEN.parent.mkdir(exist_ok=True)
+        GOLDEN.write_text(golden_text())
+    assert GOLDEN.read_text() == golden_text(), "a message changed: CTCALC_GOLDEN=write rewrites tests/golden/"
+
+
+def _tally(rows) -> pd.DataFrame:
+    """A tally as the scan collects it: per (ds, model, run, invalid code), count."""
+    return pd.DataFrame(rows, columns=["ds", "m", "r", "invalid", "count"])
+
+
+def test_invalid_rows_count_per_reason_in_code_order_and_take_a_dated_example():
+    tally = _tally([(None, None, None, 8, 4), ("2026-11-22", "b", "1", 11, 2), ("2026-11-21", "a", "0", 7, 1),
+                    ("2026-11-21", "a", "0", 11, 3)])
+    f = findings.invalid_rows(tally, model="m", run="r", task="binary", label="y")
+    assert (f.code, f.severity) == ("invalid_rows", ERROR)
+    assert list(f.counts.items()) == [("text_not_number", 1), ("malformed_record", 4), ("null_label", 5)]
+    assert f.context == {"days": ["2026-11-21", "2026-11-22"], "ds": "2026-11-22", "model": "b", "run": "1",
+                         "task": "binary", "label": "y"}
+    assert render(f).startswith("Invalid evaluation rows for ds=2 days (2026-11-21..2026-11-22): 1 rows: text that")
+
+
+def test_an_example_row_with_a_null_or_nan_key_shows_null():
+    """The example row showed a null model as model=np.float64(nan)."""
+    for null in (None, np.nan):
+        f = findings.invalid_rows(_tally([("2026-11-21", null, "0", 9, 3)]), model="m", run="r", task="binary",
+                                  label="y")
+        assert f.counts == {"null_model_or_run": 3} and f.context["model"] is None
+        assert "(e.g. ds=2026-11-21, model=null, run='0')" in render(f)
+
+
+def test_rows_without_a_date_only_name_no_day():
+    f = findings.invalid_rows(_tally([(None, "a", "0", 8, 2)]), model="m", run="r", task="regression", label="y")
+    assert f.context["days"] == [] and f.counts == {"malformed_record": 2}
+    assert render(f).startswith("Invalid evaluation rows for ds=unknown (rows without a date): 2 rows: malformed")
+
+
+def test_all_rows_invalid_counts_every_reason_of_the_tally():
+    tally = _tally([("2024-03-01", "a", "0", 2, 400), ("2024-03-02", "a", "0", 2, 399),
+                    ("2024-03-02", "a", "0", 5, 1)])
+    f = findings.all_rows_invalid(["2024-03-01", "2024-03-02"], tally)
+    assert f.counts == {"score_not_finite": 799, "bad_weight": 1} and f.context == {"days": ["2024-03-01",
+                                                                                             "2024-03-02"]}
+    assert "(800 rows in all: 799 rows: NaN or infinite logit/prediction; 1 rows: negative" in render(f)
+
+
+def test_duplicate_ids_total_every_group_and_show_the_first():
+    columns = ["ds", "model", "run", "n_duplicate_rows", "n_repeated_ids", "n_conflicting_ids"]
+    assert findings.duplicate_ids(pd.DataFrame(columns=columns), "id") is None
+    found = pd.DataFrame([("2026-11-21", "a", "0", 6, 5, 1), ("2026-11-21", "b", "0", 2, 2, 0)], columns=columns)
+    f = findings.duplicate_ids(found, "id")
+    assert f.counts == {"duplicate_rows": 8, "example_duplicate_rows": 6, "example_repeated_ids": 5,
+                        "example_conflicting_ids": 1}
+    assert f.context == {"ds": "2026-11-21", "model": "a", "run": "0", "example_id": "id"}
+
+
+def test_class_count_mismatch_names_the_first_group_whose_arrays_differ():
+    keys = ["_ds", "m", "r"]
+    classes = pd.DataFrame([("d", "a", "0", 3, 10), ("d", "b", "0", 2, 10)], columns=[*keys, "_k", "bias_rows"])
+    assert findings.class_count_mismatch(classes, [], keys) is None
+    assert findings.class_count_mismatch(classes.iloc[:1], ["x", "y", "z"], keys) is None
+    f = findings.class_count_mismatch(classes, ["x", "y", "z"], keys)
+    assert (f.counts, f.context) == ({"class_names": 3, "classes": 2}, {"ds": "d", "model": "b", "run": "0"})
+
+
+def test_too_many_bias_rows_only_above_the_limit():
+    assert findings.too_many_bias_rows(10, 10, ["d"]) is None
+    f = findings.too_many_bias_rows(11, 10, ["d1", "d2"])
+    assert f.counts == {"bias_rows": 11, "limit": 10} and f.context == {"first_day": "d1", "last_day": "d2"}
+
+
+@pytest.mark.parametrize("code", sorted(findings.ROW_REASONS))
+def test_every_row_reason_has_a_name_of_its_own(code):
+    names = [name for name, _ in findings.ROW_REASONS.values()]
+    assert names.count(findings.ROW_REASONS[code][0]) == 1
+
+
+@pytest.mark.parametrize(("labels", "code", "shown"), [
+    ([0.1, 0.9, 0.5], "labels_fractions", {"low": 0.1, "high": 0.9}),
+    ([-1, 1, 1], "labels_two_codes", {"low": -1.0, "high": 1.0, "class_names": ["-1", "1"]}),
+    ([1, 2, 2], "labels_two_codes", {"low": 1.0, "high": 2.0, "class_names": ["1", "2"]}),
+    ([0, 1, 2, 2], "labels_whole_numbers", {"low": 2.0, "high": 2.0}),
+    ([0, 1, 7.5], "labels_other", {"low": 7.5, "high": 7.5}),
+    ([0, 1, -1], "labels_other", {"low": -1.0, "high": -1.0}),  # -1 with 0 labels: not a -1/1 coding
+])
+def test_binary_labels_other_than_0_and_1_are_told_apart(labels, code, shown):
+    """From the aggregate the job collects of the labels (the lowest and highest other than 0 and 1, whether they
+    are whole, the rows labelled 0 and 1), here of a handful of labels."""
+    y = np.array(labels, dtype=float)
+    other = y[~np.isin(y, [0.0, 1.0])]
+    f = findings.binary_labels("label", low=other.min(), high=other.max(), whole=bool((other == np.floor(other)).all()),
+                               zeros=int((y == 0).sum()), ones=int((y == 1).sum()))
+    assert (f.code, f.severity, f.counts) == (code, HINT, {"zeros": int((y == 0).sum()), "ones": int((y == 1).sum())})
+    assert f.context == {"label": "label", **shown}
+
+
+def test_labels_that_are_not_finite_get_no_hint():
+    assert findings.binary_labels("y", low=None, high=None, whole=False, zeros=1, ones=1) is None
+    assert findings.binary_labels("y", low=2.0, high=float("inf"), whole=True, zeros=1, ones=1) is None
+
+
+@pytest.mark.parametrize(("low", "high", "code"), [(-3.0, 2.0, "probabilities_negative"),
+                                                   (0.5, 99.5, "probabilities_percent"),
+                                                   (0.5, 100.0, "probabilities_percent"),
+                                                   (1.5, 100.5, "probabilities_outside"),
+                                                   (None, None, None), (-float("inf"), 0.5, None)])
+def test_probabilities_outside_0_1_are_told_apart(low, high, code):
+    f = findings.probabilities_outside(["p"], low=low, high=high)
+    assert (f and f.code) == code
+    if f is not None:
+        assert f.context == {"columns": ["p"], "low": low, "high": high}
+
+
+def test_warnings_from_the_metrics_and_counts_the_job_has():
+    """The warnings data_notes prints, from the metrics rows, the summaries' bins and the scan's counts."""
+    from ctcalc_spark.core.sanity import backwards_auc, clipped_label_class, probability_like_class_logits, \
+        probability_like_logits
+
+    metrics = pd.DataFrame({"auc": [0.3, 0.2, 0.9], "n_rows": [500, 400, 50]})  # the third: too few rows to count
+    f = backwards_auc(metrics, "z", ["no", "yes"])
+    assert (f.code, f.severity, f.counts) == ("ranked_backwards_named", WARNING, {"groups": 2})
+    assert f.context == {"low": 0.2, "high": 0.3, "score": "z", "reversed": ["yes", "no"], "positive": "no"}
+    assert backwards_auc(metrics.assign(auc=[0.3, 0.6, 0.1]), "z") is None
+    bins = pd.DataFrame({"bin": [0, 5, 20], "count": [50, 40, 30]})  # logits in [0, 1.05) at a bin width of 0.05
+    assert probability_like_logits(bins, column="z", bin_width=0.05).counts == {"rows": 120}
+    assert probability_like_logits(bins.assign(bin=[-1, 5, 20]), column="z", bin_width=0.05) is None
+    assert probability_like_class_logits(600, 600, columns=["z"], array_column=True).code == \
+        "array_logits_look_like_probabilities"
+    assert probability_like_class_logits(600, 599, columns=["p0"]) is None
+    f = clipped_label_class(300, 12, 0.5, clip_eps=1e-15)
+    assert f.counts == {"rows": 300, "clipped": 12} and f.context["cost"] == pytest.approx(34.5388, abs=1e-4)
+    assert clipped_label_class(300, 0, 0.0, clip_eps=1e-15) is None
+
+
+def test_notes_of_uncounted_rows_and_repeated_ids_one_per_row_of_their_frames():
+    uncounted = pd.DataFrame({"ds": [None, "2026-11-21"], "reason": ["x", "y"], "n_rows": [6, 2]})
+    assert [(f.code, f.severity, f.counts, f.context) for f in findings.uncounted_rows(uncounted)] == [
+        ("rows_uncounted", NOTE, {"rows": 6}, {"ds": None, "reason": "x"}),
+        ("rows_uncounted", NOTE, {"rows": 2}, {"ds": "2026-11-21", "reason": "y"})]
+    found = pd.DataFrame([("2026-11-21", "a", "0", 6, 5, 1)], columns=["ds", "model", "run", "n_duplicate_rows",
+                                                                       "n_repeated_ids", "n_conflicting_ids"])
+    [f] = findings.repeated_ids(found)
+    assert f.counts == {"duplicate_rows": 6, "repeated_ids": 5, "conflicting_ids": 1}
+    assert findings.uncounted_rows(uncounted.iloc[:0]) == [] and findings.repeated_ids(found.iloc[:0]) == []
+
+
+@pytest.mark.parametrize(("value", "code"), [("0,5", "decimal_comma"), (" -1,25e3 ", "decimal_comma"),
+                                             ("1.000,5", "text_not_number"), ("n/a", "text_not_number")])
+def test_text_in_a_number_column_tells_a_decimal_comma_from_other_text(value, code):
+    f = findings.text_not_number("score", "logit", value)
+    assert (f.code, f.context) == (code, {"key": "score", "column": "logit", "value": value})
+    assert findings.text_not_number("label", "y", "x" * 50).context["value"] == "x" * 40
+
+
+def test_text_labels_are_told_apart_by_the_task_and_the_class_names():
+    def code(labels, task="binary", class_names=()):
+        f = findings.text_labels("y", labels, task=task, class_names=class_names)
+        return f and f.code
+
+    assert code([]) is None
+    assert code(["yes", "no"]) == "text_labels_binary" and code(["a", "b", "c"]) == "text_labels_not_binary"
+    assert code(["bird", "cat"], task="multiclass") == "class_name_labels"
+    assert code(["bird"], task="multiclass", class_names=["cat", "dog"]) == "labels_not_in_class_names"
+    f = findings.text_labels("y", ["yes", "no"], task="binary", class_names=())
+    assert f.context == {"label": "y", "labels": ["no", "yes"], "reversed": ["yes", "no"], "positive": "no"}
+    many = [f"c{i:02}" for i in range(findings.LABELS_SHOWN + 1)]
+    assert findings.text_labels("y", many, task="multiclass", class_names=()).context["names"] == many[:-1]
