@@ -23,22 +23,20 @@ from pydantic_core import PydanticCustomError
 from ctcalc_spark.core.days import parse_day
 from ctcalc_spark.errors import ConfigError
 
-Task = Literal["binary", "regression", "multiclass"]
-TASKS = typing.get_args(Task)
-InputFormat = Literal["parquet", "json", "csv", "orc", "avro", "delta", "iceberg"]
 STREAM_FORMATS = ("parquet", "json", "csv")  # the formats of files landing in stream.path
-# ---- the field types: pydantic checks a YAML value against them (build_config) -----------------------------
-# Strings take numbers as text (a column named 2024), floats take '1e-9' (YAML 1.1 reads it as a string), bools
-# only true/false; every section refuses unknown keys.
+
+# ---- the field types: pydantic checks a YAML value against them (build_config) ----------------------------------
+# Every section refuses unknown keys; text takes numbers (a column named 2024); numbers take no inf or nan.
 PYDANTIC = ConfigDict(extra="forbid", coerce_numbers_to_str=True, allow_inf_nan=False)
 _T = TypeVar("_T")
 Section = Annotated[_T, BeforeValidator(lambda v: {} if v is None else v)]
-"""A nested section: null (a section with every line commented out) is its defaults."""
+"""A nested section or a mapping: null (every line under it commented out) is its defaults."""
 Names = Annotated[tuple[str, ...], BeforeValidator(lambda v: () if v is None else v)]
 Settings = Annotated[dict[str, str], BeforeValidator(
     lambda v: {} if v is None else {k: str(x).lower() if isinstance(x, bool) else x for k, x in v.items()}
-    if isinstance(v, Mapping) else v), Field(description="Write a mapping of settings, each one value: text, a number or true/false.")]
-"""Settings passed on as text (Spark, reader, storage options): numbers and true/false as text."""
+    if isinstance(v, Mapping) else v), Field(description="Write a mapping of settings, each one value: text, a "
+                                                         "number or true/false.")]
+"""Settings passed on as text (Spark, reader, storage options): numbers and true/false too."""
 LocalPath = Annotated[str, AfterValidator(os.path.expanduser)]
 """A local path or URI: a leading ``~`` is the home folder, as in a shell."""
 
@@ -59,6 +57,7 @@ MaxAbsLogit = Annotated[Number, Field(gt=0, le=1e9, description="50 flags logits
 
 
 def _internal(value: Any) -> Any:
+    """A field the config cannot set: given, it is an unknown key."""
     raise PydanticCustomError("unexpected_keyword_argument", "Unexpected keyword argument")
 
 
@@ -246,8 +245,8 @@ class InputConfig:
         "'/data/{exports_a,exports_b}' (Spark reads every match as one table), or, when each folder holds one "
         "model's scores, input.model_paths: {model: folder, ...}."))] = None
     table: str | None = None
-    format: Annotated[InputFormat, Field(description="Any other source can be registered as a table and read with "
-                                                     "'input.table'.")] = "parquet"
+    format: Annotated[Literal["parquet", "json", "csv", "orc", "avro", "delta", "iceberg"], Field(
+        description="Any other source can be registered as a table and read with 'input.table'.")] = "parquet"
     options: Settings = field(default_factory=dict)
     """Reader options passed to ``spark.read.options(...)`` (CSV: ``sep``, ``inferSchema``, ...). A CSV's first line
     is read as its header unless they say ``header: "false"`` (as ``ctcalc score`` and a CSV stream read it)."""
@@ -499,7 +498,7 @@ class JobConfig:
     """Top-level configuration of every job."""
 
     __pydantic_config__ = PYDANTIC
-    task: Task = "binary"
+    task: Literal["binary", "regression", "multiclass"] = "binary"
     input: Section[InputConfig] = field(default_factory=InputConfig)
     columns: Section[ColumnsConfig] = field(default_factory=ColumnsConfig)
     split: Section[SplitConfig] = field(default_factory=SplitConfig)
@@ -772,9 +771,9 @@ def _validate_column_names(cfg: JobConfig) -> None:
 # ---- building: pydantic checks a mapping against the field types; its first problem is one ConfigError ---------
 
 _FIXES = {
-    "float_parsing": "Write numbers like 0.1, 1e-9 or 1.0e-9.", "float_type": "Write numbers like 0.1, 1e-9 or 1.0e-9.",
+    **dict.fromkeys(("float_parsing", "float_type"), "Write numbers like 0.1, 1e-9 or 1.0e-9."),
     "number_type": "Write a number like 8, 0.1 or 1e-9.",
-    "int_parsing": "Write a whole number.", "int_from_float": "Write a whole number.", "int_type": "Write a whole number.",
+    **dict.fromkeys(("int_parsing", "int_from_float", "int_type"), "Write a whole number."),
     "bool_type": "Write true or false.", "string_type": "Quote it in YAML if it is meant as text.",
     "tuple_type": "Write a list: [{value}] (YAML) or --set {key}=[{value}].",
     "dict_type": "Write a mapping of names to values: {{name: value}}.",
@@ -797,14 +796,6 @@ def _field_at(cls: type, loc: Sequence[Any]) -> tuple[type, Any]:
     return cls, hint
 
 
-def _unknown_keys(cls: type, where: str, keys: list[str]) -> ConfigError:
-    known = sorted(f.name for f in dataclasses.fields(cls) if not f.metadata.get("internal"))
-    close = {k: m[0] for k in keys if (m := difflib.get_close_matches(k.rsplit(".", 1)[-1], known, n=1, cutoff=0.6))}
-    meant = [f"'{where}{m}'" + (f" for '{k}'" if len(keys) > 1 else "") for k, m in close.items()]
-    return ConfigError(f"Unknown config key(s) {keys}; known keys here: {known}."
-                       + (f" Did you mean {', '.join(meant)}?" if meant else ""))
-
-
 def _key(where: str, loc: Sequence[Any]) -> str:
     """The key path ``where`` + ``loc`` names: 'columns.slices[0]'."""
     return (where.rstrip(".") + "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in loc)).lstrip(".")
@@ -819,7 +810,11 @@ def config_error(cls: type, error: ValidationError, where: str = "") -> ConfigEr
     if unknown:
         section = unknown[0]["loc"][:-1]
         keys = sorted(_key(where, p["loc"]) for p in unknown if p["loc"][:-1] == section)
-        return _unknown_keys(_field_at(cls, section)[0], (_key(where, section) + ".").lstrip("."), keys)
+        known = sorted(f.name for f in dataclasses.fields(_field_at(cls, section)[0]) if not f.metadata.get("internal"))
+        close = {k: m[0] for k in keys if (m := difflib.get_close_matches(k.rsplit(".", 1)[-1], known, cutoff=0.6))}
+        meant = [f"'{_key(where, (*section, m))}'" + (f" for '{k}'" if len(keys) > 1 else "") for k, m in close.items()]
+        return ConfigError(f"Unknown config key(s) {keys}; known keys here: {known}."
+                           + (f" Did you mean {', '.join(meant)}?" if meant else ""))
     first = problems[0]
     if isinstance((first.get("ctx") or {}).get("error"), ConfigError):
         return typing.cast(ConfigError, first["ctx"]["error"])

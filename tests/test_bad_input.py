@@ -66,7 +66,8 @@ def _write_files(path, frames):
     ("spark.conf", {"spark.driver.memory": "zz"}, ("'spark.conf.spark.driver.memory' must be a JVM memory size",)),
     # several folders as a list: the glob that reads them (it said only to quote the value)
     ("input.path", ["a", "b"], ("'input.path' got ['a', 'b'] (list): ", "It is one path (a file, a folder or a glob): "
-                                "for several folders give a glob that matches them, e.g. '/data/{exports_a,exports_b}'")),
+                                "for several folders give a glob that matches them, e.g. "
+                                "'/data/{exports_a,exports_b}'")),
     ("stream.path", ["a", "b"], ("got ['a', 'b'] (list): ", "A stream watches one folder: land every file there.")),
 ])
 def test_config_values_of_the_wrong_type_name_the_key_the_value_and_the_fix(tmp_path, key, value, messages):
