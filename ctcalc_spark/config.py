@@ -16,8 +16,7 @@ from pathlib import Path
 from typing import Annotated, Any, Literal, Mapping, Sequence, TypeVar
 
 import yaml
-from pydantic import (AfterValidator, BeforeValidator, ConfigDict, Field, StrictBool, TypeAdapter,
-                      ValidationError, WrapValidator)
+from pydantic import AfterValidator, BeforeValidator, ConfigDict, Field, StrictBool, ValidationError, WrapValidator
 from pydantic_core import PydanticCustomError
 
 from ctcalc_spark.core.days import parse_day
@@ -829,7 +828,9 @@ def config_error(cls: type, error: ValidationError, where: str = "") -> ConfigEr
 
 
 @functools.cache
-def _adapter(cls: type) -> TypeAdapter[Any]:
+def _adapter(cls: type) -> Any:
+    from pydantic import TypeAdapter  # its import (pydantic.main) waits for the first config built
+
     return TypeAdapter(cls)
 
 
