@@ -7,27 +7,59 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import difflib
-import math
+import functools
 import os
 import re
-import types
 import typing
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping, Sequence, get_type_hints
+from typing import Annotated, Any, Literal, Mapping, Sequence, TypeVar
 
 import yaml
+from pydantic import AfterValidator, BeforeValidator, ConfigDict, Field, StrictBool, ValidationError, WrapValidator
+from pydantic_core import PydanticCustomError
 
 from ctcalc_spark.core.days import parse_day
 from ctcalc_spark.errors import ConfigError
 
-TASKS = ("binary", "regression", "multiclass")
-
-
-INPUT_FORMATS = ("parquet", "json", "csv", "orc", "avro", "delta", "iceberg")
 STREAM_FORMATS = ("parquet", "json", "csv")  # the formats of files landing in stream.path
-KAFKA_FORMATS = ("json", "csv")  # how a Kafka message's value holds its row
-DUPLICATE_MODES = ("ignore", "count", "error")
+
+# ---- the field types: pydantic checks a YAML value against them (build_config) ----------------------------------
+# Every section refuses unknown keys; text takes numbers (a column named 2024); numbers take no inf or nan.
+PYDANTIC = ConfigDict(extra="forbid", coerce_numbers_to_str=True, allow_inf_nan=False)
+_T = TypeVar("_T")
+Section = Annotated[_T, BeforeValidator(lambda v: {} if v is None else v)]
+"""A nested section or a mapping: null (every line under it commented out) is its defaults."""
+Names = Annotated[tuple[str, ...], BeforeValidator(lambda v: () if v is None else v)]
+Settings = Annotated[dict[str, str], BeforeValidator(
+    lambda v: {} if v is None else {k: str(x).lower() if isinstance(x, bool) else x for k, x in v.items()}
+    if isinstance(v, Mapping) else v), Field(description="Write a mapping of settings, each one value: text, a "
+                                                         "number or true/false.")]
+"""Settings passed on as text (Spark, reader, storage options): numbers and true/false too."""
+LocalPath = Annotated[str, AfterValidator(os.path.expanduser)]
+"""A local path or URI: a leading ``~`` is the home folder, as in a shell."""
+
+
+def _number(value: Any) -> Any:
+    """A YAML number: true/false is not one; '1e6' is (YAML 1.1 reads an exponent without a dot as text)."""
+    if isinstance(value, bool):
+        raise PydanticCustomError("number_type", "Input should be a number, not true or false")
+    return float(value) if isinstance(value, str) and re.fullmatch(r"\s*[-+]?\d+[eE][-+]?\d+\s*", value) else value
+
+
+Whole = Annotated[int, BeforeValidator(_number)]
+Number = Annotated[float, BeforeValidator(_number)]
+Positive = Annotated[Whole, Field(ge=1)]
+MaxAbsLogit = Annotated[Number, Field(gt=0, le=1e9, description="50 flags logits beyond ±50 (probabilities within "
+                                                                 "2e-22 of 0 or 1).")]
+"""``sanity.max_abs_logit``: logits beyond it are counted."""
+
+
+def _internal(value: Any) -> Any:
+    """A field the config cannot set: given, it is an unknown key."""
+    raise PydanticCustomError("unexpected_keyword_argument", "Unexpected keyword argument")
+
+
 MIN_BIN_WIDTH = 1e-4
 """Finest histogram bin: one group per bin, and the scan packs the bin index into a 64-bit key."""
 
@@ -206,20 +238,25 @@ def _iso_form(text: object) -> str | None:
 class InputConfig:
     """Where the evaluation rows are: a path (``format``, reader ``options``) or a catalog table."""
 
-    path: str | None = None
+    __pydantic_config__ = PYDANTIC
+    path: Annotated[LocalPath | None, Field(description=(
+        "It is one path (a file, a folder or a glob): for several folders give a glob that matches them, e.g. "
+        "'/data/{exports_a,exports_b}' (Spark reads every match as one table), or, when each folder holds one "
+        "model's scores, input.model_paths: {model: folder, ...}."))] = None
     table: str | None = None
-    format: str = "parquet"
-    options: Mapping[str, str] = field(default_factory=dict)
+    format: Annotated[Literal["parquet", "json", "csv", "orc", "avro", "delta", "iceberg"], Field(
+        description="Any other source can be registered as a table and read with 'input.table'.")] = "parquet"
+    options: Settings = field(default_factory=dict)
     """Reader options passed to ``spark.read.options(...)`` (CSV: ``sep``, ``inferSchema``, ...). A CSV's first line
     is read as its header unless they say ``header: "false"`` (as ``ctcalc score`` and a CSV stream read it)."""
-    skip_unreadable_files: bool = False
+    skip_unreadable_files: StrictBool = False
     """Skip files Spark cannot read (corrupt, truncated, other column types: Spark's ``ignoreCorruptFiles``) and
     report which were skipped, instead of failing the run."""
-    model_paths: Mapping[str, str] = field(default_factory=dict)
+    model_paths: Mapping[str, LocalPath] = field(default_factory=dict)
     """One path per model, when each pipeline's scores are a table of their own: ``{baseline: scores/a, candidate:
     scores/b}``. Each is read as ``path`` is (``format``, ``options``, its ``<ds>=<day>`` folders) and their rows are
     one table, the key giving the ``columns.model`` of each path's rows (so the tables have no model column)."""
-    duplicate_ids: str = "ignore"
+    duplicate_ids: Literal["ignore", "count", "error"] = "ignore"
     """Rows sharing (day, model, run, example_id): 'ignore' (not checked, no cost), 'count' (counted and reported,
     one more pass over the ids) or 'error' (counted; any duplicate stops the run)."""
 
@@ -240,8 +277,9 @@ class InputConfig:
 class ColumnsConfig:
     """Names of the input columns (the input contract)."""
 
+    __pydantic_config__ = PYDANTIC
     model: str = "model"
-    run: str = "run"
+    run: Annotated[str, WrapValidator(lambda v, check: v if v is None else check(v))] = "run"
     """The training run (seed) column. Null (YAML ``run: null``) when each model was trained once and the table
     has no such column: every row is then run ``'0'`` (``one_run`` is true; the outputs keep a ``run`` column)."""
     ds: str | None = "ds"
@@ -256,21 +294,23 @@ class ColumnsConfig:
     weight: str | None = None
     example_id: str | None = "example_id"
     split: str | None = None
-    slices: tuple[str, ...] = ()
-    class_logits: tuple[str, ...] = ()
+    slices: Names = ()
+    class_logits: Names = ()
     """Multiclass: one number column per class, class i's logit in the i-th (a CSV cannot hold the array column
     ``logit`` takes); ``logit`` is then not read."""
-    class_probabilities: tuple[str, ...] = ()
+    class_probabilities: Names = ()
     """Multiclass: one column per class holding its predicted probability (e.g. ``predict_proba``'s columns);
     a class's logit is ln(max(p, clip_eps)), so softmax gives back p / Σp. ``logit`` is then not read."""
 
-    class_names: tuple[str, ...] = ()
+    class_names: Names = ()
     """The labels the label column holds, in class order: multiclass, class i is the i-th name (the i-th score
     column or array element), e.g. ``[bird, cat, dog]`` for scikit-learn's sorted ``classes_``; binary, the
     negative class then the positive one (``["<=50K", ">50K"]``). Empty: labels are class indices 0..K-1 (binary
     0/1 or true/false). Matched as text; a number column's labels as numbers (``[1, 2, 3]``)."""
 
-    model_scores: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    model_scores: Annotated[Mapping[str, Names], BeforeValidator(  # one column: one run, as a list of one
+        lambda v: {k: [c] if isinstance(c, (str, int)) and not isinstance(c, bool) else c for k, c in v.items()}
+        if isinstance(v, Mapping) else v)] = field(default_factory=dict)
     """A table with one score column per model (and run) on the same rows, as one scoring job writes it for
     several models: ``{baseline: p_base, candidate: p_cand}``, or a list per model, one column per run (runs 0, 1,
     ... by position): ``{baseline: [p_base_s0, p_base_s1]}``. Each row is read once per column, as that model's
@@ -278,12 +318,12 @@ class ColumnsConfig:
     one column takes its run from the ``run`` column (or ``'0'`` with ``run: null``). The table has no model
     column then."""
 
-    one_run: bool = field(default=False, metadata={"internal": True})
+    one_run: Annotated[bool, BeforeValidator(_internal)] = field(default=False, metadata={"internal": True})
     """Set by ``run: null`` (not a YAML key): the input has no run column and every row is run ``ONE_RUN``. A
     field of the constructor, so ``dataclasses.replace`` keeps it."""
 
     def __post_init__(self) -> None:
-        if self.run is None:  # type: ignore[comparison-overlap] - YAML null, let through by build_config
+        if self.run is None:  # type: ignore[comparison-overlap] - YAML null, let through by the field's validator
             object.__setattr__(self, "run", "run")
             object.__setattr__(self, "one_run", True)
 
@@ -306,9 +346,10 @@ class ColumnsConfig:
 class SplitConfig:
     """Deterministic hash split: a row is val-bias when its salted xxhash64 mod 2^32 < bias_fraction * 2^32."""
 
-    bias_fraction: float = 0.1
+    __pydantic_config__ = PYDANTIC
+    bias_fraction: Annotated[Number, Field(gt=0, lt=1)] = 0.1
     salt: str = "ctcalc"
-    min_bias_rows: int = 0
+    min_bias_rows: Annotated[Whole, Field(ge=0, description="0 = off.")] = 0
     """Groups whose val-bias part has fewer rows get status ``too_few_bias_rows`` and no calibrated value
     (0 = off). docs/your-own-data.md gives the rows needed for c* to within a tolerance."""
 
@@ -322,16 +363,19 @@ class SanityConfig:
     named in a warning (a slice is a segment such as a country; an id column makes a metrics row per value);
     null: no warning."""
 
-    max_abs_logit: float = 50.0
-    on_extreme: str = "warn"
-    max_slice_values: int | None = 1000
+    __pydantic_config__ = PYDANTIC
+    max_abs_logit: MaxAbsLogit = 50.0
+    on_extreme: Literal["warn", "error"] = "warn"
+    max_slice_values: Annotated[Positive | None, Field(description="null: no warning.")] = 1000
 
 
 @dataclass(frozen=True)
 class HistogramConfig:
     """Logit histogram of the binary summaries."""
 
-    bin_width: float = 0.05
+    __pydantic_config__ = PYDANTIC
+    bin_width: Annotated[Number, Field(ge=MIN_BIN_WIDTH, le=0.5, description=(
+        "Finer bins cost memory; docs/evaluate.md gives the histogram's error bound for a bin width."))] = 0.05
 
 
 OUTPUT_TABLES = ("metrics", "summaries", "rolling", "calibrated_exact", "stream_summaries", "stream_counts",
@@ -348,13 +392,14 @@ class OutputConfig:
     exactly the partitions they compute, with Spark's writers.
     """
 
-    path: str = "output"
+    __pydantic_config__ = PYDANTIC
+    path: LocalPath = "output"
     format: str = "parquet"
     """The format of catalog tables the jobs create (path outputs are Delta tables)."""
     database: str | None = None
     table_prefix: str = "ctcalc_"
     tables: Mapping[str, str] = field(default_factory=dict)
-    storage_options: Mapping[str, str] = field(default_factory=dict)
+    storage_options: Settings = field(default_factory=dict)
     """delta-rs storage options for an object-store ``path`` (s3://, gs://, abfss://): credentials, region,
     endpoint. Unset keys come from the usual environment variables (docs/storage.md)."""
     compression: str = "none"
@@ -363,7 +408,7 @@ class OutputConfig:
     """Catalog mode: the folder under which ctcalc creates its missing tables as external tables, one folder per
     table (``<location>/<table name>``, e.g. s3a://bucket/ctcalc/ctcalc_metrics); None: managed tables in the
     database's own location."""
-    table_properties: Mapping[str, str] = field(default_factory=dict)
+    table_properties: Settings = field(default_factory=dict)
     """Catalog mode: ``TBLPROPERTIES`` of the tables ctcalc creates (an owner, a retention class, ...)."""
 
     @property
@@ -375,9 +420,13 @@ class OutputConfig:
 class RollingConfig:
     """Windows for the rolling job: 'day', 'week', 'month' or 'rolling' (last `days` days)."""
 
-    window: str = "day"
-    days: int = 7
-    bias_threshold: float = 0.1
+    __pydantic_config__ = PYDANTIC
+    window: Literal["day", "week", "month", "rolling"] = "day"
+    days: Positive = 7
+    bias_threshold: Number = 0.1
+
+
+_MEMORY = re.compile(r"(?i)^\d+\s*([kmgtp]b?|b)?$")  # a JVM memory size: 2g, 512m, 1024
 
 
 @dataclass(frozen=True)
@@ -390,11 +439,13 @@ class SparkConfig:
     memory, ``spark.sql.catalogImplementation``) must be spark-submit ``--conf`` flags.
     """
 
+    __pydantic_config__ = PYDANTIC
     master: str = "local[2]"
     remote: str | None = None
-    shuffle_partitions: int = 8
-    driver_memory: str = "2g"
-    conf: Mapping[str, str] = field(default_factory=dict)
+    shuffle_partitions: Positive = 8
+    driver_memory: Annotated[str, Field(pattern=_MEMORY.pattern,
+                                        description="Write a JVM memory size like '2g' or '512m'.")] = "2g"
+    conf: Settings = field(default_factory=dict)
     log_level: str | None = None
 
 
@@ -414,49 +465,51 @@ def duration_seconds(text: str, where: str) -> int:
 class StreamConfig:
     """Streaming job (ctcalc_spark/jobs/stream.py): source, event-time windows, watermark, trigger, checkpoint."""
 
-    source: str = "file"
+    __pydantic_config__ = PYDANTIC
+    source: Literal["file", "kafka"] = "file"
     format: str = "parquet"
-    path: str | None = None
+    path: Annotated[LocalPath | None, Field(description="A stream watches one folder: land every file there.")] = None
     schema: str | None = None
-    options: Mapping[str, str] = field(default_factory=dict)
+    options: Settings = field(default_factory=dict)
     """Reader options for the landed files (CSV: ``sep``, ``header``, ``nullValue``, ...; a CSV stream reads a
     header line unless ``header: "false"``)."""
     kafka_bootstrap_servers: str | None = None
     kafka_topic: str | None = None
     kafka_starting_offsets: str = "earliest"
-    kafka_options: Mapping[str, str] = field(default_factory=dict)
+    kafka_options: Settings = field(default_factory=dict)
     """Options passed to Spark's Kafka reader as they are (``kafka.security.protocol``, ``failOnDataLoss``, ...)."""
-    kafka_format: str = "json"
+    kafka_format: Literal["json", "csv"] = "json"
     """How a message's value holds its row: ``json`` (an object of the columns) or ``csv`` (one line, the columns
     of ``stream.schema`` in its order)."""
-    kafka_max_value_bytes: int = 65536
+    kafka_max_value_bytes: Positive = 65536
     """A message value longer than this is quarantined unparsed (a scored row is a few hundred bytes)."""
     event_time: str = "event_time"
     window: str = "1 hour"
     watermark: str = "10 minutes"
     trigger: str = "30 seconds"
-    checkpoint: str | None = None
-    max_files_per_trigger: int | None = None
-    max_offsets_per_trigger: int | None = None
+    checkpoint: LocalPath | None = None
+    max_files_per_trigger: Positive | None = None
+    max_offsets_per_trigger: Positive | None = None
 
 
 @dataclass(frozen=True)
 class JobConfig:
     """Top-level configuration of every job."""
 
-    task: str = "binary"
-    input: InputConfig = field(default_factory=InputConfig)
-    columns: ColumnsConfig = field(default_factory=ColumnsConfig)
-    split: SplitConfig = field(default_factory=SplitConfig)
-    histogram: HistogramConfig = field(default_factory=HistogramConfig)
-    output: OutputConfig = field(default_factory=OutputConfig)
-    rolling: RollingConfig = field(default_factory=RollingConfig)
-    spark: SparkConfig = field(default_factory=SparkConfig)
-    stream: StreamConfig = field(default_factory=StreamConfig)
-    sanity: SanityConfig = field(default_factory=SanityConfig)
-    clip_eps: float = 1e-15
-    on_invalid: str = "error"
-    max_bias_rows_multiclass: int = 2_000_000
+    __pydantic_config__ = PYDANTIC
+    task: Literal["binary", "regression", "multiclass"] = "binary"
+    input: Section[InputConfig] = field(default_factory=InputConfig)
+    columns: Section[ColumnsConfig] = field(default_factory=ColumnsConfig)
+    split: Section[SplitConfig] = field(default_factory=SplitConfig)
+    histogram: Section[HistogramConfig] = field(default_factory=HistogramConfig)
+    output: Section[OutputConfig] = field(default_factory=OutputConfig)
+    rolling: Section[RollingConfig] = field(default_factory=RollingConfig)
+    spark: Section[SparkConfig] = field(default_factory=SparkConfig)
+    stream: Section[StreamConfig] = field(default_factory=StreamConfig)
+    sanity: Section[SanityConfig] = field(default_factory=SanityConfig)
+    clip_eps: Annotated[Number, Field(gt=0, lt=1e-3)] = 1e-15
+    on_invalid: Literal["error", "drop"] = "error"
+    max_bias_rows_multiclass: Whole = 2_000_000
 
     def __post_init__(self) -> None:
         _validate(self)
@@ -516,8 +569,6 @@ def _validate_model_scores(cfg: JobConfig) -> None:
 
 
 def _validate(cfg: JobConfig) -> None:
-    if cfg.task not in TASKS:
-        raise ConfigError(f"'task' must be one of {list(TASKS)}, got {cfg.task!r}.")
     given = cfg.input.sources()
     if len(given) > 1:
         raise ConfigError("Set one of 'input.path' (a file or folder), 'input.table' (a metastore table) or "
@@ -528,12 +579,6 @@ def _validate(cfg: JobConfig) -> None:
             raise ConfigError("'input.model_paths' maps each model's name to the path of its scores, e.g. "
                               f"{{baseline: scores/baseline, candidate: scores/candidate}}; got {name!r}: {path!r}.")
     _validate_model_scores(cfg)
-    if cfg.input.format not in INPUT_FORMATS:
-        raise ConfigError(f"'input.format' must be one of {list(INPUT_FORMATS)}, got {cfg.input.format!r}; "
-                          "any other source can be registered as a table and read with 'input.table'.")
-    if cfg.input.duplicate_ids not in DUPLICATE_MODES:
-        raise ConfigError(f"'input.duplicate_ids' must be one of {list(DUPLICATE_MODES)}, "
-                          f"got {cfg.input.duplicate_ids!r}.")
     if cfg.input.skip_unreadable_files and cfg.input.table is not None:
         raise ConfigError("'input.skip_unreadable_files' works with 'input.path'; for a table set the Spark setting "
                           "spark.sql.files.ignoreCorruptFiles: true under 'spark.conf' (skipped files are not listed).")
@@ -543,23 +588,6 @@ def _validate(cfg: JobConfig) -> None:
     _validate_output(cfg.output)
     _validate_spark(cfg.spark)
     _validate_column_names(cfg)
-    if not 0.0 < cfg.split.bias_fraction < 1.0:
-        raise ConfigError(f"'split.bias_fraction' must be in (0, 1), got {cfg.split.bias_fraction}.")
-    if isinstance(cfg.split.min_bias_rows, bool) or not isinstance(cfg.split.min_bias_rows, int) \
-            or cfg.split.min_bias_rows < 0:
-        raise ConfigError(f"'split.min_bias_rows' must be an integer >= 0 (0 = off), got {cfg.split.min_bias_rows!r}.")
-    _validate_sanity(cfg.sanity)
-    if not MIN_BIN_WIDTH <= cfg.histogram.bin_width <= 0.5:
-        raise ConfigError(f"'histogram.bin_width' must be in [{MIN_BIN_WIDTH:g}, 0.5], got {cfg.histogram.bin_width:g} "
-                          "(finer bins cost memory; docs/evaluate.md gives the histogram's error bound for a bin width).")
-    if cfg.on_invalid not in ("error", "drop"):
-        raise ConfigError(f"'on_invalid' must be 'error' or 'drop', got {cfg.on_invalid!r}.")
-    if not 0.0 < cfg.clip_eps < 1e-3:
-        raise ConfigError(f"'clip_eps' must be in (0, 1e-3), got {cfg.clip_eps}.")
-    if cfg.rolling.window not in ("day", "week", "month", "rolling"):
-        raise ConfigError(f"'rolling.window' must be day/week/month/rolling, got {cfg.rolling.window!r}.")
-    if cfg.rolling.days < 1:
-        raise ConfigError(f"'rolling.days' must be >= 1, got {cfg.rolling.days}.")
     c = cfg.columns
     if cfg.task == "binary" and c.logit is None and c.prediction is None:
         raise ConfigError("A binary task needs 'columns.logit' or 'columns.prediction'.")
@@ -608,22 +636,6 @@ def _validate(cfg: JobConfig) -> None:
     validate_ds_format(cfg.columns.ds_format)
 
 
-def check_max_abs_logit(limit: Any) -> None:
-    """ConfigError unless ``sanity.max_abs_logit`` is a number in (0, 1e9]."""
-    if isinstance(limit, bool) or not isinstance(limit, (int, float)) or not 0.0 < float(limit) <= 1e9:
-        raise ConfigError(f"'sanity.max_abs_logit' must be a number in (0, 1e9], got {limit!r}; 50 flags logits "
-                          "beyond ±50 (probabilities within 2e-22 of 0 or 1).")
-
-
-def _validate_sanity(s: SanityConfig) -> None:
-    check_max_abs_logit(s.max_abs_logit)
-    if s.on_extreme not in ("warn", "error"):
-        raise ConfigError(f"'sanity.on_extreme' must be 'warn' or 'error', got {s.on_extreme!r}.")
-    if s.max_slice_values is not None and s.max_slice_values < 1:
-        raise ConfigError(f"'sanity.max_slice_values' must be an integer >= 1, or null for no warning, got "
-                          f"{s.max_slice_values!r}.")
-
-
 def _validate_output(o: OutputConfig) -> None:
     unknown = sorted(set(o.tables) - set(OUTPUT_TABLES))
     if unknown:
@@ -642,9 +654,6 @@ def _validate_output(o: OutputConfig) -> None:
                               "needs a table of its own (their rows have other columns). Give one of them another "
                               "name.")
         seen[key] = table
-    bad = [k for k, v in o.storage_options.items() if not isinstance(v, str)]
-    if bad:
-        raise ConfigError(f"'output.storage_options' values must be strings (quote them in YAML), got {bad}.")
     if (o.location or o.table_properties) and not o.catalog:
         raise ConfigError("'output.location' and 'output.table_properties' describe the catalog tables ctcalc "
                           "creates; set 'output.database' (or 'output.tables') too, or leave them out for output "
@@ -675,15 +684,11 @@ def codec_options(output: OutputConfig) -> dict[str, str]:
 
 
 def _validate_stream(s: StreamConfig) -> None:
-    if s.source not in ("file", "kafka"):
-        raise ConfigError(f"'stream.source' must be 'file' or 'kafka', got {s.source!r}.")
     if s.source == "file" and s.format not in STREAM_FORMATS:
         raise ConfigError(f"'stream.format' must be one of {list(STREAM_FORMATS)} for a file source, got "
                           f"{s.format!r}.")
     if s.source == "kafka" and not (s.kafka_bootstrap_servers and s.kafka_topic):
         raise ConfigError("A Kafka stream needs 'stream.kafka_bootstrap_servers' and 'stream.kafka_topic'.")
-    if s.kafka_format not in KAFKA_FORMATS:
-        raise ConfigError(f"'stream.kafka_format' must be one of {list(KAFKA_FORMATS)}, got {s.kafka_format!r}.")
     if s.source == "kafka" and s.kafka_format == "csv" and not s.schema:
         raise ConfigError("A Kafka stream of CSV lines needs 'stream.schema': the line's columns in their order as "
                           "DDL, e.g. 'model STRING, run STRING, label DOUBLE, logit DOUBLE, example_id STRING, "
@@ -692,18 +697,9 @@ def _validate_stream(s: StreamConfig) -> None:
     duration_seconds(s.watermark, "stream.watermark")
     if s.trigger not in ("availableNow", "once"):
         duration_seconds(s.trigger, "stream.trigger")
-    for name in ("max_files_per_trigger", "max_offsets_per_trigger", "kafka_max_value_bytes"):
-        value = getattr(s, name)
-        if value is not None and (not isinstance(value, int) or value < 1):
-            raise ConfigError(f"'stream.{name}' must be a positive integer, got {value!r}.")
 
 
 def _validate_spark(s: SparkConfig) -> None:
-    if s.shuffle_partitions < 1:
-        raise ConfigError(f"'spark.shuffle_partitions' must be an integer >= 1, got {s.shuffle_partitions!r}.")
-    if not _MEMORY.match(s.driver_memory):
-        raise ConfigError(f"'spark.driver_memory' must be a JVM memory size like '2g' or '512m', "
-                          f"got {s.driver_memory!r}.")
     if s.remote is None and not _MASTER.match(s.master):
         raise ConfigError(f"'spark.master' must be a Spark master URL: local, local[N], local[*], spark://HOST:PORT, "
                           f"yarn or k8s://URL, got {s.master!r}.")
@@ -721,7 +717,6 @@ def _validate_spark(s: SparkConfig) -> None:
             raise ConfigError(f"'spark.conf.{name}' must be {what}, got {value!r}.")
 
 
-_MEMORY = re.compile(r"^\d+\s*([kmgtp]b?|b)?$", re.IGNORECASE)
 _MASTER = re.compile(r"^(local(\[(\d+|\*)(,\s*\d+)?\])?|local-cluster\[.+\]|yarn|spark://.+|k8s://.+)$")
 _CHECKED_SPARK_CONF = {
     "spark.sql.shuffle.partitions": (re.compile(r"^[1-9]\d*$"), "an integer >= 1"),
@@ -772,128 +767,85 @@ def _validate_column_names(cfg: JobConfig) -> None:
             )
 
 
-# ---- building: YAML values checked against the field types --------------------------------------------------
+# ---- building: pydantic checks a mapping against the field types; its first problem is one ConfigError ---------
 
-def _bad_type(key: str, value: Any, expected: str, hint: str = "") -> ConfigError:
-    kind = "null" if value is None else type(value).__name__
-    return ConfigError(f"'{key}' must be {expected}, got {value!r} ({kind}).{hint}")
-
-
-def _number(value: Any) -> float | None:
-    """A YAML number, or a string that reads as one ('1e-9': YAML 1.1 reads exponents without a dot as strings)."""
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, (int, float)):
-        return float(value)
-    if isinstance(value, str):
-        try:
-            return float(value.strip())
-        except ValueError:
-            return None
-    return None
+_FIXES = {
+    **dict.fromkeys(("float_parsing", "float_type"), "Write numbers like 0.1, 1e-9 or 1.0e-9."),
+    "number_type": "Write a number like 8, 0.1 or 1e-9.",
+    **dict.fromkeys(("int_parsing", "int_from_float", "int_type"), "Write a whole number."),
+    "bool_type": "Write true or false.", "string_type": "Quote it in YAML if it is meant as text.",
+    "tuple_type": "Write a list: [{value}] (YAML) or --set {key}=[{value}].",
+    "dict_type": "Write a mapping of names to values: {{name: value}}.",
+    "dataclass_type": "Write the section as a mapping of its keys: {{key: value}}.",
+}
+"""The fix a message gives for a pydantic error type, when the field's description has none."""
 
 
-def _coerce(hint: Any, value: Any, key: str) -> Any:
-    """``value`` checked against the field type ``hint`` and converted to it; a ConfigError names the key if not."""
-    origin, args = typing.get_origin(hint), typing.get_args(hint)
-    if origin in (typing.Union, types.UnionType):
-        rest = [a for a in args if a is not type(None)]
-        if value is None and len(rest) < len(args):
-            return None
-        return _coerce(rest[0], value, key) if len(rest) == 1 else value
-    if hint is bool:
-        if not isinstance(value, bool):
-            raise _bad_type(key, value, "true or false")
-        return value
-    if hint is int:
-        number = _number(value)
-        if number is None or not math.isfinite(number) or not number.is_integer():
-            raise _bad_type(key, value, "an integer")
-        return int(number)
-    if hint is float:
-        number = _number(value)
-        if number is None or not math.isfinite(number):
-            raise _bad_type(key, value, "a finite number", " Write numbers like 0.1, 1e-9 or 1.0e-9.")
-        return number
-    if hint is str:
-        if isinstance(value, int) and not isinstance(value, bool):
-            return str(value)
-        if not isinstance(value, str):
-            raise _bad_type(key, value, "a string", _LIST_OF_PATHS.get(key, "") if isinstance(value, list) else
-                            " Quote it in YAML if it is meant as text.")
-        return value
-    if origin is tuple:
-        if value is None:
-            return ()
-        if not isinstance(value, (list, tuple)):
-            got = f"the string {value!r}" if isinstance(value, str) else f"{value!r} ({type(value).__name__})"
-            raise ConfigError(f"'{key}' must be a list, got {got}; write [{value}] (YAML) or --set {key}=[{value}].")
-        if args[-1:] == (Ellipsis,):
-            return tuple(_coerce(args[0], v, f"{key}[{i}]") for i, v in enumerate(value))
-        return tuple(value)
-    if isinstance(origin, type) and issubclass(origin, Mapping):
-        if value is None:
-            return {}
-        if not isinstance(value, Mapping):
-            raise _bad_type(key, value, "a mapping of names to values")
-        if args[1:] != (str,):
-            return {k: _coerce(args[1], v, f"{key}.{k}") for k, v in value.items()} if args else dict(value)
-        out: dict[str, str] = {}
-        for k, v in value.items():  # settings passed on as text (Spark options, reader options)
-            if v is None or isinstance(v, (Mapping, list, tuple)):
-                raise _bad_type(f"{key}.{k}", v, "a single value (text, number or true/false)")
-            out[str(k)] = ("true" if v else "false") if isinstance(v, bool) else str(v)
-        return out
-    return value
+def _field_at(cls: type, loc: Sequence[Any]) -> tuple[type, Any]:
+    """The section (dataclass) that holds the key ``loc`` leads to, and that key's type (Annotated kept)."""
+    hint: Any = cls
+    for name in loc:
+        if not dataclasses.is_dataclass(cls) or not isinstance(name, str):
+            break
+        hint = typing.get_type_hints(cls, include_extras=True).get(name)
+        inner = typing.get_args(hint)[0] if typing.get_origin(hint) is Annotated else hint
+        if not dataclasses.is_dataclass(inner):
+            return cls, hint
+        cls = typing.cast(type, inner)
+    return cls, hint
 
 
-def build_config(cls: type, data: Mapping[str, Any], where: str) -> Any:
-    """The config dataclass ``cls`` from a mapping (from YAML): nested sections built the same way, values
-    coerced to the field types, unknown keys refused (the known ones listed). ``where``: the key path of ``data``
-    (``"columns."``; ``""`` at the root), which the errors name."""
-    if not isinstance(data, Mapping):
-        raise ConfigError(f"'{where.rstrip('.') or 'config'}' must be a mapping, got {data!r} ({type(data).__name__}).")
-    hints = get_type_hints(cls)
-    known = {f.name for f in dataclasses.fields(cls) if not f.metadata.get("internal")}
-    unknown = sorted(set(data) - known, key=str)
+def _key(where: str, loc: Sequence[Any]) -> str:
+    """The key path ``where`` + ``loc`` names: 'columns.slices[0]'."""
+    return (where.rstrip(".") + "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in loc)).lstrip(".")
+
+
+def config_error(cls: type, error: ValidationError, where: str = "") -> ConfigError:
+    """pydantic's first problem with a ``cls`` mapping as one ConfigError: the key path, the value given,
+    pydantic's message and the fix (the field's description, else :data:`_FIXES`); unknown keys of one section
+    together, with the likely key; a cross-field rule's ConfigError as it is."""
+    problems = error.errors()
+    unknown = [p for p in problems if p["type"] == "unexpected_keyword_argument"]
     if unknown:
-        close = {k: m[0] for k in unknown if (m := difflib.get_close_matches(str(k), sorted(known), n=1, cutoff=0.6))}
-        meant = [f"'{where}{m}'" + (f" for '{where}{k}'" if len(unknown) > 1 else "") for k, m in close.items()]
-        raise ConfigError(f"Unknown config key(s) {[f'{where}{k}' for k in unknown]}; known keys here: {sorted(known)}."
-                          + (f" Did you mean {', '.join(meant)}?" if meant else ""))
-    kwargs: dict[str, Any] = {}
-    for name, value in data.items():
-        hint = hints[name]
-        if value is None and f"{where}{name}" in NULL_MEANS_ABSENT:
-            kwargs[name] = None
-            continue
-        if name == "model_scores" and isinstance(value, Mapping):  # one column: one run, as a list of one
-            value = {k: [v] if isinstance(v, (str, int)) and not isinstance(v, bool) else v for k, v in value.items()}
-        if dataclasses.is_dataclass(hint):
-            kwargs[name] = build_config(hint, value or {}, f"{where}{name}.")
-        else:
-            kwargs[name] = _coerce(hint, value, f"{where}{name}")
-            if name in PATH_KEYS and isinstance(kwargs[name], str) and kwargs[name].startswith("~"):
-                kwargs[name] = os.path.expanduser(kwargs[name])
-            if name == "model_paths":
-                kwargs[name] = {k: os.path.expanduser(v) for k, v in kwargs[name].items()}
-            if name == "model_scores":
-                kwargs[name] = {str(k): v for k, v in kwargs[name].items()}
+        section = unknown[0]["loc"][:-1]
+        keys = sorted(_key(where, p["loc"]) for p in unknown if p["loc"][:-1] == section)
+        known = sorted(f.name for f in dataclasses.fields(_field_at(cls, section)[0]) if not f.metadata.get("internal"))
+        close = {k: m[0] for k in keys if (m := difflib.get_close_matches(k.rsplit(".", 1)[-1], known, cutoff=0.6))}
+        meant = [f"'{_key(where, (*section, m))}'" + (f" for '{k}'" if len(keys) > 1 else "") for k, m in close.items()]
+        return ConfigError(f"Unknown config key(s) {keys}; known keys here: {known}."
+                           + (f" Did you mean {', '.join(meant)}?" if meant else ""))
+    first = problems[0]
+    if isinstance((first.get("ctx") or {}).get("error"), ConfigError):
+        return typing.cast(ConfigError, first["ctx"]["error"])
+    key = _key(where, first["loc"])
+    value = first["input"]
+    hint = next((m.description for m in getattr(_field_at(cls, first["loc"])[1], "__metadata__", ())
+                 if getattr(m, "description", None)), None)
+    fix = hint or _FIXES.get(first["type"], "").format(key=key, value=value)
+    more = f" ({len(problems) - 1} more problem(s) after it.)" if len(problems) > 1 else ""
+    kind = "null" if value is None else type(value).__name__
+    return ConfigError(f"'{key or 'config'}' got {value!r} ({kind}): {first['msg']}. {fix}".rstrip() + more)
+
+
+@functools.cache
+def _adapter(cls: type) -> Any:
+    from pydantic import TypeAdapter  # its import (pydantic.main) waits for the first config built
+
+    return TypeAdapter(cls)
+
+
+def build_config(cls: type, data: Mapping[str, Any], where: str = "") -> Any:
+    """The config dataclass ``cls`` from a mapping (from YAML), checked by pydantic against its field types
+    (nested sections too, unknown keys refused), then its cross-field rules (``__post_init__``). ``where``: the key
+    path of ``data`` (``"columns."``; ``""`` at the root), which the errors name."""
     try:
-        return cls(**kwargs)
-    except TypeError as e:
-        raise ConfigError(f"Invalid config section '{where or 'root'}': {e}") from e
+        return _adapter(cls).validate_python(data)
+    except ValidationError as e:
+        raise config_error(cls, e, where) from None
 
-
-NULL_MEANS_ABSENT = frozenset({"columns.run"})
-"""Keys of a column name whose null says the input has no such column (the dataclass fills in what stands for it)."""
 
 ONE_RUN = "0"
 """The run of every row when the input has no run column (``columns.run: null``)."""
-
-PATH_KEYS = frozenset({"path", "checkpoint", "models_dir"})
-"""Config keys holding a local path or URI: a leading ``~`` is the home folder, as in a shell."""
-
 
 def config_from_dict(data: Mapping[str, Any]) -> JobConfig:
     """Validate a nested mapping (as read from YAML) into a JobConfig."""
@@ -909,15 +861,6 @@ def read_yaml(path: str | Path, overrides: Mapping[str, Any] | None = None, *, e
         raise ConfigError(f"Config file {str(p)!r} is a folder; give the YAML file in it (see {example}).")
     data = parse_yaml(yaml_text(p.read_bytes(), f"Config file {str(p)!r}"), f"Config file {str(p)!r}")
     return apply_overrides({} if data is None else data, overrides)
-
-
-_LIST_OF_PATHS = {
-    "input.path": " It is one path (a file, a folder or a glob): for several folders give a glob that matches them, "
-                  "e.g. '/data/{exports_a,exports_b}' (Spark reads every match as one table), or, when each folder "
-                  "holds one model's scores, input.model_paths: {model: folder, ...}.",
-    "stream.path": " A stream watches one folder: land every file there.",
-}
-"""What a list given for a path key gets: the way to read several."""
 
 
 def yaml_text(data: bytes, what: str) -> str:

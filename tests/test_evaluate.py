@@ -1341,7 +1341,7 @@ def test_model_scores_mistakes_are_named(spark, demo_config, tmp_path):
             ({"model_scores": {"a": "pa", "b": "pa"}}, r"names the column\(s\) \['pa'\] more than once"),
             ({"model_scores": {"a": "logit"}}, r"names 'logit', which is also the name the stacked rows' score"),
             ({"model_scores": {"a": []}}, r"maps each model's name to its score column"),
-            ({"model_scores": "pa"}, r"'columns\.model_scores' must be a mapping")):
+            ({"model_scores": "pa"}, r"'columns\.model_scores' got 'pa' \(str\): .* Write a mapping")):
         with pytest.raises(ConfigError, match=message):
             demo_config(columns={"model_scores": {"a": "pa", "b": "pb"}, **columns})
     with pytest.raises(ConfigError, match=r"not both"):

@@ -18,11 +18,12 @@ import dataclasses
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Mapping
+from typing import TYPE_CHECKING, Annotated, Any, Callable, Mapping
 
 import pandas as pd
+from pydantic import Field, StrictBool
 
-from ctcalc_spark.config import SparkConfig, build_config, read_yaml
+from ctcalc_spark.config import PYDANTIC, Number, Section, SparkConfig, Whole, build_config, read_yaml
 from ctcalc_spark.errors import ConfigError
 from ctcalc_spark.upstream.config import EncodingConfig, TableColumns, TableSource, check_ds_value
 
@@ -40,17 +41,18 @@ class DataConfig:
     one feature) are then required, ``encoding`` applies, and the synthetic keys are ignored.
     """
 
-    n_train: int = 40_000
-    n_eval: int = 40_000
-    eval_days: int = 1
-    seed: int = 0
-    world_seed: int = 0
-    base_rate: float = 0.15
+    __pydantic_config__ = PYDANTIC
+    n_train: Whole = 40_000
+    n_eval: Whole = 40_000
+    eval_days: Whole = 1
+    seed: Whole = 0
+    world_seed: Whole = 0
+    base_rate: Number = 0.15
     start_ds: str = "2026-11-01"
-    train_table: TableSource = field(default_factory=TableSource)
-    eval_table: TableSource = field(default_factory=TableSource)
-    columns: TableColumns = field(default_factory=TableColumns)
-    encoding: EncodingConfig = field(default_factory=EncodingConfig)
+    train_table: Section[TableSource] = field(default_factory=TableSource)
+    eval_table: Section[TableSource] = field(default_factory=TableSource)
+    columns: Section[TableColumns] = field(default_factory=TableColumns)
+    encoding: Section[EncodingConfig] = field(default_factory=EncodingConfig)
     ds: str | None = None
 
     @property
@@ -76,46 +78,43 @@ class DataConfig:
 class EvalConfig:
     """Split and histogram of the evaluate job."""
 
-    bias_fraction: float = 0.1
+    __pydantic_config__ = PYDANTIC
+    bias_fraction: Number = 0.1
     salt: str = "ctcalc-experiment"
-    bin_width: float = 0.05
+    bin_width: Number = 0.05
 
 
 @dataclass(frozen=True)
 class ExperimentConfig:
     """Everything the runner needs; ``pipelines`` maps a name to ModelSpec fields, ``pairs`` lists [A, B]."""
 
+    __pydantic_config__ = PYDANTIC
     output: str = "output/experiment"
-    seeds: int = 12
-    data: DataConfig = field(default_factory=DataConfig)
-    evaluate: EvalConfig = field(default_factory=EvalConfig)
-    pipelines: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
-    pairs: tuple[tuple[str, str], ...] = ()
+    seeds: Annotated[Whole, Field(ge=2, description="The runs per pipeline.")] = 12
+    data: Section[DataConfig] = field(default_factory=DataConfig)
+    evaluate: Section[EvalConfig] = field(default_factory=EvalConfig)
+    pipelines: Section[Mapping[str, Section[Mapping[str, Any]]]] = field(default_factory=dict)
+    pairs: Annotated[tuple[tuple[str, str], ...], Field(min_length=1, description=(
+        "List pipeline pairs like [[deepfm_bn, deepfm]]."))] = ()
     device: str = "cpu"
-    torch_threads: int = 1
-    bootstrap: int = 2000
-    level: float = 0.95
-    save_models: bool = True
-    spark: SparkConfig = field(default_factory=SparkConfig)
+    torch_threads: Whole = 1
+    bootstrap: Whole = 2000
+    level: Number = 0.95
+    save_models: StrictBool = True
+    spark: Section[SparkConfig] = field(default_factory=SparkConfig)
 
     def __post_init__(self) -> None:
         from ctcalc_spark.upstream.models import ModelSpec
 
-        if self.seeds < 2:
-            raise ConfigError(f"'seeds' must be >= 2 (runs per pipeline), got {self.seeds}.")
-        if not self.pairs:
-            raise ConfigError("'pairs' is empty; list pipeline pairs like [[deepfm_bn, deepfm]].")
-        pairs = tuple(tuple(p) for p in self.pairs)
-        for p in pairs:
-            if len(p) != 2 or p[0] == p[1]:
+        for p in self.pairs:
+            if p[0] == p[1]:
                 raise ConfigError(f"Each pair must name two different pipelines, got {list(p)}.")
             missing = [n for n in p if n not in self.pipelines]
             if missing:
                 raise ConfigError(f"Pair {list(p)} names {missing}, not under 'pipelines' ({sorted(self.pipelines)}).")
-        object.__setattr__(self, "pairs", pairs)
         for name, spec in self.pipelines.items():
             try:
-                dropped = ModelSpec.from_dict(spec or {}).drop_fields
+                dropped = ModelSpec.from_dict(spec).drop_fields
             except (TypeError, ValueError) as e:
                 raise ConfigError(f"Pipeline {name!r}: {e}") from e
             unknown = [f for f in dropped if self.data.own_tables and f not in self.data.columns.features]
@@ -129,7 +128,7 @@ class ExperimentConfig:
         """The ModelSpec of a pipeline."""
         from ctcalc_spark.upstream.models import ModelSpec
 
-        return ModelSpec.from_dict(self.pipelines[name] or {})
+        return ModelSpec.from_dict(self.pipelines[name])
 
     @property
     def used_pipelines(self) -> list[str]:
@@ -139,10 +138,7 @@ class ExperimentConfig:
 
 def experiment_config_from_dict(data: Mapping[str, Any]) -> ExperimentConfig:
     """Validate a mapping (from YAML) into an ExperimentConfig; unknown keys are errors."""
-    data = dict(data)
-    data["pipelines"] = dict(data.get("pipelines") or {})
-    data["pairs"] = tuple(tuple(p) for p in data.get("pairs") or ())
-    return build_config(ExperimentConfig, data, "")
+    return build_config(ExperimentConfig, data)
 
 
 def load_experiment_config(path: str | Path, overrides: Mapping[str, Any] | None = None) -> ExperimentConfig:

@@ -7,15 +7,24 @@ from __future__ import annotations
 
 import datetime as _dt
 import re
+import typing
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Annotated, Any, Literal, Mapping
+
+from pydantic import Field, StrictBool
 
 from ctcalc_spark.config import (
+    PYDANTIC,
+    LocalPath,
+    MaxAbsLogit,
+    Names,
+    Whole,
+    Positive,
+    Section,
     SparkConfig,
     apply_overrides,
     build_config,
-    check_max_abs_logit,
     parse_days,
     read_yaml,
 )
@@ -23,9 +32,8 @@ from ctcalc_spark.core.days import parse_day
 from ctcalc_spark.core.summary import DEFAULT_MAX_ABS_LOGIT
 from ctcalc_spark.errors import ConfigError
 
-TABLE_FORMATS: tuple[str, ...] = ("parquet", "csv", "json")
-WRITE_MODES: tuple[str, ...] = ("partitions", "overwrite", "error")
-ENGINES: tuple[str, ...] = ("local", "spark")
+WriteMode = Literal["partitions", "overwrite", "error"]
+WRITE_MODES = typing.get_args(WriteMode)
 _DATE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
 OUTPUT_COLUMNS: tuple[str, ...] = ("model", "run", "ds", "example_id", "label", "logit")
 """The evaluation table's own columns (passthrough columns follow them)."""
@@ -39,12 +47,13 @@ class TableSource:
     ``START..END`` (inclusive) or a comma list of both; kept as the sorted days. None: every row.
     """
 
-    path: str | None = None
-    format: str = "parquet"
-    csv_header: bool = True
-    csv_delimiter: str = ","
+    __pydantic_config__ = PYDANTIC
+    path: LocalPath | None = None
+    format: Literal["parquet", "csv", "json"] = "parquet"
+    csv_header: StrictBool = True
+    csv_delimiter: Annotated[str, Field(min_length=1, max_length=1)] = ","
     csv_encoding: str = "utf-8"
-    days: str | tuple[str, ...] | None = None
+    days: str | _dt.date | tuple[str | _dt.date, ...] | None = None  # YAML reads an unquoted day as a date
 
     def __post_init__(self) -> None:
         import codecs
@@ -54,10 +63,6 @@ class TableSource:
             spec = [d.isoformat()[:10] if isinstance(d, _dt.date) else str(d) for d in spec]
             object.__setattr__(self, "days", tuple(parse_days(spec, "--ds (the table's days)")))
 
-        if self.format not in TABLE_FORMATS:
-            raise ConfigError(f"Expected a table format in {list(TABLE_FORMATS)}, got {self.format!r}.")
-        if len(self.csv_delimiter) != 1:
-            raise ConfigError(f"Expected a one-character csv_delimiter, got {self.csv_delimiter!r}.")
         try:
             codecs.lookup(str(self.csv_encoding))
         except LookupError:
@@ -76,23 +81,17 @@ class TableColumns:
     evaluation table (e.g. slice columns). ``null_values`` are strings read as null in every column (e.g. '?').
     """
 
-    categorical: tuple[str, ...] = ()
-    numeric: tuple[str, ...] = ()
+    __pydantic_config__ = PYDANTIC
+    categorical: Names = ()
+    numeric: Names = ()
     label: str = "label"
     positive_label: str | None = None
     example_id: str | None = None
     ds: str | None = None
-    passthrough: tuple[str, ...] = ()
-    null_values: tuple[str, ...] = ()
+    passthrough: Names = ()
+    null_values: Names = ()
 
     def __post_init__(self) -> None:
-        for name in ("categorical", "numeric", "passthrough", "null_values"):
-            value = getattr(self, name)
-            if isinstance(value, str):
-                raise ConfigError(f"Expected 'columns.{name}' as a list, got the string {value!r}; write [{value}].")
-            object.__setattr__(self, name, tuple(str(v) for v in (value or ())))
-        if self.positive_label is not None:
-            object.__setattr__(self, "positive_label", str(self.positive_label))
         for name in ("categorical", "numeric", "passthrough"):
             values = getattr(self, name)
             repeated = sorted({v for v in values if values.count(v) > 1})
@@ -137,21 +136,16 @@ class TableColumns:
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> TableColumns:
         """Inverse of ``to_dict``; unknown keys are an error."""
-        return build_config(cls, dict(d), "columns.")  # type: ignore[no-any-return]
+        return build_config(cls, d, "columns.")  # type: ignore[no-any-return]
 
 
 @dataclass(frozen=True)
 class EncodingConfig:
     """Vocabulary building: values seen fewer than ``min_count`` times in training share the unseen index."""
 
-    min_count: int = 2
-    max_vocab: int | None = None
-
-    def __post_init__(self) -> None:
-        if self.min_count < 1:
-            raise ConfigError(f"Expected encoding.min_count >= 1, got {self.min_count}.")
-        if self.max_vocab is not None and self.max_vocab < 1:
-            raise ConfigError(f"Expected encoding.max_vocab >= 1 or null, got {self.max_vocab}.")
+    __pydantic_config__ = PYDANTIC
+    min_count: Positive = 2
+    max_vocab: Positive | None = None
 
 
 @dataclass(frozen=True)
@@ -159,10 +153,8 @@ class ScoreSanityConfig:
     """``ctcalc score`` warns about logits outside ``[-max_abs_logit, max_abs_logit)``, per model and run (the
     evaluate job's ``sanity.max_abs_logit``, same default)."""
 
-    max_abs_logit: float = DEFAULT_MAX_ABS_LOGIT
-
-    def __post_init__(self) -> None:
-        check_max_abs_logit(self.max_abs_logit)
+    __pydantic_config__ = PYDANTIC
+    max_abs_logit: MaxAbsLogit = DEFAULT_MAX_ABS_LOGIT
 
 
 @dataclass(frozen=True)
@@ -171,22 +163,15 @@ class ScoresConfig:
     and no ``ds`` given is written undated, without partitions). ``ds``: the day given to every row of a table
     without a ds column (optional)."""
 
-    path: str = "output/own/scores"
-    files_per_partition: int = 1
-    engine: str = "local"
-    mode: str = "partitions"
-    batch_size: int = 65_536
+    __pydantic_config__ = PYDANTIC
+    path: LocalPath = "output/own/scores"
+    files_per_partition: Positive = 1
+    engine: Literal["local", "spark"] = "local"
+    mode: WriteMode = "partitions"
+    batch_size: Positive = 65_536
     ds: str | _dt.date | None = None  # a date: YAML (and --set) read an unquoted day as one
 
     def __post_init__(self) -> None:
-        if self.files_per_partition < 1:
-            raise ConfigError(f"Expected files_per_partition >= 1, got {self.files_per_partition}.")
-        if self.engine not in ENGINES:
-            raise ConfigError(f"Expected scores.engine in {list(ENGINES)}, got {self.engine!r}.")
-        if self.mode not in WRITE_MODES:
-            raise ConfigError(f"Expected scores.mode in {list(WRITE_MODES)}, got {self.mode!r}.")
-        if self.batch_size < 1:
-            raise ConfigError(f"Expected scores.batch_size >= 1, got {self.batch_size}.")
         if self.ds is not None:
             object.__setattr__(self, "ds", check_ds_value(self.ds, "scores.ds"))
 
@@ -195,35 +180,30 @@ class ScoresConfig:
 class UpstreamConfig:
     """``ctcalc train`` and ``ctcalc score``: tables, columns, encoding, pipelines, seeds, outputs."""
 
-    train_table: TableSource = field(default_factory=TableSource)
-    eval_table: TableSource = field(default_factory=TableSource)
-    columns: TableColumns = field(default_factory=TableColumns)
-    encoding: EncodingConfig = field(default_factory=EncodingConfig)
-    pipelines: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
-    seeds: tuple[int, ...] = ()
-    runs: int | None = None
-    models_dir: str = "output/own/models"
-    scores: ScoresConfig = field(default_factory=ScoresConfig)
-    sanity: ScoreSanityConfig = field(default_factory=ScoreSanityConfig)
+    __pydantic_config__ = PYDANTIC
+    train_table: Section[TableSource] = field(default_factory=TableSource)
+    eval_table: Section[TableSource] = field(default_factory=TableSource)
+    columns: Section[TableColumns] = field(default_factory=TableColumns)
+    encoding: Section[EncodingConfig] = field(default_factory=EncodingConfig)
+    pipelines: Section[Mapping[str, Section[Mapping[str, Any]]]] = field(default_factory=dict)
+    seeds: Annotated[tuple[Whole, ...], Field(description="Write a list of whole numbers, e.g. [0, 1, 2].")] = ()
+    runs: Positive | None = None
+    models_dir: LocalPath = "output/own/models"
+    scores: Section[ScoresConfig] = field(default_factory=ScoresConfig)
+    sanity: Section[ScoreSanityConfig] = field(default_factory=ScoreSanityConfig)
     device: str | None = None
-    torch_threads: int = 1
-    spark: SparkConfig = field(default_factory=SparkConfig)
+    torch_threads: Positive = 1
+    spark: Section[SparkConfig] = field(default_factory=SparkConfig)
 
     def __post_init__(self) -> None:
         from ctcalc_spark.upstream.models import ModelSpec
 
-        object.__setattr__(self, "seeds", tuple(int(s) for s in (self.seeds or ())))
         if self.seeds and self.runs is not None:
             raise ConfigError(
                 f"Set 'seeds' (a list) or 'runs' (a count), not both; got {list(self.seeds)} and {self.runs}."
             )
-        if self.runs is not None and self.runs < 1:
-            raise ConfigError(f"Expected runs >= 1, got {self.runs}.")
         if len(set(self.seeds)) != len(self.seeds):
             raise ConfigError(f"'seeds' repeats a value: {list(self.seeds)}.")
-        if self.torch_threads < 1:
-            raise ConfigError(f"Expected torch_threads >= 1, got {self.torch_threads}.")
-        object.__setattr__(self, "pipelines", {str(k): dict(v or {}) for k, v in (self.pipelines or {}).items()})
         for name, spec in self.pipelines.items():
             if "/" in name or not name:
                 raise ConfigError(f"Pipeline names become folder names; expected no '/', got {name!r}.")
@@ -261,7 +241,7 @@ def check_ds_value(ds: Any, where: str) -> str:
 
 def upstream_config_from_dict(data: Mapping[str, Any]) -> UpstreamConfig:
     """Validate a mapping (from YAML) into an UpstreamConfig; unknown keys are errors."""
-    return build_config(UpstreamConfig, dict(data), "")  # type: ignore[no-any-return]
+    return build_config(UpstreamConfig, data)  # type: ignore[no-any-return]
 
 
 def load_upstream_config(path: str | Path | None, overrides: Mapping[str, Any] | None = None) -> UpstreamConfig:
