@@ -162,6 +162,7 @@ class _Padded:
             if name in BINARY.counts:
                 self.f[name] = np.rint(self.f[name]).astype(np.int64)
         self.centres = (self.bins + 0.5) * h
+        self._zero_loss: dict[tuple[int, int], tuple[np.ndarray, np.ndarray]] = {}
 
     def _side(self, part: int, label: int, c: np.ndarray, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Per bin of ``rows``, one label at each row's shift ``c``: σ(x) (x = s·(m - c), the centre's margin,
@@ -184,11 +185,23 @@ class _Padded:
         out = self.f["wloss"][part][:, rows].sum(axis=(0, 2))
         at = np.flatnonzero(c != 0.0)
         if at.size:
-            r, cr, zero = rows[at], c[at], np.zeros(at.size)
-            d0 = self._side(part, 0, cr, r)[1].sum(axis=1) - self._side(part, 0, zero, r)[1].sum(axis=1)
-            d1 = self._side(part, 1, cr, r)[1].sum(axis=1) - self._side(part, 1, zero, r)[1].sum(axis=1)
+            r, cr = rows[at], c[at]
+            d0 = self._side(part, 0, cr, r)[1].sum(axis=1) - self._loss_at_zero(part, 0, r)
+            d1 = self._side(part, 1, cr, r)[1].sum(axis=1) - self._loss_at_zero(part, 1, r)
             out[at] = out[at] + (d0 + d1)
         return out
+
+    def _loss_at_zero(self, part: int, label: int, rows: np.ndarray) -> np.ndarray:
+        """The expanded loss sum of one part and label of each of ``rows`` at shift 0 (:meth:`_side`), each row's
+        computed once and kept: every shift's :meth:`loss_sum` subtracts it."""
+        if (part, label) not in self._zero_loss:
+            self._zero_loss[part, label] = (np.zeros(self.n), np.zeros(self.n, bool))
+        value, known = self._zero_loss[part, label]
+        todo = np.unique(rows[~known[rows]])
+        if todo.size:
+            value[todo] = self._side(part, label, np.zeros(todo.size), todo)[1].sum(axis=1)
+            known[todo] = True
+        return value[rows]
 
     def predicted_positives(self, part: int, c: np.ndarray, rows: np.ndarray) -> np.ndarray:
         """Σw·σ(z - c) of one part of ``rows`` at their shifts, expanded (exact where c is 0)."""

@@ -334,8 +334,13 @@ def _group_codes(frame: pd.DataFrame, columns: Sequence[str]) -> np.ndarray:
     key, radix = np.zeros(len(frame), np.int64), 1
     for c in columns:
         col = frame[c]
-        if col.dtype.kind in "iu":
-            uniques, codes = np.unique(col.to_numpy(), return_inverse=True)
+        if col.dtype.kind in "iu" and len(col):  # e.g. bins: offsets from the least value keep their order
+            values = col.to_numpy()
+            least, most = int(values.min()), int(values.max())
+            if most - least >= len(values):
+                uniques, codes = np.unique(values, return_inverse=True)
+            else:
+                uniques, codes = range(most - least + 1), (values - least).astype(np.int64)
         else:
             codes, uniques = pd.factorize(col, sort=True, use_na_sentinel=False)
         n = max(len(uniques), 1)
@@ -451,6 +456,25 @@ def merge_windows(summaries: pd.DataFrame, task: str, windows: Iterable[Window])
 Summary = BinarySummary | RegressionSummary
 
 
+def _key_runs(frame: pd.DataFrame, keys: Sequence[str]) -> np.ndarray | None:
+    """Start rows of the runs of equal ``keys`` values in ``frame`` (non-empty), each row compared with the one
+    before; None where a key is null (pandas' grouping tells nulls apart) or its values do not compare."""
+    if frame.empty:
+        return None
+    new_run = np.zeros(len(frame), dtype=bool)
+    new_run[0] = True
+    try:
+        for c in keys:
+            col = frame[c]
+            values = col.cat.codes.to_numpy() if isinstance(col.dtype, pd.CategoricalDtype) else col.to_numpy()
+            new_run[1:] |= values[1:] != values[:-1]
+    except (TypeError, ValueError):
+        return None
+    starts = np.flatnonzero(new_run)
+    # a null row that starts no run equals the row before it, so a null key shows at some run's start
+    return None if frame[list(keys)].iloc[starts].isna().to_numpy().any() else starts
+
+
 def _presummed_groups(merged: pd.DataFrame, task: str, by: Sequence[str]) -> np.ndarray | None:
     """Start rows of the (window, *by) groups when ``merged`` needs no re-summing for this view, else None.
 
@@ -461,12 +485,17 @@ def _presummed_groups(merged: pd.DataFrame, task: str, by: Sequence[str]) -> np.
     cells = [c for c in _cell_columns(merged, task) if c not in ("window", "n_days")]
     if task != "binary" or cells != list(by):
         return None
-    gid = merged.groupby(["window", *by], dropna=False, sort=False).ngroup().to_numpy()
-    if np.any(np.diff(gid) < 0):
-        return None
-    starts = _run_starts(gid)
+    keys = ["window", *by]
+    starts = _key_runs(merged, keys)
+    if starts is None:
+        gid = merged.groupby(keys, dropna=False, sort=False).ngroup().to_numpy()
+        if np.any(np.diff(gid) < 0):
+            return None
+        starts = _run_starts(gid)
+    elif len(set(merged[keys].iloc[starts].itertuples(index=False, name=None))) < starts.size:
+        return None  # a key in two runs: its rows are not contiguous
     cell = merged["bin"].to_numpy(np.int64) * 2 + merged["label"].to_numpy(np.int64)
-    inside = np.ones(len(gid), dtype=bool)
+    inside = np.ones(len(merged), dtype=bool)
     inside[starts] = False
     if np.any(np.diff(cell)[inside[1:]] <= 0):
         return None
