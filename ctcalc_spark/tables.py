@@ -18,12 +18,13 @@ and the cause (:func:`ctcalc_spark.delta_errors.delta_failure`).
 """
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import logging
 import os
 import re
 import uuid
-from typing import TYPE_CHECKING, Any, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Iterator, Mapping, Sequence
 
 from ctcalc_spark.config import JobConfig, OutputConfig, parse_days
 from ctcalc_spark.errors import (
@@ -140,6 +141,7 @@ class OutputStore:
         self.root = absolute(self.output.path)
         self.as_of = as_of
         self._as_of_ms: int | None = None
+        self._held: dict[str, DeltaTable | None] = {}
 
     # ---- where -----------------------------------------------------------------------------------
     @property
@@ -174,10 +176,25 @@ class OutputStore:
             raise ConfigError(f"{why} needs a Spark session (catalog tables).")
         return self.spark
 
+    @contextlib.contextmanager
+    def holding(self, table: str) -> Iterator[None]:
+        """Inside the block, every read of Delta table ``table`` (and :meth:`delta`) is of the one version opened as it
+        starts: the table is opened once, not at each read, and a commit of another run meanwhile is not seen."""
+        if table in self._held or not self._is_delta(table):
+            yield
+            return
+        self._held[table] = self.delta(table)
+        try:
+            yield
+        finally:
+            del self._held[table]
+
     def delta(self, table: str) -> DeltaTable | None:
-        """The Delta table (at ``as_of`` where set), or None when there is none."""
+        """The Delta table (at ``as_of`` where set), or None when there is none; the one held (:meth:`holding`)."""
         from deltalake import DeltaTable
 
+        if table in self._held:
+            return self._held[table]
         loc = self.location(table)
         where = self._openable(loc)
         try:

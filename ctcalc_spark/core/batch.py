@@ -162,6 +162,7 @@ class _Padded:
             if name in BINARY.counts:
                 self.f[name] = np.rint(self.f[name]).astype(np.int64)
         self.centres = (self.bins + 0.5) * h
+        self._zero_loss: dict[tuple[int, int], tuple[np.ndarray, np.ndarray]] = {}
 
     def _side(self, part: int, label: int, c: np.ndarray, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Per bin of ``rows``, one label at each row's shift ``c``: σ(x) (x = s·(m - c), the centre's margin,
@@ -184,11 +185,23 @@ class _Padded:
         out = self.f["wloss"][part][:, rows].sum(axis=(0, 2))
         at = np.flatnonzero(c != 0.0)
         if at.size:
-            r, cr, zero = rows[at], c[at], np.zeros(at.size)
-            d0 = self._side(part, 0, cr, r)[1].sum(axis=1) - self._side(part, 0, zero, r)[1].sum(axis=1)
-            d1 = self._side(part, 1, cr, r)[1].sum(axis=1) - self._side(part, 1, zero, r)[1].sum(axis=1)
+            r, cr = rows[at], c[at]
+            d0 = self._side(part, 0, cr, r)[1].sum(axis=1) - self._loss_at_zero(part, 0, r)
+            d1 = self._side(part, 1, cr, r)[1].sum(axis=1) - self._loss_at_zero(part, 1, r)
             out[at] = out[at] + (d0 + d1)
         return out
+
+    def _loss_at_zero(self, part: int, label: int, rows: np.ndarray) -> np.ndarray:
+        """The expanded loss sum of one part and label of each of ``rows`` at shift 0 (:meth:`_side`), each row's
+        computed once and kept: every shift's :meth:`loss_sum` subtracts it."""
+        if (part, label) not in self._zero_loss:
+            self._zero_loss[part, label] = (np.zeros(self.n), np.zeros(self.n, bool))
+        value, known = self._zero_loss[part, label]
+        todo = np.unique(rows[~known[rows]])
+        if todo.size:
+            value[todo] = self._side(part, label, np.zeros(todo.size), todo)[1].sum(axis=1)
+            known[todo] = True
+        return value[rows]
 
     def predicted_positives(self, part: int, c: np.ndarray, rows: np.ndarray) -> np.ndarray:
         """Σw·σ(z - c) of one part of ``rows`` at their shifts, expanded (exact where c is 0)."""
@@ -305,39 +318,3 @@ class _Padded:
             if 0 < rbase < 1:
                 row["calibrated_normalized_entropy"] = cll / binary_entropy(rbase)
         return rows
-
-
-
-class GroupView:
-    """One group of a :class:`BinaryGroups` at the shifts computed for it, read by
-    :func:`ctcalc_spark.core.windows.finalize_rolling` the way it reads a :class:`BinarySummary` (the loss and
-    the predicted positives exist at those shifts only; another shift is a KeyError, i.e. a bug)."""
-
-    __slots__ = ("n_rows", "total_weight", "total_pos_weight", "bin_width", "_loss", "_positives")
-
-    def __init__(self, n_rows: int, total_weight: float, total_pos_weight: float, bin_width: float,
-                 loss: dict[float, float], positives: dict[float, float]) -> None:
-        self.n_rows, self.total_weight, self.total_pos_weight = n_rows, total_weight, total_pos_weight
-        self.bin_width, self._loss, self._positives = bin_width, loss, positives
-
-    def log_loss(self, c: float = 0.0) -> float:
-        return self._loss[c] / self.total_weight
-
-    def predicted_positives(self, c: float = 0.0) -> float:
-        return self._positives[c]
-
-
-def group_views(groups: BinaryGroups, solved: Sequence[float | DegenerateBiasError],
-                previous: np.ndarray) -> list[GroupView]:
-    """A view of each group with its loss at 0, at its own c* and at its previous window's c*, and its
-    predicted positives at 0 and at the previous c*. ``previous``: the previous window's group number, or -1."""
-    own = np.array([c if isinstance(c, float) else 0.0 for c in solved])
-    prev = np.array([own[j] if j >= 0 and isinstance(solved[j], float) else 0.0 for j in previous.tolist()])
-    zero = np.zeros(groups.n)
-    loss0, loss_own, loss_prev = groups.loss_sum(zero), groups.loss_sum(own), groups.loss_sum(prev)
-    pp0, pp_prev = groups.predicted_positives(zero), groups.predicted_positives(prev)
-    h = groups.bin_width
-    return [GroupView(n, w, p, h, {0.0: l0, co: lo, cp: lp}, {0.0: q0, cp: qp}) for n, w, p, co, cp, l0, lo, lp, q0, qp
-            in zip(groups.n_rows.tolist(), groups.total_weight.tolist(), groups.total_pos_weight.tolist(),
-                   own.tolist(), prev.tolist(), loss0.tolist(), loss_own.tolist(), loss_prev.tolist(), pp0.tolist(),
-                   pp_prev.tolist())]

@@ -266,7 +266,9 @@ def _sides(neg: PaddedSide, pos: PaddedSide, c: F64, rows: np.ndarray) -> tuple[
     log|Q - P|' (the derivative of Q - P, in log), and the weight of the wrong bins (:func:`lockstep_solve`)."""
     ln, dn, wrong_n = neg.small_masses(c, rows)
     lp, dp, wrong_p = pos.small_masses(c, rows)
-    d = np.where(wrong_p, pos.w[rows], 0.0).sum(axis=1) - np.where(wrong_n, neg.w[rows], 0.0).sum(axis=1)
+    wrong_pos = np.where(wrong_p, pos.w[rows], 0.0).sum(axis=1)  # the weight of the wrong bins of each label
+    wrong_neg = np.where(wrong_n, neg.w[rows], 0.0).sum(axis=1)
+    d = wrong_pos - wrong_neg
     la, da = _log_sum(np.concatenate([np.where(wrong_p, -np.inf, lp), np.where(wrong_n, ln, -np.inf)], axis=1),
                       np.concatenate([dp, dn], axis=1))
     lb, db = _log_sum(np.concatenate([np.where(wrong_n, -np.inf, ln), np.where(wrong_p, lp, -np.inf)], axis=1),
@@ -276,8 +278,7 @@ def _sides(neg: PaddedSide, pos: PaddedSide, c: F64, rows: np.ndarray) -> tuple[
         right = np.logaddexp(np.log(np.maximum(-d, 0.0)), lb)
         slope = da * np.exp(la - left) - db * np.exp(lb - right)
         log_df = np.logaddexp(la + np.log(da), lb + np.log(-db))  # (Q - P)' = a·(log a)' - b·(log b)'
-    w_wrong = np.where(wrong_p, pos.w[rows], 0.0).sum(axis=1) + np.where(wrong_n, neg.w[rows], 0.0).sum(axis=1)
-    return left, right, slope, log_df, w_wrong
+    return left, right, slope, log_df, wrong_pos + wrong_neg
 
 
 def _rounding_error(neg: PaddedSide, pos: PaddedSide, c: F64) -> F64:

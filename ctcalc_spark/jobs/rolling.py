@@ -120,6 +120,12 @@ def compute_rolling(cfg: JobConfig, ds: str | Sequence[str], *, store: OutputSto
     check_rolling_task(cfg)
     spec = WindowSpec.from_config(cfg.rolling)
     store = store or OutputStore(cfg)
+    with store.holding("summaries"):  # one version of the summaries, opened once for every read of a part
+        return _compute_rolling(cfg, days, spec, store, allow_missing_days, t0)
+
+
+def _compute_rolling(cfg: JobConfig, days: list[str], spec: WindowSpec, store: OutputStore, allow_missing_days: bool,
+                     t0: float) -> RollingResult:
     available = store.days("summaries")
     missing = [d for d in days if d not in available]
     if missing and (not allow_missing_days or len(missing) == len(days)):
