@@ -318,3 +318,39 @@ class _Padded:
             if 0 < rbase < 1:
                 row["calibrated_normalized_entropy"] = cll / binary_entropy(rbase)
         return rows
+
+
+
+class GroupView:
+    """One group of a :class:`BinaryGroups` at the shifts computed for it, read by
+    :func:`ctcalc_spark.core.windows.finalize_rolling` the way it reads a :class:`BinarySummary` (the loss and
+    the predicted positives exist at those shifts only; another shift is a KeyError, i.e. a bug)."""
+
+    __slots__ = ("n_rows", "total_weight", "total_pos_weight", "bin_width", "_loss", "_positives")
+
+    def __init__(self, n_rows: int, total_weight: float, total_pos_weight: float, bin_width: float,
+                 loss: dict[float, float], positives: dict[float, float]) -> None:
+        self.n_rows, self.total_weight, self.total_pos_weight = n_rows, total_weight, total_pos_weight
+        self.bin_width, self._loss, self._positives = bin_width, loss, positives
+
+    def log_loss(self, c: float = 0.0) -> float:
+        return self._loss[c] / self.total_weight
+
+    def predicted_positives(self, c: float = 0.0) -> float:
+        return self._positives[c]
+
+
+def group_views(groups: BinaryGroups, solved: Sequence[float | DegenerateBiasError],
+                previous: np.ndarray) -> list[GroupView]:
+    """A view of each group with its loss at 0, at its own c* and at its previous window's c*, and its
+    predicted positives at 0 and at the previous c*. ``previous``: the previous window's group number, or -1."""
+    own = np.array([c if isinstance(c, float) else 0.0 for c in solved])
+    prev = np.array([own[j] if j >= 0 and isinstance(solved[j], float) else 0.0 for j in previous.tolist()])
+    zero = np.zeros(groups.n)
+    loss0, loss_own, loss_prev = groups.loss_sum(zero), groups.loss_sum(own), groups.loss_sum(prev)
+    pp0, pp_prev = groups.predicted_positives(zero), groups.predicted_positives(prev)
+    h = groups.bin_width
+    return [GroupView(n, w, p, h, {0.0: l0, co: lo, cp: lp}, {0.0: q0, cp: qp}) for n, w, p, co, cp, l0, lo, lp, q0, qp
+            in zip(groups.n_rows.tolist(), groups.total_weight.tolist(), groups.total_pos_weight.tolist(),
+                   own.tolist(), prev.tolist(), loss0.tolist(), loss_own.tolist(), loss_prev.tolist(), pp0.tolist(),
+                   pp_prev.tolist())]

@@ -527,8 +527,8 @@ def _binary_group_views(
     merged: pd.DataFrame, by: Sequence[str], bin_width: float, pairs: Sequence[tuple[Window, Window]]
 ) -> tuple[dict[tuple, tuple[Any, int | None]], dict[tuple, tuple[float | None, str]]]:
     """:func:`_group_summaries` and :func:`_biases_of` for binary rolling, all groups at once
-    (:mod:`ctcalc_spark.core.batch`): (window, *by) -> (a :class:`_GroupRow`, n_days), and -> (c*, status)."""
-    from ctcalc_spark.core.batch import BinaryGroups
+    (:mod:`ctcalc_spark.core.batch`): (window, *by) -> (a view finalize_rolling reads, n_days), and -> (c*, status)."""
+    from ctcalc_spark.core.batch import BinaryGroups, group_views
 
     if merged.empty:
         return {}, {}
@@ -539,84 +539,9 @@ def _binary_group_views(
     previous_label = {w.label: pw.label for w, pw in pairs}
     previous = np.array([index.get((previous_label[k[0]], *k[1:]), -1) if k[0] in previous_label else -1
                          for k in key_vals], dtype=np.int64)
-    rows = _BinaryRows(groups, solved, previous)
+    views = group_views(groups, solved, previous)
     biases = [(None, c.status) if isinstance(c, DegenerateBiasError) else (c, STATUS_OK) for c in solved]
-    return ({k: (_GroupRow(rows, i), n) for i, (k, n) in enumerate(zip(key_vals, n_days))},
-            dict(zip(key_vals, biases)))
-
-
-class _BinaryRows:
-    """The numbers :func:`finalize_rolling` reads of every group of a :class:`~ctcalc_spark.core.batch.BinaryGroups`
-    with its previous window's group (``previous``: its group number, or -1), computed for all groups at once: the
-    loss at 0, at the group's own c* and at the previous c*, and the predicted positives at 0 and at the previous
-    c*; :meth:`row` is finalize_rolling's row of one group, of the same float operations on the same values."""
-
-    def __init__(self, groups: Any, solved: Sequence[float | DegenerateBiasError], previous: np.ndarray) -> None:
-        own = np.array([c if isinstance(c, float) else 0.0 for c in solved])
-        prev = np.array([own[j] if j >= 0 and isinstance(solved[j], float) else 0.0 for j in previous.tolist()])
-        zero = np.zeros(groups.n)
-        loss0, loss_own, loss_prev = groups.loss_sum(zero), groups.loss_sum(own), groups.loss_sum(prev)
-        pp0, pp_prev = groups.predicted_positives(zero), groups.predicted_positives(prev)
-        total, pos = groups.total_weight, groups.total_pos_weight
-        h = groups.bin_width
-        with np.errstate(divide="ignore", invalid="ignore"):  # only the values of groups with weight are read
-            vanilla = loss0 / total
-            mean_label, mean_prediction = pos / total, pp0 / total
-            calibration = mean_prediction / mean_label
-            calibrated = loss_prev / total
-            resid = np.abs(pos - pp_prev) / total
-            bound = (h / 2.0) ** 3 / (9.0 * math.sqrt(3.0)) + np.where(resid < 1.0, resid, 1.0) * bias_error_bound(h)
-            self.columns = list(zip(
-                groups.n_rows.tolist(), total.tolist(), vanilla.tolist(), mean_label.tolist(),
-                mean_prediction.tolist(), calibration.tolist(), (vanilla - loss_own / total).tolist(),
-                calibrated.tolist(), (vanilla - calibrated).tolist(), bound.tolist()))
-        self.previous = previous
-
-    def row(self, i: int, previous: _GroupRow | None, *, first_window: bool, bias: tuple[float | None, str],
-            prev_bias: tuple[float | None, str] | None) -> dict[str, Any]:
-        """:func:`finalize_rolling` of group ``i`` and its previous window's ``previous`` (None: none)."""
-        n_rows, weight, vanilla, mean_label, mean_prediction, calibration, best_gain, calibrated, gain, bound = (
-            self.columns[i])
-        row: dict[str, Any] = dict.fromkeys((
-            "vanilla", "calibrated", "calibrated_bound", "calibration_gain", "best_shift_gain", "bias", "prev_bias",
-            "bias_change", "calibration", "mean_prediction", "mean_label", "prev_weight"))
-        j = -1 if previous is None else previous.i
-        if j != self.previous[i]:
-            raise KeyError(f"group {i}'s previous window is group {self.previous[i]}, not {j}")
-        row.update(n_rows=n_rows, weight=weight, prev_n_rows=0 if j < 0 else self.columns[j][0])
-        if weight <= 0:
-            row.update(bias_status="no_bias_rows", status=STATUS_EMPTY_WINDOW)
-            return row
-        row.update(vanilla=vanilla, mean_label=mean_label, mean_prediction=mean_prediction)
-        if mean_label != 0:
-            row["calibration"] = calibration
-        c_cur, row["bias_status"] = bias
-        if c_cur is not None:
-            row["bias"] = c_cur
-            row["best_shift_gain"] = best_gain
-        if j < 0 or self.columns[j][0] == 0:
-            row["status"] = STATUS_FIRST_WINDOW if first_window else STATUS_MISSING_PREVIOUS
-            return row
-        row["prev_weight"] = self.columns[j][1]
-        assert prev_bias is not None  # the previous group's, solved with it
-        c_prev, prev_status = prev_bias
-        if c_prev is None:
-            row["status"] = _PREVIOUS_DEGENERATE.get(prev_status, f"previous_window_{prev_status}")
-            return row
-        row.update(prev_bias=c_prev, calibrated=calibrated, calibration_gain=gain, status=STATUS_OK,
-                   calibrated_bound=bound)
-        if c_cur is not None:
-            row["bias_change"] = c_cur - c_prev
-        return row
-
-
-class _GroupRow:
-    """Group ``i`` of a :class:`_BinaryRows`."""
-
-    __slots__ = ("rows", "i")
-
-    def __init__(self, rows: _BinaryRows, i: int) -> None:
-        self.rows, self.i = rows, i
+    return ({k: (v, n) for k, v, n in zip(key_vals, views, n_days)}, dict(zip(key_vals, biases)))
 
 
 def _group_summaries(
@@ -716,7 +641,7 @@ def finalize_rolling(
     if _weight(current) <= 0:
         row.update(bias_status="no_bias_rows", status=STATUS_EMPTY_WINDOW)
         return row
-    binary = not isinstance(current, RegressionSummary)
+    binary = not isinstance(current, RegressionSummary)  # a BinarySummary or a batch GroupView
     vanilla = _metric(current)
     row["vanilla"] = vanilla
     if binary:
@@ -795,12 +720,8 @@ def finalize_windows(
                 cur, n_days = groups[key]
                 pkey = (pw.label, *key[1:])
                 prev, prev_days = groups.get(pkey, (None, 0 if days is not None else None))
-                if isinstance(cur, _GroupRow):
-                    rec = cur.rows.row(cur.i, prev, first_window=is_first, bias=biases[key],
+                rec = finalize_rolling(cur, prev, first_window=is_first, bias=biases[key],
                                        prev_bias=biases.get(pkey))
-                else:
-                    rec = finalize_rolling(cur, prev, first_window=is_first, bias=biases[key],
-                                           prev_bias=biases.get(pkey))
                 rec.update(
                     task=task, window_kind=spec.kind, window=w.label, window_start=w.start, window_end=w.end,
                     prev_window=pw.label, model=str(key[1]), run=str(key[2]), slice_name=slice_name,
