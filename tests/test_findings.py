@@ -10,12 +10,17 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from ctcalc_spark.core import findings
+from ctcalc_spark.core import findings, sanity
 from ctcalc_spark.core.findings import ERROR, HINT, NOTE, WARNING, Finding, render
 
 GOLDEN = Path(__file__).parent / "golden" / "messages.txt"
 
-EXAMPLES = [  # (what the example is, its finding): every catalogue code at least once
+SWAPPED = np.array([[5, 90, 5], [3, 7, 90], [80, 10, 10]])
+"""Val-bias rows by label (row) and highest class score (column): label i scores highest on class i + 1."""
+EXTREME = pd.DataFrame({"model": ["mlp", "mlp", "lr", "lr", "lr", "lr", "lr"],
+                        "run": ["0", "1", "0", "1", "2", "3", "4"], "n_rows": 48, "n_extreme": [40, 0, 0, 0, 0, 0, 0], "n_clipped": [0, 0, 3, 0, 0, 0, 0]})
+
+EXAMPLES = [  # (what the example is, its finding): every catalogue code at least once, some within others
     ("one day", Finding("invalid_rows", ERROR, {"null_label": 3, "text_not_number": 1},
                         {"days": ["2026-11-21"], "ds": "2026-11-21", "model": "lr", "run": "0", "task": "binary",
                          "label": "clicked"})),
@@ -74,7 +79,33 @@ EXAMPLES = [  # (what the example is, its finding): every catalogue code at leas
                           {"ds": "2026-11-21", "model": "a", "run": "0"})),
     ("rounded to 0", Finding("label_class_clipped", WARNING, {"rows": 300, "clipped": 12},
                              {"clip_eps": 1e-15, "cost": 34.538776394910684, "loss_share": 0.62})),
+    ("statuses", sanity.no_calibrated_value(pd.Series(["ok", "no_bias_rows", "bias_single_class_negative"]),
+                                            "groups (day x model x run)")),
+    ("a note besides", sanity.no_calibrated_value(pd.Series(["ok", "first_window", "incomplete_window"]), "rows",
+                                                  has_value=pd.Series([True, False, True]))),
+    ("some", sanity.one_label_groups(pd.DataFrame({"base_rate": [0.0, 0.0, 1.0, 0.4]}), "label")),
+    ("all, named", sanity.one_label_groups(pd.DataFrame({"base_rate": [1.0]}), "y", ["no", "yes"])),
+    ("named", sanity.class_order("m", SWAPPED, names=["cat", "dog", "bird"], scores=["p0", "p1", "p2"])),
+    ("indices", sanity.class_order("m", SWAPPED, names=None, scores=["logits"])),
+    *[(what, f) for what, metric in (("with the log loss", pd.Series([14059.0, 0.6, 0.7])), ("counts only", None))
+      for f in sanity.extreme_scores(EXTREME.head(3), ["model", "run"], limit=50.0, metric=metric)],
+    ("seven groups", sanity.extreme_scores(EXTREME.assign(run=[str(i) for i in range(7)], n_extreme=range(7),
+                                                          n_clipped=0), ["model", "run"], limit=50.0)[0]),
+    ("the stop", Finding("extreme_stop", ERROR)),
+    ("saturated", sanity.small_bias(median_bias_rows=30, median_rows=300, information=0.0, bias_fraction=0.1)),
+    ("no fraction, days", sanity.small_bias(median_bias_rows=5, median_rows=48, information=0.2, bias_fraction=0.1,
+                                            rows_per_day=48)),
+    ("most of the rows, a day", sanity.small_bias(median_bias_rows=34, median_rows=400, information=None,
+                                                  bias_fraction=0.1, task="regression", rows_per_day=400)),
+    ("raise the fraction", sanity.small_bias(median_bias_rows=300, median_rows=30000, information=0.2,
+                                             bias_fraction=0.1, from_base_rate=True)),
 ]
+
+
+def codes_of(f: Finding) -> set[str]:
+    """The codes of ``f`` and of the findings its message holds."""
+    inner = [g for v in f.context.values() if isinstance(v, list) for g in v if isinstance(g, Finding)]
+    return {f.code}.union(*map(codes_of, inner))
 
 
 def golden_text() -> str:
@@ -82,7 +113,7 @@ def golden_text() -> str:
 
 
 def test_every_catalogue_message_is_in_the_golden_file():
-    assert {f.code for _, f in EXAMPLES} == set(findings.CATALOGUE)
+    assert set().union(*(codes_of(f) for _, f in EXAMPLES)) == set(findings.CATALOGUE)
     if os.environ.get("CTCALC_GOLDEN") == "write":
         GOLDEN.parent.mkdir(exist_ok=True)
         GOLDEN.write_text(golden_text())

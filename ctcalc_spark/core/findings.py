@@ -79,6 +79,23 @@ _CLASS_SCORES_AS_PROBABILITIES = (
     "all {rows:,} rows have class scores ({columns:list}) between 0 and 1 that sum to 1: they look like "
     "probabilities, and were read as logits, so softmax flattened them and the log loss just written is of other "
     "scores.")
+_ONE_LABEL = ("{groups} groups (day x model x run) have one label on every row ({{kinds:each; }} in {{label!r}}): "
+              "no bias can be fitted to one class (c* runs off to infinity) and the AUC is undefined; the vanilla log "
+              "loss is still written.")
+_ONE_LABEL_FIX = ("If the labels have not landed yet (a join that runs later), evaluate the day again once they have; "
+                  "if {label!r} is not the label (a flag that is always 0), set columns.label to the column that is.")
+_CLASS_ORDER = ("model {model!r}: the highest class score matches the label on {as_given:.0%} of the val-bias rows in "
+                "the class order given, and on {reordered:.0%} with the classes reordered, so the labels and the class "
+                "scores ({scores:list}) are most likely in different orders and the metrics are of the wrong classes.")
+_EXTREME = "{{rows:,}} of {{of_rows:,}} rows in {{groups}} of {{of_groups}} groups have {what}: {{shown:each; }}."
+_EXTREME_FIX = ("Such scores usually mean broken model inputs (constant or unscaled features); a confidently wrong row "
+                "adds about |logit| to the log loss sum.")
+_SMALL_BIAS = ("hint: val-bias parts had a median of {{median_bias_rows:,.0f}} rows, so c* is only within about "
+               "±{{now:.2g}} {unit} (95 %); about {{needed:,}} rows give ±{{tolerance:g}}{{information:each}}:")
+_SMALL_BIAS_FIX = ("{advice:each; }; or set split.min_bias_rows: {needed} to give smaller parts status "
+                   "too_few_bias_rows.")
+_WHOLE_WINDOWS = ("fit the bias on whole previous windows instead (`ctcalc rolling`, `ctcalc compare --rolling`; "
+                  "{span}, a week ±{{week:.2g}}, a month ±{{month:.2g}})")
 
 CATALOGUE = {
     "invalid_rows": Message(
@@ -162,6 +179,39 @@ CATALOGUE = {
         "together they make {loss_share:.0%} of it.",
         "If the file rounds the probabilities, write them with more digits (or as logits: columns.class_logits); if "
         "the model itself gives 0, the log loss is right."),
+    "no_calibrated_value": Message("{missing} of {rows} {what} ({share:.1%}) have no calibrated value{parts:each}."),
+    "statuses": Message(": {counts:pairs}"),
+    "statuses_noted": Message("; {total} have one with a note: {counts:pairs}"),
+    "one_label_all": Message("All " + _ONE_LABEL.format(groups="{groups}"), _ONE_LABEL_FIX),
+    "one_label_some": Message(_ONE_LABEL.format(groups="{single} of the {groups}"), _ONE_LABEL_FIX),
+    "one_label_class": Message("{groups} hold only {name}"),
+    "class_order_named": Message(_CLASS_ORDER, "If the score columns are those of {order} in turn, set "
+                                               "columns.class_names: {order:yaml}."),
+    "class_order_indices": Message(_CLASS_ORDER, "The rows of each label score highest on another class "
+                                                 "({moves:each, }): check how the labels were encoded."),
+    "class_moved": Message("label {label} -> score {score}"),
+    "extreme_logits": Message(_EXTREME.format(what="logits outside [-{limit:g}, {limit:g})"), _EXTREME_FIX),
+    "clipped_probabilities": Message(_EXTREME.format(what="probabilities clipped at 0 or 1"), _EXTREME_FIX),
+    "extreme_group": Message("{group:keys}: {rows:,} of {of_rows:,} rows ({share:.1%})"),
+    "extreme_group_metric": Message("{group:keys}: {rows:,} of {of_rows:,} rows ({share:.1%}, {metric_name} "
+                                    "{metric:.4g})"),
+    "more_groups": Message("{groups} more"),
+    "extreme_stop": Message("Nothing was written.", "Fix the model or its inputs, raise sanity.max_abs_logit, or set "
+                                                    "sanity.on_extreme: warn to write the metrics anyway."),
+    "bias_rows_saturated": Message(
+        "hint: val-bias parts had a median of {median_bias_rows:,.0f} rows, and the predictions are so saturated "
+        "(q(1-q) ≈ 0 on every row) that no number of rows pins c* down;", "check the model first."),
+    "small_bias_parts": Message(_SMALL_BIAS.format(unit="logit"), _SMALL_BIAS_FIX),
+    "small_bias_parts_regression": Message(_SMALL_BIAS.format(unit="residual stds"), _SMALL_BIAS_FIX),
+    "information_rows": Message(" at this data's mean q(1-q) of {information:.3g} per row"),
+    "information_base_rate": Message(" at this base rate's p(1-p) of {information:.3g} (a lower bound: a sharper "
+                                     "model needs more)"),
+    "raise_bias_fraction": Message("raise split.bias_fraction from {bias_fraction:g} to {fraction:g}"),
+    "bias_fraction_most": Message("a split.bias_fraction of {fraction:g} would reach that with {group_rows:,.0f} "
+                                  "rows per group but leave the metric only {left:.0%} of them"),
+    "bias_fraction_none": Message("no split.bias_fraction reaches that with {group_rows:,.0f} rows per group"),
+    "whole_windows_day": Message(_WHOLE_WINDOWS.format(span="1 day of {rows_per_day:,.0f} rows reaches it")),
+    "whole_windows_days": Message(_WHOLE_WINDOWS.format(span="{days} days of {rows_per_day:,.0f} rows reach it")),
 }
 """Finding code -> its message."""
 
@@ -170,6 +220,8 @@ class _Formatter(string.Formatter):
     """:meth:`str.format` with ``!q`` (a value quoted, or null), ``!n`` (a value as it is, or null), and the
     specs ``:reasons`` (counts per row reason as '<n> rows: <reason>; ...'), ``:where`` (days as one day, a
     range and its count, or 'unknown (rows without a date)'), ``:day`` ('ds=<day>', or 'no date' for None),
+    ``:each<sep>`` (a list of findings rendered, joined by <sep>), ``:pairs`` (a mapping as 'k v, ...'), ``:keys``
+    (a mapping as 'k=v ...'),
     ``:list`` (joined by ', '), ``:yaml`` (a YAML flow list), ``:shown`` (the first :data:`LABELS_SHOWN` of a
     list, and 'and more'), and for the score columns of a job ``:holds`` ('The prediction column 'p' holds', 'The
     class probability columns [...] hold') and ``:as_logits`` (the columns settings that read them as logits)."""
@@ -187,6 +239,11 @@ class _Formatter(string.Formatter):
                 f"{len(value)} days ({value[0]}..{value[-1]})"
         if format_spec == "day":
             return "no date" if value is None else f"ds={value}"
+        if format_spec.startswith("each"):
+            return format_spec[4:].join(render(f) for f in value)
+        if format_spec in ("pairs", "keys"):
+            return (", " if format_spec == "pairs" else " ").join(
+                f"{k} {v}" if format_spec == "pairs" else f"{k}={v}" for k, v in value.items())
         if format_spec == "list":
             return ", ".join(value)
         if format_spec == "shown":

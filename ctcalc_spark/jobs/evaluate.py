@@ -105,7 +105,7 @@ class EvaluateResult:
     :func:`ctcalc_spark.core.sanity.clipped_label_class`."""
     class_confusion: dict[str, np.ndarray] = field(default_factory=dict)
     """Multiclass, per model: val-bias rows by label class (row) and highest-scoring class (column), for
-    :func:`ctcalc_spark.core.sanity.class_order_line`."""
+    :func:`ctcalc_spark.core.sanity.class_order`."""
 
 
 UNCOUNTED_COLUMNS = ["ds", "reason", "n_rows"]
