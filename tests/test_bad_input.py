@@ -19,7 +19,7 @@ import yaml
 
 from ctcalc_spark import InputError
 from ctcalc_spark.config import ConfigError, OutputConfig, config_from_dict, read_yaml
-from ctcalc_spark.core.findings import INVALID_REASONS
+from ctcalc_spark.core.findings import ROW_REASONS
 from ctcalc_spark.jobs.evaluate import NO_DATE, evaluate
 from ctcalc_spark.spark.scan import NULL_SLICE
 from ctcalc_spark.tables import OutputStore
@@ -346,7 +346,7 @@ def test_null_model_or_run_is_an_invalid_row_in_both_modes(spark, demo_config, t
     m = result.metrics
     assert list(m["model"]) == ["a"] and m.loc[0, "n_rows"] == N - 2 and m.loc[0, "status"] == "ok"
     assert result.uncounted.to_dict("records") == [
-        {"ds": DS, "reason": INVALID_REASONS[9], "n_rows": 2}]
+        {"ds": DS, "reason": ROW_REASONS[9][1], "n_rows": 2}]
 
 
 def test_null_slice_value_is_a_slice_of_its_own(spark, demo_config, tmp_path):
@@ -827,7 +827,7 @@ def test_malformed_json_records_are_invalid_rows(spark, demo_config, tmp_path):
         evaluate(spark, demo_config(**cfg), DS, write=False)
     result = evaluate(spark, demo_config(on_invalid="drop", **cfg), DS, write=False)
     assert result.metrics.loc[0, "n_rows"] == N
-    assert result.uncounted.to_dict("records") == [{"ds": None, "reason": INVALID_REASONS[8], "n_rows": 1}]
+    assert result.uncounted.to_dict("records") == [{"ds": None, "reason": ROW_REASONS[8][1], "n_rows": 1}]
     # a file that is no export of the table (a README among JSON exports): named, with the filter that leaves it out
     (tmp_path / "eval" / "rows.json").write_text("\n".join(lines[:10] + lines[11:]) + "\n")
     (tmp_path / "eval" / "more.json").write_text("\n".join(lines[:3]) + "\n")
@@ -1199,7 +1199,7 @@ def test_a_nan_run_or_model_is_an_invalid_row_as_a_null_is(spark, demo_config, t
     result = evaluate(spark, demo_config(on_invalid="drop"), DS, write=False)
     assert result.metrics[["run", "n_rows"]].to_dict("records") == [{"run": "0.0", "n_rows": N - 3},
                                                                       {"run": "1.0", "n_rows": N}]
-    assert result.uncounted.to_dict("records") == [{"ds": DS, "reason": INVALID_REASONS[9], "n_rows": 3}]
+    assert result.uncounted.to_dict("records") == [{"ds": DS, "reason": ROW_REASONS[9][1], "n_rows": 3}]
 
 
 def test_a_slice_value_written_like_the_null_slice_stays_a_slice_of_its_own(spark, demo_config, tmp_path):

@@ -41,10 +41,8 @@ ROW_REASONS = {
     13: ("null_weight", "null weight"),
 }
 """Codes of the scan's per-row ``invalid`` column (0 = valid) -> (the name a finding counts them under, the
-reason a message gives). The scan packs the code into 4 bits of its group key."""
-INVALID_REASONS = {code: text for code, (_, text) in ROW_REASONS.items()}
-"""Code -> the reason a message and the ``uncounted`` rows give."""
-_REASON_TEXT = dict(ROW_REASONS.values())
+reason a message, the ``uncounted`` rows and the stream's counts give). The scan packs the code into 4 bits of
+its group key."""
 
 LABEL_RULES = {"binary": "Binary labels must be 0/1 in '{}'", "regression": "Labels must be finite numbers in '{}'",
                "multiclass": "Multiclass labels must be class indices 0..K-1 in '{}' (K the classes)"}
@@ -233,7 +231,8 @@ class _Formatter(string.Formatter):
 
     def format_field(self, value: Any, format_spec: str) -> str:
         if format_spec == "reasons":
-            return "; ".join(f"{n} rows: {_REASON_TEXT[name]}" for name, n in value.items())
+            text = dict(ROW_REASONS.values())
+            return "; ".join(f"{n} rows: {text[name]}" for name, n in value.items())
         if format_spec == "where":
             return "unknown (rows without a date)" if not value else value[0] if len(value) == 1 else \
                 f"{len(value)} days ({value[0]}..{value[-1]})"

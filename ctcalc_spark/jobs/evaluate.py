@@ -151,7 +151,7 @@ def _invalid_counts(tally: pd.DataFrame, cfg: JobConfig) -> tuple[pd.DataFrame, 
     stray = no_date | tally["invalid"].isin(UNATTRIBUTED_CODES)
     owned = tally[~stray].groupby(keys, dropna=False)["count"].sum().rename("n_invalid").reset_index()
     dateless = NO_DATE if cfg.columns.ds_format is None else NO_DATE_IN_FORMAT.format(cfg.columns.ds_format)
-    other = tally[stray].assign(reason=[dateless if pd.isna(d) and code != 8 else findings.INVALID_REASONS[int(code)]
+    other = tally[stray].assign(reason=[dateless if pd.isna(d) and code != 8 else findings.ROW_REASONS[int(code)][1]
                                         for d, code in zip(tally.loc[stray, "ds"], tally.loc[stray, "invalid"])])
     uncounted = other.groupby(["ds", "reason"], dropna=False)["count"].sum().rename("n_rows").reset_index()
     uncounted["ds"] = uncounted["ds"].astype(object).where(uncounted["ds"].notna(), None)

@@ -65,7 +65,7 @@ from ctcalc_spark.filekind import (
 )
 from ctcalc_spark.storage import FileStore, absolute, csv_first_record, is_local, literal_path, local_path
 from ctcalc_spark.spark import names
-from ctcalc_spark.core.findings import INVALID_REASONS
+from ctcalc_spark.core.findings import ROW_REASONS
 from ctcalc_spark.spark.scan import decode_aggregate, group_columns, summary_aggregation
 from ctcalc_spark.tables import OutputStore
 from ctcalc_spark.jobs.stream_state import (
@@ -708,7 +708,7 @@ class BatchHandler:
         uncounted = np.isin(kind, ["late", "no_event_time"])
         other = agg[uncounted].assign(kind=kind[uncounted])
         other = other.groupby(["_window_us", "kind", *gcols], dropna=False)["count"].sum().reset_index()
-        tally = tally.assign(kind="invalid", reason=[INVALID_REASONS[int(x)] for x in tally["invalid"]])
+        tally = tally.assign(kind="invalid", reason=[ROW_REASONS[int(x)][1] for x in tally["invalid"]])
         counts = _concat([other, tally.drop(columns="invalid")]).rename(columns={"count": "n_rows"})
         for k in ("on_time", "late", "invalid", "no_event_time"):
             report[k] = int(agg.loc[kind == k, "count"].sum())
