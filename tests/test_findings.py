@@ -92,6 +92,8 @@ EXAMPLES = [  # (what the example is, its finding): every catalogue code at leas
     ("seven groups", sanity.extreme_scores(EXTREME.assign(run=[str(i) for i in range(7)], n_extreme=range(7),
                                                           n_clipped=0), ["model", "run"], limit=50.0)[0]),
     ("the stop", Finding("extreme_stop", ERROR)),
+    ("a CSV", sanity.not_utf8({"model": ["mod\ufffdle"], "city": ["K\ufffdln"]}, "csv", "input.options")),
+    ("a stream batch", sanity.not_utf8({"city": ["K\ufffdln"]}, "json", "stream.options", batch=7)),
     ("saturated", sanity.small_bias(median_bias_rows=30, median_rows=300, information=0.0, bias_fraction=0.1)),
     ("no fraction, days", sanity.small_bias(median_bias_rows=5, median_rows=48, information=0.2, bias_fraction=0.1,
                                             rows_per_day=48)),
@@ -281,3 +283,14 @@ def test_text_labels_are_told_apart_by_the_task_and_the_class_names():
     assert f.context == {"label": "y", "labels": ["no", "yes"], "reversed": ["yes", "no"], "positive": "no"}
     many = [f"c{i:02}" for i in range(findings.LABELS_SHOWN + 1)]
     assert findings.text_labels("y", many, task="multiclass", class_names=()).context["names"] == many[:-1]
+
+
+def test_values_not_read_as_utf8_are_named_per_column():
+    frame = pd.DataFrame({"model": ["a", "mod\ufffdle"], "run": ["0", "1"], "city": ["K\ufffdln", None]})
+    found = sanity.undecoded_values(frame, {"model": "model", "run": "run", "city": "town", "absent": "x"})
+    assert found == {"model": ["mod\ufffdle"], "town": ["K\ufffdln"]}
+    f = sanity.not_utf8(found, "csv", "input.options")
+    assert (f.code, f.severity, f.context) == ("not_utf8", ERROR, {"values": found, "format": "CSV",
+                                                                   "options": "input.options"})
+    assert sanity.not_utf8(found, "json", "stream.options", batch=3).context["batch"] == 3
+    assert sanity.undecoded_values(frame.iloc[:1], {"model": "model"}) == {}

@@ -94,6 +94,14 @@ _SMALL_BIAS_FIX = ("{advice:each; }; or set split.min_bias_rows: {needed} to giv
                    "too_few_bias_rows.")
 _WHOLE_WINDOWS = ("fit the bias on whole previous windows instead (`ctcalc rolling`, `ctcalc compare --rolling`; "
                   "{span}, a week ±{{week:.2g}}, a month ±{{month:.2g}})")
+LEGACY_CHARSETS_HINT = ("for windows-1252 (its € and curly quotes), Shift_JIS, GBK and the other encodings Java "
+                        "knows, also set spark.conf: {spark.sql.legacy.javaCharsets: 'true'}")
+"""How Spark 4's text readers take an encoding beyond the few they allow by default."""
+_NOT_UTF8 = ("Text in the evaluation rows is not UTF-8, the encoding Spark reads {format} with: {values:undecoded} "
+             "('\ufffd' stands for bytes it could not read, so values that differ there would count as one).")
+_NOT_UTF8_FIX = ("Set {options}: {{encoding: 'ISO-8859-1'}} for Western European files from Excel or Windows, or the "
+                 "files' own encoding (Spark reads ISO-8859-1, US-ASCII, UTF-16 and UTF-32 as they are; "
+                 + LEGACY_CHARSETS_HINT.replace("{", "{{").replace("}", "}}") + "), or write the files as UTF-8.")
 
 CATALOGUE = {
     "invalid_rows": Message(
@@ -177,6 +185,9 @@ CATALOGUE = {
         "together they make {loss_share:.0%} of it.",
         "If the file rounds the probabilities, write them with more digits (or as logits: columns.class_logits); if "
         "the model itself gives 0, the log loss is right."),
+    "not_utf8": Message(_NOT_UTF8, _NOT_UTF8_FIX + " Nothing was written."),
+    "not_utf8_stream": Message("Stream batch {batch}: " + _NOT_UTF8,
+                               _NOT_UTF8_FIX + " Then start the stream again: the batch is read again."),
     "no_calibrated_value": Message("{missing} of {rows} {what} ({share:.1%}) have no calibrated value{parts:each}."),
     "statuses": Message(": {counts:pairs}"),
     "statuses_noted": Message("; {total} have one with a note: {counts:pairs}"),
@@ -219,7 +230,7 @@ class _Formatter(string.Formatter):
     specs ``:reasons`` (counts per row reason as '<n> rows: <reason>; ...'), ``:where`` (days as one day, a
     range and its count, or 'unknown (rows without a date)'), ``:day`` ('ds=<day>', or 'no date' for None),
     ``:each<sep>`` (a list of findings rendered, joined by <sep>), ``:pairs`` (a mapping as 'k v, ...'), ``:keys``
-    (a mapping as 'k=v ...'),
+    (a mapping as 'k=v ...'), ``:undecoded`` (values per column as "'c': ['v', ...]; ..."),
     ``:list`` (joined by ', '), ``:yaml`` (a YAML flow list), ``:shown`` (the first :data:`LABELS_SHOWN` of a
     list, and 'and more'), and for the score columns of a job ``:holds`` ('The prediction column 'p' holds', 'The
     class probability columns [...] hold') and ``:as_logits`` (the columns settings that read them as logits)."""
@@ -243,6 +254,8 @@ class _Formatter(string.Formatter):
         if format_spec in ("pairs", "keys"):
             return (", " if format_spec == "pairs" else " ").join(
                 f"{k} {v}" if format_spec == "pairs" else f"{k}={v}" for k, v in value.items())
+        if format_spec == "undecoded":
+            return "; ".join(f"{name!r}: {list(values)}" for name, values in value.items())
         if format_spec == "list":
             return ", ".join(value)
         if format_spec == "shown":

@@ -467,9 +467,6 @@ def previous_window_hint(*, median_prev_rows: float, information: float | None, 
 
 REPLACEMENT_CHARACTER = "\ufffd"
 """What Spark's text readers put for bytes that are not UTF-8."""
-LEGACY_CHARSETS_HINT = ("for windows-1252 (its € and curly quotes), Shift_JIS, GBK and the other encodings Java "
-                        "knows, also set spark.conf: {spark.sql.legacy.javaCharsets: 'true'}")
-"""How Spark 4's text readers take an encoding beyond the few they allow by default."""
 
 
 def undecoded_values(frame: pd.DataFrame, columns: Mapping[str, str | None]) -> dict[str, list[str]]:
@@ -486,12 +483,9 @@ def undecoded_values(frame: pd.DataFrame, columns: Mapping[str, str | None]) -> 
     return found
 
 
-def not_utf8_message(found: Mapping[str, Sequence[str]], fmt: str, options: str) -> str:
+def not_utf8(found: Mapping[str, Sequence[str]], fmt: str, options: str, *, batch: int | None = None) -> Finding:
     """The error for :func:`undecoded_values`' findings in a ``fmt`` input read with the reader options at
-    config key ``options``."""
-    shown = "; ".join(f"{name!r}: {list(values)}" for name, values in found.items())
-    return (f"Text in the evaluation rows is not UTF-8, the encoding Spark reads {fmt.upper()} with: {shown} "
-            f"({REPLACEMENT_CHARACTER!r} stands for bytes it could not read, so values that differ there would count "
-            f"as one). Set {options}: {{encoding: 'ISO-8859-1'}} for Western European files from Excel or Windows, or "
-            "the files' own encoding (Spark reads ISO-8859-1, US-ASCII, UTF-16 and UTF-32 as they are; "
-            f"{LEGACY_CHARSETS_HINT}), or write the files as UTF-8.")
+    config key ``options``; ``batch``: the stream batch that read them."""
+    context = {"values": dict(found), "format": fmt.upper(), "options": options}
+    return Finding("not_utf8", ERROR, {}, context) if batch is None else \
+        Finding("not_utf8_stream", ERROR, {}, {**context, "batch": batch})

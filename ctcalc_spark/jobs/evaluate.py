@@ -205,7 +205,7 @@ def _check_encoding(metrics: pd.DataFrame, cfg: JobConfig) -> None:
     """InputError before a write when the model, run or slice values of a CSV or JSON input are not UTF-8
     (:func:`~ctcalc_spark.core.sanity.undecoded_values`). Free: the values are the metrics rows' keys. An
     ``encoding`` of the user's own is taken as meant."""
-    from ctcalc_spark.core.sanity import not_utf8_message, undecoded_values
+    from ctcalc_spark.core.sanity import not_utf8, undecoded_values
 
     if cfg.input.format not in ("csv", "json") or own_encoding(cfg.input.options):
         return
@@ -214,7 +214,7 @@ def _check_encoding(metrics: pd.DataFrame, cfg: JobConfig) -> None:
     for name, part in slices.groupby("slice_name"):
         found.update(undecoded_values(part, {"slice_value": str(name)}))
     if found:
-        raise InputError(not_utf8_message(found, cfg.input.format, "input.options") + " Nothing was written.")
+        raise InputError(findings.render(not_utf8(found, cfg.input.format, "input.options")))
 
 
 def _check_days(days: Sequence[str], present: Sequence[str], cfg: JobConfig, allow_missing: bool) -> set[str]:

@@ -675,15 +675,15 @@ class BatchHandler:
     def _check_encoding(self, summaries: pd.DataFrame, batch_id: int) -> None:
         """InputError (the batch fails before its write, and its replay until the files are read right) when
         the model, run or slice values of landed CSV/JSON files are not UTF-8, as in the batch job."""
-        from ctcalc_spark.core.sanity import not_utf8_message, undecoded_values
+        from ctcalc_spark.core.findings import render
+        from ctcalc_spark.core.sanity import not_utf8, undecoded_values
 
         s, c = self.cfg.stream, self.cfg.columns
         if s.source != "file" or s.format not in RECORD_FORMATS or own_encoding(s.options):
             return
         found = undecoded_values(summaries, {c.model: c.model, c.run: c.run, **{n: n for n in c.slices}})
         if found:
-            raise InputError(f"Stream batch {batch_id}: " + not_utf8_message(found, s.format, "stream.options")
-                             + " Then start the stream again: the batch is read again.")
+            raise InputError(render(not_utf8(found, s.format, "stream.options", batch=batch_id)))
 
     def _window_columns(self, frame: pd.DataFrame) -> pd.DataFrame:
         """window, ds, window_start, window_end from the ``_window_us`` column (None: no window)."""
