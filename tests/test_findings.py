@@ -92,6 +92,8 @@ EXAMPLES = [  # (what the example is, its finding): every catalogue code at leas
     ("seven groups", sanity.extreme_scores(EXTREME.assign(run=[str(i) for i in range(7)], n_extreme=range(7),
                                                           n_clipped=0), ["model", "run"], limit=50.0)[0]),
     ("the stop", Finding("extreme_stop", ERROR)),
+    ("a stream batch", Finding("stream_invalid_rows", ERROR, {"null_label": 3, "no_event_time": 2},
+                               {"batch": 7, "event_time": "event_time"})),
     ("a CSV", sanity.not_utf8({"model": ["mod\ufffdle"], "city": ["K\ufffdln"]}, "csv", "input.options")),
     ("a stream batch", sanity.not_utf8({"city": ["K\ufffdln"]}, "json", "stream.options", batch=7)),
     ("saturated", sanity.small_bias(median_bias_rows=30, median_rows=300, information=0.0, bias_fraction=0.1)),
@@ -105,9 +107,9 @@ EXAMPLES = [  # (what the example is, its finding): every catalogue code at leas
 
 
 def codes_of(f: Finding) -> set[str]:
-    """The codes of ``f`` and of the findings its message holds."""
+    """The codes of ``f``, of the findings its message holds and of the reasons it counts that are codes."""
     inner = [g for v in f.context.values() if isinstance(v, list) for g in v if isinstance(g, Finding)]
-    return {f.code}.union(*map(codes_of, inner))
+    return {f.code, *(f.counts.keys() & findings.CATALOGUE.keys())}.union(*map(codes_of, inner))
 
 
 def golden_text() -> str:

@@ -188,6 +188,10 @@ CATALOGUE = {
     "not_utf8": Message(_NOT_UTF8, _NOT_UTF8_FIX + " Nothing was written."),
     "not_utf8_stream": Message("Stream batch {batch}: " + _NOT_UTF8,
                                _NOT_UTF8_FIX + " Then start the stream again: the batch is read again."),
+    "stream_invalid_rows": Message(
+        "Invalid rows in stream batch {batch}: {counts:reasons}.", "Fix the producer, or set on_invalid: drop to "
+        "exclude them and count them in stream_counts and n_invalid."),
+    "no_event_time": Message("null or unparsable {event_time!r}"),
     "no_calibrated_value": Message("{missing} of {rows} {what} ({share:.1%}) have no calibrated value{parts:each}."),
     "statuses": Message(": {counts:pairs}"),
     "statuses_noted": Message("; {total} have one with a note: {counts:pairs}"),
@@ -227,7 +231,8 @@ CATALOGUE = {
 
 class _Formatter(string.Formatter):
     """:meth:`str.format` with ``!q`` (a value quoted, or null), ``!n`` (a value as it is, or null), and the
-    specs ``:reasons`` (counts per row reason as '<n> rows: <reason>; ...'), ``:where`` (days as one day, a
+    specs ``:reasons`` (counts per row reason as '<n> rows: <reason>; ...'; a reason not of
+    :data:`ROW_REASONS` is a catalogue code, rendered from the same fields), ``:where`` (days as one day, a
     range and its count, or 'unknown (rows without a date)'), ``:day`` ('ds=<day>', or 'no date' for None),
     ``:each<sep>`` (a list of findings rendered, joined by <sep>), ``:pairs`` (a mapping as 'k v, ...'), ``:keys``
     (a mapping as 'k=v ...'), ``:undecoded`` (values per column as "'c': ['v', ...]; ..."),
@@ -240,10 +245,16 @@ class _Formatter(string.Formatter):
             return "null" if value is None else repr(str(value)) if conversion == "q" else str(value)
         return super().convert_field(value, conversion)
 
+    def vformat(self, format_string: str, args: Sequence[Any], kwargs: Mapping[str, Any]) -> str:
+        self.fields = kwargs  # for ``:reasons``
+        return super().vformat(format_string, args, kwargs)
+
     def format_field(self, value: Any, format_spec: str) -> str:
         if format_spec == "reasons":
             text = dict(ROW_REASONS.values())
-            return "; ".join(f"{n} rows: {text[name]}" for name, n in value.items())
+            return "; ".join(f"{n} rows: " + (text[name] if name in text else render(Finding(name, NOTE, {},
+                                                                                                self.fields)))
+                             for name, n in value.items())
         if format_spec == "where":
             return "unknown (rows without a date)" if not value else value[0] if len(value) == 1 else \
                 f"{len(value)} days ({value[0]}..{value[-1]})"
@@ -303,6 +314,13 @@ def invalid_rows(tally: pd.DataFrame, *, model: str, run: str, task: str, label:
     return Finding("invalid_rows", ERROR, reason_totals(tally), {
         "days": sorted(dated["ds"].astype(str).unique()), "ds": _value(first["ds"]), "model": _value(first[model]),
         "run": _value(first[run]), "task": task, "label": label})
+
+
+def stream_invalid_rows(tally: pd.DataFrame, no_event_time: int, *, batch: int, event_time: str) -> Finding | None:
+    """The error for a stream batch's invalid rows (``tally`` as for :func:`invalid_rows`) and rows without an
+    event time, or None when there are none."""
+    counts = {**reason_totals(tally), **({"no_event_time": no_event_time} if no_event_time else {})}
+    return Finding("stream_invalid_rows", ERROR, counts, {"batch": batch, "event_time": event_time}) if counts else None
 
 
 def all_rows_invalid(days: Sequence[str], tally: pd.DataFrame) -> Finding:

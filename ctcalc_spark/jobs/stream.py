@@ -65,7 +65,7 @@ from ctcalc_spark.filekind import (
 )
 from ctcalc_spark.storage import FileStore, absolute, csv_first_record, is_local, literal_path, local_path
 from ctcalc_spark.spark import names
-from ctcalc_spark.core.findings import ROW_REASONS
+from ctcalc_spark.core.findings import ROW_REASONS, render, stream_invalid_rows
 from ctcalc_spark.spark.scan import decode_aggregate, group_columns, summary_aggregation
 from ctcalc_spark.tables import OutputStore
 from ctcalc_spark.jobs.stream_state import (
@@ -675,7 +675,6 @@ class BatchHandler:
     def _check_encoding(self, summaries: pd.DataFrame, batch_id: int) -> None:
         """InputError (the batch fails before its write, and its replay until the files are read right) when
         the model, run or slice values of landed CSV/JSON files are not UTF-8, as in the batch job."""
-        from ctcalc_spark.core.findings import render
         from ctcalc_spark.core.sanity import not_utf8, undecoded_values
 
         s, c = self.cfg.stream, self.cfg.columns
@@ -712,7 +711,9 @@ class BatchHandler:
         counts = _concat([other, tally.drop(columns="invalid")]).rename(columns={"count": "n_rows"})
         for k in ("on_time", "late", "invalid", "no_event_time"):
             report[k] = int(agg.loc[kind == k, "count"].sum())
-        self._check_invalid(counts, batch_id)
+        if self.cfg.on_invalid == "error" and (bad := stream_invalid_rows(
+                tally, report["no_event_time"], batch=batch_id, event_time=self.cfg.stream.event_time)):
+            raise InputError(render(bad))
         summaries = self._window_columns(summaries).assign(batch_id=batch_id)
         if counts.empty:
             return summaries, counts
@@ -727,22 +728,6 @@ class BatchHandler:
         if not items:
             return pd.DataFrame()
         return pd.DataFrame(items).assign(window=NO_WINDOW, batch_id=batch_id, _window_us=None)
-
-    def _check_invalid(self, counts: pd.DataFrame, batch_id: int) -> None:
-        if self.cfg.on_invalid != "error" or counts.empty:
-            return
-        bad = counts[counts["kind"].isin(["invalid", "no_event_time"])]
-        if bad.empty:
-            return
-        if "reason" not in bad:  # only rows without an event time: no invalid-row tally, so no reason column
-            bad = bad.assign(reason=None)
-        parts = []
-        for kind, grp in bad.groupby("kind"):
-            for reason, n in grp.groupby(grp["reason"].fillna(""))["n_rows"].sum().items():
-                text = f"null or unparsable '{self.cfg.stream.event_time}'" if kind == "no_event_time" else reason
-                parts.append(f"{int(n)} rows: {text}")
-        raise InputError(f"Invalid rows in stream batch {batch_id}: " + "; ".join(parts) + ". Fix the producer, or "
-                         "set on_invalid: drop to exclude them and count them in stream_counts and n_invalid.")
 
 
 # ---- the query -------------------------------------------------------------------------------------------
