@@ -15,6 +15,7 @@ from ctcalc_spark.core.findings import ERROR, HINT, NOTE, WARNING, Finding, rend
 
 GOLDEN = Path(__file__).parent / "golden" / "messages.txt"
 
+DAYS = [f"2026-11-{d:02}" for d in range(10, 30)]
 SWAPPED = np.array([[5, 90, 5], [3, 7, 90], [80, 10, 10]])
 """Val-bias rows by label (row) and highest class score (column): label i scores highest on class i + 1."""
 EXTREME = pd.DataFrame({"model": ["mlp", "mlp", "lr", "lr", "lr", "lr", "lr"],
@@ -92,6 +93,10 @@ EXAMPLES = [  # (what the example is, its finding): every catalogue code at leas
     ("seven groups", sanity.extreme_scores(EXTREME.assign(run=[str(i) for i in range(7)], n_extreme=range(7),
                                                           n_clipped=0), ["model", "run"], limit=50.0)[0]),
     ("the stop", Finding("extreme_stop", ERROR)),
+    ("one day", findings.missing_days(["2026-11-21"], [], where="/data/eval", allow_missing=False)),
+    ("some of a range", findings.missing_days(DAYS, DAYS[3:5], where="db.eval", allow_missing=False)),
+    ("a range, allowed", findings.missing_days(DAYS[:2], [], where="db.eval", allow_missing=True)),
+    ("skipped", findings.missing_days(DAYS, DAYS[3:5], where="db.eval", allow_missing=True)),
     ("a stream batch", Finding("stream_invalid_rows", ERROR, {"null_label": 3, "no_event_time": 2},
                                {"batch": 7, "event_time": "event_time"})),
     ("a CSV", sanity.not_utf8({"model": ["mod\ufffdle"], "city": ["K\ufffdln"]}, "csv", "input.options")),
@@ -296,3 +301,19 @@ def test_values_not_read_as_utf8_are_named_per_column():
                                                                    "options": "input.options"})
     assert sanity.not_utf8(found, "json", "stream.options", batch=3).context["batch"] == 3
     assert sanity.undecoded_values(frame.iloc[:1], {"model": "model"}) == {}
+
+
+def test_days_without_rows_stop_a_run_unless_it_may_skip_them_and_has_one_day():
+    assert findings.missing_days(DAYS[:3], DAYS, where="t", allow_missing=False) is None
+    f = findings.missing_days(DAYS, DAYS[3:5], where="t", allow_missing=False)
+    assert (f.code, f.severity, f.counts) == ("no_rows_for_days", ERROR, {"missing": 18, "asked": 20})
+    assert f.context["missing_days"] == DAYS[:3] + DAYS[5:]
+    assert [(g.code, g.counts, g.context) for g in f.context["held"]] == [("days_held", {"asked": 20, "held": 2},
+                                                                            {"found": DAYS[3:5]})]
+    assert [g.code for g in f.context["skip"]] == ["allow_missing_days"]
+    f = findings.missing_days(DAYS, DAYS[3:5], where="t", allow_missing=True)
+    assert (f.code, f.severity, f.counts) == ("days_skipped", NOTE, {"missing": 18, "asked": 20})
+    f = findings.missing_days(DAYS[:2], [], where="t", allow_missing=True)  # every day missing: still an error
+    assert (f.code, f.context["held"], [g.code for g in f.context["skip"]]) == (
+        "no_rows_for_days", [], ["allow_missing_needs_a_day"])
+    assert findings.missing_days(DAYS[:1], [], where="t", allow_missing=False).context["skip"] == []

@@ -16,6 +16,7 @@ from typing import Any, Mapping, Sequence
 
 import pandas as pd
 
+from ctcalc_spark.core.windows import day_runs
 from ctcalc_spark.errors import yaml_list
 
 ERROR = "error"
@@ -192,6 +193,13 @@ CATALOGUE = {
         "Invalid rows in stream batch {batch}: {counts:reasons}.", "Fix the producer, or set on_invalid: drop to "
         "exclude them and count them in stream_counts and n_invalid."),
     "no_event_time": Message("null or unparsable {event_time!r}"),
+    "no_rows_for_days": Message("No evaluation rows for ds={missing_days:days} in {where!r}{held:each}; check the "
+                                "dates and the 'columns.ds' name{skip:each}."),
+    "days_held": Message(" (of the {asked} days asked for, the table has rows for {held}: {found:runs})"),
+    "allow_missing_days": Message(", or pass --allow-missing-days to skip such days"),
+    "allow_missing_needs_a_day": Message(" (--allow-missing-days skips days without rows, and needs one day with "
+                                         "rows)"),
+    "days_skipped": Message("no evaluation rows for {missing} of {asked} days (skipped): {missing_days:days}"),
     "no_calibrated_value": Message("{missing} of {rows} {what} ({share:.1%}) have no calibrated value{parts:each}."),
     "statuses": Message(": {counts:pairs}"),
     "statuses_noted": Message("; {total} have one with a note: {counts:pairs}"),
@@ -234,6 +242,7 @@ class _Formatter(string.Formatter):
     specs ``:reasons`` (counts per row reason as '<n> rows: <reason>; ...'; a reason not of
     :data:`ROW_REASONS` is a catalogue code, rendered from the same fields), ``:where`` (days as one day, a
     range and its count, or 'unknown (rows without a date)'), ``:day`` ('ds=<day>', or 'no date' for None),
+    ``:runs`` (days as runs of days, :func:`day_runs`), ``:days`` (the same, 5 runs shown, and the count),
     ``:each<sep>`` (a list of findings rendered, joined by <sep>), ``:pairs`` (a mapping as 'k v, ...'), ``:keys``
     (a mapping as 'k=v ...'), ``:undecoded`` (values per column as "'c': ['v', ...]; ..."),
     ``:list`` (joined by ', '), ``:yaml`` (a YAML flow list), ``:shown`` (the first :data:`LABELS_SHOWN` of a
@@ -258,6 +267,10 @@ class _Formatter(string.Formatter):
         if format_spec == "where":
             return "unknown (rows without a date)" if not value else value[0] if len(value) == 1 else \
                 f"{len(value)} days ({value[0]}..{value[-1]})"
+        if format_spec == "runs":
+            return day_runs(value)
+        if format_spec == "days":  # a long stretch of days reads as a few ranges and a count
+            return day_runs(value, shown=5) + (f" ({len(value)} days)" if len(value) > 1 else "")
         if format_spec == "day":
             return "no date" if value is None else f"ds={value}"
         if format_spec.startswith("each"):
@@ -321,6 +334,23 @@ def stream_invalid_rows(tally: pd.DataFrame, no_event_time: int, *, batch: int, 
     event time, or None when there are none."""
     counts = {**reason_totals(tally), **({"no_event_time": no_event_time} if no_event_time else {})}
     return Finding("stream_invalid_rows", ERROR, counts, {"batch": batch, "event_time": event_time}) if counts else None
+
+
+def missing_days(days: Sequence[str], present: Sequence[str], *, where: str, allow_missing: bool) -> Finding | None:
+    """What the ``days`` asked for without rows (those not in ``present``) mean for a run that reads ``where``:
+    the error that stops it (days missing without ``allow_missing``, or every day missing), the note of the days
+    it skips, or None when every day has rows."""
+    missing = sorted(set(days) - set(present))
+    if not missing:
+        return None
+    counts, context = {"missing": len(missing), "asked": len(days)}, {"missing_days": missing, "where": where}
+    if allow_missing and len(missing) < len(days):
+        return Finding("days_skipped", NOTE, counts, context)
+    found = sorted(set(days) & set(present))
+    held = [Finding("days_held", NOTE, {"asked": len(days), "held": len(found)}, {"found": found})] if found else []
+    skip = [] if len(days) == 1 else [Finding("allow_missing_needs_a_day" if allow_missing else "allow_missing_days",
+                                              NOTE)]
+    return Finding("no_rows_for_days", ERROR, counts, {**context, "held": held, "skip": skip})
 
 
 def all_rows_invalid(days: Sequence[str], tally: pd.DataFrame) -> Finding:

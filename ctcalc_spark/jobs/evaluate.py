@@ -218,22 +218,13 @@ def _check_encoding(metrics: pd.DataFrame, cfg: JobConfig) -> None:
 
 
 def _check_days(days: Sequence[str], present: Sequence[str], cfg: JobConfig, allow_missing: bool) -> set[str]:
-    missing = sorted(set(days) - set(present))
-    where = input_name(cfg)
-    # as runs of days, so that a long stretch of missing days reads as a few ranges and a count
-    shown = day_runs(missing, shown=5) + (f" ({len(missing)} days)" if len(missing) > 1 else "")
-    if missing and (not allow_missing or len(missing) == len(days)):
-        found = sorted(set(days) & set(present))
-        held = "" if not found else (f" (of the {len(days)} days asked for, the table has rows for {len(found)}: "
-                                     f"{day_runs(found)})")
+    found = findings.missing_days(days, present, where=input_name(cfg), allow_missing=allow_missing)
+    if found is not None and found.severity == findings.ERROR:
         unlisted = "" if cfg.input.table else unlisted_files_hint(str(cfg.input.path), cfg.input.options)
-        skip = "" if len(days) == 1 else " (--allow-missing-days skips days without rows, and needs one day with " \
-            "rows)" if allow_missing else ", or pass --allow-missing-days to skip such days"
-        raise InputError(f"No evaluation rows for ds={shown} in {where!r}{held}; check the dates and the 'columns.ds' "
-                         f"name{skip}." + unlisted)
-    if missing:
-        log.warning("no evaluation rows for %d of %d days (skipped): %s", len(missing), len(days), shown)
-    return set(missing)  # a set: its callers keep the days not in it, of a 300-year range too
+        raise InputError(findings.render(found) + unlisted)
+    if found is not None:
+        log.warning(findings.render(found))
+    return set(found.context["missing_days"]) if found else set()  # a set: its callers keep the days not in it
 
 
 ISO_DAY = re.compile(r"^\d{4}-\d{2}-\d{2}")
