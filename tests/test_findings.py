@@ -12,6 +12,7 @@ import pytest
 
 from ctcalc_spark.core import findings, sanity
 from ctcalc_spark.core.findings import ERROR, HINT, NOTE, WARNING, Finding, render
+from ctcalc_spark.spark.input_hints import csv_quoting_problems
 
 GOLDEN = Path(__file__).parent / "golden" / "messages.txt"
 
@@ -93,6 +94,10 @@ EXAMPLES = [  # (what the example is, its finding): every catalogue code at leas
     ("seven groups", sanity.extreme_scores(EXTREME.assign(run=[str(i) for i in range(7)], n_extreme=range(7),
                                                           n_clipped=0), ["model", "run"], limit=50.0)[0]),
     ("the stop", Finding("extreme_stop", ERROR)),
+    ("both, in a file", Finding("csv_quoting", ERROR, {}, {"file": "day/a.csv", "found": csv_quoting_problems(
+        b'id,title\n1,"Blue ""XL"" shoe, wide"\n2,"Blue XL\nshoe"\n', {})})),
+    ("a stream's file", Finding("csv_quoting_problems", NOTE, {}, {"found": csv_quoting_problems(
+        b'1;"x ""y"" z"\n', {"sep": ";", "header": "false"}, "stream.options")})),
     ("one day", findings.missing_days(["2026-11-21"], [], where="/data/eval", allow_missing=False)),
     ("some of a range", findings.missing_days(DAYS, DAYS[3:5], where="db.eval", allow_missing=False)),
     ("a range, allowed", findings.missing_days(DAYS[:2], [], where="db.eval", allow_missing=True)),
@@ -317,3 +322,19 @@ def test_days_without_rows_stop_a_run_unless_it_may_skip_them_and_has_one_day():
     assert (f.code, f.context["held"], [g.code for g in f.context["skip"]]) == (
         "no_rows_for_days", [], ["allow_missing_needs_a_day"])
     assert findings.missing_days(DAYS[:1], [], where="t", allow_missing=False).context["skip"] == []
+
+
+@pytest.mark.parametrize(("data", "options", "codes", "columns"), [
+    (b'id,title\n1,"Blue ""XL"" shoe, wide"\n', {}, ["csv_doubled_quotes"], ["title"]),
+    (b'id;title\n1;"Blue ""XL"" shoe"\n', {"sep": ";"}, ["csv_doubled_quotes_other_separator"], ["title"]),
+    (b'1,"Blue XL\nshoe"\n', {"header": "false"}, ["csv_line_break"], [None]),
+    (b'id,title\n1,"a\nb"\n2,"x ""y"" z"\n', {}, ["csv_doubled_quotes", "csv_line_break"], ["title", "title"]),
+    (b'id,title\n1,"Blue ""XL"" shoe"\n', {"escape": '"'}, [], []),  # the option that reads it
+    (b'id,title\n1,"a\nb"\n', {"multiLine": "true"}, [], []),
+    (b'id,title\n1,"Blue \\"XL\\" shoe"\n', {}, [], []),  # Spark's own escape
+])
+def test_csv_quoting_spark_would_misread_is_found_in_a_file_start(data, options, codes, columns):
+    found = csv_quoting_problems(data, options)
+    assert [f.code for f in found] == codes
+    assert [f.context["in_column"][0].context["column"] if f.context["in_column"] else None for f in found] == columns
+    assert all(f.context["option_key"] == "input.options" for f in found)

@@ -103,6 +103,10 @@ _NOT_UTF8 = ("Text in the evaluation rows is not UTF-8, the encoding Spark reads
 _NOT_UTF8_FIX = ("Set {options}: {{encoding: 'ISO-8859-1'}} for Western European files from Excel or Windows, or the "
                  "files' own encoding (Spark reads ISO-8859-1, US-ASCII, UTF-16 and UTF-32 as they are; "
                  + LEGACY_CHARSETS_HINT.replace("{", "{{").replace("}", "}}") + "), or write the files as UTF-8.")
+_DOUBLED_QUOTES = ("a quote inside a quoted field written twice ({{value!r}}{{in_column:each}}, as pandas, Excel and "
+                   "Python's csv module write it), where Spark's reader takes a backslash before a quote: it would "
+                   "read the value with its quotes, or split it at a {separator} inside;")
+_DOUBLED_QUOTES_FIX = "{option_key}: {{escape: '{quote}'}} reads it"
 
 CATALOGUE = {
     "invalid_rows": Message(
@@ -200,6 +204,16 @@ CATALOGUE = {
     "allow_missing_needs_a_day": Message(" (--allow-missing-days skips days without rows, and needs one day with "
                                          "rows)"),
     "days_skipped": Message("no evaluation rows for {missing} of {asked} days (skipped): {missing_days:days}"),
+    "csv_quoting": Message("The CSV file {file} of the evaluation table has {found:each; and }. Nothing was read."),
+    "csv_quoting_problems": Message("{found:each; and }"),
+    "csv_doubled_quotes": Message(_DOUBLED_QUOTES.format(separator="comma"), _DOUBLED_QUOTES_FIX),
+    "csv_doubled_quotes_other_separator": Message(_DOUBLED_QUOTES.format(separator="{separator!r}"),
+                                                  _DOUBLED_QUOTES_FIX),
+    "csv_line_break": Message(
+        "a line break inside a quoted field ({value!r}{in_column:each}), where Spark's reader takes each line for a "
+        "record: the rest of the value would be a record of its own (a row without a date);",
+        "{option_key}: {{multiLine: 'true'}} reads it (each file whole, in one task)"),
+    "in_column": Message(" in column {column!r}"),
     "no_calibrated_value": Message("{missing} of {rows} {what} ({share:.1%}) have no calibrated value{parts:each}."),
     "statuses": Message(": {counts:pairs}"),
     "statuses_noted": Message("; {total} have one with a note: {counts:pairs}"),

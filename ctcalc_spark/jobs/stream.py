@@ -65,7 +65,7 @@ from ctcalc_spark.filekind import (
 )
 from ctcalc_spark.storage import FileStore, absolute, csv_first_record, is_local, literal_path, local_path
 from ctcalc_spark.spark import names
-from ctcalc_spark.core.findings import ROW_REASONS, render, stream_invalid_rows
+from ctcalc_spark.core.findings import NOTE, ROW_REASONS, Finding, render, stream_invalid_rows
 from ctcalc_spark.spark.scan import decode_aggregate, group_columns, summary_aggregation
 from ctcalc_spark.tables import OutputStore
 from ctcalc_spark.jobs.stream_state import (
@@ -572,7 +572,7 @@ class BatchHandler:
             return f"no records read from a {length}-byte file"
         found = csv_quoting_problems(data[:CSV_SAMPLE_BYTES], reader_options(s), "stream.options",
                                      cut=len(data) > CSV_SAMPLE_BYTES)
-        return "; and ".join(found) or None
+        return render(Finding("csv_quoting_problems", NOTE, {}, {"found": found})) if found else None
 
     # ---- one batch ----------------------------------------------------------------------------------------
     def _process(self, store: OutputStore, files: StreamFiles, batch_df: DataFrame, batch_id: int) -> None:

@@ -13,6 +13,7 @@ from contextlib import contextmanager
 from typing import Any, Callable, Iterator, Mapping, Sequence
 
 from ctcalc_spark.config import JobConfig
+from ctcalc_spark.core.findings import ERROR, NOTE, Finding, render
 from ctcalc_spark.errors import ConfigError, CtcalcError, InputError
 from ctcalc_spark.filekind import (
     TABLE_FORMAT_MARKS,
@@ -185,9 +186,10 @@ def _quoting_checks(options: Mapping[str, Any]) -> tuple[bool, bool]:
 
 
 def csv_quoting_problems(data: bytes, options: Mapping[str, Any], option_key: str = "input.options",
-                         cut: bool = False) -> list[str]:
+                         cut: bool = False) -> list[Finding]:
     """What Spark's CSV reader, with ``options``, would read into wrong values without a word, in a CSV file whose
-    start is ``data`` (``cut``: more of the file follows, so its last record may be cut short), as phrases:
+    start is ``data`` (``cut``: more of the file follows, so its last record may be cut short), as findings (each
+    with its first such value, its column and the ``option_key`` setting that reads it):
 
     * a quote inside a quoted field written twice (``"Blue ""XL"" shoe"``, RFC 4180, as pandas, Excel and
       Python's csv module write it), where Spark takes a backslash before a quote: the value is read with its
@@ -214,27 +216,19 @@ def csv_quoting_problems(data: bytes, options: Mapping[str, Any], option_key: st
     rows = rows[:-1] if cut else rows
     names = rows[0] if lowered.get("header", "true").strip().lower() == "true" and rows else []
 
-    def first(test: Callable[[str], bool]) -> str | None:
+    def first(code: str, test: Callable[[str], bool]) -> list[Finding]:
         hit = next(((r, i) for r in rows for i, v in enumerate(r) if test(v)), None)
-        return None if hit is None else repr(hit[0][hit[1]]) + (
-            f" in column {names[hit[1]]!r}" if hit[1] < len(names) else "")
+        return [] if hit is None else [Finding(code, NOTE, {}, {
+            "value": hit[0][hit[1]], "option_key": option_key, "quote": quote, "separator": sep,
+            "in_column": [Finding("in_column", NOTE, {}, {"column": names[hit[1]]})] if hit[1] < len(names) else []})]
 
     found = []
     inside = re.compile(f"(?<![{re.escape(sep)}\n\r]){re.escape(quote * 2)}(?![{re.escape(sep)}\n\r])")
     if check_escape and inside.search(text) and "\\" + quote not in text:
-        value = first(lambda v: quote in v)
-        if value is not None:
-            found.append(f"a quote inside a quoted field written twice ({value}, as pandas, Excel and Python's csv "
-                         "module write it), where Spark's reader takes a backslash before a quote: it would read "
-                         f"the value with its quotes, or split it at a {'comma' if sep == ',' else repr(sep)} "
-                         f"inside; {option_key}: "
-                         f"{{escape: '{quote}'}} reads it")
+        found += first("csv_doubled_quotes" if sep == "," else "csv_doubled_quotes_other_separator",
+                       lambda v: quote in v)
     if check_lines:
-        value = first(lambda v: "\n" in v or "\r" in v)
-        if value is not None:
-            found.append(f"a line break inside a quoted field ({value}), where Spark's reader takes each line for "
-                         "a record: the rest of the value would be a record of its own (a row without a date); "
-                         f"{option_key}: {{multiLine: 'true'}} reads it (each file whole, in one task)")
+        found += first("csv_line_break", lambda v: "\n" in v or "\r" in v)
     return found
 
 
@@ -255,8 +249,7 @@ def check_csv_quoting(cfg: JobConfig) -> None:
         found = csv_quoting_problems(data[:CSV_SAMPLE_BYTES], cfg.input.options, cut=len(data) > CSV_SAMPLE_BYTES)
         if found:
             where = os.path.relpath(f, root) if os.path.isdir(root) else f
-            raise InputError(f"The CSV file {where} of the evaluation table has " + "; and ".join(found)
-                             + ". Nothing was read.")
+            raise InputError(render(Finding("csv_quoting", ERROR, {}, {"file": where, "found": found})))
 
 
 def check_temporary_files(paths: Sequence[str], cfg: JobConfig) -> None:
