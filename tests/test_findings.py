@@ -20,7 +20,8 @@ DAYS = [f"2026-11-{d:02}" for d in range(10, 30)]
 SWAPPED = np.array([[5, 90, 5], [3, 7, 90], [80, 10, 10]])
 """Val-bias rows by label (row) and highest class score (column): label i scores highest on class i + 1."""
 EXTREME = pd.DataFrame({"model": ["mlp", "mlp", "lr", "lr", "lr", "lr", "lr"],
-                        "run": ["0", "1", "0", "1", "2", "3", "4"], "n_rows": 48, "n_extreme": [40, 0, 0, 0, 0, 0, 0], "n_clipped": [0, 0, 3, 0, 0, 0, 0]})
+                        "run": ["0", "1", "0", "1", "2", "3", "4"], "n_rows": 48,
+                        "n_extreme": [40, 0, 0, 0, 0, 0, 0], "n_clipped": [0, 0, 3, 0, 0, 0, 0]})
 
 EXAMPLES = [  # (what the example is, its finding): every catalogue code at least once, some within others
     ("one day", Finding("invalid_rows", ERROR, {"null_label": 3, "text_not_number": 1},
