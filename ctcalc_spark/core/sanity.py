@@ -248,7 +248,7 @@ def clipped_label_class(n_rows: int, n_clipped: int, loss_share: float, *, clip_
 
 
 CLASS_ORDER_MIN_ROWS = 100
-"""Val-bias rows of a model below which :func:`class_order_line` says nothing."""
+"""Val-bias rows of a model below which :func:`class_order` says nothing."""
 CLASS_ORDER_MARGIN = 0.1
 """How much more often (share of rows) the reordered classes must agree with the labels for a warning."""
 
