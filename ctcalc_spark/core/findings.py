@@ -289,9 +289,10 @@ class _Formatter(string.Formatter):
             return "no date" if value is None else f"ds={value}"
         if format_spec.startswith("each"):
             return format_spec[4:].join(render(f) for f in value)
-        if format_spec in ("pairs", "keys"):
-            return (", " if format_spec == "pairs" else " ").join(
-                f"{k} {v}" if format_spec == "pairs" else f"{k}={v}" for k, v in value.items())
+        if format_spec == "pairs":
+            return ", ".join(f"{k} {v}" for k, v in value.items())
+        if format_spec == "keys":
+            return " ".join(f"{k}={v}" for k, v in value.items())
         if format_spec == "undecoded":
             return "; ".join(f"{name!r}: {list(values)}" for name, values in value.items())
         if format_spec == "list":
