@@ -95,6 +95,11 @@ EXAMPLES = [  # (what the example is, its finding): every catalogue code at leas
     ("seven groups", sanity.extreme_scores(EXTREME.assign(run=[str(i) for i in range(7)], n_extreme=range(7),
                                                           n_clipped=0), ["model", "run"], limit=50.0)[0]),
     ("the stop", Finding("extreme_stop", ERROR)),
+    ("one file", Finding("temporary_files", ERROR, {}, {"table": "/data/eval", "files": ["3.csv.tmp"], "more": [],
+                                                        "pattern": "*.csv"})),
+    ("more files", Finding("temporary_files", ERROR, {}, {"table": "/data/eval", "files": ["a.parquet.part"],
+                                                          "more": [Finding("and_more", NOTE)],
+                                                          "pattern": "*.parquet"})),
     ("both, in a file", Finding("csv_quoting", ERROR, {}, {"file": "day/a.csv", "found": csv_quoting_problems(
         b'id,title\n1,"Blue ""XL"" shoe, wide"\n2,"Blue XL\nshoe"\n', {})})),
     ("a stream's file", Finding("csv_quoting_problems", NOTE, {}, {"found": csv_quoting_problems(
@@ -339,3 +344,29 @@ def test_csv_quoting_spark_would_misread_is_found_in_a_file_start(data, options,
     assert [f.code for f in found] == codes
     assert [f.context["in_column"][0].context["column"] if f.context["in_column"] else None for f in found] == columns
     assert all(f.context["option_key"] == "input.options" for f in found)
+
+
+def test_files_under_a_temporary_name_are_named_before_spark_reads_them(tmp_path):
+    """A writer still writing '3.csv.tmp' next to the finished files: the error names the file (the first 5, and
+    'and more') and the pathGlobFilter that reads only the finished ones; no Spark needed, the folder is listed."""
+    from ctcalc_spark.config import config_from_dict
+    from ctcalc_spark.errors import InputError
+    from ctcalc_spark.spark.input_hints import check_temporary_files
+
+    (tmp_path / "one").mkdir()
+    (tmp_path / "six").mkdir()
+    (tmp_path / "one" / "0.csv").write_text("a\n1\n")
+    (tmp_path / "one" / "3.csv.tmp").write_text("a\n")
+    for i in range(6):
+        (tmp_path / "six" / f"{i}.csv.part").write_text("a\n")
+
+    def check(folder: str) -> str:
+        cfg = config_from_dict({"input": {"path": str(tmp_path / folder), "format": "csv"},
+                                "output": {"path": str(tmp_path / "out")}})
+        with pytest.raises(InputError) as e:
+            check_temporary_files([str(tmp_path / folder)], cfg)
+        return str(e.value)
+
+    assert "still being written: ['3.csv.tmp']. Spark would read" in check("one")
+    assert "{pathGlobFilter: '*.csv'}" in check("one")
+    assert "'4.csv.part'] and more. Spark" in check("six")

@@ -214,6 +214,12 @@ CATALOGUE = {
         "record: the rest of the value would be a record of its own (a row without a date);",
         "{option_key}: {{multiLine: 'true'}} reads it (each file whole, in one task)"),
     "in_column": Message(" in column {column!r}"),
+    "temporary_files": Message(
+        "The evaluation table {table!r} holds file(s) under a temporary name, still being written: {files}{more:each}. "
+        "Spark would read their rows with the rest: part of them now, and the same rows again once the writer renames "
+        "the file.", "Run again when the writer is done, or set input.options: {{pathGlobFilter: '{pattern}'}} to read "
+        "only the files named so."),
+    "and_more": Message(" and more"),
     "no_calibrated_value": Message("{missing} of {rows} {what} ({share:.1%}) have no calibrated value{parts:each}."),
     "statuses": Message(": {counts:pairs}"),
     "statuses_noted": Message("; {total} have one with a note: {counts:pairs}"),

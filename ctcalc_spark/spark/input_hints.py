@@ -275,11 +275,9 @@ def check_temporary_files(paths: Sequence[str], cfg: JobConfig) -> None:
               for f in itertools.islice(data_files(p, glob), MAX_HEADER_FILES)
               if not temporary_suffix(f) and name_kind(f) == kind]
     pattern = names_glob(others) if others else f"*{kind or '.' + cfg.input.format}"
-    raise InputError(f"The evaluation table {str(cfg.input.path)!r} holds file(s) under a temporary name, still being "
-                     f"written: {shown}{' and more' if len(found) >= TEMPORARY_SHOWN else ''}. Spark would read their "
-                     "rows with the rest: part of them now, and the same rows again once the writer renames the file. "
-                     f"Run again when the writer is done, or set input.options: {{pathGlobFilter: '{pattern}'}} to "
-                     "read only the files named so.")
+    more = [Finding("and_more", NOTE)] if len(found) >= TEMPORARY_SHOWN else []
+    raise InputError(render(Finding("temporary_files", ERROR, {}, {"table": str(cfg.input.path), "files": shown,
+                                                                   "more": more, "pattern": pattern})))
 
 
 def stray_file_hint(cfg: JobConfig, path: str) -> str:
