@@ -95,6 +95,10 @@ EXAMPLES = [  # (what the example is, its finding): every catalogue code at leas
     ("seven groups", sanity.extreme_scores(EXTREME.assign(run=[str(i) for i in range(7)], n_extreme=range(7),
                                                           n_clipped=0), ["model", "run"], limit=50.0)[0]),
     ("the stop", Finding("extreme_stop", ERROR)),
+    ("in the input", Finding("output_inside_input", ERROR, {}, {"output": "/data/eval/out", "input": "/data/eval"})),
+    *[(fmt, Finding(f"{fmt}_table_folder", ERROR, {}, {"table": f"/data/{fmt}", "mark": mark, "format": "parquet",
+                                                       "table_format": fmt}))
+      for fmt, mark in (("delta", "_delta_log"), ("hudi", ".hoodie"), ("iceberg", "metadata"))],
     ("one file", Finding("temporary_files", ERROR, {}, {"table": "/data/eval", "files": ["3.csv.tmp"], "more": [],
                                                         "pattern": "*.csv"})),
     ("more files", Finding("temporary_files", ERROR, {}, {"table": "/data/eval", "files": ["a.parquet.part"],
@@ -370,3 +374,24 @@ def test_files_under_a_temporary_name_are_named_before_spark_reads_them(tmp_path
     assert "still being written: ['3.csv.tmp']. Spark would read" in check("one")
     assert "{pathGlobFilter: '*.csv'}" in check("one")
     assert "'4.csv.part'] and more. Spark" in check("six")
+
+
+def test_a_table_folder_read_as_files_and_outputs_inside_the_input_are_refused(tmp_path):
+    from ctcalc_spark.config import config_from_dict
+    from ctcalc_spark.errors import ConfigError, InputError
+    from ctcalc_spark.spark.input_hints import check_output_outside, check_table_format
+
+    (tmp_path / "t" / "_delta_log").mkdir(parents=True)
+
+    def cfg(fmt: str, output: str = "out"):
+        return config_from_dict({"input": {"path": str(tmp_path / "t"), "format": fmt},
+                                 "output": {"path": str(tmp_path / output)}})
+
+    with pytest.raises(InputError, match=r"is a Delta Lake table \(it holds _delta_log/\), read as plain parquet "
+                                         r"files: .* input.format: delta with Delta Lake's reader"):
+        check_table_format(str(tmp_path / "t"), cfg("parquet"))
+    check_table_format(str(tmp_path / "t"), cfg("delta"))  # read as the table it is
+    check_output_outside(str(tmp_path / "t"), cfg("parquet"))
+    with pytest.raises(ConfigError, match=r"^'output.path' '.*/t/out' is inside 'input.path' '.*/t', which is read "
+                                          r"whole"):
+        check_output_outside(str(tmp_path / "t"), cfg("parquet", "t/out"))

@@ -107,6 +107,11 @@ _DOUBLED_QUOTES = ("a quote inside a quoted field written twice ({{value!r}}{{in
                    "Python's csv module write it), where Spark's reader takes a backslash before a quote: it would "
                    "read the value with its quotes, or split it at a {separator} inside;")
 _DOUBLED_QUOTES_FIX = "{option_key}: {{escape: '{quote}'}} reads it"
+_TABLE_FOLDER = ("The evaluation table {{table!r}} is {name} table (it holds {{mark}}/), read as plain {{format}} "
+                 "files: its folder keeps the files of earlier versions, rows since deleted or replaced, until a "
+                 "clean-up, and Spark would read those rows too.")
+_TABLE_FOLDER_FIX = ("Read it as a table: input.format: {{table_format}} with {reader}, or by name from the catalog: "
+                     "input.table.")
 
 CATALOGUE = {
     "invalid_rows": Message(
@@ -220,6 +225,17 @@ CATALOGUE = {
         "the file.", "Run again when the writer is done, or set input.options: {{pathGlobFilter: '{pattern}'}} to read "
         "only the files named so."),
     "and_more": Message(" and more"),
+    "output_inside_input": Message(
+        "'output.path' {output!r} is inside 'input.path' {input!r}, which is read whole (it has no <ds>=<day> "
+        "folders): the job would read its own metrics and summaries as evaluation rows.",
+        "Write the outputs beside the input (e.g. output.path: a sibling folder)."),
+    "delta_table_folder": Message(_TABLE_FOLDER.format(name="a Delta Lake"), _TABLE_FOLDER_FIX.format(
+        reader="Delta Lake's reader on Spark's class path (spark.conf: {{spark.jars.packages: 'io.delta:delta-spark_"
+               "2.13:<version>', spark.sql.extensions: io.delta.sql.DeltaSparkSessionExtension}})")),
+    "hudi_table_folder": Message(_TABLE_FOLDER.format(name="an Apache Hudi"), _TABLE_FOLDER_FIX.format(
+        reader="Apache Hudi's Spark bundle on Spark's class path")),
+    "iceberg_table_folder": Message(_TABLE_FOLDER.format(name="an Iceberg"), _TABLE_FOLDER_FIX.format(
+        reader="the Iceberg runtime on Spark's class path and an Iceberg catalog")),
     "no_calibrated_value": Message("{missing} of {rows} {what} ({share:.1%}) have no calibrated value{parts:each}."),
     "statuses": Message(": {counts:pairs}"),
     "statuses_noted": Message("; {total} have one with a note: {counts:pairs}"),

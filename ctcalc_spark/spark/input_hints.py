@@ -135,39 +135,25 @@ def check_output_outside(root: str, cfg: JobConfig) -> None:
     metrics and summaries for evaluation rows. (An input of ``<ds>=<day>`` folders reads only those.)"""
     out = absolute(str(cfg.output.path)).rstrip("/")
     if out == root.rstrip("/") or out.startswith(root.rstrip("/") + "/"):
-        raise ConfigError(f"'output.path' {cfg.output.path!r} is inside 'input.path' {cfg.input.path!r}, which is "
-                          "read whole (it has no <ds>=<day> folders): the job would read its own metrics and "
-                          "summaries as evaluation rows. Write the outputs beside the input (e.g. output.path: a "
-                          "sibling folder).")
+        raise ConfigError(render(Finding("output_inside_input", ERROR, {}, {"output": cfg.output.path,
+                                                                            "input": cfg.input.path})))
 
 
 TEMPORARY_SHOWN = 5
 """Files under a temporary name an error names at most."""
 
 
-_TABLE_READERS = {  # format: what its reader needs
-    "delta": "Delta Lake's reader on Spark's class path (spark.conf: {spark.jars.packages: "
-             "'io.delta:delta-spark_2.13:<version>', spark.sql.extensions: io.delta.sql.DeltaSparkSessionExtension})",
-    "hudi": "Apache Hudi's Spark bundle on Spark's class path",
-    "iceberg": "the Iceberg runtime on Spark's class path and an Iceberg catalog",
-}
-
-
 def check_table_format(root: str, cfg: JobConfig) -> None:
     """InputError when a local input folder is a Delta Lake, Apache Hudi or Iceberg table read as plain files
     (:func:`table_format`): Spark would read the rows of earlier versions too, or (Iceberg's data/ folder) say
     it finds no table, where recursiveFileLookup would read every version."""
-    if cfg.input.format in _TABLE_READERS or not is_local(root) or not os.path.isdir(local_path(root)):
+    if cfg.input.format in TABLE_FORMAT_MARKS or not is_local(root) or not os.path.isdir(local_path(root)):
         return
     fmt = table_format(local_path(root))
-    if fmt is None:
-        return
-    name = {"delta": "a Delta Lake", "hudi": "an Apache Hudi", "iceberg": "an Iceberg"}[fmt]
-    raise InputError(
-        f"The evaluation table {str(cfg.input.path)!r} is {name} table (it holds {TABLE_FORMAT_MARKS[fmt]}/), read "
-        f"as plain {cfg.input.format} files: its folder keeps the files of earlier versions, rows since deleted or "
-        f"replaced, until a clean-up, and Spark would read those rows too. Read it as a table: input.format: {fmt} "
-        f"with {_TABLE_READERS[fmt]}, or by name from the catalog: input.table.")
+    if fmt is not None:
+        raise InputError(render(Finding(f"{fmt}_table_folder", ERROR, {}, {
+            "table": str(cfg.input.path), "mark": TABLE_FORMAT_MARKS[fmt], "format": cfg.input.format,
+            "table_format": fmt})))
 
 
 CSV_SAMPLE_BYTES = 1 << 18
