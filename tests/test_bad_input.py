@@ -19,7 +19,7 @@ import yaml
 
 from ctcalc_spark import InputError
 from ctcalc_spark.config import ConfigError, OutputConfig, config_from_dict, read_yaml
-from ctcalc_spark.core.findings import INVALID_REASONS
+from ctcalc_spark.core.findings import ROW_REASONS
 from ctcalc_spark.jobs.evaluate import NO_DATE, evaluate
 from ctcalc_spark.spark.scan import NULL_SLICE
 from ctcalc_spark.tables import OutputStore
@@ -346,7 +346,7 @@ def test_null_model_or_run_is_an_invalid_row_in_both_modes(spark, demo_config, t
     m = result.metrics
     assert list(m["model"]) == ["a"] and m.loc[0, "n_rows"] == N - 2 and m.loc[0, "status"] == "ok"
     assert result.uncounted.to_dict("records") == [
-        {"ds": DS, "reason": INVALID_REASONS[9], "n_rows": 2}]
+        {"ds": DS, "reason": ROW_REASONS[9][1], "n_rows": 2}]
 
 
 def test_null_slice_value_is_a_slice_of_its_own(spark, demo_config, tmp_path):
@@ -515,37 +515,42 @@ def test_probabilities_given_as_logits_get_a_warning(spark, demo_config, tmp_pat
     assert probability_like_logits(few, column="logit", bin_width=0.05) is None
 
 
-def test_a_day_of_one_label_says_so_instead_of_a_hint_about_rows(spark, demo_config, tmp_path):
+def test_a_day_of_one_label_says_so_instead_of_a_hint_about_rows(demo_config):
     """A table whose labels had not been joined yet (every label 0) gave status bias_single_class_negative per
     group and a hint that the val-bias parts were too small (192 rows, 'about 1,858 rows give ±0.1'): no number of
     rows fits a bias to one class. The notes now say the labels are one class and what to check; the size hint
-    counts only the groups with both labels."""
+    counts only the groups with both labels. From the metrics and summaries an evaluate run returns, here built
+    from the rows' histograms."""
+    from types import SimpleNamespace
+
     from ctcalc_spark.cli.cmd_evaluate import data_notes
+    from ctcalc_spark.core.finalize import metrics_from_summaries
+    from ctcalc_spark.core.summary import BinarySummary
 
     rows = binary_eval_rows(n=N, models=("a", "b"), runs=(0, 1))
+    rows = rows.assign(split=np.where(np.arange(len(rows)) % 10 == 0, "bias", "remain"))
 
-    def notes(frame, name, **columns):
-        write_eval(frame, tmp_path / name)
-        cfg = demo_config(input__path=str(tmp_path / name), columns=columns)
-        result = evaluate(spark, cfg, DS, write=False)
-        return result.metrics, data_notes(result, cfg)
+    def notes(frame, **columns):
+        summaries = pd.concat([pd.DataFrame(BinarySummary.from_logits(g["label"].to_numpy(float),
+                                                                      g["logit"].to_numpy()).to_columns())
+                               .assign(ds=DS, model=model, run=str(run), split=split)
+                               for (model, run, split), g in frame.groupby(["model", "run", "split"])])
+        metrics = metrics_from_summaries(summaries, "binary", keys=["ds", "model", "run"])
+        result = SimpleNamespace(metrics=metrics, summaries=summaries, days=[DS], probability_like=None,
+                                 class_confusion={}, label_class_clipped=None)
+        return metrics, data_notes(result, demo_config(columns=columns))
 
-    metrics, lines = notes(rows.assign(label=np.where(rows["model"] == "a", 0, rows["label"])), "half")
+    metrics, lines = notes(rows.assign(label=np.where(rows["model"] == "a", 0, rows["label"])))
     [line] = [n for n in lines if "one label on every row" in n]
     assert line.startswith("WARNING: 2 of the 4 groups (day x model x run) have one label on every row (2 hold only "
-                           "0 in 'label'): no bias can be fitted to one class")
-    assert "If the labels have not landed yet (a join that runs later), evaluate the day again" in line
+                           "0 in 'label')")
     [hint] = [n for n in lines if n.startswith("hint: val-bias parts")]
-    b = metrics[(metrics["model"] == "b") & (metrics["slice_name"] == "__all__")]
-    assert hint.startswith(f"hint: val-bias parts had a median of {b['n_bias'].median():,.0f} rows")
-    _, lines = notes(rows.assign(label=0), "zero")
-    assert [n for n in lines if "one label on every row" in n][0].startswith(
-        "WARNING: All 4 groups (day x model x run) have one label on every row (4 hold only 0 in 'label')")
+    both = metrics[metrics["model"] == "b"]
+    assert hint.startswith(f"hint: val-bias parts had a median of {both['n_bias'].median():,.0f} rows")
+    _, lines = notes(rows.assign(label=0))
+    assert [n for n in lines if "one label on every row" in n][0].startswith("WARNING: All 4 groups")
     assert not [n for n in lines if n.startswith("hint: val-bias parts")]  # it gave one, about rows
-    text = rows.assign(label=np.where((rows["model"] == "b") | (rows["label"] == 1), "yes", "no"))
-    [line] = [n for n in notes(text, "text", class_names=["no", "yes"])[1] if "one label on every row" in n]
-    assert "(2 hold only 'yes' in 'label')" in line
-    assert not [n for n in notes(rows, "both")[1] if "one label" in n]
+    assert not [n for n in notes(rows)[1] if "one label" in n]
 
 
 def test_multiclass_probabilities_given_as_logits_get_a_warning(spark, demo_config, tmp_path):
@@ -822,7 +827,7 @@ def test_malformed_json_records_are_invalid_rows(spark, demo_config, tmp_path):
         evaluate(spark, demo_config(**cfg), DS, write=False)
     result = evaluate(spark, demo_config(on_invalid="drop", **cfg), DS, write=False)
     assert result.metrics.loc[0, "n_rows"] == N
-    assert result.uncounted.to_dict("records") == [{"ds": None, "reason": INVALID_REASONS[8], "n_rows": 1}]
+    assert result.uncounted.to_dict("records") == [{"ds": None, "reason": ROW_REASONS[8][1], "n_rows": 1}]
     # a file that is no export of the table (a README among JSON exports): named, with the filter that leaves it out
     (tmp_path / "eval" / "rows.json").write_text("\n".join(lines[:10] + lines[11:]) + "\n")
     (tmp_path / "eval" / "more.json").write_text("\n".join(lines[:3]) + "\n")
@@ -1194,7 +1199,7 @@ def test_a_nan_run_or_model_is_an_invalid_row_as_a_null_is(spark, demo_config, t
     result = evaluate(spark, demo_config(on_invalid="drop"), DS, write=False)
     assert result.metrics[["run", "n_rows"]].to_dict("records") == [{"run": "0.0", "n_rows": N - 3},
                                                                       {"run": "1.0", "n_rows": N}]
-    assert result.uncounted.to_dict("records") == [{"ds": DS, "reason": INVALID_REASONS[9], "n_rows": 3}]
+    assert result.uncounted.to_dict("records") == [{"ds": DS, "reason": ROW_REASONS[9][1], "n_rows": 3}]
 
 
 def test_a_slice_value_written_like_the_null_slice_stays_a_slice_of_its_own(spark, demo_config, tmp_path):

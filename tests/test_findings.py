@@ -10,12 +10,20 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from ctcalc_spark.core import findings
+from ctcalc_spark.core import findings, sanity
 from ctcalc_spark.core.findings import ERROR, HINT, NOTE, WARNING, Finding, render
+from ctcalc_spark.spark.input_hints import csv_quoting_problems
 
 GOLDEN = Path(__file__).parent / "golden" / "messages.txt"
 
-EXAMPLES = [  # (what the example is, its finding): every catalogue code at least once
+DAYS = [f"2026-11-{d:02}" for d in range(10, 30)]
+SWAPPED = np.array([[5, 90, 5], [3, 7, 90], [80, 10, 10]])
+"""Val-bias rows by label (row) and highest class score (column): label i scores highest on class i + 1."""
+EXTREME = pd.DataFrame({"model": ["mlp", "mlp", "lr", "lr", "lr", "lr", "lr"],
+                        "run": ["0", "1", "0", "1", "2", "3", "4"], "n_rows": 48,
+                        "n_extreme": [40, 0, 0, 0, 0, 0, 0], "n_clipped": [0, 0, 3, 0, 0, 0, 0]})
+
+EXAMPLES = [  # (what the example is, its finding): every catalogue code at least once, some within others
     ("one day", Finding("invalid_rows", ERROR, {"null_label": 3, "text_not_number": 1},
                         {"days": ["2026-11-21"], "ds": "2026-11-21", "model": "lr", "run": "0", "task": "binary",
                          "label": "clicked"})),
@@ -74,7 +82,54 @@ EXAMPLES = [  # (what the example is, its finding): every catalogue code at leas
                           {"ds": "2026-11-21", "model": "a", "run": "0"})),
     ("rounded to 0", Finding("label_class_clipped", WARNING, {"rows": 300, "clipped": 12},
                              {"clip_eps": 1e-15, "cost": 34.538776394910684, "loss_share": 0.62})),
+    ("statuses", sanity.no_calibrated_value(pd.Series(["ok", "no_bias_rows", "bias_single_class_negative"]),
+                                            "groups (day x model x run)")),
+    ("a note besides", sanity.no_calibrated_value(pd.Series(["ok", "first_window", "incomplete_window"]), "rows",
+                                                  has_value=pd.Series([True, False, True]))),
+    ("some", sanity.one_label_groups(pd.DataFrame({"base_rate": [0.0, 0.0, 1.0, 0.4]}), "label")),
+    ("all, named", sanity.one_label_groups(pd.DataFrame({"base_rate": [1.0]}), "y", ["no", "yes"])),
+    ("named", sanity.class_order("m", SWAPPED, names=["cat", "dog", "bird"], scores=["p0", "p1", "p2"])),
+    ("indices", sanity.class_order("m", SWAPPED, names=None, scores=["logits"])),
+    *[(what, f) for what, metric in (("with the log loss", pd.Series([14059.0, 0.6, 0.7])), ("counts only", None))
+      for f in sanity.extreme_scores(EXTREME.head(3), ["model", "run"], limit=50.0, metric=metric)],
+    ("seven groups", sanity.extreme_scores(EXTREME.assign(run=[str(i) for i in range(7)], n_extreme=range(7),
+                                                          n_clipped=0), ["model", "run"], limit=50.0)[0]),
+    ("the stop", Finding("extreme_stop", ERROR)),
+    ("in the input", Finding("output_inside_input", ERROR, {}, {"output": "/data/eval/out", "input": "/data/eval"})),
+    *[(fmt, Finding(f"{fmt}_table_folder", ERROR, {}, {"table": f"/data/{fmt}", "mark": mark, "format": "parquet",
+                                                       "table_format": fmt}))
+      for fmt, mark in (("delta", "_delta_log"), ("hudi", ".hoodie"), ("iceberg", "metadata"))],
+    ("one file", Finding("temporary_files", ERROR, {}, {"table": "/data/eval", "files": ["3.csv.tmp"], "more": [],
+                                                        "pattern": "*.csv"})),
+    ("more files", Finding("temporary_files", ERROR, {}, {"table": "/data/eval", "files": ["a.parquet.part"],
+                                                          "more": [Finding("and_more", NOTE)],
+                                                          "pattern": "*.parquet"})),
+    ("both, in a file", Finding("csv_quoting", ERROR, {}, {"file": "day/a.csv", "found": csv_quoting_problems(
+        b'id,title\n1,"Blue ""XL"" shoe, wide"\n2,"Blue XL\nshoe"\n', {})})),
+    ("a stream's file", Finding("csv_quoting_problems", NOTE, {}, {"found": csv_quoting_problems(
+        b'1;"x ""y"" z"\n', {"sep": ";", "header": "false"}, "stream.options")})),
+    ("one day", findings.missing_days(["2026-11-21"], [], where="/data/eval", allow_missing=False)),
+    ("some of a range", findings.missing_days(DAYS, DAYS[3:5], where="db.eval", allow_missing=False)),
+    ("a range, allowed", findings.missing_days(DAYS[:2], [], where="db.eval", allow_missing=True)),
+    ("skipped", findings.missing_days(DAYS, DAYS[3:5], where="db.eval", allow_missing=True)),
+    ("a stream batch", Finding("stream_invalid_rows", ERROR, {"null_label": 3, "no_event_time": 2},
+                               {"batch": 7, "event_time": "event_time"})),
+    ("a CSV", sanity.not_utf8({"model": ["mod\ufffdle"], "city": ["K\ufffdln"]}, "csv", "input.options")),
+    ("a stream batch", sanity.not_utf8({"city": ["K\ufffdln"]}, "json", "stream.options", batch=7)),
+    ("saturated", sanity.small_bias(median_bias_rows=30, median_rows=300, information=0.0, bias_fraction=0.1)),
+    ("no fraction, days", sanity.small_bias(median_bias_rows=5, median_rows=48, information=0.2, bias_fraction=0.1,
+                                            rows_per_day=48)),
+    ("most of the rows, a day", sanity.small_bias(median_bias_rows=34, median_rows=400, information=None,
+                                                  bias_fraction=0.1, task="regression", rows_per_day=400)),
+    ("raise the fraction", sanity.small_bias(median_bias_rows=300, median_rows=30000, information=0.2,
+                                             bias_fraction=0.1, from_base_rate=True)),
 ]
+
+
+def codes_of(f: Finding) -> set[str]:
+    """The codes of ``f``, of the findings its message holds and of the reasons it counts that are codes."""
+    inner = [g for v in f.context.values() if isinstance(v, list) for g in v if isinstance(g, Finding)]
+    return {f.code, *(f.counts.keys() & findings.CATALOGUE.keys())}.union(*map(codes_of, inner))
 
 
 def golden_text() -> str:
@@ -82,7 +137,7 @@ def golden_text() -> str:
 
 
 def test_every_catalogue_message_is_in_the_golden_file():
-    assert {f.code for _, f in EXAMPLES} == set(findings.CATALOGUE)
+    assert set().union(*(codes_of(f) for _, f in EXAMPLES)) == set(findings.CATALOGUE)
     if os.environ.get("CTCALC_GOLDEN") == "write":
         GOLDEN.parent.mkdir(exist_ok=True)
         GOLDEN.write_text(golden_text())
@@ -250,3 +305,93 @@ def test_text_labels_are_told_apart_by_the_task_and_the_class_names():
     assert f.context == {"label": "y", "labels": ["no", "yes"], "reversed": ["yes", "no"], "positive": "no"}
     many = [f"c{i:02}" for i in range(findings.LABELS_SHOWN + 1)]
     assert findings.text_labels("y", many, task="multiclass", class_names=()).context["names"] == many[:-1]
+
+
+def test_values_not_read_as_utf8_are_named_per_column():
+    frame = pd.DataFrame({"model": ["a", "mod\ufffdle"], "run": ["0", "1"], "city": ["K\ufffdln", None]})
+    found = sanity.undecoded_values(frame, {"model": "model", "run": "run", "city": "town", "absent": "x"})
+    assert found == {"model": ["mod\ufffdle"], "town": ["K\ufffdln"]}
+    f = sanity.not_utf8(found, "csv", "input.options")
+    assert (f.code, f.severity, f.context) == ("not_utf8", ERROR, {"values": found, "format": "CSV",
+                                                                   "options": "input.options"})
+    assert sanity.not_utf8(found, "json", "stream.options", batch=3).context["batch"] == 3
+    assert sanity.undecoded_values(frame.iloc[:1], {"model": "model"}) == {}
+
+
+def test_days_without_rows_stop_a_run_unless_it_may_skip_them_and_has_one_day():
+    assert findings.missing_days(DAYS[:3], DAYS, where="t", allow_missing=False) is None
+    f = findings.missing_days(DAYS, DAYS[3:5], where="t", allow_missing=False)
+    assert (f.code, f.severity, f.counts) == ("no_rows_for_days", ERROR, {"missing": 18, "asked": 20})
+    assert f.context["missing_days"] == DAYS[:3] + DAYS[5:]
+    assert [(g.code, g.counts, g.context) for g in f.context["held"]] == [("days_held", {"asked": 20, "held": 2},
+                                                                            {"found": DAYS[3:5]})]
+    assert [g.code for g in f.context["skip"]] == ["allow_missing_days"]
+    f = findings.missing_days(DAYS, DAYS[3:5], where="t", allow_missing=True)
+    assert (f.code, f.severity, f.counts) == ("days_skipped", NOTE, {"missing": 18, "asked": 20})
+    f = findings.missing_days(DAYS[:2], [], where="t", allow_missing=True)  # every day missing: still an error
+    assert (f.code, f.context["held"], [g.code for g in f.context["skip"]]) == (
+        "no_rows_for_days", [], ["allow_missing_needs_a_day"])
+    assert findings.missing_days(DAYS[:1], [], where="t", allow_missing=False).context["skip"] == []
+
+
+@pytest.mark.parametrize(("data", "options", "codes", "columns"), [
+    (b'id,title\n1,"Blue ""XL"" shoe, wide"\n', {}, ["csv_doubled_quotes"], ["title"]),
+    (b'id;title\n1;"Blue ""XL"" shoe"\n', {"sep": ";"}, ["csv_doubled_quotes_other_separator"], ["title"]),
+    (b'1,"Blue XL\nshoe"\n', {"header": "false"}, ["csv_line_break"], [None]),
+    (b'id,title\n1,"a\nb"\n2,"x ""y"" z"\n', {}, ["csv_doubled_quotes", "csv_line_break"], ["title", "title"]),
+    (b'id,title\n1,"Blue ""XL"" shoe"\n', {"escape": '"'}, [], []),  # the option that reads it
+    (b'id,title\n1,"a\nb"\n', {"multiLine": "true"}, [], []),
+    (b'id,title\n1,"Blue \\"XL\\" shoe"\n', {}, [], []),  # Spark's own escape
+])
+def test_csv_quoting_spark_would_misread_is_found_in_a_file_start(data, options, codes, columns):
+    found = csv_quoting_problems(data, options)
+    assert [f.code for f in found] == codes
+    assert [f.context["in_column"][0].context["column"] if f.context["in_column"] else None for f in found] == columns
+    assert all(f.context["option_key"] == "input.options" for f in found)
+
+
+def test_files_under_a_temporary_name_are_named_before_spark_reads_them(tmp_path):
+    """A writer still writing '3.csv.tmp' next to the finished files: the error names the file (the first 5, and
+    'and more') and the pathGlobFilter that reads only the finished ones; no Spark needed, the folder is listed."""
+    from ctcalc_spark.config import config_from_dict
+    from ctcalc_spark.errors import InputError
+    from ctcalc_spark.spark.input_hints import check_temporary_files
+
+    (tmp_path / "one").mkdir()
+    (tmp_path / "six").mkdir()
+    (tmp_path / "one" / "0.csv").write_text("a\n1\n")
+    (tmp_path / "one" / "3.csv.tmp").write_text("a\n")
+    for i in range(6):
+        (tmp_path / "six" / f"{i}.csv.part").write_text("a\n")
+
+    def check(folder: str) -> str:
+        cfg = config_from_dict({"input": {"path": str(tmp_path / folder), "format": "csv"},
+                                "output": {"path": str(tmp_path / "out")}})
+        with pytest.raises(InputError) as e:
+            check_temporary_files([str(tmp_path / folder)], cfg)
+        return str(e.value)
+
+    assert "still being written: ['3.csv.tmp']. Spark would read" in check("one")
+    assert "{pathGlobFilter: '*.csv'}" in check("one")
+    assert "'4.csv.part'] and more. Spark" in check("six")
+
+
+def test_a_table_folder_read_as_files_and_outputs_inside_the_input_are_refused(tmp_path):
+    from ctcalc_spark.config import config_from_dict
+    from ctcalc_spark.errors import ConfigError, InputError
+    from ctcalc_spark.spark.input_hints import check_output_outside, check_table_format
+
+    (tmp_path / "t" / "_delta_log").mkdir(parents=True)
+
+    def cfg(fmt: str, output: str = "out"):
+        return config_from_dict({"input": {"path": str(tmp_path / "t"), "format": fmt},
+                                 "output": {"path": str(tmp_path / output)}})
+
+    with pytest.raises(InputError, match=r"is a Delta Lake table \(it holds _delta_log/\), read as plain parquet "
+                                         r"files: .* input.format: delta with Delta Lake's reader"):
+        check_table_format(str(tmp_path / "t"), cfg("parquet"))
+    check_table_format(str(tmp_path / "t"), cfg("delta"))  # read as the table it is
+    check_output_outside(str(tmp_path / "t"), cfg("parquet"))
+    with pytest.raises(ConfigError, match=r"^'output.path' '.*/t/out' is inside 'input.path' '.*/t', which is read "
+                                          r"whole"):
+        check_output_outside(str(tmp_path / "t"), cfg("parquet", "t/out"))

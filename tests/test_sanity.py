@@ -8,15 +8,18 @@ import pytest
 from ctcalc_spark.config import config_from_dict
 from ctcalc_spark.core._math import sigmoid
 from ctcalc_spark.core.finalize import metrics_from_summaries
+from ctcalc_spark.core.findings import WARNING, render
 from ctcalc_spark.core.sanity import (
+    class_order,
     effective_limit,
     extreme_counts,
-    extreme_lines,
+    extreme_scores,
     logit_information,
+    no_calibrated_value,
+    one_label_groups,
     raise_on_extreme,
     rows_needed,
-    small_bias_hint,
-    status_line,
+    small_bias,
     tolerance_of,
 )
 from ctcalc_spark.core.solvers import solve_logit_shift
@@ -89,39 +92,90 @@ def test_min_bias_rows_gives_a_status_and_no_calibrated_value():
 
 
 def test_hint_names_the_rows_needed_and_what_to_change():
+    def codes(f):
+        return [f.code, [a.code for a in f.context["advice"]], [i.code for i in f.context["information"]]]
+
     # the user's case: 48 rows a day, val-bias parts of about 5 rows
-    hint = small_bias_hint(median_bias_rows=5, median_rows=48, information=0.2, bias_fraction=0.1, rows_per_day=48)
-    assert hint is not None and hint.startswith("hint: val-bias parts had a median of 5 rows")
-    assert "about 1,921 rows give ±0.1" in hint and "no split.bias_fraction reaches that with 48 rows" in hint
-    assert "41 days of 48 rows reach it" in hint and "split.min_bias_rows: 1921" in hint
-    one_day = small_bias_hint(median_bias_rows=34, median_rows=400, information=None, bias_fraction=0.1,
-                              task="regression", rows_per_day=400)
-    assert one_day is not None and "1 day of 400 rows reaches it" in one_day  # it read "1 day of 400 rows reach it"
-    assert small_bias_hint(median_bias_rows=3000, median_rows=30000, information=0.2, bias_fraction=0.1) is None
-    quiet = small_bias_hint(median_bias_rows=500, median_rows=30000, information=0.2, bias_fraction=0.1)
+    hint = small_bias(median_bias_rows=5, median_rows=48, information=0.2, bias_fraction=0.1, rows_per_day=48)
+    assert codes(hint) == ["small_bias_parts", ["bias_fraction_none", "whole_windows_days"], ["information_rows"]]
+    assert hint.counts == {"needed": 1921} and hint.context["advice"][1].counts == {"days": 41}
+    assert render(hint).startswith("hint: val-bias parts had a median of 5 rows")
+    one_day = small_bias(median_bias_rows=34, median_rows=400, information=None, bias_fraction=0.1,
+                         task="regression", rows_per_day=400)
+    assert codes(one_day) == ["small_bias_parts_regression", ["bias_fraction_most", "whole_windows_day"], []]
+    assert "1 day of 400 rows reaches it" in render(one_day)  # it read "1 day of 400 rows reach it"
+    assert small_bias(median_bias_rows=3000, median_rows=30000, information=0.2, bias_fraction=0.1) is None
+    quiet = small_bias(median_bias_rows=500, median_rows=30000, information=0.2, bias_fraction=0.1)
     assert quiet is None  # c* within ±0.196: under twice the ±0.1 target
     # More than half of a group's rows: possible, but it said "no split.bias_fraction reaches that" (1,921 of 3,000)
-    most = small_bias_hint(median_bias_rows=300, median_rows=3000, information=0.2, bias_fraction=0.1)
-    assert "a split.bias_fraction of 0.65 would reach that with 3,000 rows per group but leave the metric only 35% " \
-           "of them" in most and "no split.bias_fraction" not in most
-    raise_it = small_bias_hint(median_bias_rows=300, median_rows=30000, information=0.2, bias_fraction=0.1)
-    assert "raise split.bias_fraction from 0.1 to 0.065" in raise_it
-    line = status_line(pd.Series(["ok", "ok", "bias_single_class_negative", "no_bias_rows"]), "groups")
-    assert line == "2 of 4 groups (50.0%) have no calibrated value: bias_single_class_negative 1, no_bias_rows 1."
+    most = small_bias(median_bias_rows=300, median_rows=3000, information=0.2, bias_fraction=0.1)
+    assert codes(most) == ["small_bias_parts", ["bias_fraction_most"], ["information_rows"]]
+    assert most.context["advice"][0].context["fraction"] == pytest.approx(0.65)
+    raise_it = small_bias(median_bias_rows=300, median_rows=30000, information=0.2, bias_fraction=0.1,
+                          from_base_rate=True)
+    assert codes(raise_it) == ["small_bias_parts", ["raise_bias_fraction"], ["information_base_rate"]]
+    assert raise_it.context["advice"][0].context["fraction"] == pytest.approx(0.065)
+    assert small_bias(median_bias_rows=300, median_rows=3000, information=0.0, bias_fraction=0.1).code == \
+        "bias_rows_saturated"
+
+
+def test_groups_without_a_calibrated_value_are_counted_per_status():
+    f = no_calibrated_value(pd.Series(["ok", "ok", "bias_single_class_negative", "no_bias_rows"]), "groups")
+    assert (f.code, f.counts) == ("no_calibrated_value", {"missing": 2, "noted": 0, "rows": 4})
+    assert [(p.code, p.counts) for p in f.context["parts"]] == [
+        ("statuses", {"bias_single_class_negative": 1, "no_bias_rows": 1})]
     rolling = pd.Series(["ok", "first_window", "incomplete_window", "incomplete_window"])
-    line = status_line(rolling, "rows", has_value=pd.Series([True, False, True, True]))
-    assert line == "1 of 4 rows (25.0%) have no calibrated value: first_window 1; 2 have one with a note: " \
-                   "incomplete_window 2."
+    f = no_calibrated_value(rolling, "rows", has_value=pd.Series([True, False, True, True]))
+    assert f.counts == {"missing": 1, "noted": 2, "rows": 4}
+    assert [(p.code, p.counts) for p in f.context["parts"]] == [("statuses", {"first_window": 1}),
+                                                                 ("statuses_noted", {"incomplete_window": 2})]
+    assert no_calibrated_value(pd.Series(["ok", "ok"])) is None
+
+
+def test_groups_of_one_label_are_counted_per_label():
+    """A table whose labels had not been joined yet (every label 0) gives a base rate of 0 per group: no number
+    of rows fits a bias to one class, and the warning counts such groups per label (named by class_names)."""
+    whole = pd.DataFrame({"base_rate": [0.0, 0.0, 0.3, 1.0, np.nan]})
+    f = one_label_groups(whole, "label")
+    assert (f.code, f.severity, f.counts) == ("one_label_some", WARNING, {"single": 3, "groups": 5})
+    assert [(k.counts, k.context) for k in f.context["kinds"]] == [({"groups": 2}, {"name": "0"}),
+                                                                   ({"groups": 1}, {"name": "1"})]
+    f = one_label_groups(whole.iloc[3:4], "label", ["no", "yes"])
+    assert (f.code, f.counts) == ("one_label_all", {"single": 1, "groups": 1})
+    assert f.context["kinds"][0].context == {"name": "'yes'"}
+    assert one_label_groups(whole.iloc[2:3], "label") is None
+    assert one_label_groups(pd.DataFrame({"n_rows": [5]}), "label") is None  # no base rate: regression
+
+
+def test_a_class_order_other_than_the_labels_is_found_from_the_confusion_counts():
+    swapped = np.array([[5, 90, 5], [3, 7, 90], [80, 10, 10]])  # label i scores highest on class (i + 1) % 3
+    f = class_order("m", swapped, names=["cat", "dog", "bird"], scores=["p0", "p1", "p2"])
+    assert (f.code, f.counts, f.context["order"]) == ("class_order_named", {"rows": 300}, ["bird", "cat", "dog"])
+    assert (f.context["as_given"], f.context["reordered"]) == pytest.approx((22 / 300, 260 / 300))
+    f = class_order("m", swapped, names=None, scores=["z"])
+    assert f.code == "class_order_indices"
+    assert [m.context for m in f.context["moves"]] == [{"label": 0, "score": 1}, {"label": 1, "score": 2},
+                                                       {"label": 2, "score": 0}]
+    assert class_order("m", swapped // 10, names=None, scores=["z"]) is None  # under 100 rows
+    assert class_order("m", swapped + [[0, 0, 0], [0, 90, 0], [0, 0, 0]], names=None, scores=["z"]) is None
+    assert class_order("m", swapped[:, [1, 2, 0]], names=None, scores=["z"]) is None  # the order given is best
 
 
 def test_extreme_warning_and_error_name_groups_and_counts():
     counts = pd.DataFrame({"model": ["mlp", "mlp", "lr"], "run": ["0", "1", "0"], "n_rows": [48, 48, 48],
                            "n_extreme": [40, 0, 0], "n_clipped": [0, 0, 3]})
-    lines = extreme_lines(counts, ["model", "run"], limit=50.0, metric=pd.Series([14059.0, 0.6, 0.7]))
-    assert len(lines) == 2
-    assert lines[0].startswith("WARNING: 40 of 144 rows in 1 of 3 groups have logits outside [-50, 50): "
-                               "model=mlp run=0: 40 of 48 rows (83.3%, log_loss 1.406e+04)")
-    assert "model=lr run=0: 3 of 48 rows" in lines[1] and "clipped" in lines[1]
+    found = extreme_scores(counts, ["model", "run"], limit=50.0, metric=pd.Series([14059.0, 0.6, 0.7]))
+    assert [(f.code, f.counts) for f in found] == [
+        ("extreme_logits", {"rows": 40, "of_rows": 144, "groups": 1, "of_groups": 3}),
+        ("clipped_probabilities", {"rows": 3, "of_rows": 144, "groups": 1, "of_groups": 3})]
+    [group] = found[0].context["shown"]
+    assert (group.code, group.counts, group.context["group"]) == ("extreme_group_metric", {"rows": 40, "of_rows": 48},
+                                                                  {"model": "mlp", "run": "0"})
+    assert extreme_scores(counts, ["model", "run"], limit=50.0)[0].context["shown"][0].code == "extreme_group"
+    many = pd.DataFrame({"model": "m", "run": [str(i) for i in range(7)], "n_rows": 10, "n_extreme": 1})
+    [f] = extreme_scores(many, ["model", "run"], limit=50.0)
+    assert [g.code for g in f.context["shown"]][-2:] == ["extreme_group", "more_groups"]
+    assert f.context["shown"][-1].counts == {"groups": 2}
     with pytest.raises(InputError, match="model=mlp run=0: 40 of 48 rows.*Nothing was written.*on_extreme: warn"):
         raise_on_extreme(counts, ["model", "run"], limit=50.0)
     raise_on_extreme(counts.assign(n_extreme=0, n_clipped=0), ["model", "run"], limit=50.0)  # nothing to stop

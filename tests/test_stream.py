@@ -422,15 +422,18 @@ def test_text_labels_with_class_names_stream_like_the_batch_job(spark, demo_conf
            SAME_COLS, "class_names stream vs batch")
 
 
-def test_rows_without_event_time_alone_stop_an_error_mode_batch_with_their_count(demo_config, tmp_path):
+def test_rows_without_event_time_alone_stop_an_error_mode_batch_with_their_count():
     """A batch whose only bad rows had no event time (no invalid-row tally, so no 'reason' column) ended in
-    KeyError: 'reason' instead of the batch's InputError."""
-    from ctcalc_spark.jobs.stream import BatchHandler
+    KeyError: 'reason' instead of the batch's InputError. The error counts them with the tally's invalid rows."""
+    from ctcalc_spark.core.findings import ERROR, render, stream_invalid_rows
 
-    handler = BatchHandler(_stream_config(demo_config, tmp_path), token="t")
-    counts = pd.DataFrame({"kind": ["no_event_time", "late"], "n_rows": [2, 5], "_window_us": [None, 1]})
-    with pytest.raises(InputError, match=r"Invalid rows in stream batch 7: 2 rows: null or unparsable 'event_time'\."):
-        handler._check_invalid(counts, 7)
+    tally = pd.DataFrame({"invalid": [11, 2, 11, 0], "count": [3, 1, 2, 9]})
+    f = stream_invalid_rows(tally.iloc[:0], 2, batch=7, event_time="event_time")
+    assert (f.code, f.severity, f.counts) == ("stream_invalid_rows", ERROR, {"no_event_time": 2})
+    assert render(f).startswith("Invalid rows in stream batch 7: 2 rows: null or unparsable 'event_time'. Fix the")
+    f = stream_invalid_rows(tally, 4, batch=7, event_time="ts")
+    assert f.counts == {"score_not_finite": 1, "null_label": 5, "no_event_time": 4}
+    assert stream_invalid_rows(tally.iloc[3:], 0, batch=7, event_time="ts") is None
 
 
 @pytest.mark.slow

@@ -61,17 +61,19 @@ def _bias_hint(cfg: JobConfig, per_run: pd.DataFrame, n_days: int) -> str | None
     """The small-val-bias hint when the runs' val-bias parts are small for c* (information from the base rate)."""
     import pandas as pd
 
-    from ctcalc_spark.core.sanity import small_bias_hint
+    from ctcalc_spark.core.findings import render
+    from ctcalc_spark.core.sanity import small_bias
 
     if cfg.task != "binary" or not {"n_bias", "n_rows", "base_rate"} <= set(per_run.columns):
         return None
     p = float(pd.to_numeric(per_run["base_rate"], errors="coerce").median())
     if not 0 < p < 1:
         return None
-    return small_bias_hint(median_bias_rows=float(per_run["n_bias"].median()),
-                           median_rows=float(per_run["n_rows"].median()), information=p * (1 - p),
-                           bias_fraction=cfg.split.bias_fraction, task=cfg.task, from_base_rate=True,
-                           rows_per_day=float(per_run["n_rows"].median()) / max(n_days, 1))
+    hint = small_bias(median_bias_rows=float(per_run["n_bias"].median()),
+                      median_rows=float(per_run["n_rows"].median()), information=p * (1 - p),
+                      bias_fraction=cfg.split.bias_fraction, task=cfg.task, from_base_rate=True,
+                      rows_per_day=float(per_run["n_rows"].median()) / max(n_days, 1))
+    return render(hint) if hint else None
 
 
 def run(args: argparse.Namespace) -> int:
@@ -167,7 +169,8 @@ def _store(args: argparse.Namespace, cfg: JobConfig) -> OutputStore:
 def _run_rolling(args: argparse.Namespace) -> int:
     from ctcalc_spark.errors import ConfigError
     from ctcalc_spark.core.rolling_compare import period_description, to_payload, window_summary
-    from ctcalc_spark.core.sanity import status_line, unequal_rows_line
+    from ctcalc_spark.core.findings import render
+    from ctcalc_spark.core.sanity import no_calibrated_value, unequal_rows_line
     from ctcalc_spark.core.windows import WindowSpec
     from ctcalc_spark.jobs.compare import rolling_comparison
     from ctcalc_spark.reports.comparison import write_report
@@ -191,9 +194,8 @@ def _run_rolling(args: argparse.Namespace) -> int:
     print(f"{title}\n")
     print(f"{len(rc.windows)} windows ({first.window_start}..{last.window_end}, days up to {rc.end}), "
           f"{len(rc.period_windows)} in the period sums; read {len(res.days_read)} days of summaries.")
-    line = status_line(rc.runs["status"], "run-windows", has_value=rc.runs["calibrated"].notna())
-    if line:
-        print(line)
+    if found := no_calibrated_value(rc.runs["status"], "run-windows", has_value=rc.runs["calibrated"].notna()):
+        print(render(found))
     print("\nWhole period:\n")
     print_comparison(c, f"--a {c.name_b} --b {c.name_a}")
     print("\nPer window:")

@@ -38,70 +38,57 @@ def data_notes(result: EvaluateResult, cfg: JobConfig) -> list[str]:
     from ctcalc_spark.core.findings import render
     from ctcalc_spark.core.sanity import (
         backwards_auc,
-        class_order_line,
+        class_order,
         clipped_label_class,
         effective_limit,
-        extreme_lines,
+        extreme_scores,
         many_slice_values_lines,
         median_information,
+        no_calibrated_value,
         one_label,
-        one_label_line,
+        one_label_groups,
         probability_like_class_logits,
         probability_like_logits,
-        small_bias_hint,
-        status_line,
+        small_bias,
     )
 
     m = result.metrics
     whole = m[(m["slice_name"] == ALL) & (m["slice_value"] == ALL)]
-    out = []
-    line = status_line(whole["status"], "groups (day x model x run)")
-    if line:
-        out.append(line)
+    found = [no_calibrated_value(whole["status"], "groups (day x model x run)")]
     two_labels = whole
     if cfg.task == "binary":
-        line = one_label_line(whole, str(cfg.columns.label), cfg.columns.class_names)
-        if line:
-            out.append(line)
+        found.append(one_label_groups(whole, str(cfg.columns.label), cfg.columns.class_names))
         two_labels = whole[~one_label(whole)]  # no number of rows fits a bias to one label: the hint is the others
     if cfg.task in ("binary", "regression") and not two_labels.empty:
         c = cfg.columns
         info = median_information(result.summaries, ["ds", c.model, c.run], cfg.histogram.bin_width) \
             if cfg.task == "binary" else None
-        hint = small_bias_hint(median_bias_rows=float(two_labels["n_bias"].median()),
-                               median_rows=float(two_labels["n_rows"].median()), information=info,
-                               bias_fraction=cfg.split.bias_fraction, task=cfg.task,
-                               rows_per_day=float(two_labels["n_rows"].median()))
-        if hint:
-            out.append(hint)
-    found = []
+        found.append(small_bias(median_bias_rows=float(two_labels["n_bias"].median()),
+                                median_rows=float(two_labels["n_rows"].median()), information=info,
+                                bias_fraction=cfg.split.bias_fraction, task=cfg.task,
+                                rows_per_day=float(two_labels["n_rows"].median())))
     if cfg.task == "binary":
         found.append(backwards_auc(m, cfg.columns.logit or cfg.columns.prediction or "score", cfg.columns.class_names))
     if cfg.task == "binary" and cfg.columns.logit is not None and "bin" in result.summaries:
         found.append(probability_like_logits(result.summaries, column=cfg.columns.logit,
                                              bin_width=cfg.histogram.bin_width))
+    per_class = cfg.columns.class_columns()
     if result.probability_like is not None:
-        per_class = cfg.columns.class_columns()
         found.append(probability_like_class_logits(*result.probability_like, array_column=not per_class,
                                                    columns=per_class or [str(cfg.columns.logit)]))
-    out += [render(f) for f in found if f is not None]
-    for model, confusion in result.class_confusion.items():
-        per_class = cfg.columns.class_columns()
-        line = class_order_line(model, confusion, names=cfg.columns.class_names or None,
-                                scores=per_class or [str(cfg.columns.logit)])
-        if line:
-            out.append(line)
-    if result.label_class_clipped is not None and (clipped := clipped_label_class(*result.label_class_clipped,
-                                                                                   clip_eps=cfg.clip_eps)):
-        out.append(render(clipped))
+    found += [class_order(model, confusion, names=cfg.columns.class_names or None,
+                          scores=per_class or [str(cfg.columns.logit)])
+              for model, confusion in result.class_confusion.items()]
+    if result.label_class_clipped is not None:
+        found.append(clipped_label_class(*result.label_class_clipped, clip_eps=cfg.clip_eps))
     if cfg.task == "binary" and not whole.empty:
         per_run = whole.groupby(["model", "run"], sort=True)[["n_rows", "n_extreme", "n_clipped"]].sum().reset_index()
         metric = None
         if len(result.days) == 1:
             metric = per_run.merge(whole[["model", "run", "log_loss"]], on=["model", "run"], how="left")["log_loss"]
-        out += extreme_lines(per_run, ["model", "run"], metric=metric,
-                             limit=effective_limit(cfg.sanity.max_abs_logit, cfg.histogram.bin_width))
-    return out + many_slice_values_lines(m, cfg.sanity.max_slice_values)
+        found += extreme_scores(per_run, ["model", "run"], metric=metric,
+                                limit=effective_limit(cfg.sanity.max_abs_logit, cfg.histogram.bin_width))
+    return [render(f) for f in found if f is not None] + many_slice_values_lines(m, cfg.sanity.max_slice_values)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -83,7 +83,8 @@ def window_notes(table: pd.DataFrame, task: str) -> list[str]:
     import pandas as pd
 
     from ctcalc_spark.core.finalize import ALL
-    from ctcalc_spark.core.sanity import previous_window_hint, status_line
+    from ctcalc_spark.core.findings import render
+    from ctcalc_spark.core.sanity import no_calibrated_value, previous_window_hint
 
     whole = table[(table["slice_name"] == ALL) & (table["n_rows"] > 0)]
     if whole.empty:
@@ -92,9 +93,8 @@ def window_notes(table: pd.DataFrame, task: str) -> list[str]:
     sliced = int((table["slice_name"] != ALL).sum())
     what = "rolling rows (model x run x window)" if not sliced else \
         f"whole-data rolling rows (model x run x window; the {sliced} slice rows not counted)"
-    line = status_line(whole["status"], what, has_value=whole["calibrated"].notna())
-    if line:
-        out.append(line)
+    if found := no_calibrated_value(whole["status"], what, has_value=whole["calibrated"].notna()):
+        out.append(render(found))
     prev = whole[whole["prev_n_rows"] > 0]
     if not prev.empty:
         p = float(pd.to_numeric(prev["mean_label"], errors="coerce").median())

@@ -16,6 +16,7 @@ from typing import Any, Mapping, Sequence
 
 import pandas as pd
 
+from ctcalc_spark.core.windows import day_runs
 from ctcalc_spark.errors import yaml_list
 
 ERROR = "error"
@@ -41,10 +42,8 @@ ROW_REASONS = {
     13: ("null_weight", "null weight"),
 }
 """Codes of the scan's per-row ``invalid`` column (0 = valid) -> (the name a finding counts them under, the
-reason a message gives). The scan packs the code into 4 bits of its group key."""
-INVALID_REASONS = {code: text for code, (_, text) in ROW_REASONS.items()}
-"""Code -> the reason a message and the ``uncounted`` rows give."""
-_REASON_TEXT = dict(ROW_REASONS.values())
+reason a message, the ``uncounted`` rows and the stream's counts give). The scan packs the code into 4 bits of
+its group key."""
 
 LABEL_RULES = {"binary": "Binary labels must be 0/1 in '{}'", "regression": "Labels must be finite numbers in '{}'",
                "multiclass": "Multiclass labels must be class indices 0..K-1 in '{}' (K the classes)"}
@@ -79,6 +78,40 @@ _CLASS_SCORES_AS_PROBABILITIES = (
     "all {rows:,} rows have class scores ({columns:list}) between 0 and 1 that sum to 1: they look like "
     "probabilities, and were read as logits, so softmax flattened them and the log loss just written is of other "
     "scores.")
+_ONE_LABEL = ("{groups} groups (day x model x run) have one label on every row ({{kinds:each; }} in {{label!r}}): "
+              "no bias can be fitted to one class (c* runs off to infinity) and the AUC is undefined; the vanilla log "
+              "loss is still written.")
+_ONE_LABEL_FIX = ("If the labels have not landed yet (a join that runs later), evaluate the day again once they have; "
+                  "if {label!r} is not the label (a flag that is always 0), set columns.label to the column that is.")
+_CLASS_ORDER = ("model {model!r}: the highest class score matches the label on {as_given:.0%} of the val-bias rows in "
+                "the class order given, and on {reordered:.0%} with the classes reordered, so the labels and the class "
+                "scores ({scores:list}) are most likely in different orders and the metrics are of the wrong classes.")
+_EXTREME = "{{rows:,}} of {{of_rows:,}} rows in {{groups}} of {{of_groups}} groups have {what}: {{shown:each; }}."
+_EXTREME_FIX = ("Such scores usually mean broken model inputs (constant or unscaled features); a confidently wrong row "
+                "adds about |logit| to the log loss sum.")
+_SMALL_BIAS = ("hint: val-bias parts had a median of {{median_bias_rows:,.0f}} rows, so c* is only within about "
+               "±{{now:.2g}} {unit} (95 %); about {{needed:,}} rows give ±{{tolerance:g}}{{information:each}}:")
+_SMALL_BIAS_FIX = ("{advice:each; }; or set split.min_bias_rows: {needed} to give smaller parts status "
+                   "too_few_bias_rows.")
+_WHOLE_WINDOWS = ("fit the bias on whole previous windows instead (`ctcalc rolling`, `ctcalc compare --rolling`; "
+                  "{span}, a week ±{{week:.2g}}, a month ±{{month:.2g}})")
+LEGACY_CHARSETS_HINT = ("for windows-1252 (its € and curly quotes), Shift_JIS, GBK and the other encodings Java "
+                        "knows, also set spark.conf: {spark.sql.legacy.javaCharsets: 'true'}")
+"""How Spark 4's text readers take an encoding beyond the few they allow by default."""
+_NOT_UTF8 = ("Text in the evaluation rows is not UTF-8, the encoding Spark reads {format} with: {values:undecoded} "
+             "('\ufffd' stands for bytes it could not read, so values that differ there would count as one).")
+_NOT_UTF8_FIX = ("Set {options}: {{encoding: 'ISO-8859-1'}} for Western European files from Excel or Windows, or the "
+                 "files' own encoding (Spark reads ISO-8859-1, US-ASCII, UTF-16 and UTF-32 as they are; "
+                 + LEGACY_CHARSETS_HINT.replace("{", "{{").replace("}", "}}") + "), or write the files as UTF-8.")
+_DOUBLED_QUOTES = ("a quote inside a quoted field written twice ({{value!r}}{{in_column:each}}, as pandas, Excel and "
+                   "Python's csv module write it), where Spark's reader takes a backslash before a quote: it would "
+                   "read the value with its quotes, or split it at a {separator} inside;")
+_DOUBLED_QUOTES_FIX = "{option_key}: {{escape: '{quote}'}} reads it"
+_TABLE_FOLDER = ("The evaluation table {{table!r}} is {name} table (it holds {{mark}}/), read as plain {{format}} "
+                 "files: its folder keeps the files of earlier versions, rows since deleted or replaced, until a "
+                 "clean-up, and Spark would read those rows too.")
+_TABLE_FOLDER_FIX = ("Read it as a table: input.format: {{table_format}} with {reader}, or by name from the catalog: "
+                     "input.table.")
 
 CATALOGUE = {
     "invalid_rows": Message(
@@ -162,14 +195,92 @@ CATALOGUE = {
         "together they make {loss_share:.0%} of it.",
         "If the file rounds the probabilities, write them with more digits (or as logits: columns.class_logits); if "
         "the model itself gives 0, the log loss is right."),
+    "not_utf8": Message(_NOT_UTF8, _NOT_UTF8_FIX + " Nothing was written."),
+    "not_utf8_stream": Message("Stream batch {batch}: " + _NOT_UTF8,
+                               _NOT_UTF8_FIX + " Then start the stream again: the batch is read again."),
+    "stream_invalid_rows": Message(
+        "Invalid rows in stream batch {batch}: {counts:reasons}.", "Fix the producer, or set on_invalid: drop to "
+        "exclude them and count them in stream_counts and n_invalid."),
+    "no_event_time": Message("null or unparsable {event_time!r}"),
+    "no_rows_for_days": Message("No evaluation rows for ds={missing_days:days} in {where!r}{held:each}; check the "
+                                "dates and the 'columns.ds' name{skip:each}."),
+    "days_held": Message(" (of the {asked} days asked for, the table has rows for {held}: {found:runs})"),
+    "allow_missing_days": Message(", or pass --allow-missing-days to skip such days"),
+    "allow_missing_needs_a_day": Message(" (--allow-missing-days skips days without rows, and needs one day with "
+                                         "rows)"),
+    "days_skipped": Message("no evaluation rows for {missing} of {asked} days (skipped): {missing_days:days}"),
+    "csv_quoting": Message("The CSV file {file} of the evaluation table has {found:each; and }. Nothing was read."),
+    "csv_quoting_problems": Message("{found:each; and }"),
+    "csv_doubled_quotes": Message(_DOUBLED_QUOTES.format(separator="comma"), _DOUBLED_QUOTES_FIX),
+    "csv_doubled_quotes_other_separator": Message(_DOUBLED_QUOTES.format(separator="{separator!r}"),
+                                                  _DOUBLED_QUOTES_FIX),
+    "csv_line_break": Message(
+        "a line break inside a quoted field ({value!r}{in_column:each}), where Spark's reader takes each line for a "
+        "record: the rest of the value would be a record of its own (a row without a date);",
+        "{option_key}: {{multiLine: 'true'}} reads it (each file whole, in one task)"),
+    "in_column": Message(" in column {column!r}"),
+    "temporary_files": Message(
+        "The evaluation table {table!r} holds file(s) under a temporary name, still being written: {files}{more:each}. "
+        "Spark would read their rows with the rest: part of them now, and the same rows again once the writer renames "
+        "the file.", "Run again when the writer is done, or set input.options: {{pathGlobFilter: '{pattern}'}} to read "
+        "only the files named so."),
+    "and_more": Message(" and more"),
+    "output_inside_input": Message(
+        "'output.path' {output!r} is inside 'input.path' {input!r}, which is read whole (it has no <ds>=<day> "
+        "folders): the job would read its own metrics and summaries as evaluation rows.",
+        "Write the outputs beside the input (e.g. output.path: a sibling folder)."),
+    "delta_table_folder": Message(_TABLE_FOLDER.format(name="a Delta Lake"), _TABLE_FOLDER_FIX.format(
+        reader="Delta Lake's reader on Spark's class path (spark.conf: {{spark.jars.packages: 'io.delta:delta-spark_"
+               "2.13:<version>', spark.sql.extensions: io.delta.sql.DeltaSparkSessionExtension}})")),
+    "hudi_table_folder": Message(_TABLE_FOLDER.format(name="an Apache Hudi"), _TABLE_FOLDER_FIX.format(
+        reader="Apache Hudi's Spark bundle on Spark's class path")),
+    "iceberg_table_folder": Message(_TABLE_FOLDER.format(name="an Iceberg"), _TABLE_FOLDER_FIX.format(
+        reader="the Iceberg runtime on Spark's class path and an Iceberg catalog")),
+    "no_calibrated_value": Message("{missing} of {rows} {what} ({share:.1%}) have no calibrated value{parts:each}."),
+    "statuses": Message(": {counts:pairs}"),
+    "statuses_noted": Message("; {total} have one with a note: {counts:pairs}"),
+    "one_label_all": Message("All " + _ONE_LABEL.format(groups="{groups}"), _ONE_LABEL_FIX),
+    "one_label_some": Message(_ONE_LABEL.format(groups="{single} of the {groups}"), _ONE_LABEL_FIX),
+    "one_label_class": Message("{groups} hold only {name}"),
+    "class_order_named": Message(_CLASS_ORDER, "If the score columns are those of {order} in turn, set "
+                                               "columns.class_names: {order:yaml}."),
+    "class_order_indices": Message(_CLASS_ORDER, "The rows of each label score highest on another class "
+                                                 "({moves:each, }): check how the labels were encoded."),
+    "class_moved": Message("label {label} -> score {score}"),
+    "extreme_logits": Message(_EXTREME.format(what="logits outside [-{limit:g}, {limit:g})"), _EXTREME_FIX),
+    "clipped_probabilities": Message(_EXTREME.format(what="probabilities clipped at 0 or 1"), _EXTREME_FIX),
+    "extreme_group": Message("{group:keys}: {rows:,} of {of_rows:,} rows ({share:.1%})"),
+    "extreme_group_metric": Message("{group:keys}: {rows:,} of {of_rows:,} rows ({share:.1%}, {metric_name} "
+                                    "{metric:.4g})"),
+    "more_groups": Message("{groups} more"),
+    "extreme_stop": Message("Nothing was written.", "Fix the model or its inputs, raise sanity.max_abs_logit, or set "
+                                                    "sanity.on_extreme: warn to write the metrics anyway."),
+    "bias_rows_saturated": Message(
+        "hint: val-bias parts had a median of {median_bias_rows:,.0f} rows, and the predictions are so saturated "
+        "(q(1-q) ≈ 0 on every row) that no number of rows pins c* down;", "check the model first."),
+    "small_bias_parts": Message(_SMALL_BIAS.format(unit="logit"), _SMALL_BIAS_FIX),
+    "small_bias_parts_regression": Message(_SMALL_BIAS.format(unit="residual stds"), _SMALL_BIAS_FIX),
+    "information_rows": Message(" at this data's mean q(1-q) of {information:.3g} per row"),
+    "information_base_rate": Message(" at this base rate's p(1-p) of {information:.3g} (a lower bound: a sharper "
+                                     "model needs more)"),
+    "raise_bias_fraction": Message("raise split.bias_fraction from {bias_fraction:g} to {fraction:g}"),
+    "bias_fraction_most": Message("a split.bias_fraction of {fraction:g} would reach that with {group_rows:,.0f} "
+                                  "rows per group but leave the metric only {left:.0%} of them"),
+    "bias_fraction_none": Message("no split.bias_fraction reaches that with {group_rows:,.0f} rows per group"),
+    "whole_windows_day": Message(_WHOLE_WINDOWS.format(span="1 day of {rows_per_day:,.0f} rows reaches it")),
+    "whole_windows_days": Message(_WHOLE_WINDOWS.format(span="{days} days of {rows_per_day:,.0f} rows reach it")),
 }
 """Finding code -> its message."""
 
 
 class _Formatter(string.Formatter):
     """:meth:`str.format` with ``!q`` (a value quoted, or null), ``!n`` (a value as it is, or null), and the
-    specs ``:reasons`` (counts per row reason as '<n> rows: <reason>; ...'), ``:where`` (days as one day, a
+    specs ``:reasons`` (counts per row reason as '<n> rows: <reason>; ...'; a reason not of
+    :data:`ROW_REASONS` is a catalogue code, rendered from the same fields), ``:where`` (days as one day, a
     range and its count, or 'unknown (rows without a date)'), ``:day`` ('ds=<day>', or 'no date' for None),
+    ``:runs`` (days as runs of days, :func:`day_runs`), ``:days`` (the same, 5 runs shown, and the count),
+    ``:each<sep>`` (a list of findings rendered, joined by <sep>), ``:pairs`` (a mapping as 'k v, ...'), ``:keys``
+    (a mapping as 'k=v ...'), ``:undecoded`` (values per column as "'c': ['v', ...]; ..."),
     ``:list`` (joined by ', '), ``:yaml`` (a YAML flow list), ``:shown`` (the first :data:`LABELS_SHOWN` of a
     list, and 'and more'), and for the score columns of a job ``:holds`` ('The prediction column 'p' holds', 'The
     class probability columns [...] hold') and ``:as_logits`` (the columns settings that read them as logits)."""
@@ -179,14 +290,33 @@ class _Formatter(string.Formatter):
             return "null" if value is None else repr(str(value)) if conversion == "q" else str(value)
         return super().convert_field(value, conversion)
 
+    def vformat(self, format_string: str, args: Sequence[Any], kwargs: Mapping[str, Any]) -> str:
+        self.fields = kwargs  # for ``:reasons``
+        return super().vformat(format_string, args, kwargs)
+
     def format_field(self, value: Any, format_spec: str) -> str:
         if format_spec == "reasons":
-            return "; ".join(f"{n} rows: {_REASON_TEXT[name]}" for name, n in value.items())
+            text = dict(ROW_REASONS.values())
+            return "; ".join(f"{n} rows: " + (text[name] if name in text else render(Finding(name, NOTE, {},
+                                                                                                self.fields)))
+                             for name, n in value.items())
         if format_spec == "where":
             return "unknown (rows without a date)" if not value else value[0] if len(value) == 1 else \
                 f"{len(value)} days ({value[0]}..{value[-1]})"
+        if format_spec == "runs":
+            return day_runs(value)
+        if format_spec == "days":  # a long stretch of days reads as a few ranges and a count
+            return day_runs(value, shown=5) + (f" ({len(value)} days)" if len(value) > 1 else "")
         if format_spec == "day":
             return "no date" if value is None else f"ds={value}"
+        if format_spec.startswith("each"):
+            return format_spec[4:].join(render(f) for f in value)
+        if format_spec == "pairs":
+            return ", ".join(f"{k} {v}" for k, v in value.items())
+        if format_spec == "keys":
+            return " ".join(f"{k}={v}" for k, v in value.items())
+        if format_spec == "undecoded":
+            return "; ".join(f"{name!r}: {list(values)}" for name, values in value.items())
         if format_spec == "list":
             return ", ".join(value)
         if format_spec == "shown":
@@ -234,6 +364,30 @@ def invalid_rows(tally: pd.DataFrame, *, model: str, run: str, task: str, label:
     return Finding("invalid_rows", ERROR, reason_totals(tally), {
         "days": sorted(dated["ds"].astype(str).unique()), "ds": _value(first["ds"]), "model": _value(first[model]),
         "run": _value(first[run]), "task": task, "label": label})
+
+
+def stream_invalid_rows(tally: pd.DataFrame, no_event_time: int, *, batch: int, event_time: str) -> Finding | None:
+    """The error for a stream batch's invalid rows (``tally`` as for :func:`invalid_rows`) and rows without an
+    event time, or None when there are none."""
+    counts = {**reason_totals(tally), **({"no_event_time": no_event_time} if no_event_time else {})}
+    return Finding("stream_invalid_rows", ERROR, counts, {"batch": batch, "event_time": event_time}) if counts else None
+
+
+def missing_days(days: Sequence[str], present: Sequence[str], *, where: str, allow_missing: bool) -> Finding | None:
+    """What the ``days`` asked for without rows (those not in ``present``) mean for a run that reads ``where``:
+    the error that stops it (days missing without ``allow_missing``, or every day missing), the note of the days
+    it skips, or None when every day has rows."""
+    missing = sorted(set(days) - set(present))
+    if not missing:
+        return None
+    counts, context = {"missing": len(missing), "asked": len(days)}, {"missing_days": missing, "where": where}
+    if allow_missing and len(missing) < len(days):
+        return Finding("days_skipped", NOTE, counts, context)
+    found = sorted(set(days) & set(present))
+    held = [Finding("days_held", NOTE, {"asked": len(days), "held": len(found)}, {"found": found})] if found else []
+    skip = [] if len(days) == 1 else [Finding("allow_missing_needs_a_day" if allow_missing else "allow_missing_days",
+                                              NOTE)]
+    return Finding("no_rows_for_days", ERROR, counts, {**context, "held": held, "skip": skip})
 
 
 def all_rows_invalid(days: Sequence[str], tally: pd.DataFrame) -> Finding:

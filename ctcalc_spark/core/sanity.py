@@ -21,18 +21,19 @@ and c* is within ``±δ`` with 95 % probability when ``n ≥ (1.96 / δ)² / ī`
 from __future__ import annotations
 
 import math
-from typing import Any, Mapping, Sequence, TypeVar
+from dataclasses import replace
+from typing import Mapping, Sequence, TypeVar
 
 import numpy as np
 import pandas as pd
 
 from ctcalc_spark.core._math import sigmoid
 from ctcalc_spark.core.finalize import ALL
-from ctcalc_spark.core.findings import WARNING, Finding
+from ctcalc_spark.core.findings import ERROR, HINT, NOTE, WARNING, Finding, render
 from ctcalc_spark.core.batch import extreme_bin
 from ctcalc_spark.core.summary import BinarySummary, solve_biases
 from ctcalc_spark.core.windows import day_runs
-from ctcalc_spark.errors import DegenerateBiasError, InputError, yaml_list
+from ctcalc_spark.errors import DegenerateBiasError, InputError
 
 T = TypeVar("T")
 
@@ -184,8 +185,9 @@ def one_label(whole: pd.DataFrame) -> pd.Series:
     return pd.to_numeric(whole["base_rate"], errors="coerce").isin([0.0, 1.0])
 
 
-def one_label_line(whole: pd.DataFrame, label: str, class_names: Sequence[str] = ()) -> str | None:
-    """Groups (day x model x run) whose every row has one label (:func:`one_label`), or None when there are none.
+def one_label_groups(whole: pd.DataFrame, label: str, class_names: Sequence[str] = ()) -> Finding | None:
+    """A warning for the groups (day x model x run) whose every row has one label (:func:`one_label`), with the
+    groups per label; None when there are none.
 
     No number of rows fits a bias to them (c* runs off to ∓∞) and their AUC is undefined; a table whose labels
     have not been joined yet, or ``columns.label`` naming a flag that is always 0, gives exactly that.
@@ -194,15 +196,12 @@ def one_label_line(whole: pd.DataFrame, label: str, class_names: Sequence[str] =
     if not single.any():
         return None
     rate = pd.to_numeric(whole["base_rate"], errors="coerce")
-    negative, positive = int((single & (rate == 0.0)).sum()), int((single & (rate == 1.0)).sum())
     names = (repr(class_names[0]), repr(class_names[1])) if len(class_names) == 2 else ("0", "1")
-    kinds = "; ".join(f"{n} hold only {names[k]}" for k, n in ((0, negative), (1, positive)) if n)
-    which = f"All {len(whole)}" if negative + positive == len(whole) else f"{negative + positive} of the {len(whole)}"
-    return (f"WARNING: {which} groups (day x model x run) have one label on every row ({kinds} in {label!r}): "
-            "no bias can be fitted to one class (c* runs off to infinity) and the AUC is undefined; the vanilla "
-            "log loss is still written. If the labels have not landed yet (a join that runs later), evaluate the "
-            f"day again once they have; if {label!r} is not the label (a flag that is always 0), set "
-            "columns.label to the column that is.")
+    kinds = [Finding("one_label_class", NOTE, {"groups": n}, {"name": names[k]})
+             for k, n in enumerate((int((single & (rate == 0.0)).sum()), int((single & (rate == 1.0)).sum()))) if n]
+    n = int(single.sum())
+    return Finding("one_label_all" if n == len(whole) else "one_label_some", WARNING,
+                   {"single": n, "groups": len(whole)}, {"label": label, "kinds": kinds})
 
 
 PROBABILITY_LIKE_MIN_ROWS = 100
@@ -249,13 +248,13 @@ def clipped_label_class(n_rows: int, n_clipped: int, loss_share: float, *, clip_
 
 
 CLASS_ORDER_MIN_ROWS = 100
-"""Val-bias rows of a model below which :func:`class_order_line` says nothing."""
+"""Val-bias rows of a model below which :func:`class_order` says nothing."""
 CLASS_ORDER_MARGIN = 0.1
 """How much more often (share of rows) the reordered classes must agree with the labels for a warning."""
 
 
-def class_order_line(model: str, confusion: np.ndarray, *, names: Sequence[str] | None,
-                     scores: Sequence[str]) -> str | None:
+def class_order(model: str, confusion: np.ndarray, *, names: Sequence[str] | None,
+                scores: Sequence[str]) -> Finding | None:
     """A warning when a multiclass model's scores look like another class order than its labels'.
 
     ``confusion[i, j]``: rows with label class ``i`` whose highest score is class ``j``. When, for every label
@@ -265,13 +264,11 @@ def class_order_line(model: str, confusion: np.ndarray, *, names: Sequence[str] 
     metrics are then of the wrong classes, without an error). ``names``: ``columns.class_names`` (None when the
     labels are indices); ``scores``: the score columns, or one array column.
 
-    >>> line = class_order_line("lr", np.array([[5, 90, 5], [3, 7, 90], [80, 10, 10]]), names=["a", "b", "c"],
-    ...                         scores=["p0", "p1", "p2"])
-    >>> line.split(" the highest")[0]
-    "WARNING: model 'lr':"
-    >>> "columns.class_names: [c, a, b]" in line
-    True
-    >>> class_order_line("lr", np.array([[90, 5, 5], [7, 90, 3], [10, 10, 80]]), names=None, scores=["z"]) is None
+    >>> f = class_order("lr", np.array([[5, 90, 5], [3, 7, 90], [80, 10, 10]]), names=["a", "b", "c"],
+    ...                 scores=["p0", "p1", "p2"])
+    >>> f.code, f.context["order"]
+    ('class_order_named', ['c', 'a', 'b'])
+    >>> class_order("lr", np.array([[90, 5, 5], [7, 90, 3], [10, 10, 80]]), names=None, scores=["z"]) is None
     True
     """
     total = int(confusion.sum())
@@ -285,24 +282,18 @@ def class_order_line(model: str, confusion: np.ndarray, *, names: Sequence[str] 
     as_given, reordered = np.trace(confusion) / total, confusion[np.arange(k), best].sum() / total
     if reordered < as_given + CLASS_ORDER_MARGIN:
         return None
-    head = (f"WARNING: model {model!r}: the highest class score matches the label on {as_given:.0%} of the val-bias "
-            f"rows in the class order given, and on {reordered:.0%} with the classes reordered, so the labels and "
-            f"the class scores ({', '.join(scores)}) are most likely in different orders and the metrics are of the "
-            "wrong classes.")
+    context = {"model": model, "as_given": as_given, "reordered": reordered, "scores": list(scores)}
     if names is not None:  # the score column j belongs to the label named names[i] where best[i] == j
         order = [names[int(np.flatnonzero(best == j)[0])] for j in range(k)]
-        return f"{head} If the score columns are those of {order} in turn, set columns.class_names: {yaml_list(order)}."
-    moves = ", ".join(f"label {i} -> score {int(j)}" for i, j in enumerate(best) if i != j)
-    return f"{head} The rows of each label score highest on another class ({moves}): check how the labels were encoded."
+        return Finding("class_order_named", WARNING, {"rows": total}, {**context, "order": order})
+    moves = [Finding("class_moved", NOTE, {}, {"label": i, "score": int(j)}) for i, j in enumerate(best) if i != j]
+    return Finding("class_order_indices", WARNING, {"rows": total}, {**context, "moves": moves})
 
 
-def _group_text(r: dict[str, Any], by: Sequence[str]) -> str:
-    return " ".join(f"{k}={r[k]}" for k in by)
-
-
-def extreme_lines(counts: pd.DataFrame, by: Sequence[str], *, limit: float, metric: pd.Series | None = None,
-                  metric_name: str = "log_loss") -> list[str]:
-    """Warning lines for groups with extreme logits or clipped probabilities (empty when there are none).
+def extreme_scores(counts: pd.DataFrame, by: Sequence[str], *, limit: float, metric: pd.Series | None = None,
+                   metric_name: str = "log_loss") -> list[Finding]:
+    """Warnings for groups with extreme logits or clipped probabilities (empty when there are none), each naming
+    the :data:`SHOWN` groups with the largest share of such rows.
 
     ``counts``: :func:`extreme_counts` rows (or metrics rows with n_rows, n_extreme, n_clipped);
     ``metric``: optional values aligned with ``counts`` shown next to each group.
@@ -311,8 +302,7 @@ def extreme_lines(counts: pd.DataFrame, by: Sequence[str], *, limit: float, metr
         return []
     c = counts.assign(metric_value=metric.to_numpy() if metric is not None else np.nan)
     out = []
-    for col, what in (("n_extreme", f"logits outside [-{limit:g}, {limit:g})"),
-                      ("n_clipped", "probabilities clipped at 0 or 1")):
+    for col, code in (("n_extreme", "extreme_logits"), ("n_clipped", "clipped_probabilities")):
         if col not in c:
             continue
         hit = c[pd.to_numeric(c[col], errors="coerce").fillna(0) > 0]
@@ -320,26 +310,29 @@ def extreme_lines(counts: pd.DataFrame, by: Sequence[str], *, limit: float, metr
             continue
         hit = hit.assign(share=hit[col].astype(float) / hit["n_rows"].astype(float).clip(lower=1))
         hit = hit.sort_values("share", ascending=False, kind="stable")
-        total, rows = int(hit[col].sum()), int(c["n_rows"].sum())
-        named = []
-        for r in hit.head(SHOWN).to_dict("records"):  # records: column names need not be identifiers
-            extra = "" if pd.isna(r["metric_value"]) else f", {metric_name} {float(r['metric_value']):.4g}"
-            named.append(f"{_group_text(r, by)}: {int(r[col]):,} of {int(r['n_rows']):,} rows "
-                         f"({100 * r['share']:.1f}%{extra})")
-        more = f"; {len(hit) - SHOWN} more" if len(hit) > SHOWN else ""
-        out.append(f"WARNING: {total:,} of {rows:,} rows in {len(hit)} of {len(c)} groups have {what}: "
-                   + "; ".join(named) + more + ". Such scores usually mean broken model inputs (constant or "
-                   "unscaled features); a confidently wrong row adds about |logit| to the log loss sum.")
+        shown = [Finding("extreme_group" if pd.isna(r["metric_value"]) else "extreme_group_metric", NOTE,
+                         {"rows": int(r[col]), "of_rows": int(r["n_rows"])},
+                         {"group": {k: r[k] for k in by}, "share": r["share"], "metric_name": metric_name,
+                          "metric": float(r["metric_value"])})
+                 for r in hit.head(SHOWN).to_dict("records")]  # records: column names need not be identifiers
+        if len(hit) > SHOWN:
+            shown.append(Finding("more_groups", NOTE, {"groups": len(hit) - SHOWN}))
+        out.append(Finding(code, WARNING, {"rows": int(hit[col].sum()), "of_rows": int(c["n_rows"].sum()),
+                                           "groups": len(hit), "of_groups": len(c)},
+                           {"limit": limit, "shown": shown}))
     return out
+
+
+def extreme_lines(counts: pd.DataFrame, by: Sequence[str], *, limit: float, metric: pd.Series | None = None,
+                  metric_name: str = "log_loss") -> list[str]:
+    """:func:`extreme_scores`, rendered."""
+    return [render(f) for f in extreme_scores(counts, by, limit=limit, metric=metric, metric_name=metric_name)]
 
 
 def raise_on_extreme(counts: pd.DataFrame, by: Sequence[str], *, limit: float) -> None:
     """The ``sanity.on_extreme: error`` stop: an InputError naming the groups and counts (nothing written)."""
-    lines = extreme_lines(counts, by, limit=limit)
-    if lines:
-        raise InputError(" ".join(line.removeprefix("WARNING: ") for line in lines)
-                         + " Nothing was written. Fix the model or its inputs, raise sanity.max_abs_logit, or set "
-                         "sanity.on_extreme: warn to write the metrics anyway.")
+    if found := extreme_scores(counts, by, limit=limit):
+        raise InputError(" ".join(render(replace(f, severity=ERROR)) for f in [*found, Finding("extreme_stop", ERROR)]))
 
 
 # ---- rows needed for c* -----------------------------------------------------------------------------
@@ -391,8 +384,9 @@ def information_of(picked: Sequence[BinarySummary]) -> float | None:
     return float(np.median(values)) if values else None
 
 
-def status_line(statuses: pd.Series, what: str = "metrics rows", has_value: pd.Series | None = None) -> str | None:
-    """'N of M <what> (x%) have no calibrated value: status count, ...' or None when every one has a value.
+def no_calibrated_value(statuses: pd.Series, what: str = "metrics rows",
+                        has_value: pd.Series | None = None) -> Finding | None:
+    """A note of the ``what`` rows without a calibrated value, counted per status, or None when every one has one.
 
     ``has_value``: which rows have a calibrated value (default: status 'ok'); rows with a value and another
     status (e.g. incomplete_window) are counted in a second clause.
@@ -401,21 +395,16 @@ def status_line(statuses: pd.Series, what: str = "metrics rows", has_value: pd.S
     bad, odd = statuses[~ok.to_numpy()], statuses[ok.to_numpy() & (statuses != "ok").to_numpy()]
     if bad.empty and odd.empty:
         return None
-
-    def counts(s: pd.Series) -> str:
-        return ", ".join(f"{k} {v}" for k, v in s.value_counts().items())
-
-    line = f"{len(bad)} of {len(statuses)} {what} ({100 * len(bad) / len(statuses):.1f}%) have no calibrated value"
-    line += f": {counts(bad)}" if len(bad) else ""
-    if len(odd):
-        line += f"; {len(odd)} have one with a note: {counts(odd)}"
-    return line + "."
+    parts = [Finding(code, NOTE, {str(k): int(v) for k, v in s.value_counts().items()})
+             for code, s in (("statuses", bad), ("statuses_noted", odd)) if len(s)]
+    return Finding("no_calibrated_value", NOTE, {"missing": len(bad), "noted": len(odd), "rows": len(statuses)},
+                   {"what": what, "share": len(bad) / len(statuses), "parts": parts})
 
 
-def small_bias_hint(*, median_bias_rows: float, median_rows: float, information: float | None,
-                    bias_fraction: float, task: str = "binary", rows_per_day: float | None = None,
-                    from_base_rate: bool = False) -> str | None:
-    """One line: the val-bias parts' median size, the rows needed for c* within ±0.1, and what to change.
+def small_bias(*, median_bias_rows: float, median_rows: float, information: float | None,
+               bias_fraction: float, task: str = "binary", rows_per_day: float | None = None,
+               from_base_rate: bool = False) -> Finding | None:
+    """A hint: the val-bias parts' median size, the rows needed for c* within ±0.1, and what to change.
 
     None when the median val-bias part gives c* within ±0.2 (HINT_FROM · BIAS_TOLERANCE). ``median_rows``: rows
     per group (val-bias + val-remain); ``rows_per_day``: rows per (day, model, run), for the window suggestion;
@@ -425,36 +414,26 @@ def small_bias_hint(*, median_bias_rows: float, median_rows: float, information:
     if info is None:
         return None
     needed = rows_needed(info)
-    unit = "residual stds" if task == "regression" else "logit"
     if needed is None:
-        return (f"hint: val-bias parts had a median of {median_bias_rows:,.0f} rows, and the predictions are so "
-                "saturated (q(1-q) ≈ 0 on every row) that no number of rows pins c* down; check the model first.")
+        return Finding("bias_rows_saturated", HINT, {}, {"median_bias_rows": median_bias_rows})
     now = tolerance_of(median_bias_rows, info)
     if now <= HINT_FROM * BIAS_TOLERANCE:
         return None
-    info_text = "" if task == "regression" else (
-        f" at this base rate's p(1-p) of {info:.3g} (a lower bound: a sharper model needs more)" if from_base_rate
-        else f" at this data's mean q(1-q) of {info:.3g} per row")
-    parts = []
     fraction = needed / median_rows if median_rows > 0 else math.inf
-    if fraction <= 0.5:
-        parts.append(f"raise split.bias_fraction from {bias_fraction:g} to {_round_up(fraction):g}")
-    elif fraction < 1.0:  # possible, but the metric itself would be left the smaller part of the rows
-        parts.append(f"a split.bias_fraction of {_round_up(fraction):g} would reach that with {median_rows:,.0f} rows "
-                     f"per group but leave the metric only {1 - _round_up(fraction):.0%} of them")
-    else:
-        parts.append(f"no split.bias_fraction reaches that with {median_rows:,.0f} rows per group")
+    step = {"bias_fraction": bias_fraction, "fraction": _round_up(fraction), "group_rows": median_rows,
+            "left": 1 - _round_up(fraction)}
+    advice = [Finding("raise_bias_fraction" if fraction <= 0.5 else "bias_fraction_most" if fraction < 1.0
+                      else "bias_fraction_none", NOTE, {}, step)]
     if rows_per_day:
         days = math.ceil(needed / rows_per_day)
-        week, month = tolerance_of(7 * rows_per_day, info), tolerance_of(30 * rows_per_day, info)
-        span = f"1 day of {rows_per_day:,.0f} rows reaches it" if days == 1 else \
-            f"{days} days of {rows_per_day:,.0f} rows reach it"
-        parts.append(f"fit the bias on whole previous windows instead (`ctcalc rolling`, `ctcalc compare --rolling`; "
-                     f"{span}, a week ±{week:.2g}, a month ±{month:.2g})")
-    parts.append(f"or set split.min_bias_rows: {needed} to give smaller parts status too_few_bias_rows")
-    return (f"hint: val-bias parts had a median of {median_bias_rows:,.0f} rows, so c* is only within about "
-            f"±{now:.2g} {unit} (95 %); about {needed:,} rows give ±{BIAS_TOLERANCE:g}{info_text}: "
-            + "; ".join(parts) + ".")
+        advice.append(Finding("whole_windows_day" if days == 1 else "whole_windows_days", NOTE, {"days": days}, {
+            "rows_per_day": rows_per_day, "week": tolerance_of(7 * rows_per_day, info),
+            "month": tolerance_of(30 * rows_per_day, info)}))
+    told = [] if task == "regression" else [Finding("information_base_rate" if from_base_rate else "information_rows",
+                                                    NOTE, {}, {"information": info})]
+    return Finding("small_bias_parts_regression" if task == "regression" else "small_bias_parts", HINT,
+                   {"needed": needed}, {"median_bias_rows": median_bias_rows, "now": now, "tolerance": BIAS_TOLERANCE,
+                                        "information": told, "advice": advice})
 
 
 def _round_up(x: float) -> float:
@@ -488,9 +467,6 @@ def previous_window_hint(*, median_prev_rows: float, information: float | None, 
 
 REPLACEMENT_CHARACTER = "\ufffd"
 """What Spark's text readers put for bytes that are not UTF-8."""
-LEGACY_CHARSETS_HINT = ("for windows-1252 (its € and curly quotes), Shift_JIS, GBK and the other encodings Java "
-                        "knows, also set spark.conf: {spark.sql.legacy.javaCharsets: 'true'}")
-"""How Spark 4's text readers take an encoding beyond the few they allow by default."""
 
 
 def undecoded_values(frame: pd.DataFrame, columns: Mapping[str, str | None]) -> dict[str, list[str]]:
@@ -507,12 +483,9 @@ def undecoded_values(frame: pd.DataFrame, columns: Mapping[str, str | None]) -> 
     return found
 
 
-def not_utf8_message(found: Mapping[str, Sequence[str]], fmt: str, options: str) -> str:
+def not_utf8(found: Mapping[str, Sequence[str]], fmt: str, options: str, *, batch: int | None = None) -> Finding:
     """The error for :func:`undecoded_values`' findings in a ``fmt`` input read with the reader options at
-    config key ``options``."""
-    shown = "; ".join(f"{name!r}: {list(values)}" for name, values in found.items())
-    return (f"Text in the evaluation rows is not UTF-8, the encoding Spark reads {fmt.upper()} with: {shown} "
-            f"({REPLACEMENT_CHARACTER!r} stands for bytes it could not read, so values that differ there would count "
-            f"as one). Set {options}: {{encoding: 'ISO-8859-1'}} for Western European files from Excel or Windows, or "
-            "the files' own encoding (Spark reads ISO-8859-1, US-ASCII, UTF-16 and UTF-32 as they are; "
-            f"{LEGACY_CHARSETS_HINT}), or write the files as UTF-8.")
+    config key ``options``; ``batch``: the stream batch that read them."""
+    context = {"values": dict(found), "format": fmt.upper(), "options": options}
+    return Finding("not_utf8", ERROR, {}, context) if batch is None else \
+        Finding("not_utf8_stream", ERROR, {}, {**context, "batch": batch})

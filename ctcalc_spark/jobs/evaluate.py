@@ -105,7 +105,7 @@ class EvaluateResult:
     :func:`ctcalc_spark.core.sanity.clipped_label_class`."""
     class_confusion: dict[str, np.ndarray] = field(default_factory=dict)
     """Multiclass, per model: val-bias rows by label class (row) and highest-scoring class (column), for
-    :func:`ctcalc_spark.core.sanity.class_order_line`."""
+    :func:`ctcalc_spark.core.sanity.class_order`."""
 
 
 UNCOUNTED_COLUMNS = ["ds", "reason", "n_rows"]
@@ -151,7 +151,7 @@ def _invalid_counts(tally: pd.DataFrame, cfg: JobConfig) -> tuple[pd.DataFrame, 
     stray = no_date | tally["invalid"].isin(UNATTRIBUTED_CODES)
     owned = tally[~stray].groupby(keys, dropna=False)["count"].sum().rename("n_invalid").reset_index()
     dateless = NO_DATE if cfg.columns.ds_format is None else NO_DATE_IN_FORMAT.format(cfg.columns.ds_format)
-    other = tally[stray].assign(reason=[dateless if pd.isna(d) and code != 8 else findings.INVALID_REASONS[int(code)]
+    other = tally[stray].assign(reason=[dateless if pd.isna(d) and code != 8 else findings.ROW_REASONS[int(code)][1]
                                         for d, code in zip(tally.loc[stray, "ds"], tally.loc[stray, "invalid"])])
     uncounted = other.groupby(["ds", "reason"], dropna=False)["count"].sum().rename("n_rows").reset_index()
     uncounted["ds"] = uncounted["ds"].astype(object).where(uncounted["ds"].notna(), None)
@@ -205,7 +205,7 @@ def _check_encoding(metrics: pd.DataFrame, cfg: JobConfig) -> None:
     """InputError before a write when the model, run or slice values of a CSV or JSON input are not UTF-8
     (:func:`~ctcalc_spark.core.sanity.undecoded_values`). Free: the values are the metrics rows' keys. An
     ``encoding`` of the user's own is taken as meant."""
-    from ctcalc_spark.core.sanity import not_utf8_message, undecoded_values
+    from ctcalc_spark.core.sanity import not_utf8, undecoded_values
 
     if cfg.input.format not in ("csv", "json") or own_encoding(cfg.input.options):
         return
@@ -214,26 +214,17 @@ def _check_encoding(metrics: pd.DataFrame, cfg: JobConfig) -> None:
     for name, part in slices.groupby("slice_name"):
         found.update(undecoded_values(part, {"slice_value": str(name)}))
     if found:
-        raise InputError(not_utf8_message(found, cfg.input.format, "input.options") + " Nothing was written.")
+        raise InputError(findings.render(not_utf8(found, cfg.input.format, "input.options")))
 
 
 def _check_days(days: Sequence[str], present: Sequence[str], cfg: JobConfig, allow_missing: bool) -> set[str]:
-    missing = sorted(set(days) - set(present))
-    where = input_name(cfg)
-    # as runs of days, so that a long stretch of missing days reads as a few ranges and a count
-    shown = day_runs(missing, shown=5) + (f" ({len(missing)} days)" if len(missing) > 1 else "")
-    if missing and (not allow_missing or len(missing) == len(days)):
-        found = sorted(set(days) & set(present))
-        held = "" if not found else (f" (of the {len(days)} days asked for, the table has rows for {len(found)}: "
-                                     f"{day_runs(found)})")
+    found = findings.missing_days(days, present, where=input_name(cfg), allow_missing=allow_missing)
+    if found is not None and found.severity == findings.ERROR:
         unlisted = "" if cfg.input.table else unlisted_files_hint(str(cfg.input.path), cfg.input.options)
-        skip = "" if len(days) == 1 else " (--allow-missing-days skips days without rows, and needs one day with " \
-            "rows)" if allow_missing else ", or pass --allow-missing-days to skip such days"
-        raise InputError(f"No evaluation rows for ds={shown} in {where!r}{held}; check the dates and the 'columns.ds' "
-                         f"name{skip}." + unlisted)
-    if missing:
-        log.warning("no evaluation rows for %d of %d days (skipped): %s", len(missing), len(days), shown)
-    return set(missing)  # a set: its callers keep the days not in it, of a 300-year range too
+        raise InputError(findings.render(found) + unlisted)
+    if found is not None:
+        log.warning(findings.render(found))
+    return set(found.context["missing_days"]) if found else set()  # a set: its callers keep the days not in it
 
 
 ISO_DAY = re.compile(r"^\d{4}-\d{2}-\d{2}")

@@ -65,7 +65,7 @@ from ctcalc_spark.filekind import (
 )
 from ctcalc_spark.storage import FileStore, absolute, csv_first_record, is_local, literal_path, local_path
 from ctcalc_spark.spark import names
-from ctcalc_spark.core.findings import INVALID_REASONS
+from ctcalc_spark.core.findings import NOTE, ROW_REASONS, Finding, render, stream_invalid_rows
 from ctcalc_spark.spark.scan import decode_aggregate, group_columns, summary_aggregation
 from ctcalc_spark.tables import OutputStore
 from ctcalc_spark.jobs.stream_state import (
@@ -572,7 +572,7 @@ class BatchHandler:
             return f"no records read from a {length}-byte file"
         found = csv_quoting_problems(data[:CSV_SAMPLE_BYTES], reader_options(s), "stream.options",
                                      cut=len(data) > CSV_SAMPLE_BYTES)
-        return "; and ".join(found) or None
+        return render(Finding("csv_quoting_problems", NOTE, {}, {"found": found})) if found else None
 
     # ---- one batch ----------------------------------------------------------------------------------------
     def _process(self, store: OutputStore, files: StreamFiles, batch_df: DataFrame, batch_id: int) -> None:
@@ -675,15 +675,14 @@ class BatchHandler:
     def _check_encoding(self, summaries: pd.DataFrame, batch_id: int) -> None:
         """InputError (the batch fails before its write, and its replay until the files are read right) when
         the model, run or slice values of landed CSV/JSON files are not UTF-8, as in the batch job."""
-        from ctcalc_spark.core.sanity import not_utf8_message, undecoded_values
+        from ctcalc_spark.core.sanity import not_utf8, undecoded_values
 
         s, c = self.cfg.stream, self.cfg.columns
         if s.source != "file" or s.format not in RECORD_FORMATS or own_encoding(s.options):
             return
         found = undecoded_values(summaries, {c.model: c.model, c.run: c.run, **{n: n for n in c.slices}})
         if found:
-            raise InputError(f"Stream batch {batch_id}: " + not_utf8_message(found, s.format, "stream.options")
-                             + " Then start the stream again: the batch is read again.")
+            raise InputError(render(not_utf8(found, s.format, "stream.options", batch=batch_id)))
 
     def _window_columns(self, frame: pd.DataFrame) -> pd.DataFrame:
         """window, ds, window_start, window_end from the ``_window_us`` column (None: no window)."""
@@ -708,11 +707,13 @@ class BatchHandler:
         uncounted = np.isin(kind, ["late", "no_event_time"])
         other = agg[uncounted].assign(kind=kind[uncounted])
         other = other.groupby(["_window_us", "kind", *gcols], dropna=False)["count"].sum().reset_index()
-        tally = tally.assign(kind="invalid", reason=[INVALID_REASONS[int(x)] for x in tally["invalid"]])
+        tally = tally.assign(kind="invalid", reason=[ROW_REASONS[int(x)][1] for x in tally["invalid"]])
         counts = _concat([other, tally.drop(columns="invalid")]).rename(columns={"count": "n_rows"})
         for k in ("on_time", "late", "invalid", "no_event_time"):
             report[k] = int(agg.loc[kind == k, "count"].sum())
-        self._check_invalid(counts, batch_id)
+        if self.cfg.on_invalid == "error" and (bad := stream_invalid_rows(
+                tally, report["no_event_time"], batch=batch_id, event_time=self.cfg.stream.event_time)):
+            raise InputError(render(bad))
         summaries = self._window_columns(summaries).assign(batch_id=batch_id)
         if counts.empty:
             return summaries, counts
@@ -727,22 +728,6 @@ class BatchHandler:
         if not items:
             return pd.DataFrame()
         return pd.DataFrame(items).assign(window=NO_WINDOW, batch_id=batch_id, _window_us=None)
-
-    def _check_invalid(self, counts: pd.DataFrame, batch_id: int) -> None:
-        if self.cfg.on_invalid != "error" or counts.empty:
-            return
-        bad = counts[counts["kind"].isin(["invalid", "no_event_time"])]
-        if bad.empty:
-            return
-        if "reason" not in bad:  # only rows without an event time: no invalid-row tally, so no reason column
-            bad = bad.assign(reason=None)
-        parts = []
-        for kind, grp in bad.groupby("kind"):
-            for reason, n in grp.groupby(grp["reason"].fillna(""))["n_rows"].sum().items():
-                text = f"null or unparsable '{self.cfg.stream.event_time}'" if kind == "no_event_time" else reason
-                parts.append(f"{int(n)} rows: {text}")
-        raise InputError(f"Invalid rows in stream batch {batch_id}: " + "; ".join(parts) + ". Fix the producer, or "
-                         "set on_invalid: drop to exclude them and count them in stream_counts and n_invalid.")
 
 
 # ---- the query -------------------------------------------------------------------------------------------

@@ -13,6 +13,7 @@ from contextlib import contextmanager
 from typing import Any, Callable, Iterator, Mapping, Sequence
 
 from ctcalc_spark.config import JobConfig
+from ctcalc_spark.core.findings import ERROR, NOTE, Finding, render
 from ctcalc_spark.errors import ConfigError, CtcalcError, InputError
 from ctcalc_spark.filekind import (
     TABLE_FORMAT_MARKS,
@@ -134,39 +135,25 @@ def check_output_outside(root: str, cfg: JobConfig) -> None:
     metrics and summaries for evaluation rows. (An input of ``<ds>=<day>`` folders reads only those.)"""
     out = absolute(str(cfg.output.path)).rstrip("/")
     if out == root.rstrip("/") or out.startswith(root.rstrip("/") + "/"):
-        raise ConfigError(f"'output.path' {cfg.output.path!r} is inside 'input.path' {cfg.input.path!r}, which is "
-                          "read whole (it has no <ds>=<day> folders): the job would read its own metrics and "
-                          "summaries as evaluation rows. Write the outputs beside the input (e.g. output.path: a "
-                          "sibling folder).")
+        raise ConfigError(render(Finding("output_inside_input", ERROR, {}, {"output": cfg.output.path,
+                                                                            "input": cfg.input.path})))
 
 
 TEMPORARY_SHOWN = 5
 """Files under a temporary name an error names at most."""
 
 
-_TABLE_READERS = {  # format: what its reader needs
-    "delta": "Delta Lake's reader on Spark's class path (spark.conf: {spark.jars.packages: "
-             "'io.delta:delta-spark_2.13:<version>', spark.sql.extensions: io.delta.sql.DeltaSparkSessionExtension})",
-    "hudi": "Apache Hudi's Spark bundle on Spark's class path",
-    "iceberg": "the Iceberg runtime on Spark's class path and an Iceberg catalog",
-}
-
-
 def check_table_format(root: str, cfg: JobConfig) -> None:
     """InputError when a local input folder is a Delta Lake, Apache Hudi or Iceberg table read as plain files
     (:func:`table_format`): Spark would read the rows of earlier versions too, or (Iceberg's data/ folder) say
     it finds no table, where recursiveFileLookup would read every version."""
-    if cfg.input.format in _TABLE_READERS or not is_local(root) or not os.path.isdir(local_path(root)):
+    if cfg.input.format in TABLE_FORMAT_MARKS or not is_local(root) or not os.path.isdir(local_path(root)):
         return
     fmt = table_format(local_path(root))
-    if fmt is None:
-        return
-    name = {"delta": "a Delta Lake", "hudi": "an Apache Hudi", "iceberg": "an Iceberg"}[fmt]
-    raise InputError(
-        f"The evaluation table {str(cfg.input.path)!r} is {name} table (it holds {TABLE_FORMAT_MARKS[fmt]}/), read "
-        f"as plain {cfg.input.format} files: its folder keeps the files of earlier versions, rows since deleted or "
-        f"replaced, until a clean-up, and Spark would read those rows too. Read it as a table: input.format: {fmt} "
-        f"with {_TABLE_READERS[fmt]}, or by name from the catalog: input.table.")
+    if fmt is not None:
+        raise InputError(render(Finding(f"{fmt}_table_folder", ERROR, {}, {
+            "table": str(cfg.input.path), "mark": TABLE_FORMAT_MARKS[fmt], "format": cfg.input.format,
+            "table_format": fmt})))
 
 
 CSV_SAMPLE_BYTES = 1 << 18
@@ -185,9 +172,10 @@ def _quoting_checks(options: Mapping[str, Any]) -> tuple[bool, bool]:
 
 
 def csv_quoting_problems(data: bytes, options: Mapping[str, Any], option_key: str = "input.options",
-                         cut: bool = False) -> list[str]:
+                         cut: bool = False) -> list[Finding]:
     """What Spark's CSV reader, with ``options``, would read into wrong values without a word, in a CSV file whose
-    start is ``data`` (``cut``: more of the file follows, so its last record may be cut short), as phrases:
+    start is ``data`` (``cut``: more of the file follows, so its last record may be cut short), as findings (each
+    with its first such value, its column and the ``option_key`` setting that reads it):
 
     * a quote inside a quoted field written twice (``"Blue ""XL"" shoe"``, RFC 4180, as pandas, Excel and
       Python's csv module write it), where Spark takes a backslash before a quote: the value is read with its
@@ -214,27 +202,19 @@ def csv_quoting_problems(data: bytes, options: Mapping[str, Any], option_key: st
     rows = rows[:-1] if cut else rows
     names = rows[0] if lowered.get("header", "true").strip().lower() == "true" and rows else []
 
-    def first(test: Callable[[str], bool]) -> str | None:
+    def first(code: str, test: Callable[[str], bool]) -> list[Finding]:
         hit = next(((r, i) for r in rows for i, v in enumerate(r) if test(v)), None)
-        return None if hit is None else repr(hit[0][hit[1]]) + (
-            f" in column {names[hit[1]]!r}" if hit[1] < len(names) else "")
+        return [] if hit is None else [Finding(code, NOTE, {}, {
+            "value": hit[0][hit[1]], "option_key": option_key, "quote": quote, "separator": sep,
+            "in_column": [Finding("in_column", NOTE, {}, {"column": names[hit[1]]})] if hit[1] < len(names) else []})]
 
     found = []
     inside = re.compile(f"(?<![{re.escape(sep)}\n\r]){re.escape(quote * 2)}(?![{re.escape(sep)}\n\r])")
     if check_escape and inside.search(text) and "\\" + quote not in text:
-        value = first(lambda v: quote in v)
-        if value is not None:
-            found.append(f"a quote inside a quoted field written twice ({value}, as pandas, Excel and Python's csv "
-                         "module write it), where Spark's reader takes a backslash before a quote: it would read "
-                         f"the value with its quotes, or split it at a {'comma' if sep == ',' else repr(sep)} "
-                         f"inside; {option_key}: "
-                         f"{{escape: '{quote}'}} reads it")
+        found += first("csv_doubled_quotes" if sep == "," else "csv_doubled_quotes_other_separator",
+                       lambda v: quote in v)
     if check_lines:
-        value = first(lambda v: "\n" in v or "\r" in v)
-        if value is not None:
-            found.append(f"a line break inside a quoted field ({value}), where Spark's reader takes each line for "
-                         "a record: the rest of the value would be a record of its own (a row without a date); "
-                         f"{option_key}: {{multiLine: 'true'}} reads it (each file whole, in one task)")
+        found += first("csv_line_break", lambda v: "\n" in v or "\r" in v)
     return found
 
 
@@ -255,8 +235,7 @@ def check_csv_quoting(cfg: JobConfig) -> None:
         found = csv_quoting_problems(data[:CSV_SAMPLE_BYTES], cfg.input.options, cut=len(data) > CSV_SAMPLE_BYTES)
         if found:
             where = os.path.relpath(f, root) if os.path.isdir(root) else f
-            raise InputError(f"The CSV file {where} of the evaluation table has " + "; and ".join(found)
-                             + ". Nothing was read.")
+            raise InputError(render(Finding("csv_quoting", ERROR, {}, {"file": where, "found": found})))
 
 
 def check_temporary_files(paths: Sequence[str], cfg: JobConfig) -> None:
@@ -282,11 +261,9 @@ def check_temporary_files(paths: Sequence[str], cfg: JobConfig) -> None:
               for f in itertools.islice(data_files(p, glob), MAX_HEADER_FILES)
               if not temporary_suffix(f) and name_kind(f) == kind]
     pattern = names_glob(others) if others else f"*{kind or '.' + cfg.input.format}"
-    raise InputError(f"The evaluation table {str(cfg.input.path)!r} holds file(s) under a temporary name, still being "
-                     f"written: {shown}{' and more' if len(found) >= TEMPORARY_SHOWN else ''}. Spark would read their "
-                     "rows with the rest: part of them now, and the same rows again once the writer renames the file. "
-                     f"Run again when the writer is done, or set input.options: {{pathGlobFilter: '{pattern}'}} to "
-                     "read only the files named so.")
+    more = [Finding("and_more", NOTE)] if len(found) >= TEMPORARY_SHOWN else []
+    raise InputError(render(Finding("temporary_files", ERROR, {}, {"table": str(cfg.input.path), "files": shown,
+                                                                   "more": more, "pattern": pattern})))
 
 
 def stray_file_hint(cfg: JobConfig, path: str) -> str:

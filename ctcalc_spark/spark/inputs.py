@@ -453,7 +453,7 @@ def load_input(spark: SparkSession, cfg: JobConfig, days: Sequence[str] | None =
             raise ConfigError(connector) from None
         hint = NANOS_HINT if "TIMESTAMP(NANOS" in str(e) else missing_source_hint(e, cfg.input.format)
         if "INVALID_PARAMETER_VALUE.CHARSET" in str(e):
-            from ctcalc_spark.core.sanity import LEGACY_CHARSETS_HINT
+            from ctcalc_spark.core.findings import LEGACY_CHARSETS_HINT
 
             hint = f" For {LEGACY_CHARSETS_HINT[4:]}."
         if "FLOAT16" in str(e):
