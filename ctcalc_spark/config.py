@@ -78,24 +78,37 @@ def _internal(value: Any) -> Any:
 _C = TypeVar("_C", bound=type)
 
 
+def _is_default(f: dataclasses.Field[Any], value: Any) -> bool:
+    """Whether ``value`` is field ``f``'s default, of the same type."""
+    if f.default is not dataclasses.MISSING:
+        default = f.default
+    elif f.default_factory is not dataclasses.MISSING:
+        default = f.default_factory()
+    else:
+        return False
+    return value is default or (type(value) is type(default) and value == default)
+
+
 def section(cls: _C) -> _C:
     """A config class (put under ``@dataclass(frozen=True)``): its fields are checked by pydantic (:data:`PYDANTIC`)
     against their types however it is built. From a mapping :func:`build_config` checks them; built in Python
-    (``JobConfig(...)``, ``dataclasses.replace``) ``__post_init__`` validates the instance's values through the same
-    adapter and takes the checked values (numbers as text, lists as tuples, ``~`` expanded), a problem being a
-    ConfigError naming ``Class.key``. The class's own ``__post_init__`` (its cross-field rules) runs on checked
-    values either way."""
+    (``JobConfig(...)``, ``dataclasses.replace``) ``__post_init__`` validates the values given other than the
+    defaults (as a mapping's missing keys, defaults are not checked) through the same adapter and takes the checked
+    values (numbers as text, lists as tuples, ``~`` expanded), a problem being a ConfigError naming ``Class.key``.
+    The class's own ``__post_init__`` (its cross-field rules) runs on checked values either way."""
     own: Callable[[Any], None] | None = cls.__dict__.get("__post_init__")
 
     def __post_init__(self: Any) -> None:
-        if _BUILDING.get() is not None:  # pydantic built it from checked values
+        building = _BUILDING.get() is not None  # pydantic built it from checked values
+        given = {} if building else {f.name: getattr(self, f.name) for f in dataclasses.fields(self)
+                                     if f.init and not _is_default(f, getattr(self, f.name))}
+        if not given:  # built by pydantic, or every value is its default
             if own is not None:
                 own(self)
             return
-        data = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.init}
-        checked = _validate_as(type(self), data, f"{type(self).__name__}.", "instance")
-        for name in data:
-            object.__setattr__(self, name, getattr(checked, name))
+        checked = _validate_as(type(self), given, f"{type(self).__name__}.", "instance")
+        for f in dataclasses.fields(self):
+            object.__setattr__(self, f.name, getattr(checked, f.name))
 
     cls.__pydantic_config__ = PYDANTIC  # type: ignore[attr-defined]
     cls.__post_init__ = __post_init__  # type: ignore[attr-defined]

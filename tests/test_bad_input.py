@@ -23,6 +23,7 @@ from ctcalc_spark import InputError
 from ctcalc_spark.config import (
     ColumnsConfig,
     ConfigError,
+    InputConfig,
     JobConfig,
     OutputConfig,
     SparkConfig,
@@ -150,9 +151,10 @@ def test_every_field_with_choices_or_limits_names_the_key_and_a_fix_for_a_value_
     (lambda: dataclasses.replace(JobConfig(), clip_eps=1), "JobConfig.clip_eps"),
     (lambda: dataclasses.replace(JobConfig(), task="binary_classification"), "JobConfig.task"),
     (lambda: SparkConfig(shuffle_partitions="many"), "SparkConfig.shuffle_partitions"),
+    (lambda: InputConfig(skip_unreadable_files=0), "InputConfig.skip_unreadable_files"),  # == False, not a bool
 ])
 def test_a_config_built_in_python_is_checked_as_a_yaml_file_is(build, key):
-    with pytest.raises(ConfigError, match=rf"^'{key}' got .*\. Give "):
+    with pytest.raises(ConfigError, match=rf"^'{key}' got .*\. (Give|Write) "):
         build()
 
 
