@@ -4,16 +4,18 @@ Unknown keys are errors (a typo must not silently fall back to a default).
 """
 from __future__ import annotations
 
+import contextvars
 import dataclasses
 import datetime as dt
 import difflib
 import functools
 import os
 import re
+import types
 import typing
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Annotated, Any, Literal, Mapping, Sequence, TypeVar
+from typing import Annotated, Any, Callable, Literal, Mapping, Sequence, TypeVar
 
 import yaml
 from pydantic import AfterValidator, BeforeValidator, ConfigDict, Field, StrictBool, ValidationError, WrapValidator
@@ -50,18 +52,67 @@ def _number(value: Any) -> Any:
 Whole = Annotated[int, BeforeValidator(_number)]
 Number = Annotated[float, BeforeValidator(_number)]
 Positive = Annotated[Whole, Field(ge=1)]
+Fraction = Annotated[Number, Field(gt=0, lt=1)]
+MIN_BIN_WIDTH = 1e-4
+"""Finest histogram bin: one group per bin, and the scan packs the bin index into a 64-bit key."""
+BinWidth = Annotated[Number, Field(ge=MIN_BIN_WIDTH, le=0.5, description=(
+    "Finer bins cost memory; docs/evaluate.md gives the histogram's error bound for a bin width."))]
+"""``histogram.bin_width``: the logit histogram's bin width."""
 MaxAbsLogit = Annotated[Number, Field(gt=0, le=1e9, description="50 flags logits beyond ±50 (probabilities within "
                                                                  "2e-22 of 0 or 1).")]
 """``sanity.max_abs_logit``: logits beyond it are counted."""
 
 
+_BUILDING: contextvars.ContextVar[str | None] = contextvars.ContextVar("_BUILDING", default=None)
+"""What pydantic is validating now: 'mapping' (:func:`build_config`), 'instance' (a config built in Python,
+:func:`section`), None (nothing)."""
+
+
 def _internal(value: Any) -> Any:
-    """A field the config cannot set: given, it is an unknown key."""
-    raise PydanticCustomError("unexpected_keyword_argument", "Unexpected keyword argument")
+    """A field the config cannot set: given in a mapping, it is an unknown key (a Python constructor may set it)."""
+    if _BUILDING.get() != "instance":
+        raise PydanticCustomError("unexpected_keyword_argument", "Unexpected keyword argument")
+    return value
 
 
-MIN_BIN_WIDTH = 1e-4
-"""Finest histogram bin: one group per bin, and the scan packs the bin index into a 64-bit key."""
+_C = TypeVar("_C", bound=type)
+
+
+def _is_default(f: dataclasses.Field[Any], value: Any) -> bool:
+    """Whether ``value`` is field ``f``'s default, of the same type."""
+    if f.default is not dataclasses.MISSING:
+        default = f.default
+    elif f.default_factory is not dataclasses.MISSING:
+        default = f.default_factory()
+    else:
+        return False
+    return value is default or (type(value) is type(default) and value == default)
+
+
+def section(cls: _C) -> _C:
+    """A config class (put under ``@dataclass(frozen=True)``): its fields are checked by pydantic (:data:`PYDANTIC`)
+    against their types however it is built. From a mapping :func:`build_config` checks them; built in Python
+    (``JobConfig(...)``, ``dataclasses.replace``) ``__post_init__`` validates the values given other than the
+    defaults (as a mapping's missing keys, defaults are not checked) through the same adapter and takes the checked
+    values (numbers as text, lists as tuples, ``~`` expanded), a problem being a ConfigError naming ``Class.key``.
+    The class's own ``__post_init__`` (its cross-field rules) runs on checked values either way."""
+    own: Callable[[Any], None] | None = cls.__dict__.get("__post_init__")
+
+    def __post_init__(self: Any) -> None:
+        building = _BUILDING.get() is not None  # pydantic built it from checked values
+        given = {} if building else {f.name: getattr(self, f.name) for f in dataclasses.fields(self)
+                                     if f.init and not _is_default(f, getattr(self, f.name))}
+        if not given:  # built by pydantic, or every value is its default
+            if own is not None:
+                own(self)
+            return
+        checked = _validate_as(type(self), given, f"{type(self).__name__}.", "instance")
+        for f in dataclasses.fields(self):
+            object.__setattr__(self, f.name, getattr(checked, f.name))
+
+    cls.__pydantic_config__ = PYDANTIC  # type: ignore[attr-defined]
+    cls.__post_init__ = __post_init__  # type: ignore[attr-defined]
+    return cls
 
 
 _DS_FIELD = re.compile(r"yyyy|MM|M|dd|d")
@@ -235,10 +286,10 @@ def _iso_form(text: object) -> str | None:
 
 
 @dataclass(frozen=True)
+@section
 class InputConfig:
     """Where the evaluation rows are: a path (``format``, reader ``options``) or a catalog table."""
 
-    __pydantic_config__ = PYDANTIC
     path: Annotated[LocalPath | None, Field(description=(
         "It is one path (a file, a folder or a glob): for several folders give a glob that matches them, e.g. "
         "'/data/{exports_a,exports_b}' (Spark reads every match as one table), or, when each folder holds one "
@@ -274,10 +325,10 @@ class InputConfig:
 
 
 @dataclass(frozen=True)
+@section
 class ColumnsConfig:
     """Names of the input columns (the input contract)."""
 
-    __pydantic_config__ = PYDANTIC
     model: str = "model"
     run: Annotated[str, WrapValidator(lambda v, check: v if v is None else check(v))] = "run"
     """The training run (seed) column. Null (YAML ``run: null``) when each model was trained once and the table
@@ -343,11 +394,11 @@ class ColumnsConfig:
 
 
 @dataclass(frozen=True)
+@section
 class SplitConfig:
     """Deterministic hash split: a row is val-bias when its salted xxhash64 mod 2^32 < bias_fraction * 2^32."""
 
-    __pydantic_config__ = PYDANTIC
-    bias_fraction: Annotated[Number, Field(gt=0, lt=1)] = 0.1
+    bias_fraction: Fraction = 0.1
     salt: str = "ctcalc"
     min_bias_rows: Annotated[Whole, Field(ge=0, description="0 = off.")] = 0
     """Groups whose val-bias part has fewer rows get status ``too_few_bias_rows`` and no calibrated value
@@ -355,6 +406,7 @@ class SplitConfig:
 
 
 @dataclass(frozen=True)
+@section
 class SanityConfig:
     """Checks on the scores: logits outside [-max_abs_logit, max_abs_logit) are counted per group (``n_extreme``,
     from the histogram bins, so exact when the limit is a multiple of the bin width); ``on_extreme``: ``warn``
@@ -363,19 +415,17 @@ class SanityConfig:
     named in a warning (a slice is a segment such as a country; an id column makes a metrics row per value);
     null: no warning."""
 
-    __pydantic_config__ = PYDANTIC
     max_abs_logit: MaxAbsLogit = 50.0
     on_extreme: Literal["warn", "error"] = "warn"
     max_slice_values: Annotated[Positive | None, Field(description="null: no warning.")] = 1000
 
 
 @dataclass(frozen=True)
+@section
 class HistogramConfig:
     """Logit histogram of the binary summaries."""
 
-    __pydantic_config__ = PYDANTIC
-    bin_width: Annotated[Number, Field(ge=MIN_BIN_WIDTH, le=0.5, description=(
-        "Finer bins cost memory; docs/evaluate.md gives the histogram's error bound for a bin width."))] = 0.05
+    bin_width: BinWidth = 0.05
 
 
 OUTPUT_TABLES = ("metrics", "summaries", "rolling", "calibrated_exact", "stream_summaries", "stream_counts",
@@ -383,6 +433,7 @@ OUTPUT_TABLES = ("metrics", "summaries", "rolling", "calibrated_exact", "stream_
 
 
 @dataclass(frozen=True)
+@section
 class OutputConfig:
     """Where the output tables go: Delta tables under ``path`` (default) or catalog tables.
 
@@ -392,7 +443,6 @@ class OutputConfig:
     exactly the partitions they compute, with Spark's writers.
     """
 
-    __pydantic_config__ = PYDANTIC
     path: LocalPath = "output"
     format: str = "parquet"
     """The format of catalog tables the jobs create (path outputs are Delta tables)."""
@@ -417,10 +467,10 @@ class OutputConfig:
 
 
 @dataclass(frozen=True)
+@section
 class RollingConfig:
     """Windows for the rolling job: 'day', 'week', 'month' or 'rolling' (last `days` days)."""
 
-    __pydantic_config__ = PYDANTIC
     window: Literal["day", "week", "month", "rolling"] = "day"
     days: Positive = 7
     bias_threshold: Number = 0.1
@@ -430,6 +480,7 @@ _MEMORY = re.compile(r"(?i)^\d+\s*([kmgtp]b?|b)?$")  # a JVM memory size: 2g, 51
 
 
 @dataclass(frozen=True)
+@section
 class SparkConfig:
     """Session settings used when the job builds its own session (``ctcalc`` CLI).
 
@@ -439,7 +490,6 @@ class SparkConfig:
     memory, ``spark.sql.catalogImplementation``) must be spark-submit ``--conf`` flags.
     """
 
-    __pydantic_config__ = PYDANTIC
     master: str = "local[2]"
     remote: str | None = None
     shuffle_partitions: Positive = 8
@@ -462,10 +512,10 @@ def duration_seconds(text: str, where: str) -> int:
 
 
 @dataclass(frozen=True)
+@section
 class StreamConfig:
     """Streaming job (ctcalc_spark/jobs/stream.py): source, event-time windows, watermark, trigger, checkpoint."""
 
-    __pydantic_config__ = PYDANTIC
     source: Literal["file", "kafka"] = "file"
     format: str = "parquet"
     path: Annotated[LocalPath | None, Field(description="A stream watches one folder: land every file there.")] = None
@@ -493,10 +543,10 @@ class StreamConfig:
 
 
 @dataclass(frozen=True)
+@section
 class JobConfig:
     """Top-level configuration of every job."""
 
-    __pydantic_config__ = PYDANTIC
     task: Literal["binary", "regression", "multiclass"] = "binary"
     input: Section[InputConfig] = field(default_factory=InputConfig)
     columns: Section[ColumnsConfig] = field(default_factory=ColumnsConfig)
@@ -778,7 +828,7 @@ _FIXES = {
     "dict_type": "Write a mapping of names to values: {{name: value}}.",
     "dataclass_type": "Write the section as a mapping of its keys: {{key: value}}.",
 }
-"""The fix a message gives for a pydantic error type, when the field's description has none."""
+"""The fix a message gives for a pydantic error type, when the field's type and description give none."""
 
 
 def _field_at(cls: type, loc: Sequence[Any]) -> tuple[type, Any]:
@@ -795,6 +845,58 @@ def _field_at(cls: type, loc: Sequence[Any]) -> tuple[type, Any]:
     return cls, hint
 
 
+_BOUNDS = {"gt": ("(", ">"), "ge": ("[", ">="), "lt": (")", "<"), "le": ("]", "<=")}
+
+
+def _number_text(x: Any) -> str:
+    return f"{x:g}".replace("e+0", "e").replace("e+", "e") if isinstance(x, float) else str(x)
+
+
+def _rule(hint: Any, described: bool = False) -> str:
+    """What a field's type allows, as a fix: 'Give a number in (0, 1).', 'Give one of 'warn', 'error'.', 'Give a
+    whole number >= 1, or null.' ('' for a type without choices or constraints, and for a pattern when the field's
+    description says what it takes)."""
+    limits: dict[str, Any] = {}
+    choices: list[Any] = []
+    kinds: list[Any] = []
+    todo = [hint]
+    while todo:
+        t = todo.pop(0)
+        if typing.get_origin(t) is Annotated:
+            todo.insert(0, t.__origin__)
+            for m in t.__metadata__:  # Field(...) holds its constraints in .metadata
+                for c in getattr(m, "metadata", None) or [m]:
+                    limits.update({k: getattr(c, k) for k in (*_BOUNDS, "min_length", "max_length", "pattern")
+                                   if getattr(c, k, None) is not None and k not in limits})
+        elif typing.get_origin(t) is Literal:
+            choices += typing.get_args(t)
+        elif typing.get_origin(t) in (typing.Union, types.UnionType):
+            todo[:0] = typing.get_args(t)
+        else:
+            kinds.append(t)
+    null = ", or null" if type(None) in kinds else ""
+    if choices:
+        return f"Give one of {', '.join(map(repr, choices))}{null}."
+    what = "a whole number" if int in kinds else "a number" if float in kinds else None
+    low = next(((k, limits[k]) for k in ("gt", "ge") if k in limits), None)
+    high = next(((k, limits[k]) for k in ("lt", "le") if k in limits), None)
+    if what and low and high:
+        return (f"Give {what} in {_BOUNDS[low[0]][0]}{_number_text(low[1])}, {_number_text(high[1])}"
+                f"{_BOUNDS[high[0]][0]}{null}.")
+    if what and (low or high):
+        k, x = low or high  # type: ignore[misc]
+        return f"Give {what} {_BOUNDS[k][1]} {_number_text(x)}{null}."
+    unit = "character" if str in kinds else "item"
+    shortest, longest = limits.get("min_length"), limits.get("max_length")
+    sizes = [(w, n) for w, n in (("at least", shortest), ("at most", longest)) if n is not None]
+    if shortest is not None and shortest == longest:
+        sizes = [("exactly", shortest)]
+    if sizes:
+        span = " and ".join(f"{w} {n}" for w, n in sizes)
+        return f"Give {span} {unit}{'' if sizes[-1][1] == 1 else 's'}{null}."
+    return f"Give text matching {limits['pattern']}{null}." if "pattern" in limits and not described else ""
+
+
 def _key(where: str, loc: Sequence[Any]) -> str:
     """The key path ``where`` + ``loc`` names: 'columns.slices[0]'."""
     return (where.rstrip(".") + "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in loc)).lstrip(".")
@@ -802,7 +904,8 @@ def _key(where: str, loc: Sequence[Any]) -> str:
 
 def config_error(cls: type, error: ValidationError, where: str = "") -> ConfigError:
     """pydantic's first problem with a ``cls`` mapping as one ConfigError: the key path, the value given,
-    pydantic's message and the fix (the field's description, else :data:`_FIXES`); unknown keys of one section
+    pydantic's message and the fix (what the field's type allows, :func:`_rule`, and the field's description; else
+    :data:`_FIXES`); unknown keys of one section
     together, with the likely key; a cross-field rule's ConfigError as it is."""
     problems = error.errors()
     unknown = [p for p in problems if p["type"] == "unexpected_keyword_argument"]
@@ -819,9 +922,11 @@ def config_error(cls: type, error: ValidationError, where: str = "") -> ConfigEr
         return typing.cast(ConfigError, first["ctx"]["error"])
     key = _key(where, first["loc"])
     value = first["input"]
-    hint = next((m.description for m in getattr(_field_at(cls, first["loc"])[1], "__metadata__", ())
-                 if getattr(m, "description", None)), None)
-    fix = hint or _FIXES.get(first["type"], "").format(key=key, value=value)
+    field_type = _field_at(cls, first["loc"])[1]
+    hint = next((m.description for m in getattr(field_type, "__metadata__", ()) if getattr(m, "description", None)),
+                None)
+    fix = " ".join(filter(None, (_rule(field_type, hint is not None), hint))) or _FIXES.get(first["type"], "").format(
+        key=key, value=value)
     more = f" ({len(problems) - 1} more problem(s) after it.)" if len(problems) > 1 else ""
     kind = "null" if value is None else type(value).__name__
     return ConfigError(f"'{key or 'config'}' got {value!r} ({kind}): {first['msg']}. {fix}".rstrip() + more)
@@ -838,10 +943,19 @@ def build_config(cls: type, data: Mapping[str, Any], where: str = "") -> Any:
     """The config dataclass ``cls`` from a mapping (from YAML), checked by pydantic against its field types
     (nested sections too, unknown keys refused), then its cross-field rules (``__post_init__``). ``where``: the key
     path of ``data`` (``"columns."``; ``""`` at the root), which the errors name."""
+    return _validate_as(cls, data, where, "mapping")
+
+
+def _validate_as(cls: type, data: Mapping[str, Any], where: str, what: str) -> Any:
+    """``cls`` validated from ``data`` by its cached adapter, :data:`_BUILDING` set to ``what`` meanwhile; a problem
+    is one ConfigError (:func:`config_error`) naming keys under ``where``."""
+    token = _BUILDING.set(what)
     try:
         return _adapter(cls).validate_python(data)
     except ValidationError as e:
         raise config_error(cls, e, where) from None
+    finally:
+        _BUILDING.reset(token)
 
 
 ONE_RUN = "0"

@@ -5,6 +5,7 @@ docs/bad-input.md lists what the user sees for each input; a test below pins eac
 """
 from __future__ import annotations
 
+import dataclasses
 import os
 import re
 import time
@@ -16,9 +17,21 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 import yaml
+from pydantic import ValidationError
 
 from ctcalc_spark import InputError
-from ctcalc_spark.config import ConfigError, OutputConfig, config_from_dict, read_yaml
+from ctcalc_spark.config import (
+    ColumnsConfig,
+    ConfigError,
+    InputConfig,
+    JobConfig,
+    OutputConfig,
+    SparkConfig,
+    SplitConfig,
+    apply_overrides,
+    config_from_dict,
+    read_yaml,
+)
 from ctcalc_spark.core.findings import ROW_REASONS
 from ctcalc_spark.jobs.evaluate import NO_DATE, evaluate
 from ctcalc_spark.spark.scan import NULL_SLICE
@@ -45,21 +58,25 @@ def _write_files(path, frames):
 
 @pytest.mark.parametrize(("key", "value", "messages"), [
     # the key path, the value given and its type, then the fix (pydantic's own words between them are not pinned)
-    ("split.bias_fraction", "abc", ("'split.bias_fraction' got 'abc' (str): ", "Write numbers like 0.1, 1e-9")),
+    ("split.bias_fraction", "abc", ("'split.bias_fraction' got 'abc' (str): ", "Give a number in (0, 1).")),
+    ("split.bias_fraction", 0, ("'split.bias_fraction' got 0 (int): ", "Give a number in (0, 1).")),
+    ("rolling.bias_threshold", "abc", ("'rolling.bias_threshold' got 'abc' (str): ", "Write numbers like 0.1, 1e-9")),
     ("histogram.bin_width", [0.1], ("'histogram.bin_width' got [0.1] (list): ", "Finer bins cost memory")),
-    ("spark.shuffle_partitions", "abc", ("'spark.shuffle_partitions' got 'abc' (str): ", "Write a whole number.")),
-    ("spark.shuffle_partitions", 2.5, ("'spark.shuffle_partitions' got 2.5 (float): ", "Write a whole number.")),
-    ("spark.shuffle_partitions", 0, ("'spark.shuffle_partitions' got 0 (int): ",)),
+    ("spark.shuffle_partitions", "abc", ("'spark.shuffle_partitions' got 'abc' (str): ", "Give a whole number >= 1.")),
+    ("spark.shuffle_partitions", 2.5, ("'spark.shuffle_partitions' got 2.5 (float): ", "Give a whole number >= 1.")),
+    ("spark.shuffle_partitions", 0, ("'spark.shuffle_partitions' got 0 (int): ", "Give a whole number >= 1.")),
+    ("max_bias_rows_multiclass", "abc", ("'max_bias_rows_multiclass' got 'abc' (str): ", "Write a whole number.")),
     ("spark.driver_memory", "lots", ("'spark.driver_memory' got 'lots' (str): ", "a JVM memory size like '2g'")),
     ("spark.conf", ["a"], ("'spark.conf' got ['a'] (list): ", "Write a mapping of settings, each one value")),
     ("spark.conf", {"spark.x": {"y": 1}}, ("'spark.conf.spark.x' got {'y': 1} (dict): ", "each one value")),
-    ("on_invalid", True, ("'on_invalid' got True (bool): ",)),
+    ("on_invalid", True, ("'on_invalid' got True (bool): ", "Give one of 'error', 'drop'.")),
     ("output.storage_options", {"region": ["a"]}, ("'output.storage_options.region' got ['a'] (list): ",)),
     ("output.compression", "fast", ("'output.compression' must be one of ['none', 'uncompressed', 'snappy',",)),
     ("input.skip_unreadable_files", "yes", ("'input.skip_unreadable_files' got 'yes' (str): ", "Write true or false.")),
     ("columns.slices", "country", ("'columns.slices' got 'country' (str): ",
                                    "Write a list: [country] (YAML) or --set columns.slices=[country].")),
-    ("histogram.bin_width", "1e-9", ("'histogram.bin_width' got '1e-9' (str): ", "docs/evaluate.md")),
+    ("histogram.bin_width", "1e-9", ("'histogram.bin_width' got '1e-9' (str): ", "Give a number in [0.0001, 0.5]. "
+                                                                                 "Finer bins cost memory")),
     ("spark.master", "foo", ("'spark.master' must be a Spark master URL: local, local[N]",)),
     ("spark.log_level", "LOUD", ("'spark.log_level': Log level must be one of ['ALL'",)),
     ("spark.conf", {"spark.sql.shuffle.partitions": "abc"},
@@ -78,6 +95,76 @@ def test_config_values_of_the_wrong_type_name_the_key_the_value_and_the_fix(tmp_
         config_from_dict(read_yaml(config, {key: value}))
     for message in messages:
         assert message in str(err.value)
+
+
+def _constrained_keys(schema: dict, node: dict, path: tuple = ()):
+    """(key path, a value outside its choices or limits) for every field of a config's JSON schema that has some."""
+    for name, prop in node.get("properties", {}).items():
+        options = [prop, *prop.get("anyOf", [])]
+        refs = [o["$ref"].rsplit("/", 1)[-1] for o in options if "$ref" in o]
+        if refs:
+            yield from _constrained_keys(schema, schema["$defs"][refs[0]], (*path, name))
+            continue
+        rules = {k: v for o in options for k, v in o.items()}
+        low = rules.get("exclusiveMinimum", rules.get("gt"))
+        high = rules.get("exclusiveMaximum", rules.get("lt"))
+        bad = ("no such choice" if "enum" in rules or "const" in rules
+               else low if low is not None else rules["minimum"] - 1 if "minimum" in rules
+               else rules["ge"] - 1 if "ge" in rules else high if high is not None
+               else rules["maximum"] * 2 if "maximum" in rules else rules["le"] * 2 if "le" in rules
+               else "" if rules.get("minLength") else "xx" if "maxLength" in rules else [] if "minItems" in rules
+               else "!" if "pattern" in rules else None)
+        if bad is not None:
+            yield ".".join((*path, name)), bad
+
+
+def _configs():
+    from ctcalc_spark.paper.experiment import ExperimentConfig, experiment_config_from_dict
+    from ctcalc_spark.upstream.config import UpstreamConfig, upstream_config_from_dict
+
+    return [(JobConfig, config_from_dict), (UpstreamConfig, upstream_config_from_dict),
+            (ExperimentConfig, experiment_config_from_dict)]
+
+
+def test_every_field_with_choices_or_limits_names_the_key_and_a_fix_for_a_value_outside_them():
+    """A new constrained field without a fix fails here: the message goes on after pydantic's own words."""
+    from pydantic import TypeAdapter
+
+    checked = 0
+    for cls, from_dict in _configs():
+        adapter = TypeAdapter(cls)
+        for key, bad in _constrained_keys(adapter.json_schema(), adapter.json_schema()):
+            data = apply_overrides({}, {key: bad})
+            with pytest.raises(ValidationError) as problem:
+                adapter.validate_python(data)
+            with pytest.raises(ConfigError) as err:
+                from_dict(data)
+            said, words = str(err.value), problem.value.errors()[0]["msg"]
+            assert said.startswith(f"'{key}' got {bad!r} "), said
+            assert said.split(f"{words}.", 1)[1].strip(), f"{key}: no fix in {said!r}"
+            checked += 1
+    assert checked >= 20
+
+
+@pytest.mark.parametrize(("build", "key"), [
+    (lambda: SplitConfig(bias_fraction=0), "SplitConfig.bias_fraction"),
+    (lambda: dataclasses.replace(JobConfig(), clip_eps=1), "JobConfig.clip_eps"),
+    (lambda: dataclasses.replace(JobConfig(), task="binary_classification"), "JobConfig.task"),
+    (lambda: SparkConfig(shuffle_partitions="many"), "SparkConfig.shuffle_partitions"),
+    (lambda: InputConfig(skip_unreadable_files=0), "InputConfig.skip_unreadable_files"),  # == False, not a bool
+])
+def test_a_config_built_in_python_is_checked_as_a_yaml_file_is(build, key):
+    with pytest.raises(ConfigError, match=rf"^'{key}' got .*\. (Give|Write) "):
+        build()
+
+
+def test_a_config_built_in_python_takes_the_checked_values_and_stays_frozen():
+    cfg = JobConfig(columns=ColumnsConfig(run=None, slices=["country"]), spark=SparkConfig(conf={"x": True}))
+    assert cfg.columns.slices == ("country",) and cfg.spark.conf == {"x": "true"}
+    assert cfg.columns.one_run and dataclasses.replace(cfg.columns, slices=()).one_run
+    assert dataclasses.asdict(cfg)["split"] == {"bias_fraction": 0.1, "salt": "ctcalc", "min_bias_rows": 0}
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        cfg.task = "regression"  # type: ignore[misc]
 
 
 def test_outputs_inside_an_input_folder_read_whole_are_refused(spark, demo_config, tmp_path):

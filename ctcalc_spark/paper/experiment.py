@@ -23,7 +23,17 @@ from typing import TYPE_CHECKING, Annotated, Any, Callable, Mapping
 import pandas as pd
 from pydantic import Field, StrictBool
 
-from ctcalc_spark.config import PYDANTIC, Number, Section, SparkConfig, Whole, build_config, read_yaml
+from ctcalc_spark.config import (
+    BinWidth,
+    Fraction,
+    Number,
+    Section,
+    SparkConfig,
+    Whole,
+    build_config,
+    read_yaml,
+    section,
+)
 from ctcalc_spark.errors import ConfigError
 from ctcalc_spark.upstream.config import EncodingConfig, TableColumns, TableSource, check_ds_value
 
@@ -34,6 +44,7 @@ if TYPE_CHECKING:
 
 
 @dataclass(frozen=True)
+@section
 class DataConfig:
     """Synthetic CTR data (ctcalc_spark.upstream.data: rows, days, seeds), or your own tables.
 
@@ -41,7 +52,6 @@ class DataConfig:
     one feature) are then required, ``encoding`` applies, and the synthetic keys are ignored.
     """
 
-    __pydantic_config__ = PYDANTIC
     n_train: Whole = 40_000
     n_eval: Whole = 40_000
     eval_days: Whole = 1
@@ -75,20 +85,20 @@ class DataConfig:
 
 
 @dataclass(frozen=True)
+@section
 class EvalConfig:
     """Split and histogram of the evaluate job."""
 
-    __pydantic_config__ = PYDANTIC
-    bias_fraction: Number = 0.1
+    bias_fraction: Fraction = 0.1
     salt: str = "ctcalc-experiment"
-    bin_width: Number = 0.05
+    bin_width: BinWidth = 0.05
 
 
 @dataclass(frozen=True)
+@section
 class ExperimentConfig:
     """Everything the runner needs; ``pipelines`` maps a name to ModelSpec fields, ``pairs`` lists [A, B]."""
 
-    __pydantic_config__ = PYDANTIC
     output: str = "output/experiment"
     seeds: Annotated[Whole, Field(ge=2, description="The runs per pipeline.")] = 12
     data: Section[DataConfig] = field(default_factory=DataConfig)
@@ -99,7 +109,7 @@ class ExperimentConfig:
     device: str = "cpu"
     torch_threads: Whole = 1
     bootstrap: Whole = 2000
-    level: Number = 0.95
+    level: Fraction = 0.95
     save_models: StrictBool = True
     spark: Section[SparkConfig] = field(default_factory=SparkConfig)
 

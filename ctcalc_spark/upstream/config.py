@@ -15,7 +15,6 @@ from typing import Annotated, Any, Literal, Mapping
 from pydantic import Field, StrictBool
 
 from ctcalc_spark.config import (
-    PYDANTIC,
     LocalPath,
     MaxAbsLogit,
     Names,
@@ -27,6 +26,7 @@ from ctcalc_spark.config import (
     build_config,
     parse_days,
     read_yaml,
+    section,
 )
 from ctcalc_spark.core.days import parse_day
 from ctcalc_spark.core.summary import DEFAULT_MAX_ABS_LOGIT
@@ -40,6 +40,7 @@ OUTPUT_COLUMNS: tuple[str, ...] = ("model", "run", "ds", "example_id", "label", 
 
 
 @dataclass(frozen=True)
+@section
 class TableSource:
     """A table on disk: a file or a folder of files (hive ``key=value`` sub-folders become columns).
 
@@ -47,7 +48,6 @@ class TableSource:
     ``START..END`` (inclusive) or a comma list of both; kept as the sorted days. None: every row.
     """
 
-    __pydantic_config__ = PYDANTIC
     path: LocalPath | None = None
     format: Literal["parquet", "csv", "json"] = "parquet"
     csv_header: StrictBool = True
@@ -71,6 +71,7 @@ class TableSource:
 
 
 @dataclass(frozen=True)
+@section
 class TableColumns:
     """The declared columns of a user's table (any names).
 
@@ -81,7 +82,6 @@ class TableColumns:
     evaluation table (e.g. slice columns). ``null_values`` are strings read as null in every column (e.g. '?').
     """
 
-    __pydantic_config__ = PYDANTIC
     categorical: Names = ()
     numeric: Names = ()
     label: str = "label"
@@ -140,30 +140,30 @@ class TableColumns:
 
 
 @dataclass(frozen=True)
+@section
 class EncodingConfig:
     """Vocabulary building: values seen fewer than ``min_count`` times in training share the unseen index."""
 
-    __pydantic_config__ = PYDANTIC
     min_count: Positive = 2
     max_vocab: Positive | None = None
 
 
 @dataclass(frozen=True)
+@section
 class ScoreSanityConfig:
     """``ctcalc score`` warns about logits outside ``[-max_abs_logit, max_abs_logit)``, per model and run (the
     evaluate job's ``sanity.max_abs_logit``, same default)."""
 
-    __pydantic_config__ = PYDANTIC
     max_abs_logit: MaxAbsLogit = DEFAULT_MAX_ABS_LOGIT
 
 
 @dataclass(frozen=True)
+@section
 class ScoresConfig:
     """Where and how ``ctcalc score`` writes the evaluation table (partitioned by ds; a table without a ds column
     and no ``ds`` given is written undated, without partitions). ``ds``: the day given to every row of a table
     without a ds column (optional)."""
 
-    __pydantic_config__ = PYDANTIC
     path: LocalPath = "output/own/scores"
     files_per_partition: Positive = 1
     engine: Literal["local", "spark"] = "local"
@@ -177,10 +177,10 @@ class ScoresConfig:
 
 
 @dataclass(frozen=True)
+@section
 class UpstreamConfig:
     """``ctcalc train`` and ``ctcalc score``: tables, columns, encoding, pipelines, seeds, outputs."""
 
-    __pydantic_config__ = PYDANTIC
     train_table: Section[TableSource] = field(default_factory=TableSource)
     eval_table: Section[TableSource] = field(default_factory=TableSource)
     columns: Section[TableColumns] = field(default_factory=TableColumns)
