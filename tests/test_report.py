@@ -1,6 +1,7 @@
 """The drift report: answer first (summary, plots, capped flags), the flag rule, hostile names, redaction, CLI."""
 from __future__ import annotations
 
+import base64
 import dataclasses
 import html
 import io
@@ -12,6 +13,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import yaml
+from PIL import Image
 
 from ctcalc_spark.cli.main import main
 from ctcalc_spark.config import config_from_dict
@@ -300,17 +302,22 @@ def test_many_models_get_distinct_lines_and_every_legend_outside_the_plot():
         axes = ax.get_window_extent()
         assert facts["legends-over-axes"] == 0 and facts["min-font-px"] >= 11
         assert bool(legend.x0 >= axes.x1) is beside and bool(legend.y1 <= axes.y0) is not beside, n
-        # figure_png takes the facts from the draw that saved it (no second draw): the same facts, and as many
-        # draws as the savefig alone makes (tight: matplotlib draws twice itself)
+        # figure_png takes the facts from the draw that saved it (no second draw): the same facts, drawn once, and
+        # tight: the very pixels of savefig(bbox_inches="tight"), which draws twice (a layout pass, then the image)
         for tight in (False, True):
             saved, alone = (fig if not tight else _copy_plot(plt, n)), _copy_plot(plt, n)
             draws = {id(f): 0 for f in (saved, alone)}
             for f in (saved, alone):
                 f.canvas.mpl_connect("draw_event", lambda e, f=f: draws.__setitem__(id(f), draws[id(f)] + 1))
-            assert png_facts(figure_png(saved, dpi=100, tight=tight)) == {k: f"{v:g}" for k, v in facts.items()}
-            alone.savefig(io.BytesIO(), format="png", dpi=100, **({"bbox_inches": "tight"} if tight else {}))
+            png = figure_png(saved, dpi=100, tight=tight)
+            assert png_facts(png) == {k: f"{v:g}" for k, v in facts.items()}
+            buf = io.BytesIO()
+            alone.savefig(buf, format="png", dpi=100, **({"bbox_inches": "tight"} if tight else {}))
             plt.close(alone)
-            assert draws[id(saved)] == draws[id(alone)], (tight, draws)
+            assert draws[id(saved)] == 1 and draws[id(alone)] == (2 if tight else 1), (tight, draws)
+            ours = np.asarray(Image.open(io.BytesIO(base64.b64decode(png))).convert("RGB"))
+            theirs = np.asarray(Image.open(buf).convert("RGB").quantize(colors=256, method=1).convert("RGB"))
+            assert ours.shape == theirs.shape and np.array_equal(ours, theirs), (tight, ours.shape, theirs.shape)
 
 
 def _copy_plot(plt, n):
