@@ -452,3 +452,33 @@ def test_windows_with_a_calibrated_value_are_not_listed_as_without_one(tmp_path)
     assert set(listed["status"]) == {"first_window"} and int(listed["windows"].sum()) == 1
     page = open(rep.paths["html"], encoding="utf-8").read().split("<section id='missing'>")[1].split("</section>")[0]
     assert "incomplete" not in page and "first_window" in page
+
+
+def test_model_information_finds_its_picked_groups_in_rows_of_any_column_type_and_with_nulls():
+    """ModelInformation keeps only the rows of its picked (model, run, day) groups before summing them: the same
+    information from plain and categorical columns, and a run that is null counts as a group of its own (as a
+    run named 'zz', which sorts where a null does)."""
+    from ctcalc_spark.reports.drift import ModelInformation
+    from tests._rows import binary_drift_summaries
+
+    cfg = config_from_dict({"input": {"path": "unused"}, "output": {"path": "unused"},
+                            "histogram": {"bin_width": 0.1}})
+    rows = binary_drift_summaries(day_range("2026-01-05", 120), runs=3, n=300)
+    rows["run"] = rows["run"].astype(str)
+
+    def information(frame: pd.DataFrame) -> dict[str, float]:
+        info = ModelInformation(cfg, frame[["model", "run", "ds"]].astype(object).drop_duplicates(ignore_index=True))
+        half = frame["ds"].astype(str) < "2026-03-01"
+        info.add(frame[half.to_numpy()])
+        info.add(frame[~half.to_numpy()])
+        return info.result()
+
+    plain = information(rows)
+    assert set(plain) == {"ctr_a", "ctr_b"} and all(v > 0 for v in plain.values())
+    categorical = rows.astype({"model": "category", "run": "category", "ds": "category"})
+    assert information(categorical) == plain
+    named, null = rows.copy(), rows.copy()
+    named.loc[named["run"] == "2", "run"] = "zz"
+    null.loc[null["run"] == "2", "run"] = None
+    assert information(null) == information(named)
+    assert information(null.astype({"run": "category"})) == information(named)
