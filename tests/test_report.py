@@ -482,3 +482,27 @@ def test_model_information_finds_its_picked_groups_in_rows_of_any_column_type_an
     null.loc[null["run"] == "2", "run"] = None
     assert information(null) == information(named)
     assert information(null.astype({"run": "category"})) == information(named)
+
+
+@pytest.mark.parametrize("days", [3, 40, 400, 800])
+def test_fixed_date_ticks_draw_the_plot_matplotlib_draws(days):
+    """fix_date_ticks keeps the ticks and labels matplotlib's date locator gives the axes' data (it is only not
+    asked again at every draw): the same pixels, for spans of days to years."""
+    import datetime as dt
+
+    from ctcalc_spark.reports.plotting import fix_date_ticks, pyplot
+
+    plt = pyplot()
+    x = [dt.date(2025, 1, 1) + dt.timedelta(days=i) for i in range(days)]
+    images = []
+    for fixed in (False, True):
+        fig, ax = plt.subplots(figsize=(6.0, 3.0))
+        ax.plot(x, np.sin(np.arange(days) / 9.0))
+        ax.tick_params(axis="x", labelrotation=30)
+        if fixed:
+            fix_date_ticks(ax)
+        buf = io.BytesIO()
+        fig.savefig(buf, format="png", dpi=100, bbox_inches="tight")
+        plt.close(fig)
+        images.append(np.asarray(Image.open(buf).convert("RGB")))
+    assert images[0].shape == images[1].shape and np.array_equal(*images)

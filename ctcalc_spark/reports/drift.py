@@ -55,7 +55,7 @@ from ctcalc_spark.core.windows import (
 from ctcalc_spark.errors import ConfigError, InputError
 from ctcalc_spark.pathsafe import report_root, write_atomic
 from ctcalc_spark.redact import redact, redact_url, spreadsheet_safe
-from ctcalc_spark.reports.plotting import figure_png, img_tag, plain, pyplot
+from ctcalc_spark.reports.plotting import figure_png, fix_date_ticks, img_tag, plain, pyplot
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -607,7 +607,7 @@ def _per_run(ax: Any, grp: pd.DataFrame, col: str, color: str = "tab:blue") -> N
 
 def _finish_ax(ax: Any, title: str, ylabel: str) -> None:
     """Title, labels, grid; the legend outside the axes (beside them with many entries, below with few), so it
-    never covers data."""
+    never covers data. Called when every artist is on the axes: the date ticks are fixed (:func:`fix_date_ticks`)."""
     ax.set_title(title, fontsize=10)
     ax.set_ylabel(ylabel)
     ax.grid(alpha=0.3)
@@ -621,6 +621,7 @@ def _finish_ax(ax: Any, title: str, ylabel: str) -> None:
         wide = max(len(t) for t in labels) > 30  # two columns of long labels would widen the plot
         ax.legend(fontsize=FONT, ncol=1 if wide else min(len(handles), 2), loc="upper center",
                   bbox_to_anchor=(0.5, -0.3), frameon=False)
+    fix_date_ticks(ax)
 
 
 LEGEND_BELOW = 4

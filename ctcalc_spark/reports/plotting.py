@@ -27,6 +27,22 @@ def plain(text: object) -> str:
     return str(text).replace("$", r"\$")
 
 
+def fix_date_ticks(ax: Any) -> None:
+    """The x axis's date ticks and their labels, as matplotlib places them for the axes' data now, fixed: its date
+    locator would place them again (the same) at every layout step and draw. Call it when every artist is on the
+    axes. Nothing for an x axis of numbers."""
+    from matplotlib.dates import AutoDateLocator
+    from matplotlib.ticker import FixedFormatter, FixedLocator
+
+    locator = ax.xaxis.get_major_locator()
+    if not isinstance(locator, AutoDateLocator):
+        return
+    locs = locator()  # of the view limits from the data
+    labels = ax.xaxis.get_major_formatter().format_ticks(locs)
+    ax.xaxis.set_major_locator(FixedLocator(locs))
+    ax.xaxis.set_major_formatter(FixedFormatter(labels))
+
+
 MIN_FONT_PX = 10.0
 """Smallest text in a report plot, in CSS pixels at a 1400 px wide window (tests/test_report_browser.py)."""
 _FACTS = ("min-font-px", "legends-over-axes")
