@@ -675,7 +675,8 @@ def overview_png(report: DriftReport) -> str:
 def model_plots(report: DriftReport, model: str) -> dict[str, str]:
     """The base64 PNGs of one model (keys: :data:`SECTIONS`)."""
     plt = pyplot()
-    grp = report.whole[report.whole["model"] == model]
+    whole = report.whole
+    grp = whole[whole["model"] == model]
     task, latest = report.task, report.latest
     metric = METRIC_NAME[task]
     name = plain(model)

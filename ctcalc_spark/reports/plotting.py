@@ -81,9 +81,10 @@ def figure_png(fig: Any, *, dpi: int, tight: bool = False) -> str:
 
     buf = io.BytesIO()
     try:
-        fig.set_dpi(dpi)  # the box is measured with text sized at the saving resolution
-        box = (fig.get_tightbbox(fig.canvas.get_renderer()).padded(matplotlib.rcParams["savefig.pad_inches"])
-               if tight else None)
+        box = None
+        if tight:
+            fig.set_dpi(dpi)  # the box is measured with text sized at the saving resolution
+            box = fig.get_tightbbox(fig.canvas.get_renderer()).padded(matplotlib.rcParams["savefig.pad_inches"])
         # uncompressed: it is decoded right away, and only the quantized copy below is kept
         fig.savefig(buf, format="png", dpi=dpi, pil_kwargs={"compress_level": 0}, bbox_inches=box)
         facts = layout_facts(fig, dpi, drawn=True)  # saving drew it: a second draw would double the time
