@@ -1,6 +1,7 @@
 """The drift report: answer first (summary, plots, capped flags), the flag rule, hostile names, redaction, CLI."""
 from __future__ import annotations
 
+import base64
 import dataclasses
 import html
 import io
@@ -12,6 +13,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import yaml
+from PIL import Image
 
 from ctcalc_spark.cli.main import main
 from ctcalc_spark.config import config_from_dict
@@ -300,17 +302,22 @@ def test_many_models_get_distinct_lines_and_every_legend_outside_the_plot():
         axes = ax.get_window_extent()
         assert facts["legends-over-axes"] == 0 and facts["min-font-px"] >= 11
         assert bool(legend.x0 >= axes.x1) is beside and bool(legend.y1 <= axes.y0) is not beside, n
-        # figure_png takes the facts from the draw that saved it (no second draw): the same facts, and as many
-        # draws as the savefig alone makes (tight: matplotlib draws twice itself)
+        # figure_png takes the facts from the draw that saved it (no second draw): the same facts, drawn once, and
+        # tight: the very pixels of savefig(bbox_inches="tight"), which draws twice (a layout pass, then the image)
         for tight in (False, True):
             saved, alone = (fig if not tight else _copy_plot(plt, n)), _copy_plot(plt, n)
             draws = {id(f): 0 for f in (saved, alone)}
             for f in (saved, alone):
                 f.canvas.mpl_connect("draw_event", lambda e, f=f: draws.__setitem__(id(f), draws[id(f)] + 1))
-            assert png_facts(figure_png(saved, dpi=100, tight=tight)) == {k: f"{v:g}" for k, v in facts.items()}
-            alone.savefig(io.BytesIO(), format="png", dpi=100, **({"bbox_inches": "tight"} if tight else {}))
+            png = figure_png(saved, dpi=100, tight=tight)
+            assert png_facts(png) == {k: f"{v:g}" for k, v in facts.items()}
+            buf = io.BytesIO()
+            alone.savefig(buf, format="png", dpi=100, **({"bbox_inches": "tight"} if tight else {}))
             plt.close(alone)
-            assert draws[id(saved)] == draws[id(alone)], (tight, draws)
+            assert draws[id(saved)] == 1 and draws[id(alone)] == (2 if tight else 1), (tight, draws)
+            ours = np.asarray(Image.open(io.BytesIO(base64.b64decode(png))).convert("RGB"))
+            theirs = np.asarray(Image.open(buf).convert("RGB").quantize(colors=256, method=1).convert("RGB"))
+            assert ours.shape == theirs.shape and np.array_equal(ours, theirs), (tight, ours.shape, theirs.shape)
 
 
 def _copy_plot(plt, n):
@@ -445,3 +452,57 @@ def test_windows_with_a_calibrated_value_are_not_listed_as_without_one(tmp_path)
     assert set(listed["status"]) == {"first_window"} and int(listed["windows"].sum()) == 1
     page = open(rep.paths["html"], encoding="utf-8").read().split("<section id='missing'>")[1].split("</section>")[0]
     assert "incomplete" not in page and "first_window" in page
+
+
+def test_model_information_finds_its_picked_groups_in_rows_of_any_column_type_and_with_nulls():
+    """ModelInformation keeps only the rows of its picked (model, run, day) groups before summing them: the same
+    information from plain and categorical columns, and a run that is null counts as a group of its own (as a
+    run named 'zz', which sorts where a null does)."""
+    from ctcalc_spark.reports.drift import ModelInformation
+    from tests._rows import binary_drift_summaries
+
+    cfg = config_from_dict({"input": {"path": "unused"}, "output": {"path": "unused"},
+                            "histogram": {"bin_width": 0.1}})
+    rows = binary_drift_summaries(day_range("2026-01-05", 120), runs=3, n=300)
+    rows["run"] = rows["run"].astype(str)
+
+    def information(frame: pd.DataFrame) -> dict[str, float]:
+        info = ModelInformation(cfg, frame[["model", "run", "ds"]].astype(object).drop_duplicates(ignore_index=True))
+        half = frame["ds"].astype(str) < "2026-03-01"
+        info.add(frame[half.to_numpy()])
+        info.add(frame[~half.to_numpy()])
+        return info.result()
+
+    plain = information(rows)
+    assert set(plain) == {"ctr_a", "ctr_b"} and all(v > 0 for v in plain.values())
+    categorical = rows.astype({"model": "category", "run": "category", "ds": "category"})
+    assert information(categorical) == plain
+    named, null = rows.copy(), rows.copy()
+    named.loc[named["run"] == "2", "run"] = "zz"
+    null.loc[null["run"] == "2", "run"] = None
+    assert information(null) == information(named)
+    assert information(null.astype({"run": "category"})) == information(named)
+
+
+@pytest.mark.parametrize("days", [3, 40, 400, 800])
+def test_fixed_date_ticks_draw_the_plot_matplotlib_draws(days):
+    """fix_date_ticks keeps the ticks and labels matplotlib's date locator gives the axes' data (it is only not
+    asked again at every draw): the same pixels, for spans of days to years."""
+    import datetime as dt
+
+    from ctcalc_spark.reports.plotting import fix_date_ticks, pyplot
+
+    plt = pyplot()
+    x = [dt.date(2025, 1, 1) + dt.timedelta(days=i) for i in range(days)]
+    images = []
+    for fixed in (False, True):
+        fig, ax = plt.subplots(figsize=(6.0, 3.0))
+        ax.plot(x, np.sin(np.arange(days) / 9.0))
+        ax.tick_params(axis="x", labelrotation=30)
+        if fixed:
+            fix_date_ticks(ax)
+        buf = io.BytesIO()
+        fig.savefig(buf, format="png", dpi=100, bbox_inches="tight")
+        plt.close(fig)
+        images.append(np.asarray(Image.open(buf).convert("RGB")))
+    assert images[0].shape == images[1].shape and np.array_equal(*images)

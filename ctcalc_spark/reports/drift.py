@@ -55,7 +55,7 @@ from ctcalc_spark.core.windows import (
 from ctcalc_spark.errors import ConfigError, InputError
 from ctcalc_spark.pathsafe import report_root, write_atomic
 from ctcalc_spark.redact import redact, redact_url, spreadsheet_safe
-from ctcalc_spark.reports.plotting import figure_png, img_tag, plain, pyplot
+from ctcalc_spark.reports.plotting import figure_png, fix_date_ticks, img_tag, plain, pyplot
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -274,6 +274,7 @@ class ModelInformation:
         if self.task == "regression":
             self.sums.append(rows.groupby(self.by, sort=True, observed=True)[["weight", "wr", "wr2"]].sum())
         elif self.wanted:
+            rows = rows[_has_key(rows, self.by, self.wanted)]
             summary_of = binary_summary_rows(rows, self.bin_width)
             for key, idx in groups(rows, self.by):
                 if _key(key) in self.wanted:
@@ -299,6 +300,30 @@ class ModelInformation:
 def _key(values: tuple) -> tuple:
     """A group's key values with every null as None (NaN != NaN would not find it)."""
     return tuple(None if pd.isna(v) else v for v in values)
+
+
+def _codes(values: pd.Series) -> tuple[np.ndarray, pd.Index]:
+    """(a code per row, -1 for null; the distinct values the codes point to)."""
+    if isinstance(values.dtype, pd.CategoricalDtype):
+        return values.cat.codes.to_numpy().astype(np.int64), values.cat.categories
+    codes, uniques = pd.factorize(values)
+    return codes.astype(np.int64), pd.Index(uniques)
+
+
+def _has_key(rows: pd.DataFrame, by: Sequence[str], keys: set[tuple]) -> np.ndarray:
+    """Which rows have one of ``keys`` (values of the ``by`` columns, nulls as None: :func:`_key`) as their values;
+    compared as integer codes, not row by row."""
+    row_key, wanted = np.zeros(len(rows), dtype=np.int64), np.zeros(len(keys), dtype=np.int64)
+    ordered = list(keys)
+    for i, col in enumerate(by):
+        codes, values = _codes(rows[col])
+        want = np.asarray(values.get_indexer(pd.Index([k[i] for k in ordered], dtype=object)), dtype=np.int64)
+        if (want < 0).any():  # a null, or a value not in these rows: a null matches a null only
+            nulls = np.array([k[i] is None for k in ordered], dtype=bool)
+            want = np.where(nulls, -1, np.where(want < 0, -2, want))
+        base = len(values) + 2  # codes -2 (absent), -1 (null), 0.. shifted to 0, 1, 2..
+        row_key, wanted = row_key * base + codes + 2, wanted * base + want + 2
+    return np.isin(row_key, wanted)
 
 
 def label_noise(whole: pd.DataFrame, information: Mapping[str, float]) -> pd.DataFrame:
@@ -415,14 +440,13 @@ def build_report(inp: ReportInput, cfg: JobConfig, start: str, end: str, *, spec
     for part, rows in zip(parts, read_in_parts(read, part_days)):
         tables.append(rolling_metrics(rows, cfg.task, part, spec, model=c.model, run=c.run, slices=c.slices,
                                       bin_width=cfg.histogram.bin_width, first_ds=inp.first_ds, until=end))
-        ds = rows["ds"].astype(str)
-        own = rows[ds.isin([d for w in part for d in w.days(until=end)
-                            if d >= start and window_of(d, spec) == w]).to_numpy()]
+        own = rows[_on_days(rows["ds"], [d for w in part for d in w.days(until=end)
+                                         if d >= start and window_of(d, spec) == w])]
         information.add(own)
         if cfg.task == "binary":
             extreme.append(_extreme_counts(own, cfg))
         if part[-1] == latest:
-            latest_rows = rows[ds.between(latest.start, min(latest.end, end)).to_numpy()]
+            latest_rows = rows[_on_days(rows["ds"], [d for d in have if latest.start <= d <= min(latest.end, end)])]
             latest_summ = dict(window_summaries(latest_rows, cfg.task, latest, by=[c.model, c.run],
                                                 bin_width=cfg.histogram.bin_width))
         del rows, own
@@ -436,6 +460,13 @@ def build_report(inp: ReportInput, cfg: JobConfig, start: str, end: str, *, spec
                        model_summary(whole, moves, spread_table(table)), latest_summ, latest.label,
                        warnings=[*_missing_days_warning(have, start, end, inp.source),
                                  *_extreme_warnings(extreme, cfg)])
+
+
+def _on_days(ds: pd.Series, days: Sequence[str]) -> np.ndarray:
+    """Which rows' day (``ds``) is one of ``days``; a categorical's days are compared once per category."""
+    if isinstance(ds.dtype, pd.CategoricalDtype):
+        return np.r_[ds.cat.categories.astype(str).isin(days), False][ds.cat.codes.to_numpy()]
+    return ds.astype(str).isin(days).to_numpy()
 
 
 def _missing_days_warning(have: set[str], start: str, end: str, source: str) -> list[str]:
@@ -576,7 +607,7 @@ def _per_run(ax: Any, grp: pd.DataFrame, col: str, color: str = "tab:blue") -> N
 
 def _finish_ax(ax: Any, title: str, ylabel: str) -> None:
     """Title, labels, grid; the legend outside the axes (beside them with many entries, below with few), so it
-    never covers data."""
+    never covers data. Called when every artist is on the axes: the date ticks are fixed (:func:`fix_date_ticks`)."""
     ax.set_title(title, fontsize=10)
     ax.set_ylabel(ylabel)
     ax.grid(alpha=0.3)
@@ -590,6 +621,7 @@ def _finish_ax(ax: Any, title: str, ylabel: str) -> None:
         wide = max(len(t) for t in labels) > 30  # two columns of long labels would widen the plot
         ax.legend(fontsize=FONT, ncol=1 if wide else min(len(handles), 2), loc="upper center",
                   bbox_to_anchor=(0.5, -0.3), frameon=False)
+    fix_date_ticks(ax)
 
 
 LEGEND_BELOW = 4
@@ -643,7 +675,8 @@ def overview_png(report: DriftReport) -> str:
 def model_plots(report: DriftReport, model: str) -> dict[str, str]:
     """The base64 PNGs of one model (keys: :data:`SECTIONS`)."""
     plt = pyplot()
-    grp = report.whole[report.whole["model"] == model]
+    whole = report.whole
+    grp = whole[whole["model"] == model]
     task, latest = report.task, report.latest
     metric = METRIC_NAME[task]
     name = plain(model)

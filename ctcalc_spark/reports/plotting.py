@@ -27,6 +27,22 @@ def plain(text: object) -> str:
     return str(text).replace("$", r"\$")
 
 
+def fix_date_ticks(ax: Any) -> None:
+    """The x axis's date ticks and their labels, as matplotlib places them for the axes' data now, fixed: its date
+    locator would place them again (the same) at every layout step and draw. Call it when every artist is on the
+    axes. Nothing for an x axis of numbers."""
+    from matplotlib.dates import AutoDateLocator
+    from matplotlib.ticker import FixedFormatter, FixedLocator
+
+    locator = ax.xaxis.get_major_locator()
+    if not isinstance(locator, AutoDateLocator):
+        return
+    locs = locator()  # of the view limits from the data
+    labels = ax.xaxis.get_major_formatter().format_ticks(locs)
+    ax.xaxis.set_major_locator(FixedLocator(locs))
+    ax.xaxis.set_major_formatter(FixedFormatter(labels))
+
+
 MIN_FONT_PX = 10.0
 """Smallest text in a report plot, in CSS pixels at a 1400 px wide window (tests/test_report_browser.py)."""
 _FACTS = ("min-font-px", "legends-over-axes")
@@ -54,17 +70,23 @@ def layout_facts(fig: Any, dpi: float, *, drawn: bool = False) -> dict[str, floa
 def figure_png(fig: Any, *, dpi: int, tight: bool = False) -> str:
     """The figure as a base64 PNG string with a 256-colour palette (a third of the bytes of RGBA); the figure is closed.
 
-    Line plots use a handful of colours plus their anti-aliasing shades, so the palette
+    ``tight``: cropped to the drawn artists plus ``savefig.pad_inches``, the image of
+    ``savefig(bbox_inches="tight")``; the box is measured without matplotlib's extra layout draw, so the figure
+    is drawn once. Line plots use a handful of colours plus their anti-aliasing shades, so the palette
     is not visible; the report page stays small. :func:`layout_facts` go into the PNG's text chunks.
     """
+    import matplotlib
     from PIL import Image  # matplotlib's own dependency
     from PIL.PngImagePlugin import PngInfo
 
     buf = io.BytesIO()
     try:
+        box = None
+        if tight:
+            fig.set_dpi(dpi)  # the box is measured with text sized at the saving resolution
+            box = fig.get_tightbbox(fig.canvas.get_renderer()).padded(matplotlib.rcParams["savefig.pad_inches"])
         # uncompressed: it is decoded right away, and only the quantized copy below is kept
-        fig.savefig(buf, format="png", dpi=dpi, pil_kwargs={"compress_level": 0},
-                    **({"bbox_inches": "tight"} if tight else {}))
+        fig.savefig(buf, format="png", dpi=dpi, pil_kwargs={"compress_level": 0}, bbox_inches=box)
         facts = layout_facts(fig, dpi, drawn=True)  # saving drew it: a second draw would double the time
     finally:
         pyplot().close(fig)
@@ -73,8 +95,10 @@ def figure_png(fig: Any, *, dpi: int, tight: bool = False) -> str:
     for key, value in facts.items():
         info.add_text(f"ctcalc:{key}", f"{value:g}")
     small = io.BytesIO()
-    # method 1 (maximum coverage) keeps the white background exactly white; fast octree (2) shifts it to 254
-    Image.open(buf).convert("RGB").quantize(colors=256, method=1).save(small, format="PNG", optimize=True, pnginfo=info)
+    # method 1 (maximum coverage) keeps the white background exactly white; fast octree (2) shifts it to 254.
+    # zlib's default level: optimize=True (level 9 and filter trials) saves only about 5 % of the bytes
+    Image.open(buf).convert("RGB").quantize(colors=256, method=1).save(small, format="PNG", compress_level=6,
+                                                                       pnginfo=info)
     return base64.b64encode(small.getvalue()).decode("ascii")
 
 
