@@ -192,6 +192,33 @@ def test_window_rows_in_any_order_finalise_to_the_same_bits():
     np.testing.assert_allclose(overall["vanilla"].astype(float), direct["vanilla"].astype(float), rtol=1e-12)
 
 
+
+def test_a_null_slice_value_finalises_like_a_named_one():
+    """A null slice value in the merged rows (the fast path's key runs cannot tell nulls apart) is re-summed by
+    the groupby path: its rows equal those of the same rows under a named value."""
+    days = day_range("2026-11-02", 14)
+    raw = binary_stream(days, n=200)
+    raw["country"] = np.where(np.arange(len(raw)) % 3 == 0, "de", "fr")
+    sliced = []
+    for (ds, model, run, split, country), g in raw.groupby(["ds", "model", "run", "split", "country"]):
+        cols = BinarySummary.from_logits(g["label"], g["logit"]).to_columns()
+        sliced.append(pd.DataFrame(cols).assign(ds=ds, model=model, run=run, split=split, country=country,
+                                                bin_width=0.05))
+    named = pd.concat(sliced, ignore_index=True)
+    null = named.assign(country=named["country"].astype(object).where(named["country"] != "de", None))
+    spec = WindowSpec("week")
+    wins = sorted({window_of(d, spec) for d in days})
+    pairs = [(w, previous_window(w, spec)) for w in wins]
+    kw = {"slices": ["country"], "first": {wins[0].label},
+          "days": {w.label: (w.n_days, pw.n_days) for w, pw in pairs}}
+    out = [finalize_windows(merge_windows(rows, "binary", wins + [previous_window(wins[0], spec)]), "binary", pairs,
+                            spec, **kw) for rows in (named, null)]
+    assert (out[1]["slice_value"] == "nan").sum() == (out[0]["slice_value"] == "de").sum() > 0
+    renamed = out[1].replace({"slice_value": {"nan": "de"}}).sort_values(
+        ["window_start", "model", "run", "slice_name", "slice_value"], kind="stable").reset_index(drop=True)
+    pd.testing.assert_frame_equal(out[0], renamed, check_exact=True)
+
+
 def test_rolling_calibrated_log_loss_matches_direct_computation_within_bound():
     days = day_range("2026-11-16", 14)
     raw = binary_stream(days)

@@ -74,10 +74,10 @@ class BinaryGroups:
         self.total_pos_weight = self._each(lambda p, rows: p.f["weight"][BIAS, 1][rows].sum(axis=1))
         self.total_weight = self._each(lambda p, rows: p.f["weight"][BIAS, 0][rows].sum(axis=1)) + self.total_pos_weight
 
-    def _each(self, fn: Any, *per_group: np.ndarray, dtype: Any = np.float64) -> np.ndarray:
+    def _each(self, fn: Any, dtype: Any = np.float64) -> np.ndarray:
         out = np.zeros(self.n, dtype)
         for members, padded in self._chunks:
-            out[members] = fn(padded, np.arange(members.size), *(a[members] for a in per_group))
+            out[members] = fn(padded, np.arange(members.size))
         return out
 
     def solve(self) -> list[float | DegenerateBiasError]:
@@ -88,13 +88,22 @@ class BinaryGroups:
                 out[members[slot]] = c
         return out
 
+    def sums_at(self, c: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Σw·logloss(y, σ(z - c)) and Σw·σ(z - c) of each group at its shift (:meth:`BinarySummary.loss_sum`,
+        :meth:`BinarySummary.predicted_positives`), both from one evaluation of the bins at c."""
+        c = np.asarray(c, np.float64)
+        loss, positives = np.zeros(self.n), np.zeros(self.n)
+        for members, padded in self._chunks:
+            loss[members], positives[members] = padded.sums_at(BIAS, c[members], np.arange(members.size))
+        return loss, positives
+
     def loss_sum(self, c: np.ndarray) -> np.ndarray:
-        """Σw·logloss(y, σ(z - c)) of each group at its shift (:meth:`BinarySummary.loss_sum`)."""
-        return self._each(lambda p, rows, cr: p.loss_sum(BIAS, cr, rows), np.asarray(c, np.float64))
+        """Σw·logloss(y, σ(z - c)) of each group at its shift (:meth:`sums_at`)."""
+        return self.sums_at(c)[0]
 
     def predicted_positives(self, c: np.ndarray) -> np.ndarray:
-        """Σw·σ(z - c) of each group at its shift (:meth:`BinarySummary.predicted_positives`)."""
-        return self._each(lambda p, rows, cr: p.predicted_positives(BIAS, cr, rows), np.asarray(c, np.float64))
+        """Σw·σ(z - c) of each group at its shift (:meth:`sums_at`)."""
+        return self.sums_at(c)[1]
 
 
 def _padded_chunks(columns: Mapping[str, np.ndarray], groups: Sequence[np.ndarray], is_bias: np.ndarray | None,
@@ -179,21 +188,27 @@ class _Padded:
         a = w + m1 * sc + 0.5 * m2 * sc * (sc - s)
         return s, loss, a
 
-    def loss_sum(self, part: int, c: np.ndarray, rows: np.ndarray) -> np.ndarray:
-        """Σw·logloss(y, σ(z - c)) of one part of ``rows`` at their shifts: the exact vanilla sum plus the
-        expanded sums' difference between c and 0 (exact where c is 0)."""
-        out = self.f["wloss"][part][:, rows].sum(axis=(0, 2))
+    def sums_at(self, part: int, c: np.ndarray, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Σw·logloss(y, σ(z - c)) and Σw·σ(z - c) of one part of ``rows`` at their shifts, both exact where c is
+        0. Elsewhere the loss is the exact vanilla sum plus the expanded sums' difference between c and 0, and
+        the predicted positives are expanded."""
+        w, wmiss = self.f["weight"][part][:, rows], self.f["wmiss"][part][:, rows]
+        loss = self.f["wloss"][part][:, rows].sum(axis=(0, 2))
+        positives = (wmiss[0] + w[1] - wmiss[1]).sum(axis=1)
         at = np.flatnonzero(c != 0.0)
         if at.size:
             r, cr = rows[at], c[at]
-            d0 = self._side(part, 0, cr, r)[1].sum(axis=1) - self._loss_at_zero(part, 0, r)
-            d1 = self._side(part, 1, cr, r)[1].sum(axis=1) - self._loss_at_zero(part, 1, r)
-            out[at] = out[at] + (d0 + d1)
-        return out
+            s0, loss0, a0 = self._side(part, 0, cr, r)
+            s1, loss1, a1 = self._side(part, 1, cr, r)
+            d0 = loss0.sum(axis=1) - self._loss_at_zero(part, 0, r)
+            d1 = loss1.sum(axis=1) - self._loss_at_zero(part, 1, r)
+            loss[at] = loss[at] + (d0 + d1)
+            positives[at] = (s0 * a0).sum(axis=1) + w[1][at].sum(axis=1) - (s1 * a1).sum(axis=1)
+        return loss, positives
 
     def _loss_at_zero(self, part: int, label: int, rows: np.ndarray) -> np.ndarray:
         """The expanded loss sum of one part and label of each of ``rows`` at shift 0 (:meth:`_side`), each row's
-        computed once and kept: every shift's :meth:`loss_sum` subtracts it."""
+        computed once and kept: every shift's :meth:`sums_at` subtracts it."""
         if (part, label) not in self._zero_loss:
             self._zero_loss[part, label] = (np.zeros(self.n), np.zeros(self.n, bool))
         value, known = self._zero_loss[part, label]
@@ -202,18 +217,6 @@ class _Padded:
             value[todo] = self._side(part, label, np.zeros(todo.size), todo)[1].sum(axis=1)
             known[todo] = True
         return value[rows]
-
-    def predicted_positives(self, part: int, c: np.ndarray, rows: np.ndarray) -> np.ndarray:
-        """Σw·σ(z - c) of one part of ``rows`` at their shifts, expanded (exact where c is 0)."""
-        w, wmiss = self.f["weight"][part][:, rows], self.f["wmiss"][part][:, rows]
-        out = (wmiss[0] + w[1] - wmiss[1]).sum(axis=1)
-        at = np.flatnonzero(c != 0.0)
-        if at.size:
-            r, cr = rows[at], c[at]
-            s0, _, a0 = self._side(part, 0, cr, r)
-            s1, _, a1 = self._side(part, 1, cr, r)
-            out[at] = (s0 * a0).sum(axis=1) + w[1][at].sum(axis=1) - (s1 * a1).sum(axis=1)
-        return out
 
     def solve(self, part: int, rows: np.ndarray) -> np.ndarray:
         """c* of one part of ``rows`` (each holds weight in both labels)."""
@@ -281,7 +284,7 @@ class _Padded:
 
         solved = self.biases(BIAS, np.flatnonzero((total > 0) & (r_total > 0)))
         c = np.array([v if isinstance(v, float) else 0.0 for v in (solved.get(i) for i in range(self.n))])
-        shifted = self.loss_sum(REMAIN, c, np.arange(self.n))  # at c*; c is 0 where nothing was fitted
+        shifted = self.sums_at(REMAIN, c, np.arange(self.n))[0]  # at c*; c is 0 where nothing was fitted
 
         rows: list[dict[str, Any]] = []
         for i in range(self.n):
@@ -346,9 +349,7 @@ def group_views(groups: BinaryGroups, solved: Sequence[float | DegenerateBiasErr
     predicted positives at 0 and at the previous c*. ``previous``: the previous window's group number, or -1."""
     own = np.array([c if isinstance(c, float) else 0.0 for c in solved])
     prev = np.array([own[j] if j >= 0 and isinstance(solved[j], float) else 0.0 for j in previous.tolist()])
-    zero = np.zeros(groups.n)
-    loss0, loss_own, loss_prev = groups.loss_sum(zero), groups.loss_sum(own), groups.loss_sum(prev)
-    pp0, pp_prev = groups.predicted_positives(zero), groups.predicted_positives(prev)
+    (loss0, pp0), (loss_own, _), (loss_prev, pp_prev) = (groups.sums_at(c) for c in (np.zeros(groups.n), own, prev))
     h = groups.bin_width
     return [GroupView(n, w, p, h, {0.0: l0, co: lo, cp: lp}, {0.0: q0, cp: qp}) for n, w, p, co, cp, l0, lo, lp, q0, qp
             in zip(groups.n_rows.tolist(), groups.total_weight.tolist(), groups.total_pos_weight.tolist(),

@@ -480,20 +480,15 @@ def _presummed_groups(merged: pd.DataFrame, task: str, by: Sequence[str]) -> np.
 
     True for the output of :func:`merge_windows` / :func:`sum_windows` viewed by exactly its own cells (no
     slice merged away): one row per (bin, label) in increasing order inside each group, groups contiguous.
-    Checked, not assumed; any other frame takes the groupby path.
+    Checked, not assumed; any other frame (a null key among them) takes the groupby path.
     """
     cells = [c for c in _cell_columns(merged, task) if c not in ("window", "n_days")]
     if task != "binary" or cells != list(by):
         return None
     keys = ["window", *by]
     starts = _key_runs(merged, keys)
-    if starts is None:
-        gid = merged.groupby(keys, dropna=False, sort=False).ngroup().to_numpy()
-        if np.any(np.diff(gid) < 0):
-            return None
-        starts = _run_starts(gid)
-    elif len(set(merged[keys].iloc[starts].itertuples(index=False, name=None))) < starts.size:
-        return None  # a key in two runs: its rows are not contiguous
+    if starts is None or len(set(merged[keys].iloc[starts].itertuples(index=False, name=None))) < starts.size:
+        return None  # a null key, or a key in two runs (its rows not contiguous)
     cell = merged["bin"].to_numpy(np.int64) * 2 + merged["label"].to_numpy(np.int64)
     inside = np.ones(len(merged), dtype=bool)
     inside[starts] = False

@@ -139,11 +139,13 @@ def _compute_rolling(cfg: JobConfig, days: list[str], spec: WindowSpec, store: O
                                                          "skip them") + ".")
     days = [d for d in days if d not in missing]
     # One merge and one finalisation for every day: the window containing day d, as of d, is a window of its
-    # own (label '<window>@<d>'), paired with its (complete) previous window; labels are mapped back after.
+    # own (label '<window>@<d>'), paired with its (complete) previous window; labels are mapped back after. As
+    # of its last day it is the whole window, under the window's own label: the same window as the previous
+    # window of the days after it, merged and solved once in a part that holds both.
     pairs, as_of = [], {}
     for d in days:
         w = window_of(d, spec)
-        a = Window(w.start, min(w.end, d), f"{w.label}@{d}")
+        a = w if d == w.end else Window(w.start, d, f"{w.label}@{d}")
         pairs.append((a, previous_window(w, spec)))
         as_of[a.label] = (w, d)
     have = set(available)
