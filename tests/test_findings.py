@@ -95,6 +95,8 @@ EXAMPLES = [  # (what the example is, its finding): every catalogue code at leas
     ("seven groups", sanity.extreme_scores(EXTREME.assign(run=[str(i) for i in range(7)], n_extreme=range(7),
                                                           n_clipped=0), ["model", "run"], limit=50.0)[0]),
     ("the stop", Finding("extreme_stop", ERROR)),
+    ("a scoring call", sanity.scored_extreme({("fnn", 0): (30, 1000, -2.5, 60.0), ("lr", 1): (0, 10, -1.0, 1.0),
+                                              **{("m", i): (1, 20, -70.5, 0.0) for i in range(6)}}, 50.0)),
     ("in the input", Finding("output_inside_input", ERROR, {}, {"output": "/data/eval/out", "input": "/data/eval"})),
     *[(fmt, Finding(f"{fmt}_table_folder", ERROR, {}, {"table": f"/data/{fmt}", "mark": mark, "format": "parquet",
                                                        "table_format": fmt}))
@@ -316,6 +318,20 @@ def test_values_not_read_as_utf8_are_named_per_column():
                                                                    "options": "input.options"})
     assert sanity.not_utf8(found, "json", "stream.options", batch=3).context["batch"] == 3
     assert sanity.undecoded_values(frame.iloc[:1], {"model": "model"}) == {}
+
+
+def test_a_scoring_call_counts_models_with_extreme_logits_and_names_the_worst_first():
+    extreme = {("fnn", 0): (30, 1000, -2.5, 60.0), ("lr", 1): (0, 10, -9.0, 9.0), ("m", 0): (5, 10, -70.5, 3.0)}
+    f = sanity.scored_extreme(extreme, 50.0)
+    assert (f.code, f.severity, f.counts) == ("scored_extreme_logits", WARNING,
+                                              {"rows": 35, "of_rows": 1020, "groups": 2, "of_groups": 3})
+    assert (f.context["limit"], f.context["low"], f.context["high"]) == (50.0, -70.5, 60.0)  # of the models hit
+    assert [(g.code, g.counts, g.context["group"]) for g in f.context["shown"]] == [
+        ("scored_model", {"rows": 5, "of_rows": 10}, {"model": "m", "run": 0}),
+        ("scored_model", {"rows": 30, "of_rows": 1000}, {"model": "fnn", "run": 0})]
+    assert "from -70.5 to 60: m run 0: 5 of 10 (50.0%); fnn run 0: 30 of 1,000 (3.0%)." in render(f)
+    assert sanity.scored_extreme({("lr", 1): (0, 10, -9.0, 9.0)}, 50.0) is None
+    assert sanity.scored_extreme({}, 50.0) is None
 
 
 def test_days_without_rows_stop_a_run_unless_it_may_skip_them_and_has_one_day():

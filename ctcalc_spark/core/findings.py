@@ -253,6 +253,12 @@ CATALOGUE = {
     "extreme_group_metric": Message("{group:keys}: {rows:,} of {of_rows:,} rows ({share:.1%}, {metric_name} "
                                     "{metric:.4g})"),
     "more_groups": Message("{groups} more"),
+    "scored_extreme_logits": Message(
+        "{rows:,} of {of_rows:,} scored rows ({groups} of {of_groups} models) have logits outside [-{limit:g}, "
+        "{limit:g}) (sanity.max_abs_logit), from {low:,.6g} to {high:,.6g}: {shown:each; }.",
+        "Such scores come from broken inputs: features constant in training (ctcalc train names them) or unscaled "
+        "ones; a confidently wrong row adds about |logit| to the log loss."),
+    "scored_model": Message("{group[model]} run {group[run]}: {rows:,} of {of_rows:,} ({share:.1%})"),
     "extreme_stop": Message("Nothing was written.", "Fix the model or its inputs, raise sanity.max_abs_logit, or set "
                                                     "sanity.on_extreme: warn to write the metrics anyway."),
     "bias_rows_saturated": Message(
