@@ -114,6 +114,9 @@ EXAMPLES = [  # (what the example is, its finding): every catalogue code at leas
     ("some of a range", findings.missing_days(DAYS, DAYS[3:5], where="db.eval", allow_missing=False)),
     ("a range, allowed", findings.missing_days(DAYS[:2], [], where="db.eval", allow_missing=True)),
     ("skipped", findings.missing_days(DAYS, DAYS[3:5], where="db.eval", allow_missing=True)),
+    ("summaries of a range", findings.missing_summaries(DAYS, DAYS[3:5] + DAYS[6:8], where="/out/summaries",
+                                                        allow_missing=False)),
+    ("summaries, none", findings.missing_summaries(DAYS[:1], [], where="/out/summaries", allow_missing=True)),
     ("a stream batch", Finding("stream_invalid_rows", ERROR, {"null_label": 3, "no_event_time": 2},
                                {"batch": 7, "event_time": "event_time"})),
     ("a CSV", sanity.not_utf8({"model": ["mod\ufffdle"], "city": ["K\ufffdln"]}, "csv", "input.options")),
@@ -348,6 +351,22 @@ def test_days_without_rows_stop_a_run_unless_it_may_skip_them_and_has_one_day():
     assert (f.code, f.context["held"], [g.code for g in f.context["skip"]]) == (
         "no_rows_for_days", [], ["allow_missing_needs_a_day"])
     assert findings.missing_days(DAYS[:1], [], where="t", allow_missing=False).context["skip"] == []
+
+
+def test_days_without_summaries_stop_a_run_over_them_as_days_without_rows_do():
+    """The same days stop it (a note of skipped days is no error: None), and the error names the evaluate
+    command for the missing days (up to five runs of them, else '...') and every day that has summaries."""
+    assert findings.missing_summaries(DAYS, DAYS[3:5], where="s", allow_missing=True) is None
+    assert findings.missing_summaries(DAYS[3:5], DAYS, where="s", allow_missing=False) is None
+    f = findings.missing_summaries(DAYS, DAYS[3:5] + ["2026-12-24"], where="s", allow_missing=False)
+    assert (f.code, f.severity, f.counts) == ("no_summaries_for_days", ERROR, {"missing": 18, "asked": 20})
+    assert f.context["missing_days"] == DAYS[:3] + DAYS[5:] and f.context["available"] == DAYS[3:5] + ["2026-12-24"]
+    assert f.context["todo"] == "2026-11-10..2026-11-12,2026-11-15..2026-11-29"
+    assert [g.code for g in f.context["skip"]] == ["allow_missing_days"]
+    assert findings.missing_summaries(DAYS[::2], [], where="s", allow_missing=False).context["todo"] == "..."
+    f = findings.missing_summaries(DAYS[:2], [], where="s", allow_missing=True)
+    assert [g.code for g in f.context["skip"]] == ["allow_missing_needs_a_day"]
+    assert "(available: none) (--allow-missing-days skips days without rows" in render(f)
 
 
 @pytest.mark.parametrize(("data", "options", "codes", "columns"), [

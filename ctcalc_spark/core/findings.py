@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 import re
 import string
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Mapping, Sequence
 
 import pandas as pd
@@ -208,6 +208,9 @@ CATALOGUE = {
     "allow_missing_days": Message(", or pass --allow-missing-days to skip such days"),
     "allow_missing_needs_a_day": Message(" (--allow-missing-days skips days without rows, and needs one day with "
                                          "rows)"),
+    "no_summaries_for_days": Message(
+        "No summaries partition for ds={missing_days:days} under {where!r}; run `ctcalc evaluate --ds {todo}` for "
+        "those days first (available: {available:runs}){skip:each}."),
     "days_skipped": Message("no evaluation rows for {missing} of {asked} days (skipped): {missing_days:days}"),
     "csv_quoting": Message("The CSV file {file} of the evaluation table has {found:each; and }. Nothing was read."),
     "csv_quoting_problems": Message("{found:each; and }"),
@@ -284,7 +287,7 @@ class _Formatter(string.Formatter):
     specs ``:reasons`` (counts per row reason as '<n> rows: <reason>; ...'; a reason not of
     :data:`ROW_REASONS` is a catalogue code, rendered from the same fields), ``:where`` (days as one day, a
     range and its count, or 'unknown (rows without a date)'), ``:day`` ('ds=<day>', or 'no date' for None),
-    ``:runs`` (days as runs of days, :func:`day_runs`), ``:days`` (the same, 5 runs shown, and the count),
+    ``:runs`` (days as runs of days, :func:`day_runs`; 'none' for no days), ``:days`` (the same, 5 runs shown, and the count),
     ``:each<sep>`` (a list of findings rendered, joined by <sep>), ``:pairs`` (a mapping as 'k v, ...'), ``:keys``
     (a mapping as 'k=v ...'), ``:undecoded`` (values per column as "'c': ['v', ...]; ..."),
     ``:list`` (joined by ', '), ``:yaml`` (a YAML flow list), ``:shown`` (the first :data:`LABELS_SHOWN` of a
@@ -310,7 +313,7 @@ class _Formatter(string.Formatter):
             return "unknown (rows without a date)" if not value else value[0] if len(value) == 1 else \
                 f"{len(value)} days ({value[0]}..{value[-1]})"
         if format_spec == "runs":
-            return day_runs(value)
+            return day_runs(value) or "none"
         if format_spec == "days":  # a long stretch of days reads as a few ranges and a count
             return day_runs(value, shown=5) + (f" ({len(value)} days)" if len(value) > 1 else "")
         if format_spec == "day":
@@ -394,6 +397,20 @@ def missing_days(days: Sequence[str], present: Sequence[str], *, where: str, all
     skip = [] if len(days) == 1 else [Finding("allow_missing_needs_a_day" if allow_missing else "allow_missing_days",
                                               NOTE)]
     return Finding("no_rows_for_days", ERROR, counts, {**context, "held": held, "skip": skip})
+
+
+def missing_summaries(days: Sequence[str], available: Sequence[str], *, where: str,
+                      allow_missing: bool) -> Finding | None:
+    """The error that stops a run over the daily summaries under ``where`` (those of the days ``available``) for
+    the ``days`` without them that :func:`missing_days` stops on, naming the evaluate command that writes them;
+    None when it goes on."""
+    found = missing_days(days, available, where=where, allow_missing=allow_missing)
+    if found is None or found.severity != ERROR:
+        return None
+    runs = day_runs(found.context["missing_days"], shown=len(days))
+    todo = runs.replace(", ", ",") if runs.count(",") < 5 else "..."
+    return replace(found, code="no_summaries_for_days", context={**found.context, "available": sorted(available),
+                                                                  "todo": todo})
 
 
 def all_rows_invalid(days: Sequence[str], tally: pd.DataFrame) -> Finding:
