@@ -12,6 +12,7 @@ import pytest
 
 from ctcalc_spark.core import findings, sanity
 from ctcalc_spark.core.findings import ERROR, HINT, NOTE, WARNING, Finding, render
+from ctcalc_spark.spark import input_hints
 from ctcalc_spark.spark.input_hints import csv_quoting_problems
 
 GOLDEN = Path(__file__).parent / "golden" / "messages.txt"
@@ -117,6 +118,10 @@ EXAMPLES = [  # (what the example is, its finding): every catalogue code at leas
     ("summaries of a range", findings.missing_summaries(DAYS, DAYS[3:5] + DAYS[6:8], where="/out/summaries",
                                                         allow_missing=False)),
     ("summaries, none", findings.missing_summaries(DAYS[:1], [], where="/out/summaries", allow_missing=True)),
+    ("an empty folder", Finding("empty_folder", HINT)),
+    ("four files", input_hints.unlisted_files(["ds=2026-01-04/a.csv", "2026/01/05/a.csv", "2026/01/06/a.csv",
+                                               "x/a.csv", "y/a.csv"])),
+    ("a README", input_hints.stray_file(["a.csv", "b.csv", "README.txt"], "README.txt", "/data/eval")),
     ("a stream batch", Finding("stream_invalid_rows", ERROR, {"null_label": 3, "no_event_time": 2},
                                {"batch": 7, "event_time": "event_time"})),
     ("a CSV", sanity.not_utf8({"model": ["mod\ufffdle"], "city": ["K\ufffdln"]}, "csv", "input.options")),
@@ -367,6 +372,29 @@ def test_days_without_summaries_stop_a_run_over_them_as_days_without_rows_do():
     f = findings.missing_summaries(DAYS[:2], [], where="s", allow_missing=True)
     assert [g.code for g in f.context["skip"]] == ["allow_missing_needs_a_day"]
     assert "(available: none) (--allow-missing-days skips days without rows" in render(f)
+
+
+def test_files_spark_does_not_list_or_read_as_the_tables_are_named():
+    assert input_hints.unlisted_files(["ds=2026-01-05/a.csv", "a.csv"]) is None  # key=value folders are read
+    f = input_hints.unlisted_files(["ds=2026-01-05/a.csv", "2026/01/05/a.csv", "b/a.csv"])
+    assert (f.code, f.severity, f.counts, f.context) == ("files_in_plain_folders", HINT, {"files": 2},
+                                                         {"shown": ["2026/01/05/a.csv", "b/a.csv"], "more": []})
+    assert [g.code for g in input_hints.unlisted_files([f"{i}/a.csv" for i in range(4)]).context["more"]] == \
+        ["ellipsis"]
+    f = input_hints.stray_file(["a.csv", "b.CSV", "c.CSV", "README.txt"], "README.txt", "/t")
+    assert (f.code, f.severity, f.counts, f.context) == ("stray_file", HINT, {"files": 3}, {
+        "file": "README.txt", "ending": ".CSV", "table": "/t", "pattern": "*{.CSV,.csv}"})  # as most spell it
+    assert input_hints.stray_file(["a.csv", "b.csv", "README.txt"], "c.csv", "/t") is None  # named as the others
+    assert input_hints.stray_file(["a.csv", "README.txt"], "README.txt", "/t") is None  # one file is no pattern
+
+
+def test_an_empty_folder_and_files_in_plain_folders_are_told_from_the_folder(tmp_path):
+    assert input_hints.no_data_files_hint(str(tmp_path)) == " " + render(Finding("empty_folder", HINT))
+    (tmp_path / "2026" / "01").mkdir(parents=True)
+    (tmp_path / "2026" / "01" / "a.csv").write_text("a\n1\n")
+    assert input_hints.no_data_files_hint(str(tmp_path)).startswith(" Files of the folder lie in folders that are "
+                                                                    "not key=value folders (2026/01/a.csv), and")
+    assert input_hints.unlisted_files_hint(str(tmp_path), {"recursiveFileLookup": "true"}) == ""
 
 
 @pytest.mark.parametrize(("data", "options", "codes", "columns"), [

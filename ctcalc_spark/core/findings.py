@@ -228,6 +228,15 @@ CATALOGUE = {
         "the file.", "Run again when the writer is done, or set input.options: {{pathGlobFilter: '{pattern}'}} to read "
         "only the files named so."),
     "and_more": Message(" and more"),
+    "ellipsis": Message(", …"),
+    "empty_folder": Message("The folder is empty: there are no files to read the table's columns and rows from."),
+    "files_in_plain_folders": Message(
+        "Files of the folder lie in folders that are not key=value folders ({shown:list}{more:each}), and Spark "
+        "reads a table's own files and those of key=value folders (ds=2026-01-05/) only:",
+        "set input.options: {{recursiveFileLookup: 'true'}} to read every file below it."),
+    "stray_file": Message("{file} is not named like the folder's other files ({files:,} end in {ending}):",
+                          "if it is not part of the table, move it out of {table!r}, or set input.options: "
+                          "{{pathGlobFilter: '{pattern}'}} so Spark reads only the files named so."),
     "output_inside_input": Message(
         "'output.path' {output!r} is inside 'input.path' {input!r}, which is read whole (it has no <ds>=<day> "
         "folders): the job would read its own metrics and summaries as evaluation rows.",

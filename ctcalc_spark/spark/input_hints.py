@@ -13,7 +13,7 @@ from contextlib import contextmanager
 from typing import Any, Callable, Iterator, Mapping, Sequence
 
 from ctcalc_spark.config import JobConfig
-from ctcalc_spark.core.findings import ERROR, NOTE, Finding, render
+from ctcalc_spark.core.findings import ERROR, HINT, NOTE, Finding, render
 from ctcalc_spark.errors import ConfigError, CtcalcError, InputError
 from ctcalc_spark.filekind import (
     TABLE_FORMAT_MARKS,
@@ -102,32 +102,36 @@ def foreign_file_error(cfg: JobConfig) -> InputError | None:
                       f"{cfg.input.format}:{hint}")
 
 
+def _said(found: Finding | None) -> str:
+    """A hint's sentence to append to a message (a space and the finding rendered), or '' for None."""
+    return " " + render(found) if found else ""
+
+
 def no_data_files_hint(path: str) -> str:
     """For Spark's 'Unable to infer schema' on a local folder: that it is empty, or that its files lie in
     folders that are not ``key=value`` folders (:func:`unlisted_files_hint`); '' for any other path."""
     if not is_local(path) or not os.path.isdir(local_path(absolute(path))):
         return ""
-    if not has_data_files(absolute(path)):
-        return " The folder is empty: there are no files to read the table's columns and rows from."
-    return unlisted_files_hint(path)
+    return unlisted_files_hint(path) if has_data_files(absolute(path)) else _said(Finding("empty_folder", HINT))
+
+
+def unlisted_files(files: Sequence[str]) -> Finding | None:
+    """The hint for ``files`` (paths below an input folder) that lie in folders that are not ``key=value``
+    folders (``2026/01/05/a.csv``), the first three named; None when none does."""
+    unlisted = [f for f in files if in_plain_folder(f)]
+    more = [Finding("ellipsis", NOTE)] if len(unlisted) > 3 else []
+    return Finding("files_in_plain_folders", HINT, {"files": len(unlisted)}, {"shown": unlisted[:3], "more": more}) \
+        if unlisted else None
 
 
 def unlisted_files_hint(path: str, options: Mapping[str, Any] | None = None) -> str:
     """A sentence when files below a local input folder lie in folders that are not ``key=value`` folders
-    (``2026/01/05/a.csv``), which Spark does not read unless ``options`` set ``recursiveFileLookup``; else ''."""
-    if recursive_lookup(options or {}):
-        return ""
-    if not is_local(path) or not os.path.isdir(local_path(absolute(path))):
+    (:func:`unlisted_files`), which Spark does not read unless ``options`` set ``recursiveFileLookup``; else ''."""
+    if recursive_lookup(options or {}) or not is_local(path) or not os.path.isdir(local_path(absolute(path))):
         return ""
     root = local_path(absolute(path)).rstrip("/")
-    below = (os.path.relpath(f, root) for f in itertools.islice(data_files(root), MAX_HEADER_FILES))
-    unlisted = [f for f in below if in_plain_folder(f)]
-    if not unlisted:
-        return ""
-    return (f" Files of the folder lie in folders that are not key=value folders ({', '.join(unlisted[:3])}"
-            f"{', …' if len(unlisted) > 3 else ''}), and Spark reads a table's own files and those of key=value "
-            "folders (ds=2026-01-05/) only: set input.options: {recursiveFileLookup: 'true'} to read every file "
-            "below it.")
+    return _said(unlisted_files([os.path.relpath(f, root) for f in itertools.islice(data_files(root),
+                                                                                     MAX_HEADER_FILES)]))
 
 
 def check_output_outside(root: str, cfg: JobConfig) -> None:
@@ -266,25 +270,28 @@ def check_temporary_files(paths: Sequence[str], cfg: JobConfig) -> None:
                                                                    "more": more, "pattern": pattern})))
 
 
-def stray_file_hint(cfg: JobConfig, path: str) -> str:
-    """For a file of a local input folder that Spark could not read as the table's: when its name ends unlike
-    most of the folder's files (a README.txt among .csv files), that it may not belong there and how to read
-    only the table's files; '' otherwise."""
-    local = local_input_files(cfg, MAX_HEADER_FILES)
-    if local is None or not os.path.isdir(local[0]):
-        return ""
-    names = [os.path.basename(f) for f in local[1]]
+def stray_file(names: Sequence[str], name: str, table: str) -> Finding | None:
+    """For a file ``name`` of the input folder ``table`` that Spark could not read as the table's: when it ends
+    unlike most of the folder's files ``names`` (a README.txt among .csv files), the hint that it may not belong
+    there and how to read only the table's files; None otherwise."""
     kinds: dict[str, list[str]] = {}
     for n in names:
         kinds.setdefault(name_kind(n), []).append(n)
     top = max(kinds, key=lambda k: len(kinds[k]), default="")
-    if not top or name_kind(os.path.basename(path)) == top or len(kinds[top]) < 2:
-        return ""
+    if not top or name_kind(name) == top or len(kinds[top]) < 2:
+        return None
     endings = [os.path.splitext(n[:len(n) - len(compression(n))])[1] for n in kinds[top]]
     spelled = max(set(endings), key=endings.count)  # as the files spell it: the filter tells case apart
-    return (f" {os.path.basename(path)} is not named like the folder's other files ({len(kinds[top]):,} end in "
-            f"{spelled}): if it is not part of the table, move it out of {str(cfg.input.path)!r}, or set "
-            f"input.options: {{pathGlobFilter: '{names_glob(kinds[top])}'}} so Spark reads only the files named so.")
+    return Finding("stray_file", HINT, {"files": len(kinds[top])}, {"file": name, "ending": spelled, "table": table,
+                                                                    "pattern": names_glob(kinds[top])})
+
+
+def stray_file_hint(cfg: JobConfig, path: str) -> str:
+    """:func:`stray_file` for a file of a local input folder, as a sentence to append; '' for other inputs."""
+    local = local_input_files(cfg, MAX_HEADER_FILES)
+    if local is None or not os.path.isdir(local[0]):
+        return ""
+    return _said(stray_file([os.path.basename(f) for f in local[1]], os.path.basename(path), str(cfg.input.path)))
 
 
 def first_line(e: BaseException) -> str:
