@@ -122,6 +122,10 @@ EXAMPLES = [  # (what the example is, its finding): every catalogue code at leas
     ("four files", input_hints.unlisted_files(["ds=2026-01-04/a.csv", "2026/01/05/a.csv", "2026/01/06/a.csv",
                                                "x/a.csv", "y/a.csv"])),
     ("a README", input_hints.stray_file(["a.csv", "b.csv", "README.txt"], "README.txt", "/data/eval")),
+    *[(f"Spark {v}", input_hints.missing_reader(fmt, v)) for fmt, v in (("avro", "4.2.1"), ("delta", "4.2.1"),
+                                                                        ("iceberg", "4.1.0+local"))],
+    ("sliced", input_hints.result_too_large("1030.4 MiB", "1024.0 MiB", ["country"])),
+    ("not sliced", input_hints.result_too_large("1030.4 MiB", "1024.0 MiB", [])),
     ("a stream batch", Finding("stream_invalid_rows", ERROR, {"null_label": 3, "no_event_time": 2},
                                {"batch": 7, "event_time": "event_time"})),
     ("a CSV", sanity.not_utf8({"model": ["mod\ufffdle"], "city": ["K\ufffdln"]}, "csv", "input.options")),
@@ -386,6 +390,23 @@ def test_files_spark_does_not_list_or_read_as_the_tables_are_named():
         "file": "README.txt", "ending": ".CSV", "table": "/t", "pattern": "*{.CSV,.csv}"})  # as most spell it
     assert input_hints.stray_file(["a.csv", "b.csv", "README.txt"], "c.csv", "/t") is None  # named as the others
     assert input_hints.stray_file(["a.csv", "README.txt"], "README.txt", "/t") is None  # one file is no pattern
+
+
+def test_a_reader_missing_is_named_by_format_and_spark_version():
+    f = input_hints.missing_reader("iceberg", "4.1.0+local")
+    assert (f.code, f.severity, f.context) == ("iceberg_reader_missing", HINT, {"version": "4.1.0", "minor": "4.1"})
+    assert "'org.apache.iceberg:iceberg-spark-runtime-4.1_2.13:<version>'" in render(f)
+    assert "'org.apache.spark:spark-avro_2.13:4.2.1'" in render(input_hints.missing_reader("avro", "4.2.1"))
+    assert input_hints.missing_reader("parquet", "4.2.1") is None
+    assert input_hints.missing_source_hint(Exception("Path does not exist"), "avro") == ""
+
+
+def test_a_result_over_max_result_size_names_its_likely_cause():
+    f = input_hints.result_too_large("2.0 GiB", "1024.0 MiB", ("country",))
+    assert (f.code, f.severity, f.context["size"], f.context["limit"]) == ("result_too_large", ERROR, "2.0 GiB",
+                                                                            "1024.0 MiB")
+    assert [(g.code, g.context) for g in f.context["cause"]] == [("many_slice_values", {"slices": ["country"]})]
+    assert [g.code for g in input_hints.result_too_large("2.0 GiB", "1 GiB", []).context["cause"]] == ["many_groups"]
 
 
 def test_an_empty_folder_and_files_in_plain_folders_are_told_from_the_folder(tmp_path):

@@ -110,6 +110,8 @@ _DOUBLED_QUOTES_FIX = "{option_key}: {{escape: '{quote}'}} reads it"
 _TABLE_FOLDER = ("The evaluation table {{table!r}} is {name} table (it holds {{mark}}/), read as plain {{format}} "
                  "files: its folder keeps the files of earlier versions, rows since deleted or replaced, until a "
                  "clean-up, and Spark would read those rows too.")
+_READER = ("input.format {fmt} needs its reader on Spark's class path: add '{package}' to spark.jars.packages under "
+           "spark.conf ({note}){more}, or pass --packages to spark-submit.")
 _TABLE_FOLDER_FIX = ("Read it as a table: input.format: {{table_format}} with {reader}, or by name from the catalog: "
                      "input.table.")
 
@@ -248,6 +250,23 @@ CATALOGUE = {
         reader="Apache Hudi's Spark bundle on Spark's class path")),
     "iceberg_table_folder": Message(_TABLE_FOLDER.format(name="an Iceberg"), _TABLE_FOLDER_FIX.format(
         reader="the Iceberg runtime on Spark's class path and an Iceberg catalog")),
+    "avro_reader_missing": Message(_READER.format(fmt="avro", package="org.apache.spark:spark-avro_2.13:{version}",
+                                                  note="Spark's own module, this Spark's version", more="")),
+    "delta_reader_missing": Message(_READER.format(
+        fmt="delta", package="io.delta:delta-spark_2.13:<version>", note="the Delta Lake release for Spark {minor}, "
+        "from Delta's compatibility table", more=" and set spark.sql.extensions: "
+                                                 "io.delta.sql.DeltaSparkSessionExtension")),
+    "iceberg_reader_missing": Message(_READER.format(
+        fmt="iceberg", package="org.apache.iceberg:iceberg-spark-runtime-{minor}_2.13:<version>",
+        note="the Iceberg runtime for Spark {minor}", more=" and configure an Iceberg catalog")),
+    "result_too_large": Message(
+        "The scan's result ({size} and more) is larger than spark.driver.maxResultSize ({limit}): the summaries have "
+        "a row per (day, model, run, slice value, split, label, histogram bin), and {cause:each}.",
+        "Slice by a coarser column (a segment such as a country), evaluate fewer days at once, or raise "
+        "spark.driver.maxResultSize (spark.conf, or spark-submit --conf) with the driver's memory."),
+    "many_slice_values": Message("a slice column with very many values (columns.slices: {slices}) makes summary rows "
+                                 "per value"),
+    "many_groups": Message("very many models and runs, or a very small histogram.bin_width, make many summary rows"),
     "no_calibrated_value": Message("{missing} of {rows} {what} ({share:.1%}) have no calibrated value{parts:each}."),
     "statuses": Message(": {counts:pairs}"),
     "statuses_noted": Message("; {total} have one with a note: {counts:pairs}"),
@@ -296,9 +315,9 @@ class _Formatter(string.Formatter):
     specs ``:reasons`` (counts per row reason as '<n> rows: <reason>; ...'; a reason not of
     :data:`ROW_REASONS` is a catalogue code, rendered from the same fields), ``:where`` (days as one day, a
     range and its count, or 'unknown (rows without a date)'), ``:day`` ('ds=<day>', or 'no date' for None),
-    ``:runs`` (days as runs of days, :func:`day_runs`; 'none' for no days), ``:days`` (the same, 5 runs shown, and the count),
-    ``:each<sep>`` (a list of findings rendered, joined by <sep>), ``:pairs`` (a mapping as 'k v, ...'), ``:keys``
-    (a mapping as 'k=v ...'), ``:undecoded`` (values per column as "'c': ['v', ...]; ..."),
+    ``:runs`` (days as runs of days, :func:`day_runs`; 'none' for no days), ``:days`` (the same, 5 runs shown,
+    and the count), ``:each<sep>`` (a list of findings rendered, joined by <sep>), ``:pairs`` (a mapping as
+    'k v, ...'), ``:keys`` (a mapping as 'k=v ...'), ``:undecoded`` (values per column as "'c': ['v', ...]; ..."),
     ``:list`` (joined by ', '), ``:yaml`` (a YAML flow list), ``:shown`` (the first :data:`LABELS_SHOWN` of a
     list, and 'and more'), and for the score columns of a job ``:holds`` ('The prediction column 'p' holds', 'The
     class probability columns [...] hold') and ``:as_logits`` (the columns settings that read them as logits)."""

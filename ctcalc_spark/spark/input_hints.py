@@ -357,29 +357,24 @@ def _kind_told(path: str, fmt: str) -> str:
             f"{other.upper()}, set input.format: {other}.") if other and other != fmt else ""
 
 
+def missing_reader(fmt: str, spark_version: str) -> Finding | None:
+    """For an input format whose reader is not on the class path of Spark ``spark_version`` (Avro, Delta Lake,
+    Iceberg): the hint naming the package to add; None for any other format."""
+    version = spark_version.split("+")[0]
+    return Finding(f"{fmt}_reader_missing", HINT, {}, {"version": version, "minor": ".".join(version.split(".")[:2])}) \
+        if fmt in ("avro", "delta", "iceberg") else None
+
+
 def missing_source_hint(error: BaseException, fmt: str) -> str:
-    """For an input format whose reader is not on Spark's class path (Delta Lake, Iceberg, Avro): the package to
-    add; '' for any other failure."""
+    """:func:`missing_reader` for a read that failed for want of its reader, as a sentence to append; '' for any
+    other failure."""
     text = str(error)
     if not ("ClassNotFoundException" in text or "Failed to find data source" in text
             or "DATA_SOURCE_NOT_FOUND" in text):
         return ""
     import pyspark
 
-    version = pyspark.__version__.split("+")[0]
-    minor = ".".join(version.split(".")[:2])
-    needs = {  # format: (package, where its version comes from, what else to set)
-        "avro": (f"org.apache.spark:spark-avro_2.13:{version}", "Spark's own module, this Spark's version", ""),
-        "delta": ("io.delta:delta-spark_2.13:<version>", f"the Delta Lake release for Spark {minor}, from Delta's "
-                  "compatibility table", " and set spark.sql.extensions: io.delta.sql.DeltaSparkSessionExtension"),
-        "iceberg": (f"org.apache.iceberg:iceberg-spark-runtime-{minor}_2.13:<version>", "the Iceberg runtime "
-                    f"for Spark {minor}", " and configure an Iceberg catalog"),
-    }
-    if fmt not in needs:
-        return ""
-    package, note, more = needs[fmt]
-    return (f" input.format {fmt} needs its reader on Spark's class path: add '{package}' to spark.jars.packages "
-            f"under spark.conf ({note}){more}, or pass --packages to spark-submit.")
+    return _said(missing_reader(fmt, pyspark.__version__))
 
 
 def csv_header_message(path: str, lines: Sequence[str], cfg: JobConfig | None = None) -> str:
@@ -459,16 +454,14 @@ def result_too_large_error(error: BaseException, cfg: JobConfig) -> ConfigError 
     """One line for a scan whose aggregated result exceeds ``spark.driver.maxResultSize`` (its usual cause and
     the fixes), or None when ``error`` is about something else."""
     m = _RESULT_TOO_LARGE.search(str(error))
-    if m is None:
-        return None
-    slices = list(cfg.columns.slices)
-    cause = (f"a slice column with very many values (columns.slices: {slices}) makes summary rows per value"
-             if slices else "very many models and runs, or a very small histogram.bin_width, make many summary rows")
-    return ConfigError(
-        f"The scan's result ({m.group(1)} and more) is larger than spark.driver.maxResultSize ({m.group(2)}): the "
-        f"summaries have a row per (day, model, run, slice value, split, label, histogram bin), and {cause}. "
-        "Slice by a coarser column (a segment such as a country), evaluate fewer days at once, or raise "
-        "spark.driver.maxResultSize (spark.conf, or spark-submit --conf) with the driver's memory.")
+    return None if m is None else ConfigError(render(result_too_large(m.group(1), m.group(2), cfg.columns.slices)))
+
+
+def result_too_large(size: str, limit: str, slices: Sequence[str]) -> Finding:
+    """The error for a scan's result of ``size`` (as Spark gives it) over maxResultSize ``limit``, with its
+    likely cause: the ``slices`` columns, or (none) many groups or bins."""
+    cause = Finding("many_slice_values", NOTE, {}, {"slices": list(slices)}) if slices else Finding("many_groups", NOTE)
+    return Finding("result_too_large", ERROR, {}, {"size": size, "limit": limit, "cause": [cause]})
 
 
 @contextmanager
