@@ -124,6 +124,11 @@ EXAMPLES = [  # (what the example is, its finding): every catalogue code at leas
     ("a README", input_hints.stray_file(["a.csv", "b.csv", "README.txt"], "README.txt", "/data/eval")),
     *[(f"Spark {v}", input_hints.missing_reader(fmt, v)) for fmt, v in (("avro", "4.2.1"), ("delta", "4.2.1"),
                                                                         ("iceberg", "4.1.0+local"))],
+    ("one file has them", input_hints.columns_in_some(["ds=2026-11-21/a.parquet"], ["ds=2026-11-20/a.parquet",
+                                                      "ds=2026-11-19/a.parquet"], ["country"])),
+    ("one file lacks them", input_hints.columns_in_some(["b.parquet", "c.parquet"], ["a.parquet"], ["x", "y"])),
+    ("Parquet read as CSV", Finding("foreign_files", ERROR, {}, {"table": "/data/eval", "format": "csv", "hint": (
+        " x.csv is a Parquet file: set input.format: parquet.")})),
     ("sliced", input_hints.result_too_large("1030.4 MiB", "1024.0 MiB", ["country"])),
     ("not sliced", input_hints.result_too_large("1030.4 MiB", "1024.0 MiB", [])),
     ("a stream batch", Finding("stream_invalid_rows", ERROR, {"null_label": 3, "no_event_time": 2},
@@ -390,6 +395,15 @@ def test_files_spark_does_not_list_or_read_as_the_tables_are_named():
         "file": "README.txt", "ending": ".CSV", "table": "/t", "pattern": "*{.CSV,.csv}"})  # as most spell it
     assert input_hints.stray_file(["a.csv", "b.csv", "README.txt"], "c.csv", "/t") is None  # named as the others
     assert input_hints.stray_file(["a.csv", "README.txt"], "README.txt", "/t") is None  # one file is no pattern
+
+
+def test_columns_some_files_have_are_counted_per_file():
+    f = input_hints.columns_in_some(["b.parquet"], ["a.parquet", "c.parquet"], ("country",))
+    assert (f.code, f.severity, f.counts) == ("columns_in_some_files", HINT, {"have": 1, "lack": 2})
+    assert f.context == {"files": 3, "missing": ["country"], "first_have": "b.parquet", "first_lack": "a.parquet"}
+    assert render(f).startswith("1 of the 3 files has ['country'] (first: b.parquet), the others not (first: ")
+    assert input_hints.columns_in_some([], ["a.parquet"], ["x"]) is None
+    assert input_hints.columns_in_some(["a.parquet"], [], ["x"]) is None
 
 
 def test_a_reader_missing_is_named_by_format_and_spark_version():

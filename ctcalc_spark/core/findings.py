@@ -259,6 +259,12 @@ CATALOGUE = {
     "iceberg_reader_missing": Message(_READER.format(
         fmt="iceberg", package="org.apache.iceberg:iceberg-spark-runtime-{minor}_2.13:<version>",
         note="the Iceberg runtime for Spark {minor}", more=" and configure an Iceberg catalog")),
+    "foreign_files": Message("Cannot read the evaluation table {table!r} as input.format {format}:{hint}"),
+    "columns_in_some_files": Message(
+        "{have:,} of the {files:,} files {have:has|have} {missing} (first: {first_have}), {lack:the other|the others} "
+        "not (first: {first_lack}): Spark took the columns from one of those.",
+        "Set input.options: {{mergeSchema: 'true'}} to read every file's columns (rows of files without them are then "
+        "invalid rows, counted, with null there), or evaluate only the days whose files have them."),
     "result_too_large": Message(
         "The scan's result ({size} and more) is larger than spark.driver.maxResultSize ({limit}): the summaries have "
         "a row per (day, model, run, slice value, split, label, histogram bin), and {cause:each}.",
@@ -318,9 +324,10 @@ class _Formatter(string.Formatter):
     ``:runs`` (days as runs of days, :func:`day_runs`; 'none' for no days), ``:days`` (the same, 5 runs shown,
     and the count), ``:each<sep>`` (a list of findings rendered, joined by <sep>), ``:pairs`` (a mapping as
     'k v, ...'), ``:keys`` (a mapping as 'k=v ...'), ``:undecoded`` (values per column as "'c': ['v', ...]; ..."),
-    ``:list`` (joined by ', '), ``:yaml`` (a YAML flow list), ``:shown`` (the first :data:`LABELS_SHOWN` of a
-    list, and 'and more'), and for the score columns of a job ``:holds`` ('The prediction column 'p' holds', 'The
-    class probability columns [...] hold') and ``:as_logits`` (the columns settings that read them as logits)."""
+    ``:<one>|<more>`` (<one> for a count of 1, else <more>), ``:list`` (joined by ', '), ``:yaml`` (a YAML
+    flow list), ``:shown`` (the first :data:`LABELS_SHOWN` of a list, and 'and more'), and for the score
+    columns of a job ``:holds`` ('The prediction column 'p' holds', 'The class probability columns [...] hold')
+    and ``:as_logits`` (the columns settings that read them as logits)."""
 
     def convert_field(self, value: Any, conversion: str | None) -> Any:
         if conversion in ("q", "n"):
@@ -354,6 +361,8 @@ class _Formatter(string.Formatter):
             return " ".join(f"{k}={v}" for k, v in value.items())
         if format_spec == "undecoded":
             return "; ".join(f"{name!r}: {list(values)}" for name, values in value.items())
+        if "|" in format_spec:
+            return format_spec.split("|")[value != 1]
         if format_spec == "list":
             return ", ".join(value)
         if format_spec == "shown":

@@ -77,13 +77,16 @@ def columns_in_some_files(cfg: JobConfig, missing: Sequence[str]) -> str:
         except (OSError, pa.ArrowInvalid):
             continue
         (have if any(m in names for m in missing) else lack).append(os.path.relpath(f, where))
-    if not have or not lack:
-        return ""
-    return (f"{len(have):,} of the {len(have) + len(lack):,} files {'has' if len(have) == 1 else 'have'} "
-            f"{list(missing)} (first: {have[0]}), {'the other' if len(lack) == 1 else 'the others'} not (first: "
-            f"{lack[0]}): Spark took the columns from one of those. Set input.options: "
-            "{mergeSchema: 'true'} to read every file's columns (rows of files without them are then invalid rows, "
-            "counted, with null there), or evaluate only the days whose files have them.")
+    found = columns_in_some(have, lack, missing)
+    return render(found) if found else ""
+
+
+def columns_in_some(have: Sequence[str], lack: Sequence[str], missing: Sequence[str]) -> Finding | None:
+    """The hint when some files of an input (``have``) hold one of the ``missing`` columns and others
+    (``lack``) none; None unless both are some."""
+    return Finding("columns_in_some_files", HINT, {"have": len(have), "lack": len(lack)}, {
+        "files": len(have) + len(lack), "missing": list(missing), "first_have": have[0], "first_lack": lack[0]}) \
+        if have and lack else None
 
 
 SNIFFED_FILES = 20
@@ -96,10 +99,8 @@ def foreign_file_error(cfg: JobConfig) -> InputError | None:
     the files are the text ``input.format`` says, or the input is not local."""
     local = local_input_files(cfg, SNIFFED_FILES) if cfg.input.format in ("csv", "json") else None
     hint = next((h for h in (kind_hint(f, cfg.input.format) for f in local[1]) if h), "") if local else ""
-    if not hint:
-        return None
-    return InputError(f"Cannot read the evaluation table {str(cfg.input.path)!r} as input.format "
-                      f"{cfg.input.format}:{hint}")
+    return InputError(render(Finding("foreign_files", ERROR, {}, {"table": str(cfg.input.path), "format":
+                                                                  cfg.input.format, "hint": hint}))) if hint else None
 
 
 def _said(found: Finding | None) -> str:
