@@ -127,6 +127,10 @@ EXAMPLES = [  # (what the example is, its finding): every catalogue code at leas
     ("one file has them", input_hints.columns_in_some(["ds=2026-11-21/a.parquet"], ["ds=2026-11-20/a.parquet",
                                                       "ds=2026-11-19/a.parquet"], ["country"])),
     ("one file lacks them", input_hints.columns_in_some(["b.parquet", "c.parquet"], ["a.parquet"], ["x", "y"])),
+    ("a column", input_hints.csv_header_mismatch("/data/eval/b.csv", ["Expected: model but found: run"])),
+    ("a count", input_hints.csv_header_mismatch("b.csv", [
+        "Number of column in CSV header is not equal to number of fields in the schema: Header length: 3, schema "
+        "size: 4."], " The files have 2 different headers: 1 file (a.csv): id, model, run; 1 file (b.csv): id, run.")),
     ("Parquet read as CSV", Finding("foreign_files", ERROR, {}, {"table": "/data/eval", "format": "csv", "hint": (
         " x.csv is a Parquet file: set input.format: parquet.")})),
     ("sliced", input_hints.result_too_large("1030.4 MiB", "1024.0 MiB", ["country"])),
@@ -404,6 +408,19 @@ def test_columns_some_files_have_are_counted_per_file():
     assert render(f).startswith("1 of the 3 files has ['country'] (first: b.parquet), the others not (first: ")
     assert input_hints.columns_in_some([], ["a.parquet"], ["x"]) is None
     assert input_hints.columns_in_some(["a.parquet"], [], ["x"]) is None
+
+
+def test_a_csv_header_unlike_the_table_is_told_by_column_or_by_count():
+    f = input_hints.csv_header_mismatch("b.csv", ["CSV header does not conform", "Expected: model but found: run"])
+    assert (f.code, f.severity, f.context["path"], f.context["told"]) == ("csv_header_differs", ERROR, "b.csv", "")
+    assert [(g.code, g.context) for g in f.context["what"]] == [("csv_header_column", {"found": "run",
+                                                                                         "expected": "model"})]
+    lines = ["Number of column in CSV header is not equal to number of fields in the schema:", "Header length: 3"]
+    [what] = input_hints.csv_header_mismatch("b.csv", lines).context["what"]
+    assert (what.code, what.context) == ("csv_header_count", {"detail": []})  # the detail on another line: none
+    [what] = input_hints.csv_header_mismatch("b.csv", [lines[0] + " Header length: 3, size: 4."]).context["what"]
+    assert [(g.code, g.context) for g in what.context["detail"]] == [("csv_header_count_detail",
+                                                                      {"detail": "Header length: 3, size: 4"})]
 
 
 def test_a_reader_missing_is_named_by_format_and_spark_version():

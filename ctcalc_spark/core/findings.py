@@ -259,6 +259,14 @@ CATALOGUE = {
     "iceberg_reader_missing": Message(_READER.format(
         fmt="iceberg", package="org.apache.iceberg:iceberg-spark-runtime-{minor}_2.13:<version>",
         note="the Iceberg runtime for Spark {minor}", more=" and configure an Iceberg catalog")),
+    "csv_header_differs": Message(
+        "CSV file {path} of the evaluation table does not match the other files: {what:each} (the table's column "
+        "names and order come from one file's header).{told} Spark reads CSV columns by position, so this file "
+        "would be read into the wrong columns.", "Write every file with the same columns in the same order (or set "
+        "input.options: {{enforceSchema: 'true'}} to read by position regardless, at your own risk)."),
+    "csv_header_column": Message("its header has column {found!r} where the table has {expected!r}"),
+    "csv_header_count": Message("its header has another number of columns than the table{detail:each}"),
+    "csv_header_count_detail": Message(" ({detail})"),
     "foreign_files": Message("Cannot read the evaluation table {table!r} as input.format {format}:{hint}"),
     "columns_in_some_files": Message(
         "{have:,} of the {files:,} files {have:has|have} {missing} (first: {first_have}), {lack:the other|the others} "

@@ -379,22 +379,22 @@ def missing_source_hint(error: BaseException, fmt: str) -> str:
 
 
 def csv_header_message(path: str, lines: Sequence[str], cfg: JobConfig | None = None) -> str:
-    """The error for a CSV file whose header differs from the table's columns (Spark's header check); for a
-    local input, the headers its files have (first lines only, on this error path)."""
+    """:func:`csv_header_mismatch`, rendered; for a local input, with the headers its files have (first lines
+    only, on this error path)."""
+    told = stray_file_hint(cfg, path) + _csv_headers(cfg, path) if cfg is not None else ""
+    return render(csv_header_mismatch(path, lines, told))
+
+
+def csv_header_mismatch(path: str, lines: Sequence[str], told: str = "") -> Finding:
+    """The error for a CSV file whose header differs from the table's columns, from the ``lines`` of Spark's
+    header check; ``told``: what else is known of the files, as sentences."""
     m = next((m for m in map(_CSV_HEADER.search, lines) if m), None)
-    if m is not None:
-        what = f"its header has column {m.group(2)!r} where the table has {m.group(1)!r}"
-    else:
-        count = next((m for m in map(_CSV_HEADER_COUNT.search, lines) if m), None)
-        what = "its header has another number of columns than the table" + (
-            f" ({count.group(1).strip().rstrip('.')[:200]})" if count is not None and count.group(1).strip() else "")
-    headers = _csv_headers(cfg, path) if cfg is not None else ""
-    stray = stray_file_hint(cfg, path) if cfg is not None else ""
-    return (f"CSV file {path} of the evaluation table does not match the other files: {what} (the table's "
-            f"column names and order come from one file's header).{stray}{headers} Spark reads CSV columns by "
-            "position, so this file would be read into the wrong columns. Write every file with the same columns in "
-            "the same order (or set input.options: {enforceSchema: 'true'} to read by position regardless, at your "
-            "own risk).")
+    count = next((m for m in map(_CSV_HEADER_COUNT.search, lines) if m), None)
+    detail = [Finding("csv_header_count_detail", NOTE, {}, {"detail": count.group(1).strip().rstrip(".")[:200]})] \
+        if count is not None and count.group(1).strip() else []
+    what = Finding("csv_header_column", NOTE, {}, {"found": m.group(2), "expected": m.group(1)}) if m is not None \
+        else Finding("csv_header_count", NOTE, {}, {"detail": detail})
+    return Finding("csv_header_differs", ERROR, {}, {"path": path, "what": [what], "told": told})
 
 
 MAX_HEADER_FILES = 2000
