@@ -253,9 +253,9 @@ CATALOGUE = {
     "avro_reader_missing": Message(_READER.format(fmt="avro", package="org.apache.spark:spark-avro_2.13:{version}",
                                                   note="Spark's own module, this Spark's version", more="")),
     "delta_reader_missing": Message(_READER.format(
-        fmt="delta", package="io.delta:delta-spark_2.13:<version>", note="the Delta Lake release for Spark {minor}, "
-        "from Delta's compatibility table", more=" and set spark.sql.extensions: "
-                                                 "io.delta.sql.DeltaSparkSessionExtension")),
+        fmt="delta", package="io.delta:delta-spark_2.13:<version>",
+        note="the Delta Lake release for Spark {minor}, from Delta's compatibility table",
+        more=" and set spark.sql.extensions: io.delta.sql.DeltaSparkSessionExtension")),
     "iceberg_reader_missing": Message(_READER.format(
         fmt="iceberg", package="org.apache.iceberg:iceberg-spark-runtime-{minor}_2.13:<version>",
         note="the Iceberg runtime for Spark {minor}", more=" and configure an Iceberg catalog")),
