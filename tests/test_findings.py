@@ -12,6 +12,7 @@ import pytest
 
 from ctcalc_spark.core import findings, sanity
 from ctcalc_spark.core.findings import ERROR, HINT, NOTE, WARNING, Finding, render
+from ctcalc_spark.spark import input_hints
 from ctcalc_spark.spark.input_hints import csv_quoting_problems
 
 GOLDEN = Path(__file__).parent / "golden" / "messages.txt"
@@ -95,6 +96,8 @@ EXAMPLES = [  # (what the example is, its finding): every catalogue code at leas
     ("seven groups", sanity.extreme_scores(EXTREME.assign(run=[str(i) for i in range(7)], n_extreme=range(7),
                                                           n_clipped=0), ["model", "run"], limit=50.0)[0]),
     ("the stop", Finding("extreme_stop", ERROR)),
+    ("a scoring call", sanity.scored_extreme({("fnn", 0): (30, 1000, -2.5, 60.0), ("lr", 1): (0, 10, -1.0, 1.0),
+                                              **{("m", i): (1, 20, -70.5, 0.0) for i in range(6)}}, 50.0)),
     ("in the input", Finding("output_inside_input", ERROR, {}, {"output": "/data/eval/out", "input": "/data/eval"})),
     *[(fmt, Finding(f"{fmt}_table_folder", ERROR, {}, {"table": f"/data/{fmt}", "mark": mark, "format": "parquet",
                                                        "table_format": fmt}))
@@ -112,6 +115,26 @@ EXAMPLES = [  # (what the example is, its finding): every catalogue code at leas
     ("some of a range", findings.missing_days(DAYS, DAYS[3:5], where="db.eval", allow_missing=False)),
     ("a range, allowed", findings.missing_days(DAYS[:2], [], where="db.eval", allow_missing=True)),
     ("skipped", findings.missing_days(DAYS, DAYS[3:5], where="db.eval", allow_missing=True)),
+    ("summaries of a range", findings.missing_summaries(DAYS, DAYS[3:5] + DAYS[6:8], where="/out/summaries",
+                                                        allow_missing=False)),
+    ("summaries, none", findings.missing_summaries(DAYS[:1], [], where="/out/summaries", allow_missing=True)),
+    ("an empty folder", Finding("empty_folder", HINT)),
+    ("four files", input_hints.unlisted_files(["ds=2026-01-04/a.csv", "2026/01/05/a.csv", "2026/01/06/a.csv",
+                                               "x/a.csv", "y/a.csv"])),
+    ("a README", input_hints.stray_file(["a.csv", "b.csv", "README.txt"], "README.txt", "/data/eval")),
+    *[(f"Spark {v}", input_hints.missing_reader(fmt, v)) for fmt, v in (("avro", "4.2.1"), ("delta", "4.2.1"),
+                                                                        ("iceberg", "4.1.0+local"))],
+    ("one file has them", input_hints.columns_in_some(["ds=2026-11-21/a.parquet"], ["ds=2026-11-20/a.parquet",
+                                                      "ds=2026-11-19/a.parquet"], ["country"])),
+    ("one file lacks them", input_hints.columns_in_some(["b.parquet", "c.parquet"], ["a.parquet"], ["x", "y"])),
+    ("a column", input_hints.csv_header_mismatch("/data/eval/b.csv", ["Expected: model but found: run"])),
+    ("a count", input_hints.csv_header_mismatch("b.csv", [
+        "Number of column in CSV header is not equal to number of fields in the schema: Header length: 3, schema "
+        "size: 4."], " The files have 2 different headers: 1 file (a.csv): id, model, run; 1 file (b.csv): id, run.")),
+    ("Parquet read as CSV", Finding("foreign_files", ERROR, {}, {"table": "/data/eval", "format": "csv", "hint": (
+        " x.csv is a Parquet file: set input.format: parquet.")})),
+    ("sliced", input_hints.result_too_large("1030.4 MiB", "1024.0 MiB", ["country"])),
+    ("not sliced", input_hints.result_too_large("1030.4 MiB", "1024.0 MiB", [])),
     ("a stream batch", Finding("stream_invalid_rows", ERROR, {"null_label": 3, "no_event_time": 2},
                                {"batch": 7, "event_time": "event_time"})),
     ("a CSV", sanity.not_utf8({"model": ["mod\ufffdle"], "city": ["K\ufffdln"]}, "csv", "input.options")),
@@ -318,6 +341,20 @@ def test_values_not_read_as_utf8_are_named_per_column():
     assert sanity.undecoded_values(frame.iloc[:1], {"model": "model"}) == {}
 
 
+def test_a_scoring_call_counts_models_with_extreme_logits_and_names_the_worst_first():
+    extreme = {("fnn", 0): (30, 1000, -2.5, 60.0), ("lr", 1): (0, 10, -9.0, 9.0), ("m", 0): (5, 10, -70.5, 3.0)}
+    f = sanity.scored_extreme(extreme, 50.0)
+    assert (f.code, f.severity, f.counts) == ("scored_extreme_logits", WARNING,
+                                              {"rows": 35, "of_rows": 1020, "groups": 2, "of_groups": 3})
+    assert (f.context["limit"], f.context["low"], f.context["high"]) == (50.0, -70.5, 60.0)  # of the models hit
+    assert [(g.code, g.counts, g.context["group"]) for g in f.context["shown"]] == [
+        ("scored_model", {"rows": 5, "of_rows": 10}, {"model": "m", "run": 0}),
+        ("scored_model", {"rows": 30, "of_rows": 1000}, {"model": "fnn", "run": 0})]
+    assert "from -70.5 to 60: m run 0: 5 of 10 (50.0%); fnn run 0: 30 of 1,000 (3.0%)." in render(f)
+    assert sanity.scored_extreme({("lr", 1): (0, 10, -9.0, 9.0)}, 50.0) is None
+    assert sanity.scored_extreme({}, 50.0) is None
+
+
 def test_days_without_rows_stop_a_run_unless_it_may_skip_them_and_has_one_day():
     assert findings.missing_days(DAYS[:3], DAYS, where="t", allow_missing=False) is None
     f = findings.missing_days(DAYS, DAYS[3:5], where="t", allow_missing=False)
@@ -332,6 +369,84 @@ def test_days_without_rows_stop_a_run_unless_it_may_skip_them_and_has_one_day():
     assert (f.code, f.context["held"], [g.code for g in f.context["skip"]]) == (
         "no_rows_for_days", [], ["allow_missing_needs_a_day"])
     assert findings.missing_days(DAYS[:1], [], where="t", allow_missing=False).context["skip"] == []
+
+
+def test_days_without_summaries_stop_a_run_over_them_as_days_without_rows_do():
+    """The same days stop it (a note of skipped days is no error: None), and the error names the evaluate
+    command for the missing days (up to five runs of them, else '...') and every day that has summaries."""
+    assert findings.missing_summaries(DAYS, DAYS[3:5], where="s", allow_missing=True) is None
+    assert findings.missing_summaries(DAYS[3:5], DAYS, where="s", allow_missing=False) is None
+    f = findings.missing_summaries(DAYS, DAYS[3:5] + ["2026-12-24"], where="s", allow_missing=False)
+    assert (f.code, f.severity, f.counts) == ("no_summaries_for_days", ERROR, {"missing": 18, "asked": 20})
+    assert f.context["missing_days"] == DAYS[:3] + DAYS[5:] and f.context["available"] == DAYS[3:5] + ["2026-12-24"]
+    assert f.context["todo"] == "2026-11-10..2026-11-12,2026-11-15..2026-11-29"
+    assert [g.code for g in f.context["skip"]] == ["allow_missing_days"]
+    assert findings.missing_summaries(DAYS[::2], [], where="s", allow_missing=False).context["todo"] == "..."
+    f = findings.missing_summaries(DAYS[:2], [], where="s", allow_missing=True)
+    assert [g.code for g in f.context["skip"]] == ["allow_missing_needs_a_day"]
+    assert "(available: none) (--allow-missing-days skips days without rows" in render(f)
+
+
+def test_files_spark_does_not_list_or_read_as_the_tables_are_named():
+    assert input_hints.unlisted_files(["ds=2026-01-05/a.csv", "a.csv"]) is None  # key=value folders are read
+    f = input_hints.unlisted_files(["ds=2026-01-05/a.csv", "2026/01/05/a.csv", "b/a.csv"])
+    assert (f.code, f.severity, f.counts, f.context) == ("files_in_plain_folders", HINT, {"files": 2},
+                                                         {"shown": ["2026/01/05/a.csv", "b/a.csv"], "more": []})
+    assert [g.code for g in input_hints.unlisted_files([f"{i}/a.csv" for i in range(4)]).context["more"]] == \
+        ["ellipsis"]
+    f = input_hints.stray_file(["a.csv", "b.CSV", "c.CSV", "README.txt"], "README.txt", "/t")
+    assert (f.code, f.severity, f.counts, f.context) == ("stray_file", HINT, {"files": 3}, {
+        "file": "README.txt", "ending": ".CSV", "table": "/t", "pattern": "*{.CSV,.csv}"})  # as most spell it
+    assert input_hints.stray_file(["a.csv", "b.csv", "README.txt"], "c.csv", "/t") is None  # named as the others
+    assert input_hints.stray_file(["a.csv", "README.txt"], "README.txt", "/t") is None  # one file is no pattern
+
+
+def test_columns_some_files_have_are_counted_per_file():
+    f = input_hints.columns_in_some(["b.parquet"], ["a.parquet", "c.parquet"], ("country",))
+    assert (f.code, f.severity, f.counts) == ("columns_in_some_files", HINT, {"have": 1, "lack": 2})
+    assert f.context == {"files": 3, "missing": ["country"], "first_have": "b.parquet", "first_lack": "a.parquet"}
+    assert render(f).startswith("1 of the 3 files has ['country'] (first: b.parquet), the others not (first: ")
+    assert input_hints.columns_in_some([], ["a.parquet"], ["x"]) is None
+    assert input_hints.columns_in_some(["a.parquet"], [], ["x"]) is None
+
+
+def test_a_csv_header_unlike_the_table_is_told_by_column_or_by_count():
+    f = input_hints.csv_header_mismatch("b.csv", ["CSV header does not conform", "Expected: model but found: run"])
+    assert (f.code, f.severity, f.context["path"], f.context["told"]) == ("csv_header_differs", ERROR, "b.csv", "")
+    assert [(g.code, g.context) for g in f.context["what"]] == [("csv_header_column", {"found": "run",
+                                                                                         "expected": "model"})]
+    lines = ["Number of column in CSV header is not equal to number of fields in the schema:", "Header length: 3"]
+    [what] = input_hints.csv_header_mismatch("b.csv", lines).context["what"]
+    assert (what.code, what.context) == ("csv_header_count", {"detail": []})  # the detail on another line: none
+    [what] = input_hints.csv_header_mismatch("b.csv", [lines[0] + " Header length: 3, size: 4."]).context["what"]
+    assert [(g.code, g.context) for g in what.context["detail"]] == [("csv_header_count_detail",
+                                                                      {"detail": "Header length: 3, size: 4"})]
+
+
+def test_a_reader_missing_is_named_by_format_and_spark_version():
+    f = input_hints.missing_reader("iceberg", "4.1.0+local")
+    assert (f.code, f.severity, f.context) == ("iceberg_reader_missing", HINT, {"version": "4.1.0", "minor": "4.1"})
+    assert "'org.apache.iceberg:iceberg-spark-runtime-4.1_2.13:<version>'" in render(f)
+    assert "'org.apache.spark:spark-avro_2.13:4.2.1'" in render(input_hints.missing_reader("avro", "4.2.1"))
+    assert input_hints.missing_reader("parquet", "4.2.1") is None
+    assert input_hints.missing_source_hint(Exception("Path does not exist"), "avro") == ""
+
+
+def test_a_result_over_max_result_size_names_its_likely_cause():
+    f = input_hints.result_too_large("2.0 GiB", "1024.0 MiB", ("country",))
+    assert (f.code, f.severity, f.context["size"], f.context["limit"]) == ("result_too_large", ERROR, "2.0 GiB",
+                                                                            "1024.0 MiB")
+    assert [(g.code, g.context) for g in f.context["cause"]] == [("many_slice_values", {"slices": ["country"]})]
+    assert [g.code for g in input_hints.result_too_large("2.0 GiB", "1 GiB", []).context["cause"]] == ["many_groups"]
+
+
+def test_an_empty_folder_and_files_in_plain_folders_are_told_from_the_folder(tmp_path):
+    assert input_hints.no_data_files_hint(str(tmp_path)) == " " + render(Finding("empty_folder", HINT))
+    (tmp_path / "2026" / "01").mkdir(parents=True)
+    (tmp_path / "2026" / "01" / "a.csv").write_text("a\n1\n")
+    assert input_hints.no_data_files_hint(str(tmp_path)).startswith(" Files of the folder lie in folders that are "
+                                                                    "not key=value folders (2026/01/a.csv), and")
+    assert input_hints.unlisted_files_hint(str(tmp_path), {"recursiveFileLookup": "true"}) == ""
 
 
 @pytest.mark.parametrize(("data", "options", "codes", "columns"), [

@@ -542,7 +542,7 @@ def test_a_window_with_a_missing_day_gets_its_own_status(spark, demo_config, tmp
     with pytest.raises(InputError, match=re.escape(
             "No summaries partition for ds=2026-11-19, 2026-11-30..2026-12-20 (22 days) under ") + ".*" + re.escape(
             "; run `ctcalc evaluate --ds 2026-11-19,2026-11-30..2026-12-20` for those days first (available: "
-            "2026-11-09..2026-11-18, 2026-11-20..2026-11-29), or pass --allow-missing-days to skip them.")):
+            "2026-11-09..2026-11-18, 2026-11-20..2026-11-29), or pass --allow-missing-days to skip such days.")):
         run_rolling(spark, cfg, "2026-11-16..2026-12-20")
 
 

@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     import pandas as pd
 
     from ctcalc_spark.core.accuracy import Comparison
+    from ctcalc_spark.core.findings import Finding
 
     from ctcalc_spark.config import JobConfig
     from ctcalc_spark.tables import OutputStore
@@ -48,13 +49,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--baseline", metavar="MODEL", help="model whose other runs give the seed noise (default A)")
 
 
-def _warnings(cfg: JobConfig, counts: pd.DataFrame, metric: pd.Series | None = None) -> list[str]:
-    from ctcalc_spark.core.sanity import effective_limit, extreme_lines
+def _extreme(cfg: JobConfig, counts: pd.DataFrame, metric: pd.Series | None = None) -> list[Finding]:
+    """The warnings for runs with extreme logits or clipped probabilities (binary)."""
+    from ctcalc_spark.core.sanity import effective_limit, extreme_scores
 
     if cfg.task != "binary" or counts.empty or "n_extreme" not in counts:
         return []
-    return extreme_lines(counts, ["model", "run"], metric=metric,
-                         limit=effective_limit(cfg.sanity.max_abs_logit, cfg.histogram.bin_width))
+    return extreme_scores(counts, ["model", "run"], metric=metric,
+                          limit=effective_limit(cfg.sanity.max_abs_logit, cfg.histogram.bin_width))
 
 
 def _bias_hint(cfg: JobConfig, per_run: pd.DataFrame, n_days: int) -> str | None:
@@ -88,6 +90,7 @@ def run(args: argparse.Namespace) -> int:
         raise ConfigError("--baseline chooses whose runs give the seed noise of --single-run RUN_A RUN_B; add "
                           "--single-run, or leave --baseline out.")
     from ctcalc_spark.core.accuracy import describe_noise_check
+    from ctcalc_spark.core.findings import render
     from ctcalc_spark.core.sanity import unequal_rows_line
     from ctcalc_spark.jobs.compare import compare_pipelines, resolve_days, run_metrics, summary_payload
     from ctcalc_spark.reports.comparison import report_title, write_report
@@ -112,7 +115,7 @@ def run(args: argparse.Namespace) -> int:
     if hint:
         print(hint)
     van = per_run.columns[2]
-    warnings = _warnings(cfg, per_run, per_run[van])
+    warnings = [render(f) for f in _extreme(cfg, per_run, per_run[van])]
     span = days[0] if len(days) == 1 else f"{days[0]}..{days[-1]}, {len(days)} days"
     if line := unequal_rows_line(per_run, [args.a, args.b], span, cfg.columns.split):
         warnings.append(line)
@@ -205,7 +208,7 @@ def _run_rolling(args: argparse.Namespace) -> int:
     for name, ex in rc.excluded.items():
         if ex:
             print(f"left out {len(ex)} run(s) of {name} without any rolling-calibrated value: {', '.join(ex)}")
-    warnings = _warnings(cfg, res.extreme)
+    warnings = [render(f) for f in _extreme(cfg, res.extreme)]
     if line := unequal_rows_line(rc.period_runs, [args.a, args.b], f"the {len(rc.period_windows)} period windows"):
         warnings.append(line)
     for w in warnings:

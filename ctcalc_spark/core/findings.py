@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 import re
 import string
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Mapping, Sequence
 
 import pandas as pd
@@ -110,6 +110,8 @@ _DOUBLED_QUOTES_FIX = "{option_key}: {{escape: '{quote}'}} reads it"
 _TABLE_FOLDER = ("The evaluation table {{table!r}} is {name} table (it holds {{mark}}/), read as plain {{format}} "
                  "files: its folder keeps the files of earlier versions, rows since deleted or replaced, until a "
                  "clean-up, and Spark would read those rows too.")
+_READER = ("input.format {fmt} needs its reader on Spark's class path: add '{package}' to spark.jars.packages under "
+           "spark.conf ({note}){more}, or pass --packages to spark-submit.")
 _TABLE_FOLDER_FIX = ("Read it as a table: input.format: {{table_format}} with {reader}, or by name from the catalog: "
                      "input.table.")
 
@@ -208,6 +210,9 @@ CATALOGUE = {
     "allow_missing_days": Message(", or pass --allow-missing-days to skip such days"),
     "allow_missing_needs_a_day": Message(" (--allow-missing-days skips days without rows, and needs one day with "
                                          "rows)"),
+    "no_summaries_for_days": Message(
+        "No summaries partition for ds={missing_days:days} under {where!r}; run `ctcalc evaluate --ds {todo}` for "
+        "those days first (available: {available:runs}){skip:each}."),
     "days_skipped": Message("no evaluation rows for {missing} of {asked} days (skipped): {missing_days:days}"),
     "csv_quoting": Message("The CSV file {file} of the evaluation table has {found:each; and }. Nothing was read."),
     "csv_quoting_problems": Message("{found:each; and }"),
@@ -225,6 +230,15 @@ CATALOGUE = {
         "the file.", "Run again when the writer is done, or set input.options: {{pathGlobFilter: '{pattern}'}} to read "
         "only the files named so."),
     "and_more": Message(" and more"),
+    "ellipsis": Message(", …"),
+    "empty_folder": Message("The folder is empty: there are no files to read the table's columns and rows from."),
+    "files_in_plain_folders": Message(
+        "Files of the folder lie in folders that are not key=value folders ({shown:list}{more:each}), and Spark "
+        "reads a table's own files and those of key=value folders (ds=2026-01-05/) only:",
+        "set input.options: {{recursiveFileLookup: 'true'}} to read every file below it."),
+    "stray_file": Message("{file} is not named like the folder's other files ({files:,} end in {ending}):",
+                          "if it is not part of the table, move it out of {table!r}, or set input.options: "
+                          "{{pathGlobFilter: '{pattern}'}} so Spark reads only the files named so."),
     "output_inside_input": Message(
         "'output.path' {output!r} is inside 'input.path' {input!r}, which is read whole (it has no <ds>=<day> "
         "folders): the job would read its own metrics and summaries as evaluation rows.",
@@ -236,6 +250,37 @@ CATALOGUE = {
         reader="Apache Hudi's Spark bundle on Spark's class path")),
     "iceberg_table_folder": Message(_TABLE_FOLDER.format(name="an Iceberg"), _TABLE_FOLDER_FIX.format(
         reader="the Iceberg runtime on Spark's class path and an Iceberg catalog")),
+    "avro_reader_missing": Message(_READER.format(fmt="avro", package="org.apache.spark:spark-avro_2.13:{version}",
+                                                  note="Spark's own module, this Spark's version", more="")),
+    "delta_reader_missing": Message(_READER.format(
+        fmt="delta", package="io.delta:delta-spark_2.13:<version>",
+        note="the Delta Lake release for Spark {minor}, from Delta's compatibility table",
+        more=" and set spark.sql.extensions: io.delta.sql.DeltaSparkSessionExtension")),
+    "iceberg_reader_missing": Message(_READER.format(
+        fmt="iceberg", package="org.apache.iceberg:iceberg-spark-runtime-{minor}_2.13:<version>",
+        note="the Iceberg runtime for Spark {minor}", more=" and configure an Iceberg catalog")),
+    "csv_header_differs": Message(
+        "CSV file {path} of the evaluation table does not match the other files: {what:each} (the table's column "
+        "names and order come from one file's header).{told} Spark reads CSV columns by position, so this file "
+        "would be read into the wrong columns.", "Write every file with the same columns in the same order (or set "
+        "input.options: {{enforceSchema: 'true'}} to read by position regardless, at your own risk)."),
+    "csv_header_column": Message("its header has column {found!r} where the table has {expected!r}"),
+    "csv_header_count": Message("its header has another number of columns than the table{detail:each}"),
+    "csv_header_count_detail": Message(" ({detail})"),
+    "foreign_files": Message("Cannot read the evaluation table {table!r} as input.format {format}:{hint}"),
+    "columns_in_some_files": Message(
+        "{have:,} of the {files:,} files {have:has|have} {missing} (first: {first_have}), {lack:the other|the others} "
+        "not (first: {first_lack}): Spark took the columns from one of those.",
+        "Set input.options: {{mergeSchema: 'true'}} to read every file's columns (rows of files without them are then "
+        "invalid rows, counted, with null there), or evaluate only the days whose files have them."),
+    "result_too_large": Message(
+        "The scan's result ({size} and more) is larger than spark.driver.maxResultSize ({limit}): the summaries have "
+        "a row per (day, model, run, slice value, split, label, histogram bin), and {cause:each}.",
+        "Slice by a coarser column (a segment such as a country), evaluate fewer days at once, or raise "
+        "spark.driver.maxResultSize (spark.conf, or spark-submit --conf) with the driver's memory."),
+    "many_slice_values": Message("a slice column with very many values (columns.slices: {slices}) makes summary rows "
+                                 "per value"),
+    "many_groups": Message("very many models and runs, or a very small histogram.bin_width, make many summary rows"),
     "no_calibrated_value": Message("{missing} of {rows} {what} ({share:.1%}) have no calibrated value{parts:each}."),
     "statuses": Message(": {counts:pairs}"),
     "statuses_noted": Message("; {total} have one with a note: {counts:pairs}"),
@@ -253,6 +298,12 @@ CATALOGUE = {
     "extreme_group_metric": Message("{group:keys}: {rows:,} of {of_rows:,} rows ({share:.1%}, {metric_name} "
                                     "{metric:.4g})"),
     "more_groups": Message("{groups} more"),
+    "scored_extreme_logits": Message(
+        "{rows:,} of {of_rows:,} scored rows ({groups} of {of_groups} models) have logits outside [-{limit:g}, "
+        "{limit:g}) (sanity.max_abs_logit), from {low:,.6g} to {high:,.6g}: {shown:each; }.",
+        "Such scores come from broken inputs: features constant in training (ctcalc train names them) or unscaled "
+        "ones; a confidently wrong row adds about |logit| to the log loss."),
+    "scored_model": Message("{group[model]} run {group[run]}: {rows:,} of {of_rows:,} ({share:.1%})"),
     "extreme_stop": Message("Nothing was written.", "Fix the model or its inputs, raise sanity.max_abs_logit, or set "
                                                     "sanity.on_extreme: warn to write the metrics anyway."),
     "bias_rows_saturated": Message(
@@ -278,12 +329,13 @@ class _Formatter(string.Formatter):
     specs ``:reasons`` (counts per row reason as '<n> rows: <reason>; ...'; a reason not of
     :data:`ROW_REASONS` is a catalogue code, rendered from the same fields), ``:where`` (days as one day, a
     range and its count, or 'unknown (rows without a date)'), ``:day`` ('ds=<day>', or 'no date' for None),
-    ``:runs`` (days as runs of days, :func:`day_runs`), ``:days`` (the same, 5 runs shown, and the count),
-    ``:each<sep>`` (a list of findings rendered, joined by <sep>), ``:pairs`` (a mapping as 'k v, ...'), ``:keys``
-    (a mapping as 'k=v ...'), ``:undecoded`` (values per column as "'c': ['v', ...]; ..."),
-    ``:list`` (joined by ', '), ``:yaml`` (a YAML flow list), ``:shown`` (the first :data:`LABELS_SHOWN` of a
-    list, and 'and more'), and for the score columns of a job ``:holds`` ('The prediction column 'p' holds', 'The
-    class probability columns [...] hold') and ``:as_logits`` (the columns settings that read them as logits)."""
+    ``:runs`` (days as runs of days, :func:`day_runs`; 'none' for no days), ``:days`` (the same, 5 runs shown,
+    and the count), ``:each<sep>`` (a list of findings rendered, joined by <sep>), ``:pairs`` (a mapping as
+    'k v, ...'), ``:keys`` (a mapping as 'k=v ...'), ``:undecoded`` (values per column as "'c': ['v', ...]; ..."),
+    ``:<one>|<more>`` (<one> for a count of 1, else <more>), ``:list`` (joined by ', '), ``:yaml`` (a YAML
+    flow list), ``:shown`` (the first :data:`LABELS_SHOWN` of a list, and 'and more'), and for the score
+    columns of a job ``:holds`` ('The prediction column 'p' holds', 'The class probability columns [...] hold')
+    and ``:as_logits`` (the columns settings that read them as logits)."""
 
     def convert_field(self, value: Any, conversion: str | None) -> Any:
         if conversion in ("q", "n"):
@@ -304,7 +356,7 @@ class _Formatter(string.Formatter):
             return "unknown (rows without a date)" if not value else value[0] if len(value) == 1 else \
                 f"{len(value)} days ({value[0]}..{value[-1]})"
         if format_spec == "runs":
-            return day_runs(value)
+            return day_runs(value) or "none"
         if format_spec == "days":  # a long stretch of days reads as a few ranges and a count
             return day_runs(value, shown=5) + (f" ({len(value)} days)" if len(value) > 1 else "")
         if format_spec == "day":
@@ -317,6 +369,8 @@ class _Formatter(string.Formatter):
             return " ".join(f"{k}={v}" for k, v in value.items())
         if format_spec == "undecoded":
             return "; ".join(f"{name!r}: {list(values)}" for name, values in value.items())
+        if "|" in format_spec:
+            return format_spec.split("|")[value != 1]
         if format_spec == "list":
             return ", ".join(value)
         if format_spec == "shown":
@@ -388,6 +442,20 @@ def missing_days(days: Sequence[str], present: Sequence[str], *, where: str, all
     skip = [] if len(days) == 1 else [Finding("allow_missing_needs_a_day" if allow_missing else "allow_missing_days",
                                               NOTE)]
     return Finding("no_rows_for_days", ERROR, counts, {**context, "held": held, "skip": skip})
+
+
+def missing_summaries(days: Sequence[str], available: Sequence[str], *, where: str,
+                      allow_missing: bool) -> Finding | None:
+    """The error that stops a run over the daily summaries under ``where`` (those of the days ``available``) for
+    the ``days`` without them that :func:`missing_days` stops on, naming the evaluate command that writes them;
+    None when it goes on."""
+    found = missing_days(days, available, where=where, allow_missing=allow_missing)
+    if found is None or found.severity != ERROR:
+        return None
+    runs = day_runs(found.context["missing_days"], shown=len(days))
+    todo = runs.replace(", ", ",") if runs.count(",") < 5 else "..."
+    return replace(found, code="no_summaries_for_days", context={**found.context, "available": sorted(available),
+                                                                  "todo": todo})
 
 
 def all_rows_invalid(days: Sequence[str], tally: pd.DataFrame) -> Finding:

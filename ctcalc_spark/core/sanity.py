@@ -323,10 +323,17 @@ def extreme_scores(counts: pd.DataFrame, by: Sequence[str], *, limit: float, met
     return out
 
 
-def extreme_lines(counts: pd.DataFrame, by: Sequence[str], *, limit: float, metric: pd.Series | None = None,
-                  metric_name: str = "log_loss") -> list[str]:
-    """:func:`extreme_scores`, rendered."""
-    return [render(f) for f in extreme_scores(counts, by, limit=limit, metric=metric, metric_name=metric_name)]
+def scored_extreme(extreme: Mapping[tuple[str, int], tuple[int, int, float, float]], limit: float) -> Finding | None:
+    """The warning of a scoring call whose models scored logits outside [-limit, limit) (None when none):
+    ``extreme`` holds per (model, run) such rows, rows, the lowest and the highest logit."""
+    counts = pd.DataFrame([(*k, *v[:2]) for k, v in sorted(extreme.items())],
+                          columns=["model", "run", "n_extreme", "n_rows"])
+    if not (found := extreme_scores(counts, ["model", "run"], limit=limit)):
+        return None
+    hit = [v for v in extreme.values() if v[0]]
+    shown = [replace(g, code="scored_model") if g.code == "extreme_group" else g for g in found[0].context["shown"]]
+    return replace(found[0], code="scored_extreme_logits", context={
+        **found[0].context, "shown": shown, "low": min(v[2] for v in hit), "high": max(v[3] for v in hit)})
 
 
 def raise_on_extreme(counts: pd.DataFrame, by: Sequence[str], *, limit: float) -> None:

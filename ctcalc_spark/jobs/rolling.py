@@ -19,12 +19,12 @@ import pandas as pd
 from ctcalc_spark.config import JobConfig
 from ctcalc_spark.core.state import arrow_schema
 from ctcalc_spark.core.finalize import SUMMARY_TYPES
+from ctcalc_spark.core.findings import missing_summaries, render
 from ctcalc_spark.core.windows import (
     ROLLING_TYPES,
     Window,
     WindowSpec,
     attach_exact,
-    day_runs,
     finalize_windows,
     merge_windows,
     parts_within,
@@ -127,17 +127,9 @@ def compute_rolling(cfg: JobConfig, ds: str | Sequence[str], *, store: OutputSto
 def _compute_rolling(cfg: JobConfig, days: list[str], spec: WindowSpec, store: OutputStore, allow_missing_days: bool,
                      t0: float) -> RollingResult:
     available = store.days("summaries")
-    missing = [d for d in days if d not in available]
-    if missing and (not allow_missing_days or len(missing) == len(days)):
-        span = day_runs(available) if available else "none"
-        runs = day_runs(missing, shown=len(missing))
-        todo = runs.replace(", ", ",") if runs.count(",") < 5 else "..."
-        raise InputError(f"No summaries partition for ds={day_runs(missing, shown=5)}"
-                         + (f" ({len(missing)} days)" if len(missing) > 1 else "")
-                         + f" under {store.location('summaries')!r}; run `ctcalc evaluate --ds {todo}` for those days "
-                         f"first (available: {span})" + ("" if len(days) == 1 else ", or pass --allow-missing-days to "
-                                                         "skip them") + ".")
-    days = [d for d in days if d not in missing]
+    if found := missing_summaries(days, available, where=store.location("summaries"), allow_missing=allow_missing_days):
+        raise InputError(render(found))
+    days = sorted(set(days).intersection(available))
     # One merge and one finalisation for every day: the window containing day d, as of d, is a window of its
     # own (label '<window>@<d>'), paired with its (complete) previous window; labels are mapped back after. As
     # of its last day it is the whole window, under the window's own label: the same window as the previous

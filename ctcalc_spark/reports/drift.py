@@ -36,6 +36,7 @@ import pandas as pd
 
 from ctcalc_spark.config import JobConfig, config_to_dict
 from ctcalc_spark.core.finalize import ALL
+from ctcalc_spark.core.findings import Finding, render
 from ctcalc_spark.core.summary import BinarySummary, RegressionSummary
 from ctcalc_spark.core.days import parse_day
 from ctcalc_spark.core.windows import (
@@ -459,7 +460,7 @@ def build_report(inp: ReportInput, cfg: JobConfig, start: str, end: str, *, spec
     return DriftReport(start, end, cfg.task, spec, rule, int(top), table, moves, flags,
                        model_summary(whole, moves, spread_table(table)), latest_summ, latest.label,
                        warnings=[*_missing_days_warning(have, start, end, inp.source),
-                                 *_extreme_warnings(extreme, cfg)])
+                                 *map(render, _extreme_scores(extreme, cfg))])
 
 
 def _on_days(ds: pd.Series, days: Sequence[str]) -> np.ndarray:
@@ -490,17 +491,17 @@ def _extreme_counts(rows: pd.DataFrame, cfg: JobConfig) -> pd.DataFrame:
                           bin_width=cfg.histogram.bin_width)
 
 
-def _extreme_warnings(counts: list[pd.DataFrame], cfg: JobConfig) -> list[str]:
-    """Warning lines for runs with logits beyond sanity.max_abs_logit or clipped probabilities in the period, from
+def _extreme_scores(counts: list[pd.DataFrame], cfg: JobConfig) -> list[Finding]:
+    """The warnings for runs with logits beyond sanity.max_abs_logit or clipped probabilities in the period, from
     :func:`_extreme_counts` of its parts."""
-    from ctcalc_spark.core.sanity import effective_limit, extreme_lines
+    from ctcalc_spark.core.sanity import effective_limit, extreme_scores
 
     counts = [n for n in counts if not n.empty]
     if cfg.task != "binary" or not counts:
         return []
     c, h = cfg.columns, cfg.histogram.bin_width
     total = pd.concat(counts).groupby([c.model, c.run], sort=True, dropna=False, observed=True).sum().reset_index()
-    return extreme_lines(total, [c.model, c.run], limit=effective_limit(cfg.sanity.max_abs_logit, h))
+    return extreme_scores(total, [c.model, c.run], limit=effective_limit(cfg.sanity.max_abs_logit, h))
 
 
 def headline(report: DriftReport, *, most: int = 5) -> list[str]:

@@ -13,7 +13,7 @@ from contextlib import contextmanager
 from typing import Any, Callable, Iterator, Mapping, Sequence
 
 from ctcalc_spark.config import JobConfig
-from ctcalc_spark.core.findings import ERROR, NOTE, Finding, render
+from ctcalc_spark.core.findings import ERROR, HINT, NOTE, Finding, render
 from ctcalc_spark.errors import ConfigError, CtcalcError, InputError
 from ctcalc_spark.filekind import (
     TABLE_FORMAT_MARKS,
@@ -77,13 +77,16 @@ def columns_in_some_files(cfg: JobConfig, missing: Sequence[str]) -> str:
         except (OSError, pa.ArrowInvalid):
             continue
         (have if any(m in names for m in missing) else lack).append(os.path.relpath(f, where))
-    if not have or not lack:
-        return ""
-    return (f"{len(have):,} of the {len(have) + len(lack):,} files {'has' if len(have) == 1 else 'have'} "
-            f"{list(missing)} (first: {have[0]}), {'the other' if len(lack) == 1 else 'the others'} not (first: "
-            f"{lack[0]}): Spark took the columns from one of those. Set input.options: "
-            "{mergeSchema: 'true'} to read every file's columns (rows of files without them are then invalid rows, "
-            "counted, with null there), or evaluate only the days whose files have them.")
+    found = columns_in_some(have, lack, missing)
+    return render(found) if found else ""
+
+
+def columns_in_some(have: Sequence[str], lack: Sequence[str], missing: Sequence[str]) -> Finding | None:
+    """The hint when some files of an input (``have``) hold one of the ``missing`` columns and others
+    (``lack``) none; None unless both are some."""
+    return Finding("columns_in_some_files", HINT, {"have": len(have), "lack": len(lack)}, {
+        "files": len(have) + len(lack), "missing": list(missing), "first_have": have[0], "first_lack": lack[0]}) \
+        if have and lack else None
 
 
 SNIFFED_FILES = 20
@@ -96,10 +99,13 @@ def foreign_file_error(cfg: JobConfig) -> InputError | None:
     the files are the text ``input.format`` says, or the input is not local."""
     local = local_input_files(cfg, SNIFFED_FILES) if cfg.input.format in ("csv", "json") else None
     hint = next((h for h in (kind_hint(f, cfg.input.format) for f in local[1]) if h), "") if local else ""
-    if not hint:
-        return None
-    return InputError(f"Cannot read the evaluation table {str(cfg.input.path)!r} as input.format "
-                      f"{cfg.input.format}:{hint}")
+    return InputError(render(Finding("foreign_files", ERROR, {}, {"table": str(cfg.input.path), "format":
+                                                                  cfg.input.format, "hint": hint}))) if hint else None
+
+
+def _said(found: Finding | None) -> str:
+    """A hint's sentence to append to a message (a space and the finding rendered), or '' for None."""
+    return " " + render(found) if found else ""
 
 
 def no_data_files_hint(path: str) -> str:
@@ -107,27 +113,26 @@ def no_data_files_hint(path: str) -> str:
     folders that are not ``key=value`` folders (:func:`unlisted_files_hint`); '' for any other path."""
     if not is_local(path) or not os.path.isdir(local_path(absolute(path))):
         return ""
-    if not has_data_files(absolute(path)):
-        return " The folder is empty: there are no files to read the table's columns and rows from."
-    return unlisted_files_hint(path)
+    return unlisted_files_hint(path) if has_data_files(absolute(path)) else _said(Finding("empty_folder", HINT))
+
+
+def unlisted_files(files: Sequence[str]) -> Finding | None:
+    """The hint for ``files`` (paths below an input folder) that lie in folders that are not ``key=value``
+    folders (``2026/01/05/a.csv``), the first three named; None when none does."""
+    unlisted = [f for f in files if in_plain_folder(f)]
+    more = [Finding("ellipsis", NOTE)] if len(unlisted) > 3 else []
+    return Finding("files_in_plain_folders", HINT, {"files": len(unlisted)}, {"shown": unlisted[:3], "more": more}) \
+        if unlisted else None
 
 
 def unlisted_files_hint(path: str, options: Mapping[str, Any] | None = None) -> str:
     """A sentence when files below a local input folder lie in folders that are not ``key=value`` folders
-    (``2026/01/05/a.csv``), which Spark does not read unless ``options`` set ``recursiveFileLookup``; else ''."""
-    if recursive_lookup(options or {}):
-        return ""
-    if not is_local(path) or not os.path.isdir(local_path(absolute(path))):
+    (:func:`unlisted_files`), which Spark does not read unless ``options`` set ``recursiveFileLookup``; else ''."""
+    if recursive_lookup(options or {}) or not is_local(path) or not os.path.isdir(local_path(absolute(path))):
         return ""
     root = local_path(absolute(path)).rstrip("/")
-    below = (os.path.relpath(f, root) for f in itertools.islice(data_files(root), MAX_HEADER_FILES))
-    unlisted = [f for f in below if in_plain_folder(f)]
-    if not unlisted:
-        return ""
-    return (f" Files of the folder lie in folders that are not key=value folders ({', '.join(unlisted[:3])}"
-            f"{', …' if len(unlisted) > 3 else ''}), and Spark reads a table's own files and those of key=value "
-            "folders (ds=2026-01-05/) only: set input.options: {recursiveFileLookup: 'true'} to read every file "
-            "below it.")
+    return _said(unlisted_files([os.path.relpath(f, root) for f in itertools.islice(data_files(root),
+                                                                                     MAX_HEADER_FILES)]))
 
 
 def check_output_outside(root: str, cfg: JobConfig) -> None:
@@ -266,25 +271,28 @@ def check_temporary_files(paths: Sequence[str], cfg: JobConfig) -> None:
                                                                    "more": more, "pattern": pattern})))
 
 
-def stray_file_hint(cfg: JobConfig, path: str) -> str:
-    """For a file of a local input folder that Spark could not read as the table's: when its name ends unlike
-    most of the folder's files (a README.txt among .csv files), that it may not belong there and how to read
-    only the table's files; '' otherwise."""
-    local = local_input_files(cfg, MAX_HEADER_FILES)
-    if local is None or not os.path.isdir(local[0]):
-        return ""
-    names = [os.path.basename(f) for f in local[1]]
+def stray_file(names: Sequence[str], name: str, table: str) -> Finding | None:
+    """For a file ``name`` of the input folder ``table`` that Spark could not read as the table's: when it ends
+    unlike most of the folder's files ``names`` (a README.txt among .csv files), the hint that it may not belong
+    there and how to read only the table's files; None otherwise."""
     kinds: dict[str, list[str]] = {}
     for n in names:
         kinds.setdefault(name_kind(n), []).append(n)
     top = max(kinds, key=lambda k: len(kinds[k]), default="")
-    if not top or name_kind(os.path.basename(path)) == top or len(kinds[top]) < 2:
-        return ""
+    if not top or name_kind(name) == top or len(kinds[top]) < 2:
+        return None
     endings = [os.path.splitext(n[:len(n) - len(compression(n))])[1] for n in kinds[top]]
     spelled = max(set(endings), key=endings.count)  # as the files spell it: the filter tells case apart
-    return (f" {os.path.basename(path)} is not named like the folder's other files ({len(kinds[top]):,} end in "
-            f"{spelled}): if it is not part of the table, move it out of {str(cfg.input.path)!r}, or set "
-            f"input.options: {{pathGlobFilter: '{names_glob(kinds[top])}'}} so Spark reads only the files named so.")
+    return Finding("stray_file", HINT, {"files": len(kinds[top])}, {"file": name, "ending": spelled, "table": table,
+                                                                    "pattern": names_glob(kinds[top])})
+
+
+def stray_file_hint(cfg: JobConfig, path: str) -> str:
+    """:func:`stray_file` for a file of a local input folder, as a sentence to append; '' for other inputs."""
+    local = local_input_files(cfg, MAX_HEADER_FILES)
+    if local is None or not os.path.isdir(local[0]):
+        return ""
+    return _said(stray_file([os.path.basename(f) for f in local[1]], os.path.basename(path), str(cfg.input.path)))
 
 
 def first_line(e: BaseException) -> str:
@@ -350,48 +358,43 @@ def _kind_told(path: str, fmt: str) -> str:
             f"{other.upper()}, set input.format: {other}.") if other and other != fmt else ""
 
 
+def missing_reader(fmt: str, spark_version: str) -> Finding | None:
+    """For an input format whose reader is not on the class path of Spark ``spark_version`` (Avro, Delta Lake,
+    Iceberg): the hint naming the package to add; None for any other format."""
+    version = spark_version.split("+")[0]
+    return Finding(f"{fmt}_reader_missing", HINT, {}, {"version": version, "minor": ".".join(version.split(".")[:2])}) \
+        if fmt in ("avro", "delta", "iceberg") else None
+
+
 def missing_source_hint(error: BaseException, fmt: str) -> str:
-    """For an input format whose reader is not on Spark's class path (Delta Lake, Iceberg, Avro): the package to
-    add; '' for any other failure."""
+    """:func:`missing_reader` for a read that failed for want of its reader, as a sentence to append; '' for any
+    other failure."""
     text = str(error)
     if not ("ClassNotFoundException" in text or "Failed to find data source" in text
             or "DATA_SOURCE_NOT_FOUND" in text):
         return ""
     import pyspark
 
-    version = pyspark.__version__.split("+")[0]
-    minor = ".".join(version.split(".")[:2])
-    needs = {  # format: (package, where its version comes from, what else to set)
-        "avro": (f"org.apache.spark:spark-avro_2.13:{version}", "Spark's own module, this Spark's version", ""),
-        "delta": ("io.delta:delta-spark_2.13:<version>", f"the Delta Lake release for Spark {minor}, from Delta's "
-                  "compatibility table", " and set spark.sql.extensions: io.delta.sql.DeltaSparkSessionExtension"),
-        "iceberg": (f"org.apache.iceberg:iceberg-spark-runtime-{minor}_2.13:<version>", "the Iceberg runtime "
-                    f"for Spark {minor}", " and configure an Iceberg catalog"),
-    }
-    if fmt not in needs:
-        return ""
-    package, note, more = needs[fmt]
-    return (f" input.format {fmt} needs its reader on Spark's class path: add '{package}' to spark.jars.packages "
-            f"under spark.conf ({note}){more}, or pass --packages to spark-submit.")
+    return _said(missing_reader(fmt, pyspark.__version__))
 
 
 def csv_header_message(path: str, lines: Sequence[str], cfg: JobConfig | None = None) -> str:
-    """The error for a CSV file whose header differs from the table's columns (Spark's header check); for a
-    local input, the headers its files have (first lines only, on this error path)."""
+    """:func:`csv_header_mismatch`, rendered; for a local input, with the headers its files have (first lines
+    only, on this error path)."""
+    told = stray_file_hint(cfg, path) + _csv_headers(cfg, path) if cfg is not None else ""
+    return render(csv_header_mismatch(path, lines, told))
+
+
+def csv_header_mismatch(path: str, lines: Sequence[str], told: str = "") -> Finding:
+    """The error for a CSV file whose header differs from the table's columns, from the ``lines`` of Spark's
+    header check; ``told``: what else is known of the files, as sentences."""
     m = next((m for m in map(_CSV_HEADER.search, lines) if m), None)
-    if m is not None:
-        what = f"its header has column {m.group(2)!r} where the table has {m.group(1)!r}"
-    else:
-        count = next((m for m in map(_CSV_HEADER_COUNT.search, lines) if m), None)
-        what = "its header has another number of columns than the table" + (
-            f" ({count.group(1).strip().rstrip('.')[:200]})" if count is not None and count.group(1).strip() else "")
-    headers = _csv_headers(cfg, path) if cfg is not None else ""
-    stray = stray_file_hint(cfg, path) if cfg is not None else ""
-    return (f"CSV file {path} of the evaluation table does not match the other files: {what} (the table's "
-            f"column names and order come from one file's header).{stray}{headers} Spark reads CSV columns by "
-            "position, so this file would be read into the wrong columns. Write every file with the same columns in "
-            "the same order (or set input.options: {enforceSchema: 'true'} to read by position regardless, at your "
-            "own risk).")
+    count = next((m for m in map(_CSV_HEADER_COUNT.search, lines) if m), None)
+    detail = [Finding("csv_header_count_detail", NOTE, {}, {"detail": count.group(1).strip().rstrip(".")[:200]})] \
+        if count is not None and count.group(1).strip() else []
+    what = Finding("csv_header_column", NOTE, {}, {"found": m.group(2), "expected": m.group(1)}) if m is not None \
+        else Finding("csv_header_count", NOTE, {}, {"detail": detail})
+    return Finding("csv_header_differs", ERROR, {}, {"path": path, "what": [what], "told": told})
 
 
 MAX_HEADER_FILES = 2000
@@ -452,16 +455,14 @@ def result_too_large_error(error: BaseException, cfg: JobConfig) -> ConfigError 
     """One line for a scan whose aggregated result exceeds ``spark.driver.maxResultSize`` (its usual cause and
     the fixes), or None when ``error`` is about something else."""
     m = _RESULT_TOO_LARGE.search(str(error))
-    if m is None:
-        return None
-    slices = list(cfg.columns.slices)
-    cause = (f"a slice column with very many values (columns.slices: {slices}) makes summary rows per value"
-             if slices else "very many models and runs, or a very small histogram.bin_width, make many summary rows")
-    return ConfigError(
-        f"The scan's result ({m.group(1)} and more) is larger than spark.driver.maxResultSize ({m.group(2)}): the "
-        f"summaries have a row per (day, model, run, slice value, split, label, histogram bin), and {cause}. "
-        "Slice by a coarser column (a segment such as a country), evaluate fewer days at once, or raise "
-        "spark.driver.maxResultSize (spark.conf, or spark-submit --conf) with the driver's memory.")
+    return None if m is None else ConfigError(render(result_too_large(m.group(1), m.group(2), cfg.columns.slices)))
+
+
+def result_too_large(size: str, limit: str, slices: Sequence[str]) -> Finding:
+    """The error for a scan's result of ``size`` (as Spark gives it) over maxResultSize ``limit``, with its
+    likely cause: the ``slices`` columns, or (none) many groups or bins."""
+    cause = Finding("many_slice_values", NOTE, {}, {"slices": list(slices)}) if slices else Finding("many_groups", NOTE)
+    return Finding("result_too_large", ERROR, {}, {"size": size, "limit": limit, "cause": [cause]})
 
 
 @contextmanager

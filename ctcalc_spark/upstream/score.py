@@ -93,8 +93,6 @@ ModelRef = str | os.PathLike[str] | CtrModel | TableModel
 Entry = tuple[str, int, TableModel]
 UNDATED = "undated"
 """The key of :class:`ScoreReport`'s per-day counts for an undated table (no ds column, no partitions)."""
-SHOWN = 5
-"""Models named in the extreme-logit warning."""
 
 
 @dataclass
@@ -140,21 +138,11 @@ class ScoreReport:
         self.extreme[(name, run)] = (old[0] + n_extreme, old[1] + n_rows, min(old[2], lo), max(old[3], hi))
 
     def extreme_lines(self) -> list[str]:
-        """A WARNING line when some model scored logits outside [-max_abs_logit, max_abs_logit); else none."""
-        hit = {k: v for k, v in self.extreme.items() if v[0]}
-        if not hit:
-            return []
-        total, rows = sum(v[0] for v in hit.values()), sum(v[1] for v in self.extreme.values())
-        lo, hi = min(v[2] for v in hit.values()), max(v[3] for v in hit.values())
-        worst = sorted(hit.items(), key=lambda kv: (-kv[1][0] / max(kv[1][1], 1), kv[0]))
-        named = "; ".join(f"{n} run {r}: {e:,} of {m:,} ({100 * e / max(m, 1):.1f} %)"
-                          for (n, r), (e, m, _, _) in worst[:SHOWN])
-        more = f"; {len(worst) - SHOWN} more" if len(worst) > SHOWN else ""
-        limit = f"{self.max_abs_logit:g}"
-        return [f"WARNING: {total:,} of {rows:,} scored rows ({len(hit)} of {len(self.extreme)} models) have logits "
-                f"outside [-{limit}, {limit}) (sanity.max_abs_logit), from {lo:,.6g} to {hi:,.6g}: {named}{more}. "
-                "Such scores come from broken inputs: features constant in training (ctcalc train names them) or "
-                "unscaled ones; a confidently wrong row adds about |logit| to the log loss."]
+        """The warning when some model scored logits outside [-max_abs_logit, max_abs_logit); else none."""
+        from ctcalc_spark.core.findings import render
+        from ctcalc_spark.core.sanity import scored_extreme
+
+        return [render(f) for f in [scored_extreme(self.extreme, self.max_abs_logit)] if f]
 
     def next_step(self) -> str | None:
         """The evaluate command for the days written (the evaluation table has the evaluate job's default column
