@@ -97,14 +97,6 @@ class BinaryGroups:
             loss[members], positives[members] = padded.sums_at(BIAS, c[members], np.arange(members.size))
         return loss, positives
 
-    def loss_sum(self, c: np.ndarray) -> np.ndarray:
-        """Σw·logloss(y, σ(z - c)) of each group at its shift (:meth:`sums_at`)."""
-        return self.sums_at(c)[0]
-
-    def predicted_positives(self, c: np.ndarray) -> np.ndarray:
-        """Σw·σ(z - c) of each group at its shift (:meth:`sums_at`)."""
-        return self.sums_at(c)[1]
-
 
 def _padded_chunks(columns: Mapping[str, np.ndarray], groups: Sequence[np.ndarray], is_bias: np.ndarray | None,
                    bin_width: float) -> list[tuple[np.ndarray, _Padded]]:

@@ -420,7 +420,7 @@ class BinarySummary:
         float
             The weighted log-loss sum in nats (0.0 for no rows).
         """
-        return float(self._group.loss_sum(np.array([c], np.float64))[0])
+        return float(self._group.sums_at(np.array([c], np.float64))[0][0])
 
     def log_loss(self, c: float = 0.0) -> float:
         """Weighted mean log loss after shifting every logit by -c.
@@ -455,7 +455,7 @@ class BinarySummary:
         float
             The weighted count of predicted positives.
         """
-        return float(self._group.predicted_positives(np.array([c], np.float64))[0])
+        return float(self._group.sums_at(np.array([c], np.float64))[1][0])
 
     def solve_bias(self) -> float:
         """c* minimising the expanded L(c), within :func:`bias_error_bound` of the exact one.
