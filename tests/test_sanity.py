@@ -117,6 +117,10 @@ def test_hint_names_the_rows_needed_and_what_to_change():
     assert raise_it.context["advice"][0].context["fraction"] == pytest.approx(0.065)
     assert small_bias(median_bias_rows=300, median_rows=3000, information=0.0, bias_fraction=0.1).code == \
         "bias_rows_saturated"
+    # groups of no rows (median 0): the hint says no fraction reaches it, it does not fail on the infinite fraction
+    empty = small_bias(median_bias_rows=0, median_rows=0, information=0.2, bias_fraction=0.1)
+    assert codes(empty) == ["small_bias_parts", ["bias_fraction_none"], ["information_rows"]]
+    assert "no split.bias_fraction reaches that with 0 rows per group" in render(empty)
 
 
 def test_groups_without_a_calibrated_value_are_counted_per_status():

@@ -427,8 +427,9 @@ def small_bias(*, median_bias_rows: float, median_rows: float, information: floa
     if now <= HINT_FROM * BIAS_TOLERANCE:
         return None
     fraction = needed / median_rows if median_rows > 0 else math.inf
-    step = {"bias_fraction": bias_fraction, "fraction": _round_up(fraction), "group_rows": median_rows,
-            "left": 1 - _round_up(fraction)}
+    rounded = _round_up(fraction) if fraction < 1.0 else None  # no fraction to name at 1 or more (inf: no rows)
+    step = {"bias_fraction": bias_fraction, "fraction": rounded, "group_rows": median_rows,
+            "left": None if rounded is None else 1 - rounded}
     advice = [Finding("raise_bias_fraction" if fraction <= 0.5 else "bias_fraction_most" if fraction < 1.0
                       else "bias_fraction_none", NOTE, {}, step)]
     if rows_per_day:
